@@ -1,0 +1,16 @@
+//! Compiles the lab's .proto files with protox (no protoc on the machine needed),
+//! generates the tonic stubs and keeps the encoded descriptor set for server reflection.
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["echo.proto", "rpcmeter/lab/v1/lab.proto"];
+    println!("cargo:rerun-if-changed=proto");
+    let fds = protox::compile(files, ["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("lab_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,2 @@
+//! Recording: what a run measured (latency histograms, counts) and what it cost.
+pub mod resource;

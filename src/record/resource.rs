@@ -1,0 +1,60 @@
+//! The process's own cost: CPU seconds (user + system) and memory, read from the kernel.
+//! Both `run` (the client's cost) and the lab's Stats (the server's cost) use this.
+use std::time::Duration;
+
+/// One reading of this process's resource use.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// User + system CPU time consumed by all threads so far.
+    pub cpu: Duration,
+    /// Peak resident set size so far, in bytes.
+    pub max_rss_bytes: u64,
+    /// Resident set size now, in bytes.
+    pub rss_bytes: u64,
+}
+
+/// Reads the process's CPU time and memory now.
+pub fn usage() -> Usage {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Usage {
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        max_rss_bytes: ru.ru_maxrss as u64 * 1024, // Linux reports KiB
+        rss_bytes: current_rss_bytes(),
+    }
+}
+
+/// Resident set size now, from /proc/self/statm (0 where that file is absent).
+fn current_rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    pages * page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_grows_with_work_and_rss_is_read() {
+        let before = usage();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let after = usage();
+        assert!(after.cpu > before.cpu, "CPU time did not advance: {before:?} -> {after:?}");
+        assert!(after.rss_bytes > 1 << 20, "RSS below 1 MiB is not a real reading: {after:?}");
+        assert!(after.max_rss_bytes >= after.rss_bytes / 2);
+    }
+}
