@@ -28,7 +28,17 @@ pub enum Command {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) if !err.use_stderr() => err.exit(), // --help, --version
+        Err(err) => {
+            // One line naming the problem (clap's first), not a page of usage.
+            let text = err.render().to_string();
+            let first = text.lines().next().unwrap_or("bad usage").trim_start_matches("error: ");
+            eprintln!("rpcmeter: error: {first}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Serve(args) => serve::main(args),
         Command::Run(args) => run::main(args),

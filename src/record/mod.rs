@@ -1,2 +1,5 @@
 //! Recording: what a run measured (latency histograms, counts) and what it cost.
 pub mod resource;
+pub mod shard;
+
+pub use shard::{Counts, Shard, STATUS_CODES};

@@ -1,0 +1,471 @@
+//! The engine: worker threads, each with one current-thread runtime owning its
+//! connections (no call crosses threads); ONE worker loop for every load model, paced by
+//! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
+//! The engine never prints: intervals go to an `IntervalSink`, the end to a `RunResult`.
+use super::plan::Plan;
+use super::transport::{Connection, Connector, Reply};
+use crate::error::run_failed;
+use crate::record::resource::{self, Usage};
+use crate::record::Shard;
+use crate::schema::RequestSource;
+use bytes::Bytes;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{watch, Notify};
+use tonic::Code;
+
+/// One call as it ended, for per-call details (`--csv-details`).
+#[derive(Debug)]
+pub struct CallRecord {
+    pub call: u64,
+    pub worker: u32,
+    pub sent_at: SystemTime,
+    pub latency: Duration,
+    pub request: Bytes,
+    pub reply: Reply,
+    pub attempts: u32,
+    pub warmup: bool,
+}
+
+/// What one interval measured, handed to sinks as it closes.
+pub struct Interval<'a> {
+    /// End of the interval, from the start of the run.
+    pub at: Duration,
+    pub length: Duration,
+    /// Whether the interval ended inside the warm-up.
+    pub warmup: bool,
+    /// Warm-up and measured calls of this interval together.
+    pub shard: &'a Shard,
+    pub usage: Usage,
+}
+
+pub trait IntervalSink {
+    fn interval(&mut self, interval: &Interval);
+}
+
+/// Outside control of a run: how many times the user asked it to stop (Ctrl-C).
+#[derive(Default)]
+pub struct Control {
+    pub interrupts: AtomicUsize,
+}
+
+#[derive(Debug)]
+pub struct RunResult {
+    pub measured: Shard,
+    pub warmup: Shard,
+    /// From the end of the warm-up to the last measured answer.
+    pub window: Duration,
+    pub warmup_window: Duration,
+    /// Burst mode: each round's wall time.
+    pub rounds: Vec<Duration>,
+    /// The client's own cost over the whole run (warm-up included).
+    pub cpu: Duration,
+    pub max_rss_bytes: u64,
+    /// Stopped by Ctrl-C or by the drain limit, not by its own end.
+    pub partial: bool,
+    /// Calls started but never answered (abandoned at a hard stop).
+    pub abandoned: u64,
+}
+
+/// A thread's hand-over to the collector.
+enum Report {
+    Ready(anyhow::Result<()>),
+    Delta { warmup: Shard, measured: Shard, last_answer: Option<Instant> },
+    Done,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Phase {
+    Connecting,
+    Go(Instant),
+    /// Stop sending; calls in flight may finish.
+    Stop,
+    /// Abandon calls in flight.
+    Abort,
+}
+
+/// State every worker thread shares.
+struct Shared {
+    plan: Plan,
+    requests: Arc<RequestSource>,
+    connector: Connector,
+    details: Option<mpsc::SyncSender<CallRecord>>,
+    tickets: AtomicU64,
+    measured_tickets: AtomicU64,
+    started: AtomicU64,
+    completed: AtomicU64,
+    stopping: AtomicBool,
+    round_done: Notify,
+    round_ends: Mutex<Vec<Instant>>,
+}
+
+/// Runs the plan to its end (or Ctrl-C), feeding `sink` every interval.
+pub fn run(
+    plan: Plan,
+    requests: Arc<RequestSource>,
+    details: Option<mpsc::SyncSender<CallRecord>>,
+    sink: &mut dyn IntervalSink,
+    control: &Control,
+) -> anyhow::Result<RunResult> {
+    let connector = Connector::new(&plan.target)?;
+    let threads = plan.threads.max(1);
+    let shared = Arc::new(Shared {
+        plan,
+        requests,
+        connector,
+        details,
+        tickets: AtomicU64::new(0),
+        measured_tickets: AtomicU64::new(0),
+        started: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        stopping: AtomicBool::new(false),
+        round_done: Notify::new(),
+        round_ends: Mutex::new(Vec::new()),
+    });
+    let (phase_tx, phase_rx) = watch::channel(Phase::Connecting);
+    let (report_tx, reports) = mpsc::channel();
+    let mut handles = Vec::new();
+    for index in 0..threads {
+        let (shared, phase, tx) = (shared.clone(), phase_rx.clone(), report_tx.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("rpcmeter-worker-{index}"))
+            .spawn(move || worker_thread(index, shared, phase, tx))?;
+        handles.push(handle);
+    }
+    drop(report_tx);
+    let usage_before = resource::usage();
+
+    // Every connection is up before the clock starts; the first failure ends the run.
+    for _ in 0..threads {
+        let ready = match reports.recv() {
+            Ok(Report::Ready(ready)) => ready,
+            _ => Err(anyhow::anyhow!("a worker thread ended before connecting")),
+        };
+        if let Err(err) = ready {
+            let _ = phase_tx.send(Phase::Abort);
+            let t = &shared.plan.target;
+            return Err(run_failed(format!("cannot connect to {}:{}: {err:#}", t.host, t.port)));
+        }
+    }
+    let start = Instant::now();
+    phase_tx.send_replace(Phase::Go(start));
+    let collected = collect(&shared, start, &reports, &phase_tx, sink, control, threads);
+    for handle in handles {
+        if handle.is_finished() || !collected.partial {
+            let _ = handle.join();
+        }
+    }
+    let usage_after = resource::usage();
+    let rounds = round_lengths(start, &shared.round_ends.lock().unwrap());
+    let warmup_window = shared.plan.warmup.min(collected.last_answer.saturating_duration_since(start));
+    Ok(RunResult {
+        window: collected.last_answer.saturating_duration_since(start + shared.plan.warmup),
+        warmup_window,
+        rounds,
+        cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
+        max_rss_bytes: usage_after.max_rss_bytes,
+        partial: collected.partial,
+        abandoned: shared.started.load(Relaxed) - shared.completed.load(Relaxed),
+        measured: collected.measured,
+        warmup: collected.warmup,
+    })
+}
+
+fn round_lengths(start: Instant, ends: &[Instant]) -> Vec<Duration> {
+    let mut last = start;
+    ends.iter()
+        .map(|&end| {
+            let length = end - last;
+            last = end;
+            length
+        })
+        .collect()
+}
+
+struct Collected {
+    measured: Shard,
+    warmup: Shard,
+    last_answer: Instant,
+    partial: bool,
+}
+
+/// The collector: merges deltas, closes intervals, turns Ctrl-C and the end into phases.
+fn collect(
+    shared: &Shared,
+    start: Instant,
+    reports: &mpsc::Receiver<Report>,
+    phase: &watch::Sender<Phase>,
+    sink: &mut dyn IntervalSink,
+    control: &Control,
+    threads: u32,
+) -> Collected {
+    let plan = &shared.plan;
+    let mut out = Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, partial: false };
+    let mut interval = Shard::default();
+    let mut interval_start = start;
+    let mut done = 0;
+    // The run's own end (duration limit) starts the drain too.
+    let end = plan.stop.duration.map(|d| start + plan.warmup + d);
+    let mut abort_at: Option<Instant> = None;
+    let mut stopped_by_user = false;
+    while done < threads {
+        match reports.recv_timeout(Duration::from_millis(20)) {
+            Ok(Report::Delta { warmup, measured, last_answer }) => {
+                interval.add(&warmup);
+                interval.add(&measured);
+                out.warmup.add(&warmup);
+                out.measured.add(&measured);
+                if let Some(t) = last_answer {
+                    out.last_answer = out.last_answer.max(t);
+                }
+            }
+            Ok(Report::Done) => done += 1,
+            Ok(Report::Ready(_)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        let now = Instant::now();
+        if now - interval_start >= plan.interval {
+            let at = now - start;
+            sink.interval(&Interval {
+                at,
+                length: now - interval_start,
+                warmup: at <= plan.warmup,
+                shard: &interval,
+                usage: resource::usage(),
+            });
+            interval.take();
+            interval_start = now;
+        }
+        let interrupts = control.interrupts.load(Relaxed);
+        if interrupts >= 1 && !stopped_by_user {
+            stopped_by_user = true;
+            out.partial = true;
+            shared.stopping.store(true, Relaxed);
+            shared.round_done.notify_waiters();
+            phase.send_replace(Phase::Stop);
+            abort_at = Some(now + plan.drain);
+        }
+        if abort_at.is_none() && end.is_some_and(|e| now >= e) {
+            abort_at = Some(now + plan.drain);
+        }
+        if interrupts >= 2 || abort_at.is_some_and(|a| now >= a) {
+            if *phase.borrow() != Phase::Abort {
+                out.partial |= shared.started.load(Relaxed) > shared.completed.load(Relaxed);
+                phase.send_replace(Phase::Abort);
+                // Threads answer an abort at once; give them a moment to hand over, no more.
+                abort_at = Some(now + Duration::from_millis(500));
+            } else if abort_at.is_some_and(|a| now >= a) {
+                out.partial = true;
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// One worker thread: its own current-thread runtime, connections and shards.
+fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            let _ = tx.send(Report::Ready(Err(err.into())));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let plan = &shared.plan;
+        let threads = plan.threads.max(1);
+        // Connections index, index + threads, ... live on this thread.
+        let mine = (index..plan.connections.max(1)).step_by(threads as usize).count().max(1);
+        let mut connections = Vec::with_capacity(mine);
+        for _ in 0..mine {
+            match shared.connector.connect().await {
+                Ok(c) => connections.push(RefCell::new(c)),
+                Err(err) => {
+                    let _ = tx.send(Report::Ready(Err(err)));
+                    return;
+                }
+            }
+        }
+        let _ = tx.send(Report::Ready(Ok(())));
+        let start = loop {
+            match *phase.borrow_and_update() {
+                Phase::Go(start) => break start,
+                Phase::Abort | Phase::Stop => return,
+                Phase::Connecting => {}
+            }
+            if phase.changed().await.is_err() {
+                return;
+            }
+        };
+        let local = Rc::new(Local {
+            shared: shared.clone(),
+            start,
+            connections,
+            warmup: RefCell::new(Shard::default()),
+            measured: RefCell::new(Shard::default()),
+            last_answer: RefCell::new(None),
+            phase: phase.clone(),
+        });
+        let workers = (index..plan.workers).step_by(threads as usize);
+        let all = futures::future::join_all(workers.map(|w| worker(local.clone(), w)));
+        let flusher = async {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
+            loop {
+                tick.tick().await;
+                let _ = tx.send(local.take_delta());
+            }
+        };
+        tokio::select! {
+            _ = all => {}
+            _ = flusher => {}
+            _ = wait_for(&mut phase, Phase::Abort) => {}
+        }
+        let _ = tx.send(local.take_delta());
+        let _ = tx.send(Report::Done);
+    });
+}
+
+async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {
+    let _ = phase.wait_for(|p| *p == wanted).await;
+}
+
+/// What the workers of one thread share (single-threaded: RefCell, no locks).
+struct Local {
+    shared: Arc<Shared>,
+    start: Instant,
+    connections: Vec<RefCell<Connection>>,
+    warmup: RefCell<Shard>,
+    measured: RefCell<Shard>,
+    last_answer: RefCell<Option<Instant>>,
+    phase: watch::Receiver<Phase>,
+}
+
+impl Local {
+    fn take_delta(&self) -> Report {
+        Report::Delta {
+            warmup: self.warmup.borrow_mut().take(),
+            measured: self.measured.borrow_mut().take(),
+            last_answer: *self.last_answer.borrow(),
+        }
+    }
+
+    fn shard(&self, warmup: bool) -> std::cell::RefMut<'_, Shard> {
+        if warmup { self.warmup.borrow_mut() } else { self.measured.borrow_mut() }
+    }
+
+    /// Sleeps until `at`, or returns false as soon as the run is told to stop.
+    async fn sleep_until(&self, at: Instant) -> bool {
+        let mut phase = self.phase.clone();
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => !self.shared.stopping.load(Relaxed),
+            _ = phase.wait_for(|p| matches!(p, Phase::Stop | Phase::Abort)) => false,
+        }
+    }
+
+    /// One attempt on the worker's connection, reconnecting first when it has closed.
+    async fn attempt(&self, slot: usize, request: Bytes) -> Reply {
+        let conn = &self.connections[slot];
+        if conn.borrow().is_closed() {
+            match self.shared.connector.connect().await {
+                Ok(fresh) => *conn.borrow_mut() = fresh,
+                Err(err) => {
+                    // A dead target must not turn the loop into a spin: wait before the next try.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    return Reply { status: Code::Unavailable, response_bytes: 0, response: None, message: Some(format!("{err:#}")) };
+                }
+            }
+        }
+        let connection = conn.borrow().clone();
+        let plan = &self.shared.plan;
+        connection.unary(&plan.spec, request, plan.keep_responses).await
+    }
+}
+
+/// THE worker loop: every load model is this loop with another `Pacer`.
+async fn worker(local: Rc<Local>, id: u32) {
+    let shared = &local.shared;
+    let plan = &shared.plan;
+    let slot = (id / plan.threads.max(1)) as usize % local.connections.len();
+    let warmup_end = local.start + plan.warmup;
+    let end = plan.stop.duration.map(|d| warmup_end + d);
+    if !plan.ramp.is_zero() && !local.sleep_until(local.start + plan.ramp.mul_f64(id as f64 / plan.workers as f64)).await {
+        return;
+    }
+    let mut done = 0u64;
+    while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
+        let ticket = shared.tickets.fetch_add(1, Relaxed);
+        // Bursts: wait until the previous round has fully ended.
+        let needed = plan.pacer.completed_before(ticket);
+        while shared.completed.load(Acquire) < needed {
+            let notified = shared.round_done.notified();
+            if shared.completed.load(Acquire) >= needed || shared.stopping.load(Relaxed) {
+                break;
+            }
+            notified.await;
+        }
+        let intended = plan.pacer.intended(ticket).map(|d| local.start + d);
+        let send_at = intended.unwrap_or_else(Instant::now);
+        if end.is_some_and(|e| send_at >= e) || shared.stopping.load(Relaxed) {
+            break;
+        }
+        if intended.is_some_and(|t| t > Instant::now()) && !local.sleep_until(send_at).await {
+            break;
+        }
+        let warmup = send_at < warmup_end;
+        if !warmup && plan.stop.total.is_some_and(|n| shared.measured_tickets.fetch_add(1, Relaxed) >= n) {
+            break;
+        }
+        shared.started.fetch_add(1, Relaxed);
+        call(&local, id, ticket, slot, send_at, intended.is_some(), warmup).await;
+        let completed = shared.completed.fetch_add(1, AcqRel) + 1;
+        if let crate::load::pacer::Pacer::Burst { size } = plan.pacer {
+            if completed % size == 0 {
+                shared.round_ends.lock().unwrap().push(Instant::now());
+                shared.round_done.notify_waiters();
+            }
+        }
+        done += 1;
+    }
+}
+
+/// One call: attempts with backoff until a final answer, recorded once.
+async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, send_at: Instant, paced: bool, warmup: bool) {
+    let plan = &local.shared.plan;
+    let request = local.shared.requests.request(ticket, worker);
+    let wall = SystemTime::now();
+    let first_send = Instant::now();
+    if paced {
+        local.shard(warmup).record_lag(first_send - send_at);
+    }
+    let mut attempts = 0u32;
+    let reply = loop {
+        attempts += 1;
+        let began = Instant::now();
+        let reply = local.attempt(slot, request.clone()).await;
+        local.shard(warmup).record_attempt(began.elapsed(), reply.status);
+        match plan.retry.backoff(attempts, reply.status) {
+            Some(wait) if local.sleep_until(Instant::now() + wait).await => continue,
+            _ => break reply,
+        }
+    };
+    let answered = Instant::now();
+    // Open loop counts from the intended send time: the wait a stalled server caused is latency.
+    let latency = answered - send_at;
+    {
+        let mut shard = local.shard(warmup);
+        shard.counts.request_bytes += request.len() as u64 * attempts as u64;
+        shard.counts.response_bytes += reply.response_bytes;
+        shard.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
+    }
+    *local.last_answer.borrow_mut() = Some(answered);
+    if let Some(details) = &local.shared.details {
+        // Bounded channel: a slow disk slows the run rather than growing memory.
+        let record = CallRecord { call: ticket, worker, sent_at: wall, latency, request, reply, attempts, warmup };
+        let _ = details.send(record);
+    }
+}

@@ -1,0 +1,183 @@
+//! A Shard holds everything one worker thread measured since its last hand-over:
+//! HDR histograms and counters. Recording never allocates or locks; shards merge
+//! losslessly, so intervals, phases and (later) machines add up exactly.
+use hdrhistogram::Histogram;
+use std::time::Duration;
+use tonic::Code;
+
+/// gRPC status codes 0..=16, the index into the per-status counters.
+pub const STATUS_CODES: usize = 17;
+
+/// Highest latency a histogram holds (larger values are clamped to it): one hour.
+const MAX_NANOS: u64 = 3_600_000_000_000;
+
+pub fn new_histogram() -> Histogram<u64> {
+    // 3 significant digits over 1 ns..1 h: fixed size, so recording never resizes.
+    Histogram::new_with_bounds(1, MAX_NANOS, 3).expect("static histogram bounds are valid")
+}
+
+/// Counters of one shard. Every call ends with exactly one final status, so
+/// `calls == sum(call_status)`; every attempt likewise.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    pub calls: u64,
+    pub attempts: u64,
+    /// Calls whose final answer was still retryable after the last allowed retry.
+    pub retry_exhausted: u64,
+    /// Final status of each call, indexed by gRPC code.
+    pub call_status: [u64; STATUS_CODES],
+    /// Status of each attempt, indexed by gRPC code.
+    pub attempt_status: [u64; STATUS_CODES],
+    /// Open loop: sends that left more than `LATE_SEND` after their intended time.
+    pub late_sends: u64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+}
+
+/// A send later than this behind its schedule counts as late (the pacer could not keep up).
+pub const LATE_SEND: Duration = Duration::from_millis(1);
+
+impl Counts {
+    pub fn ok(&self) -> u64 {
+        self.call_status[Code::Ok as usize]
+    }
+    pub fn failed(&self) -> u64 {
+        self.calls - self.ok()
+    }
+    pub fn retries(&self) -> u64 {
+        self.attempts - self.calls
+    }
+    fn add(&mut self, o: &Counts) {
+        self.calls += o.calls;
+        self.attempts += o.attempts;
+        self.retry_exhausted += o.retry_exhausted;
+        self.late_sends += o.late_sends;
+        self.request_bytes += o.request_bytes;
+        self.response_bytes += o.response_bytes;
+        for i in 0..STATUS_CODES {
+            self.call_status[i] += o.call_status[i];
+            self.attempt_status[i] += o.attempt_status[i];
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Shard {
+    /// Call latency: intended (open loop) or actual first send to the final answer,
+    /// backoff included.
+    pub call_latency: Histogram<u64>,
+    /// Latency of each attempt on its own.
+    pub attempt_latency: Histogram<u64>,
+    /// Open loop: how late each send left behind its intended time.
+    pub schedule_lag: Histogram<u64>,
+    pub counts: Counts,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard {
+            call_latency: new_histogram(),
+            attempt_latency: new_histogram(),
+            schedule_lag: new_histogram(),
+            counts: Counts::default(),
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    (d.as_nanos() as u64).clamp(1, MAX_NANOS)
+}
+
+impl Shard {
+    pub fn record_attempt(&mut self, latency: Duration, status: Code) {
+        self.attempt_latency.saturating_record(nanos(latency));
+        self.counts.attempts += 1;
+        self.counts.attempt_status[status as usize] += 1;
+    }
+
+    pub fn record_call(&mut self, latency: Duration, status: Code, retry_exhausted: bool) {
+        self.call_latency.saturating_record(nanos(latency));
+        self.counts.calls += 1;
+        self.counts.call_status[status as usize] += 1;
+        self.counts.retry_exhausted += retry_exhausted as u64;
+    }
+
+    pub fn record_lag(&mut self, lag: Duration) {
+        self.schedule_lag.saturating_record(nanos(lag));
+        self.counts.late_sends += (lag > LATE_SEND) as u64;
+    }
+
+    pub fn add(&mut self, other: &Shard) {
+        // Same bounds on both sides, so adding cannot fail.
+        self.call_latency.add(&other.call_latency).expect("same histogram bounds");
+        self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
+        self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
+        self.counts.add(&other.counts);
+    }
+
+    /// Hands over what was recorded since the last call and starts afresh.
+    pub fn take(&mut self) -> Shard {
+        let taken = self.clone();
+        self.call_latency.reset();
+        self.attempt_latency.reset();
+        self.schedule_lag.reset();
+        self.counts = Counts::default();
+        taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_is_lossless_and_take_resets() {
+        let mut a = Shard::default();
+        let mut b = Shard::default();
+        for i in 1..=1000u64 {
+            let s = if i % 10 == 0 { Code::Unavailable } else { Code::Ok };
+            let target = if i % 2 == 0 { &mut a } else { &mut b };
+            target.record_attempt(Duration::from_micros(i), s);
+            target.record_call(Duration::from_micros(i), s, false);
+        }
+        let mut all = a.take();
+        all.add(&b);
+        assert_eq!(a.counts, Counts::default());
+        assert_eq!(a.call_latency.len(), 0);
+        assert_eq!(all.counts.calls, 1000);
+        assert_eq!(all.counts.ok(), 900);
+        assert_eq!(all.counts.failed(), 100);
+        assert_eq!(all.counts.call_status[Code::Unavailable as usize], 100);
+        assert_eq!(all.call_latency.len(), 1000);
+        // The merged p50 is the p50 of all samples (500 µs), within 3 significant digits.
+        let p50 = all.call_latency.value_at_quantile(0.5) as f64;
+        assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.001, "{p50}");
+    }
+
+    #[test]
+    fn retries_are_attempts_minus_calls() {
+        let mut s = Shard::default();
+        // One call: two rejected attempts then OK; one call that ran out of retries.
+        s.record_attempt(Duration::from_millis(1), Code::ResourceExhausted);
+        s.record_attempt(Duration::from_millis(1), Code::ResourceExhausted);
+        s.record_attempt(Duration::from_millis(1), Code::Ok);
+        s.record_call(Duration::from_millis(5), Code::Ok, false);
+        s.record_attempt(Duration::from_millis(1), Code::Unavailable);
+        s.record_attempt(Duration::from_millis(1), Code::Unavailable);
+        s.record_call(Duration::from_millis(5), Code::Unavailable, true);
+        assert_eq!(s.counts.calls, 2);
+        assert_eq!(s.counts.attempts, 5);
+        assert_eq!(s.counts.retries(), 3);
+        assert_eq!(s.counts.retry_exhausted, 1);
+        assert_eq!(s.counts.attempt_status[Code::ResourceExhausted as usize], 2);
+    }
+
+    #[test]
+    fn lag_counts_late_sends() {
+        let mut s = Shard::default();
+        s.record_lag(Duration::from_micros(50));
+        s.record_lag(Duration::from_millis(30));
+        assert_eq!(s.counts.late_sends, 1);
+        assert_eq!(s.schedule_lag.len(), 2);
+    }
+}

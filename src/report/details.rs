@@ -1,0 +1,76 @@
+//! `--csv-details FILE`: one row per call, streamed to disk from a bounded channel by a
+//! writer thread (seed 004's columns, plus status and attempts). Memory stays flat.
+use crate::error::bad_input;
+use crate::load::engine::CallRecord;
+use prost_reflect::{DynamicMessage, MessageDescriptor, Value};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::UNIX_EPOCH;
+
+/// Calls buffered between the workers and the disk before workers wait.
+const BUFFER: usize = 16 * 1024;
+
+pub struct DetailsWriter {
+    pub sender: mpsc::SyncSender<CallRecord>,
+    thread: JoinHandle<anyhow::Result<u64>>,
+}
+
+/// Opens `path` now (so an unwritable file fails before the run) and starts the writer.
+pub fn start(path: &Path, method: &prost_reflect::MethodDescriptor) -> anyhow::Result<DetailsWriter> {
+    let file = File::create(path).map_err(|e| bad_input(format!("--csv-details {}: {e}", path.display())))?;
+    let (sender, receiver) = mpsc::sync_channel::<CallRecord>(BUFFER);
+    let (input, output) = (method.input(), method.output());
+    let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, &input, &output));
+    Ok(DetailsWriter { sender, thread })
+}
+
+impl DetailsWriter {
+    /// Waits until every row is on disk; returns how many were written.
+    pub fn finish(self) -> anyhow::Result<u64> {
+        drop(self.sender);
+        self.thread.join().map_err(|_| anyhow::anyhow!("the --csv-details writer failed"))?
+    }
+}
+
+/// A field's value rendered for the CSV, when the message has that field.
+fn field(message: &MessageDescriptor, bytes: Option<&[u8]>, name: &str) -> String {
+    let (Some(bytes), Some(f)) = (bytes, message.get_field_by_name(name)) else { return String::new() };
+    let Ok(decoded) = DynamicMessage::decode(message.clone(), bytes) else { return String::new() };
+    match &*decoded.get_field(&f) {
+        Value::String(s) => s.clone(),
+        Value::U64(v) => v.to_string(),
+        Value::U32(v) => v.to_string(),
+        Value::I64(v) => v.to_string(),
+        Value::I32(v) => v.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn write_all(out: BufWriter<File>, calls: mpsc::Receiver<CallRecord>, input: &MessageDescriptor, output: &MessageDescriptor) -> anyhow::Result<u64> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(["msg", "key", "version", "timestamp", "latency_ns", "bytes", "success", "status", "attempts", "warmup", "worker"])?;
+    let mut rows = 0;
+    for c in calls {
+        let request = c.request.get(5..); // past the gRPC frame header
+        let ts = c.sent_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+        w.write_record([
+            c.call.to_string(),
+            field(input, request, "key"),
+            field(output, c.reply.response.as_deref(), "version"),
+            ts.to_string(),
+            c.latency.as_nanos().to_string(),
+            c.reply.response_bytes.to_string(),
+            (c.reply.status == tonic::Code::Ok).to_string(),
+            crate::stats::STATUS_NAMES[c.reply.status as usize].to_string(),
+            c.attempts.to_string(),
+            c.warmup.to_string(),
+            c.worker.to_string(),
+        ])?;
+        rows += 1;
+    }
+    w.flush()?;
+    Ok(rows)
+}
