@@ -1,4 +1,61 @@
 //! The lab: reference services with known behaviour (DESIGN.md, "rpcmeter serve").
+//! Every lab call goes through `Lab::call`: counted by `stats`, admitted and run by `exec`.
+use std::future::Future;
+use tonic::{Response, Status};
+
+mod db;
+mod echo;
+mod exec;
+mod server;
+mod stats;
+mod storage;
+mod test_service;
+
+pub use db::DbSpec;
+pub use server::{LabConfig, LabServer, Model};
+
+use exec::{Executor, NotRun};
+use stats::{Method, Outcome, Stats};
+
+/// Everything the services share.
+pub struct Lab {
+    config: LabConfig,
+    stats: Stats,
+    exec: Executor,
+    db: db::Db,
+    store: storage::Store,
+}
+
+impl Lab {
+    /// Counts, admits and runs one call of `method`.
+    async fn call<F, T>(&self, method: Method, work: F) -> Result<Response<T>, Status>
+    where
+        F: Future<Output = Result<T, Status>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let call = self.stats.arrive(method);
+        match self.exec.run(work).await {
+            Ok(Ok(reply)) => {
+                call.finish(Outcome::Ok);
+                Ok(Response::new(reply))
+            }
+            Ok(Err(status)) => {
+                call.finish(Outcome::Failed);
+                Err(status)
+            }
+            Err(NotRun::Busy) => {
+                call.finish(Outcome::Rejected);
+                Err(Status::resource_exhausted(
+                    "server busy: every worker is running a call and the queue is full",
+                ))
+            }
+            Err(NotRun::Panicked) => {
+                call.finish(Outcome::Failed);
+                Err(Status::internal("the call panicked"))
+            }
+        }
+    }
+}
 
 /// Code generated from proto/ by build.rs.
 pub mod proto {
@@ -14,6 +71,9 @@ pub mod proto {
     /// The .proto sources, for `rpcmeter protos`.
     pub const SOURCES: &[(&str, &str)] = &[
         ("echo.proto", include_str!("../../proto/echo.proto")),
-        ("rpcmeter/lab/v1/lab.proto", include_str!("../../proto/rpcmeter/lab/v1/lab.proto")),
+        (
+            "rpcmeter/lab/v1/lab.proto",
+            include_str!("../../proto/rpcmeter/lab/v1/lab.proto"),
+        ),
     ];
 }

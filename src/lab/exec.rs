@@ -1,0 +1,87 @@
+//! The two execution models of seed 002, behind one admission path. Both run at most a
+//! fixed number of calls at once, queue at most `queue` more, and refuse the rest at once.
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, Semaphore};
+
+/// Why a call produced no answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotRun {
+    /// Refused by admission control: everything runs and the queue is full.
+    Busy,
+    /// The call panicked on a worker thread.
+    Panicked,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+pub enum Executor {
+    /// Calls run as tasks on the server's runtime (the fibers of the seed): a CPU-bound
+    /// call monopolises its runtime thread, an I/O-bound one yields while it waits.
+    Async {
+        /// running + queue permits: taken without waiting, or the call is refused.
+        admitted: Semaphore,
+        /// running permits: the queue is the wait for one of these.
+        running: Semaphore,
+    },
+    /// Calls run one at a time to completion on each of N OS threads, blocking included.
+    Threaded {
+        jobs: crossbeam_channel::Sender<Job>,
+        /// Drives a call's future on the worker thread that took it.
+        runtime: Handle,
+    },
+}
+
+impl Executor {
+    pub fn new_async(running: usize, queue: usize) -> Executor {
+        Executor::Async {
+            admitted: Semaphore::new(running + queue),
+            running: Semaphore::new(running),
+        }
+    }
+
+    /// Starts `threads` worker threads; they end when the executor is dropped.
+    pub fn new_threaded(threads: usize, queue: usize, runtime: Handle) -> std::io::Result<Executor> {
+        // A zero-capacity channel accepts a job only when a worker is waiting for one:
+        // exactly "queue 0".
+        let (jobs, queued) = crossbeam_channel::bounded::<Job>(queue);
+        for i in 0..threads {
+            let queued = queued.clone();
+            std::thread::Builder::new()
+                .name(format!("rpcmeter-worker-{i}"))
+                .spawn(move || {
+                    for job in queued {
+                        // A panicking call fails alone (its reply channel drops); the worker lives on.
+                        let _ = catch_unwind(AssertUnwindSafe(job));
+                    }
+                })?;
+        }
+        Ok(Executor::Threaded { jobs, runtime })
+    }
+
+    /// Runs `work` under admission control, or refuses it at once.
+    pub async fn run<F>(&self, work: F) -> Result<F::Output, NotRun>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self {
+            Executor::Async { admitted, running } => {
+                let _admitted = admitted.try_acquire().map_err(|_| NotRun::Busy)?;
+                let _running = running.acquire().await.expect("the run semaphore is never closed");
+                Ok(work.await)
+            }
+            Executor::Threaded { jobs, runtime } => {
+                let (reply, answer) = oneshot::channel();
+                let runtime = runtime.clone();
+                let job: Job = Box::new(move || {
+                    let _ = reply.send(runtime.block_on(work));
+                });
+                jobs.try_send(job).map_err(|_| NotRun::Busy)?;
+                // The worker drops the reply unsent only when the call panicked.
+                answer.await.map_err(|_| NotRun::Panicked)
+            }
+        }
+    }
+}

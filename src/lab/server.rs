@@ -1,0 +1,247 @@
+//! Starting and stopping the lab: its own runtime on a background thread, reflection,
+//! health, and a bounded drain. Usable from sync code and from inside another runtime.
+use super::db::{Db, DbSpec};
+use super::exec::Executor;
+use super::proto::echo::echo_service_server::EchoServiceServer;
+use super::proto::lab::{
+    stats_server::StatsServer, storage_server::StorageServer, test_service_server::TestServiceServer, StatsReply,
+};
+use super::proto::FILE_DESCRIPTOR_SET;
+use super::stats::Stats;
+use super::storage::Store;
+use super::test_service::MAX_FIB;
+use super::Lab;
+use crate::error::bad_input;
+use std::net::SocketAddr;
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::watch;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::Server;
+
+/// How long `shutdown` waits for calls in flight before it stops anyway.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The execution model (seed 002).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Model {
+    /// An async runtime with `threads` threads and at most `threads × per_thread` calls in progress.
+    Async,
+    /// `threads` OS threads, each running one call at a time to completion.
+    Threaded,
+}
+
+/// What `rpcmeter serve` serves; `Default` is the CLI's defaults.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    /// HOST:PORT; port 0 picks a free port.
+    pub addr: String,
+    pub model: Model,
+    pub threads: usize,
+    /// Calls in progress per thread (async model only).
+    pub per_thread: usize,
+    /// Calls that may wait for a free slot; `None` = as many as can run.
+    pub queue: Option<usize>,
+    /// fib(n) computed by a `Cpu` call that asks for n = 0.
+    pub fib: u32,
+    /// The database-side sleep of each `Db` call.
+    pub db_sleep: Duration,
+    pub db: DbSpec,
+    pub db_pool: usize,
+    /// Per-key locks and versions in `Storage` instead of one global order.
+    pub relax: bool,
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig {
+            addr: "127.0.0.1:9000".into(),
+            model: Model::Async,
+            threads: 5,
+            per_thread: 5,
+            queue: None,
+            fib: 30,
+            db_sleep: Duration::from_millis(250),
+            db: DbSpec::TempSqlite,
+            db_pool: 25,
+            relax: false,
+        }
+    }
+}
+
+impl LabConfig {
+    /// How many calls can run at once.
+    pub fn running(&self) -> usize {
+        match self.model {
+            Model::Async => self.threads * self.per_thread,
+            Model::Threaded => self.threads,
+        }
+    }
+
+    /// How many calls can wait beyond the running ones.
+    pub fn queue_len(&self) -> usize {
+        self.queue.unwrap_or_else(|| self.running())
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let positive = [
+            ("--threads", self.threads),
+            ("--per-thread", self.per_thread),
+            ("--db-pool", self.db_pool),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, n)| *n == 0) {
+            return Err(bad_input(format!("{name} must be at least 1")));
+        }
+        if self.fib > MAX_FIB {
+            return Err(bad_input(format!(
+                "--fib {} is above {MAX_FIB} (fib would not fit in 64 bits)",
+                self.fib
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A running lab server. Dropping it stops it too; `shutdown` also returns the final Stats.
+pub struct LabServer {
+    addr: SocketAddr,
+    lab: Arc<Lab>,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LabServer {
+    /// Binds, opens the database and starts serving; returns once listening. A bad address,
+    /// a port in use or a database that cannot be used is a one-line `bad_input` error.
+    pub fn start(config: LabConfig) -> anyhow::Result<LabServer> {
+        config.validate()?;
+        let listener = std::net::TcpListener::bind(&config.addr)
+            .map_err(|e| bad_input(format!("cannot listen on {}: {e}", config.addr)))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        // The handshake is a std channel, so this never blocks a runtime on itself.
+        let (ready, started) = mpsc::channel();
+        let thread = std::thread::Builder::new().name("rpcmeter-lab".into()).spawn(move || {
+            let runtime_and_lab = build_runtime(&config).and_then(|runtime| {
+                let lab = runtime.block_on(Lab::new(config, runtime.handle().clone()))?;
+                Ok((runtime, Arc::new(lab)))
+            });
+            match runtime_and_lab {
+                Ok((runtime, lab)) => {
+                    let _ = ready.send(Ok(lab.clone()));
+                    runtime.block_on(serve(lab, listener, stopped));
+                    // Calls still running after the drain (a long fib, a blocking sleep) are abandoned.
+                    runtime.shutdown_timeout(Duration::from_millis(100));
+                }
+                Err(err) => drop(ready.send(Err(err))),
+            }
+        })?;
+        match started.recv() {
+            Ok(Ok(lab)) => Ok(LabServer {
+                addr,
+                lab,
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(anyhow::anyhow!("the lab server thread died while starting")),
+        }
+    }
+
+    /// The address it listens on (the real port when asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stats(&self) -> StatsReply {
+        self.lab.stats.snapshot()
+    }
+
+    /// Stops accepting calls, waits up to 5 s for those in flight, and returns the final Stats.
+    pub fn shutdown(mut self) -> StatsReply {
+        self.stop_and_join();
+        self.stats()
+    }
+
+    fn stop_and_join(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for LabServer {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+fn build_runtime(config: &LabConfig) -> anyhow::Result<tokio::runtime::Runtime> {
+    // In the threaded model the runtime only does the network and the database's I/O:
+    // the calls themselves run on the worker threads.
+    let threads = match config.model {
+        Model::Async => config.threads,
+        Model::Threaded => 1,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("rpcmeter-lab-rt")
+        .enable_all()
+        .build()?;
+    Ok(runtime)
+}
+
+impl Lab {
+    async fn new(config: LabConfig, runtime: tokio::runtime::Handle) -> anyhow::Result<Lab> {
+        let db = Db::open(&config.db, config.db_pool).await?;
+        let exec = match config.model {
+            Model::Async => Executor::new_async(config.running(), config.queue_len()),
+            Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
+        };
+        let store = Store::new(config.relax);
+        Ok(Lab {
+            config,
+            stats: Stats::default(),
+            exec,
+            db,
+            store,
+        })
+    }
+}
+
+/// Serves until `stopped` turns true (or its sender is gone), then drains for at most DRAIN.
+async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::Receiver<bool>) {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<EchoServiceServer<Arc<Lab>>>().await;
+    health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
+    health.set_serving::<StorageServer<Arc<Lab>>>().await;
+    health.set_serving::<StatsServer<Arc<Lab>>>().await;
+    let reflection =
+        || tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET);
+    // The descriptor set is compiled in and the tests read it back: it cannot break at run time.
+    let reflection_v1 = reflection().build_v1().expect("the lab's descriptor set");
+    let reflection_v1alpha = reflection().build_v1alpha().expect("the lab's descriptor set");
+    let listener = tokio::net::TcpListener::from_std(listener).expect("a nonblocking std listener inside the runtime");
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+
+    let until = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let server = Server::builder()
+        .add_service(EchoServiceServer::new(lab.clone()))
+        .add_service(TestServiceServer::new(lab.clone()))
+        .add_service(StorageServer::new(lab.clone()))
+        .add_service(StatsServer::new(lab))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .serve_with_incoming_shutdown(incoming, until(stopped.clone()));
+    tokio::select! {
+        // tonic retries failed accepts itself; the server future ends only after a stop.
+        _ = server => {}
+        _ = async { until(stopped).await; tokio::time::sleep(DRAIN).await } => {}
+    }
+}

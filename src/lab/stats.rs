@@ -1,0 +1,193 @@
+//! Server-side counters (DESIGN.md, `Stats`): per method, atomics only, because every lab
+//! call passes here, the benchmarked echo included.
+use super::proto::lab::{stats_server, MethodStats, StatsReply, StatsRequest};
+use super::Lab;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tonic::{Request, Response, Status};
+
+/// The lab methods that are counted (Stats' own calls are not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Echo,
+    Cpu,
+    Db,
+    GetValue,
+    PutValue,
+}
+
+impl Method {
+    pub const ALL: [Method; 5] = [
+        Method::Echo,
+        Method::Cpu,
+        Method::Db,
+        Method::GetValue,
+        Method::PutValue,
+    ];
+
+    /// The full gRPC path, as clients and the Stats reply name it.
+    pub fn path(self) -> &'static str {
+        match self {
+            Method::Echo => "/EchoService/echo",
+            Method::Cpu => "/rpcmeter.lab.v1.TestService/Cpu",
+            Method::Db => "/rpcmeter.lab.v1.TestService/Db",
+            Method::GetValue => "/rpcmeter.lab.v1.Storage/GetValue",
+            Method::PutValue => "/rpcmeter.lab.v1.Storage/PutValue",
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// An error status other than rejection, or a call the client abandoned.
+    Failed,
+    /// RESOURCE_EXHAUSTED from admission control.
+    Rejected,
+}
+
+#[derive(Default)]
+struct Counters {
+    received: AtomicU64,
+    ok: AtomicU64,
+    failed: AtomicU64,
+    rejected: AtomicU64,
+}
+
+pub struct Stats {
+    methods: [Counters; Method::ALL.len()],
+    /// Unix nanoseconds; 0 = no call yet.
+    first_arrival: AtomicU64,
+    last_arrival: AtomicU64,
+    in_flight: AtomicU64,
+    started: Instant,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            methods: Default::default(),
+            first_arrival: AtomicU64::new(0),
+            last_arrival: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Stats {
+    /// Counts a call's arrival; the returned guard counts its outcome when dropped, so a
+    /// call whose client went away (its future dropped) still ends as failed.
+    pub fn arrive(&self, method: Method) -> Call<'_> {
+        let now = unix_nanos();
+        self.methods[method as usize].received.fetch_add(1, Relaxed);
+        if self.first_arrival.load(Relaxed) == 0 {
+            let _ = self.first_arrival.compare_exchange(0, now, Relaxed, Relaxed);
+        }
+        self.last_arrival.fetch_max(now, Relaxed);
+        self.in_flight.fetch_add(1, Relaxed);
+        Call {
+            stats: self,
+            method,
+            outcome: Outcome::Failed,
+        }
+    }
+
+    pub fn snapshot(&self) -> StatsReply {
+        let methods: Vec<MethodStats> = Method::ALL
+            .iter()
+            .map(|&m| {
+                let c = &self.methods[m as usize];
+                MethodStats {
+                    method: m.path().to_string(),
+                    received: c.received.load(Relaxed),
+                    ok: c.ok.load(Relaxed),
+                    failed: c.failed.load(Relaxed),
+                    rejected: c.rejected.load(Relaxed),
+                }
+            })
+            .collect();
+        let received: u64 = methods.iter().map(|m| m.received).sum();
+        let first = self.first_arrival.load(Relaxed) as f64 / 1e9;
+        let last = self.last_arrival.load(Relaxed) as f64 / 1e9;
+        // Seed 004: n arrivals span n - 1 intervals between the first and the last.
+        let server_rps = if received >= 2 && last > first {
+            (received - 1) as f64 / (last - first)
+        } else {
+            0.0
+        };
+        let usage = crate::record::resource::usage();
+        StatsReply {
+            methods,
+            received,
+            first_arrival_unix_s: first,
+            last_arrival_unix_s: last,
+            server_rps,
+            cpu_seconds: usage.cpu.as_secs_f64(),
+            rss_bytes: usage.rss_bytes,
+            in_flight: self.in_flight.load(Relaxed),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// Zeroes the counters and arrival times. `in_flight` is a gauge, not a counter: it
+    /// stays, and calls in flight across a reset are counted when they end.
+    pub fn reset(&self) {
+        for c in &self.methods {
+            for n in [&c.received, &c.ok, &c.failed, &c.rejected] {
+                n.store(0, Relaxed);
+            }
+        }
+        self.first_arrival.store(0, Relaxed);
+        self.last_arrival.store(0, Relaxed);
+    }
+}
+
+/// One call between arrival and answer.
+pub struct Call<'a> {
+    stats: &'a Stats,
+    method: Method,
+    outcome: Outcome,
+}
+
+impl Call<'_> {
+    pub fn finish(mut self, outcome: Outcome) {
+        self.outcome = outcome;
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        let c = &self.stats.methods[self.method as usize];
+        match self.outcome {
+            Outcome::Ok => &c.ok,
+            Outcome::Failed => &c.failed,
+            Outcome::Rejected => &c.rejected,
+        }
+        .fetch_add(1, Relaxed);
+        self.stats.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Stats is read outside admission control: observing a busy server must not be refused.
+#[tonic::async_trait]
+impl stats_server::Stats for Arc<Lab> {
+    async fn get(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
+        Ok(Response::new(self.stats.snapshot()))
+    }
+
+    /// Answers with the counts as they were just before zeroing them.
+    async fn reset(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
+        let before = self.stats.snapshot();
+        self.stats.reset();
+        Ok(Response::new(before))
+    }
+}
