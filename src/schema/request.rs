@@ -1,0 +1,617 @@
+//! Request bodies: JSON in the protobuf mapping, parsed and checked before the run; encoded
+//! once unless a string in it holds templates, which are rendered per call (ghz's names).
+use super::DataSource;
+use crate::error::bad_input;
+use crate::load::transport::frame;
+use bytes::Bytes;
+use prost::Message;
+use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor};
+use rand::Rng;
+use serde_json::Value;
+use std::io::Read;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Produces the framed request body of each call; encodes once when the body never changes.
+pub struct RequestSource {
+    /// One per data record; calls cycle through them (replayed data).
+    bodies: Vec<Body>,
+}
+
+enum Body {
+    /// Encoded and framed once: every call shares these bytes.
+    Fixed(Bytes),
+    /// Holds templates: rendered and encoded per call.
+    Templated { desc: MessageDescriptor, json: Node },
+}
+
+impl RequestSource {
+    /// Parses and checks all data up front; errors name the field at fault (`bad_input`).
+    pub fn new(method: &MethodDescriptor, data: &DataSource) -> anyhow::Result<RequestSource> {
+        let desc = method.input();
+        let records = match data {
+            DataSource::Empty => vec![("-d".to_owned(), Value::Object(Default::default()))],
+            DataSource::Json(text) => {
+                let value = serde_json::from_str(text)
+                    .map_err(|e| bad_input(format!("-d: invalid JSON: {e}")))?;
+                vec![("-d".to_owned(), value)]
+            }
+            DataSource::File(path) => read_records(path)?,
+        };
+        let bodies = records
+            .into_iter()
+            .map(|(origin, value)| {
+                body(&desc, value).map_err(|problem| bad_input(format!("{origin}: {problem}")))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(RequestSource { bodies })
+    }
+
+    /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
+    pub fn request(&self, call: u64, worker: u32) -> Bytes {
+        match &self.bodies[(call % self.bodies.len() as u64) as usize] {
+            Body::Fixed(bytes) => bytes.clone(),
+            Body::Templated { desc, json } => {
+                let json = json.render(&Vars { call, worker }, &mut |lo, hi| {
+                    rand::thread_rng().gen_range(lo..=hi)
+                });
+                // Cannot fail: `body` rendered this record with every random int at both bounds.
+                to_message(desc, json).map_or_else(|_| frame(&[]), |m| frame(&m.encode_to_vec()))
+            }
+        }
+    }
+
+    /// How many records calls cycle through.
+    pub fn len(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// True when every call sends the same bytes.
+    pub fn is_static(&self) -> bool {
+        matches!(self.bodies[..], [Body::Fixed(_)])
+    }
+}
+
+/// `-D` records: every JSON value in the file (one object, or JSON lines), each labelled
+/// with where it starts for error messages.
+fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
+    let name = path.display().to_string();
+    let text = if name == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| bad_input(format!("-D {name}: {e}")))?;
+    let mut records = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
+    let mut start = 0;
+    while let Some(value) = stream.next() {
+        let value = value.map_err(|e| bad_input(format!("-D {name}: invalid JSON: {e}")))?;
+        let skipped = text[start..].len() - text[start..].trim_start().len();
+        let line = text[..start + skipped].matches('\n').count() + 1;
+        records.push((format!("-D {name} line {line}"), value));
+        start = stream.byte_offset();
+    }
+    match records.len() {
+        0 => Err(bad_input(format!("-D {name}: no JSON object in the file"))),
+        // A single record needs no position.
+        1 => Ok(vec![(format!("-D {name}"), records.pop().unwrap().1)]),
+        _ => Ok(records),
+    }
+}
+
+/// One record checked against the message type: encoded now, or kept as a template after
+/// rendering it once with every random int at its lower and once at its upper bound.
+fn body(desc: &MessageDescriptor, value: Value) -> Result<Body, String> {
+    let json = Node::parse(value, "")?;
+    if let Node::Json(value) = json {
+        return Ok(Body::Fixed(frame(
+            &to_message(desc, value)?.encode_to_vec(),
+        )));
+    }
+    let vars = Vars { call: 0, worker: 0 };
+    to_message(desc, json.render(&vars, &mut |lo, _| lo))?;
+    to_message(desc, json.render(&vars, &mut |_, hi| hi))?;
+    Ok(Body::Templated {
+        desc: desc.clone(),
+        json,
+    })
+}
+
+/// Protobuf JSON mapping to a message; unknown fields are errors. The error names the field
+/// at fault by its JSON path and type, since the mapping's own messages often say neither.
+fn to_message(desc: &MessageDescriptor, value: Value) -> Result<DynamicMessage, String> {
+    let mut track = serde_path_to_error::Track::new();
+    DynamicMessage::deserialize(
+        desc.clone(),
+        serde_path_to_error::Deserializer::new(value, &mut track),
+    )
+    .map_err(|e| {
+        let path = track.path();
+        match type_at(desc, &path) {
+            _ if path.iter().next().is_none() => format!("{e} in {}", desc.full_name()),
+            Some(kind) => format!("field \"{path}\" ({kind}): {e}"),
+            None => format!("field \"{path}\": {e}"),
+        }
+    })
+}
+
+/// The protobuf type of the field a JSON path leads to ("uint32", "google.protobuf.Timestamp").
+fn type_at(desc: &MessageDescriptor, path: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let mut message = desc.clone();
+    let mut field: Option<FieldDescriptor> = None;
+    for segment in path {
+        match segment {
+            Segment::Seq { .. } => {} // an element of a repeated field: same type
+            Segment::Map { key } => {
+                if let Some(outer) = field.take() {
+                    let inner = outer.kind().as_message()?.clone();
+                    if outer.is_map() {
+                        // `key` is the map's own key: what follows is its value.
+                        field = Some(inner.map_entry_value_field());
+                        continue;
+                    }
+                    message = inner;
+                }
+                field = Some(
+                    message
+                        .get_field_by_json_name(key)
+                        .or_else(|| message.get_field_by_name(key))?,
+                );
+            }
+            _ => return None,
+        }
+    }
+    Some(match field?.kind() {
+        Kind::Message(m) => m.full_name().to_owned(),
+        Kind::Enum(e) => e.full_name().to_owned(),
+        scalar => format!("{scalar:?}").to_lowercase(),
+    })
+}
+
+/// A JSON value with its template strings parsed; template-free subtrees stay plain JSON.
+#[derive(Debug)]
+enum Node {
+    Json(Value),
+    Text(Vec<Piece>),
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Literal(String),
+    RequestNumber,
+    WorkerId,
+    TimestampUnix,
+    TimestampUnixMilli,
+    TimestampUnixNano,
+    Uuid,
+    RandomString(usize),
+    RandomInt(i64, i64),
+}
+
+const KNOWN: &str =
+    "{{.RequestNumber}}, {{.WorkerID}}, {{.TimestampUnix}}, {{.TimestampUnixMilli}}, \
+                     {{.TimestampUnixNano}}, {{.UUID}}, {{randomString N}}, {{randomInt MIN MAX}}";
+
+struct Vars {
+    call: u64,
+    worker: u32,
+}
+
+impl Node {
+    /// `path` names where `value` sits, for errors.
+    fn parse(value: Value, path: &str) -> Result<Node, String> {
+        let node = match value {
+            Value::String(s) if s.contains("{{") => {
+                Node::Text(parse_template(&s).map_err(|e| format!("field \"{path}\": {e}"))?)
+            }
+            Value::Array(items) => Node::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| Node::parse(v, &format!("{path}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(map) => Node::Object(
+                map.into_iter()
+                    .map(|(k, v)| {
+                        let at = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}.{k}")
+                        };
+                        Node::parse(v, &at).map(|n| (k, n))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            plain => return Ok(Node::Json(plain)),
+        };
+        Ok(node.collapse())
+    }
+
+    /// A composite with no template inside becomes plain JSON again.
+    fn collapse(self) -> Node {
+        match self {
+            Node::Array(items) if items.iter().all(|n| matches!(n, Node::Json(_))) => Node::Json(
+                Value::Array(items.into_iter().map(Node::into_json).collect()),
+            ),
+            Node::Object(fields) if fields.iter().all(|(_, n)| matches!(n, Node::Json(_))) => {
+                Node::Json(Value::Object(
+                    fields
+                        .into_iter()
+                        .map(|(k, n)| (k, n.into_json()))
+                        .collect(),
+                ))
+            }
+            node => node,
+        }
+    }
+
+    fn into_json(self) -> Value {
+        match self {
+            Node::Json(value) => value,
+            _ => unreachable!("only called on plain JSON nodes"),
+        }
+    }
+
+    /// `random_int(lo, hi)` draws each {{randomInt}}.
+    fn render(&self, vars: &Vars, random_int: &mut dyn FnMut(i64, i64) -> i64) -> Value {
+        match self {
+            Node::Json(value) => value.clone(),
+            Node::Text(pieces) => {
+                Value::String(pieces.iter().map(|p| p.render(vars, random_int)).collect())
+            }
+            Node::Array(items) => {
+                Value::Array(items.iter().map(|n| n.render(vars, random_int)).collect())
+            }
+            Node::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, n)| (k.clone(), n.render(vars, random_int)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl Piece {
+    fn render(&self, vars: &Vars, random_int: &mut dyn FnMut(i64, i64) -> i64) -> String {
+        let now = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+        };
+        match self {
+            Piece::Literal(text) => text.clone(),
+            Piece::RequestNumber => vars.call.to_string(),
+            Piece::WorkerId => vars.worker.to_string(),
+            Piece::TimestampUnix => now().as_secs().to_string(),
+            Piece::TimestampUnixMilli => now().as_millis().to_string(),
+            Piece::TimestampUnixNano => now().as_nanos().to_string(),
+            Piece::Uuid => uuid_v4(),
+            Piece::RandomString(n) => rand::thread_rng()
+                .sample_iter(rand::distributions::Alphanumeric)
+                .take(*n)
+                .map(char::from)
+                .collect(),
+            Piece::RandomInt(lo, hi) => random_int(*lo, *hi).to_string(),
+        }
+    }
+}
+
+/// Splits "id-{{.RequestNumber}}" into its literal text and template actions.
+fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        if open > 0 {
+            pieces.push(Piece::Literal(rest[..open].to_owned()));
+        }
+        let close = rest[open..]
+            .find("}}")
+            .ok_or_else(|| format!("unclosed \"{{{{\" in {text:?}"))?
+            + open;
+        let action = &rest[open + 2..close];
+        pieces
+            .push(parse_action(action).ok_or_else(|| {
+                format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})")
+            })?);
+        rest = &rest[close + 2..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Literal(rest.to_owned()));
+    }
+    Ok(pieces)
+}
+
+fn parse_action(action: &str) -> Option<Piece> {
+    let words: Vec<&str> = action.split_whitespace().collect();
+    let piece = match words[..] {
+        [".RequestNumber"] => Piece::RequestNumber,
+        [".WorkerID"] => Piece::WorkerId,
+        [".TimestampUnix"] => Piece::TimestampUnix,
+        [".TimestampUnixMilli"] => Piece::TimestampUnixMilli,
+        [".TimestampUnixNano"] => Piece::TimestampUnixNano,
+        [".UUID"] => Piece::Uuid,
+        ["randomString", n] => Piece::RandomString(n.parse().ok()?),
+        ["randomInt", lo, hi] => match (lo.parse().ok()?, hi.parse().ok()?) {
+            (lo, hi) if lo <= hi => Piece::RandomInt(lo, hi),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(piece)
+}
+
+/// A random (version 4) UUID in its usual text form.
+fn uuid_v4() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost_reflect::DescriptorPool;
+    use std::path::PathBuf;
+
+    fn method(name: &str) -> MethodDescriptor {
+        let pool = DescriptorPool::decode(crate::lab::proto::FILE_DESCRIPTOR_SET).unwrap();
+        super::super::find_method(&pool, name).unwrap()
+    }
+
+    fn cpu() -> MethodDescriptor {
+        method("rpcmeter.lab.v1.TestService/Cpu")
+    }
+
+    fn put() -> MethodDescriptor {
+        method("rpcmeter.lab.v1.Storage/PutValue")
+    }
+
+    fn json(m: &MethodDescriptor, text: &str) -> anyhow::Result<RequestSource> {
+        RequestSource::new(m, &DataSource::Json(text.to_owned()))
+    }
+
+    fn err(m: &MethodDescriptor, text: &str) -> String {
+        json(m, text).err().expect("should be rejected").to_string()
+    }
+
+    /// The request of `call` decoded back to JSON.
+    fn decoded(source: &RequestSource, m: &MethodDescriptor, call: u64, worker: u32) -> Value {
+        let framed = source.request(call, worker);
+        assert_eq!(
+            u32::from_be_bytes(framed[1..5].try_into().unwrap()) as usize,
+            framed.len() - 5
+        );
+        let msg = DynamicMessage::decode(m.input(), &framed[5..]).unwrap();
+        serde_json::to_value(&msg).unwrap()
+    }
+
+    fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.json");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn static_request_is_encoded_once_and_shared() {
+        let source = json(&cpu(), r#"{"n": 25}"#).unwrap();
+        assert!(source.is_static());
+        let first = source.request(0, 0);
+        for call in 1..100 {
+            assert_eq!(
+                source.request(call, (call % 7) as u32).as_ptr(),
+                first.as_ptr()
+            );
+        }
+        assert_eq!(&first[..], &[0, 0, 0, 0, 2, 0x08, 25]);
+    }
+
+    #[test]
+    fn no_data_is_the_empty_message() {
+        let source = RequestSource::new(&cpu(), &DataSource::Empty).unwrap();
+        assert_eq!(&source.request(3, 1)[..], &[0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn malformed_json_is_bad_input_with_its_position() {
+        let e = json(&cpu(), r#"{"n": 25"#).err().unwrap();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(
+            e.to_string()
+                .starts_with("-d: invalid JSON: EOF while parsing an object at line 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_field_names_the_field_and_the_message() {
+        let e = err(&cpu(), r#"{"nme": 25}"#);
+        assert!(
+            e.starts_with("-d: ") && e.contains("nme") && e.contains("rpcmeter.lab.v1.CpuRequest"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn mistyped_field_is_named() {
+        let e = err(&cpu(), r#"{"n": "x"}"#);
+        assert!(e.starts_with("-d: field \"n\" (uint32): "), "{e}");
+        let e = err(&cpu(), r#"{"n": -3}"#);
+        assert!(e.starts_with("-d: field \"n\" (uint32): "), "{e}");
+        let e = err(&put(), r#"{"key": 5}"#);
+        assert_eq!(
+            e,
+            "-d: field \"key\" (string): invalid type: integer `5`, expected a string"
+        );
+        let e = err(&cpu(), r#"[1, 2]"#);
+        assert!(e.starts_with("-d: ") && e.contains("CpuRequest"), "{e}");
+    }
+
+    #[test]
+    fn nested_errors_name_the_path_and_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let proto = dir.path().join("n.proto");
+        std::fs::write(
+            &proto,
+            "syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\";\n\
+             message Item { uint64 id = 1; google.protobuf.Timestamp at = 2; }\n\
+             message Order { repeated Item items = 1; map<string, Item> by_name = 2; string customer_name = 3; }\n\
+             service Shop { rpc Place(Order) returns (Order); }",
+        )
+        .unwrap();
+        let m = super::super::find_method(
+            &super::super::source::compile(&proto, &[]).unwrap(),
+            "Shop/Place",
+        )
+        .unwrap();
+        let e = err(&m, r#"{"items": [{"id": 1}, {"id": true}]}"#);
+        assert!(e.starts_with("-d: field \"items[1].id\" (uint64): "), "{e}");
+        let e = err(&m, r#"{"byName": {"x": {"at": "yesterday"}}}"#);
+        assert!(
+            e.starts_with("-d: field \"byName.x.at\" (google.protobuf.Timestamp): "),
+            "{e}"
+        );
+        let e = err(&m, r#"{"items": [{"idd": 1}]}"#);
+        assert!(
+            e.starts_with("-d: field \"items[0]\" (Item): ") && e.contains("idd"),
+            "{e}"
+        );
+        // Proto names and JSON names both map.
+        let ok = json(
+            &m,
+            r#"{"customer_name": "a", "items": [{"at": "2024-01-01T00:00:00Z"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(decoded(&ok, &m, 0, 0)["customerName"], "a");
+    }
+
+    #[test]
+    fn protobuf_json_mapping_applies() {
+        // 64-bit ints and numbers in strings, bytes as base64, json_name or proto name.
+        let source = json(&put(), r#"{"key": "k", "value": "aGk="}"#).unwrap();
+        assert_eq!(
+            decoded(&source, &put(), 0, 0),
+            serde_json::json!({"key": "k", "value": "aGk="})
+        );
+        let source = json(&cpu(), r#"{"n": "7"}"#).unwrap();
+        assert_eq!(decoded(&source, &cpu(), 0, 0), serde_json::json!({"n": 7}));
+    }
+
+    #[test]
+    fn replayed_json_lines_cycle_by_call_number() {
+        let (_dir, path) = file("{\"key\": \"a\"}\n{\"key\": \"b\"}\n\n{\"key\": \"c\"}\n");
+        let source = RequestSource::new(&put(), &DataSource::File(path)).unwrap();
+        assert_eq!(source.len(), 3);
+        let keys: Vec<Value> = (0..7)
+            .map(|call| decoded(&source, &put(), call, 0)["key"].clone())
+            .collect();
+        assert_eq!(keys, ["a", "b", "c", "a", "b", "c", "a"]);
+        assert_eq!(source.request(1, 0).as_ptr(), source.request(4, 3).as_ptr());
+    }
+
+    #[test]
+    fn a_data_file_with_one_pretty_object_is_static() {
+        let (_dir, path) = file("{\n  \"n\": 3\n}\n");
+        let source = RequestSource::new(&cpu(), &DataSource::File(path)).unwrap();
+        assert!(source.is_static());
+        assert_eq!(decoded(&source, &cpu(), 9, 0), serde_json::json!({"n": 3}));
+    }
+
+    #[test]
+    fn data_file_errors_name_the_file_and_line() {
+        let (_dir, path) = file("{\"n\": 1}\n{\"n\": \"x\"}\n");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "-D {} line 2: field \"n\" (uint32): ",
+                path.display()
+            )),
+            "{e}"
+        );
+        let e = RequestSource::new(&cpu(), &DataSource::File("/no/such/data.json".into()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("-D /no/such/data.json: No such file"), "{e}");
+        let (_dir, path) = file("  \n");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no JSON object"), "{e}");
+    }
+
+    #[test]
+    fn templates_render_call_number_and_worker() {
+        let m = put();
+        let source = json(&m, r#"{"key": "k{{.RequestNumber}}-w{{ .WorkerID }}"}"#).unwrap();
+        assert!(!source.is_static());
+        assert_eq!(decoded(&source, &m, 0, 0)["key"], "k0-w0");
+        assert_eq!(decoded(&source, &m, 41, 3)["key"], "k41-w3");
+    }
+
+    #[test]
+    fn random_templates_stay_within_their_bounds() {
+        let m = cpu();
+        let source = json(&m, r#"{"n": "{{randomInt 5 9}}"}"#).unwrap();
+        let seen: std::collections::BTreeSet<u64> = (0..500)
+            .map(|call| decoded(&source, &m, call, 0)["n"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seen, (5..=9).collect());
+
+        let m = put();
+        let source = json(
+            &m,
+            r#"{"key": "{{randomString 12}}|{{.UUID}}|{{.TimestampUnixMilli}}"}"#,
+        )
+        .unwrap();
+        let key = decoded(&source, &m, 0, 0)["key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let parts: Vec<&str> = key.split('|').collect();
+        assert_eq!(parts[0].len(), 12);
+        assert!(parts[0].chars().all(|c| c.is_ascii_alphanumeric()));
+        assert_eq!(parts[1].len(), 36);
+        assert_eq!(&parts[1][14..15], "4");
+        assert!(parts[2].parse::<u64>().unwrap() > 1_600_000_000_000);
+    }
+
+    #[test]
+    fn template_errors_are_caught_before_the_run() {
+        let e = err(&put(), r#"{"key": "{{.Nope}}"}"#);
+        assert!(
+            e.starts_with(
+                "-d: field \"key\": unknown template \"{{.Nope}}\" (known: {{.RequestNumber}}"
+            ),
+            "{e}"
+        );
+        let e = err(&put(), r#"{"key": "{{randomInt 9 1}}"}"#);
+        assert!(e.contains("unknown template \"{{randomInt 9 1}}\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{.RequestNumber"}"#);
+        assert!(e.contains("unclosed"), "{e}");
+        // Rendered values are checked against the field's type, at both random bounds.
+        let e = err(&cpu(), r#"{"n": "{{randomInt -5 5}}"}"#);
+        assert!(e.starts_with("-d: field \"n\" (uint32): "), "{e}");
+        let e = err(&cpu(), r#"{"n": "{{.TimestampUnixNano}}"}"#);
+        assert!(e.starts_with("-d: field \"n\" (uint32): "), "{e}");
+    }
+}
