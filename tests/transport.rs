@@ -1,0 +1,356 @@
+//! The call path against real tonic servers on 127.0.0.1: statuses, deadlines, metadata,
+//! broken connections, concurrency on one connection, TLS with and without client certs.
+use bytes::Bytes;
+use prost::Message as _;
+use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
+use rpcmeter::lab::proto::echo::Message;
+use rpcmeter::load::transport::{frame, CallSpec, Connection, Connector, PreparedCall, Target, TlsOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls;
+use tonic::{Code, Request, Response, Status};
+
+/// The lab's echo service with test behaviours chosen by the request's content:
+/// "fail" answers an error status, "sleep" never answers in time, "headers" echoes what the
+/// client sent as metadata, anything else is echoed back.
+struct Echo;
+
+#[tonic::async_trait]
+impl EchoService for Echo {
+    async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
+        let header = |name| request.metadata().get(name).map_or("", |v| v.to_str().unwrap()).to_owned();
+        let content = match request.get_ref().content.as_str() {
+            "fail" => return Err(Status::failed_precondition("no such key: ключ 100%")),
+            "sleep" => {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "woke".to_owned()
+            }
+            "headers" => format!("{}|{}", header("x-test"), header("grpc-timeout")),
+            other => other.to_owned(),
+        };
+        Ok(Response::new(Message { content }))
+    }
+}
+
+/// A tonic server on its own runtime, so that killing it drops every connection at once.
+struct Server {
+    addr: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Server {
+    fn kill(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn tonic_server() -> tonic::transport::Server {
+    // A small stream limit, so that concurrent calls must wait for a free stream.
+    tonic::transport::Server::builder().max_concurrent_streams(16)
+}
+
+/// A runtime of its own and a listener registered with it (callable from inside another runtime).
+fn server_runtime() -> (tokio::runtime::Runtime, TcpListener, SocketAddr) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let listener = {
+        let _in_runtime = runtime.enter();
+        TcpListener::from_std(listener).unwrap()
+    };
+    (runtime, listener, addr)
+}
+
+fn serve_plaintext() -> Server {
+    let (runtime, listener, addr) = server_runtime();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    runtime.spawn(tonic_server().add_service(EchoServiceServer::new(Echo)).serve_with_incoming(incoming));
+    Server { addr, runtime: Some(runtime) }
+}
+
+/// tonic's TLS needs a feature the crate does not build with; a rustls acceptor in front of
+/// `serve_with_incoming` serves the same bytes.
+fn serve_tls(config: rustls::ServerConfig) -> Server {
+    let (runtime, listener, addr) = server_runtime();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let incoming = futures::stream::unfold((listener, acceptor), |(listener, acceptor)| async move {
+        loop {
+            let tcp = match listener.accept().await {
+                Ok((tcp, _)) => tcp,
+                Err(e) => return Some((Err(e), (listener, acceptor))),
+            };
+            // A client that fails the handshake is dropped; the server goes on.
+            if let Ok(tls) = acceptor.accept(tcp).await {
+                return Some((Ok(TlsConn(tls)), (listener, acceptor)));
+            }
+        }
+    });
+    runtime.spawn(tonic_server().add_service(EchoServiceServer::new(Echo)).serve_with_incoming(incoming));
+    Server { addr, runtime: Some(runtime) }
+}
+
+struct TlsConn(tokio_rustls::server::TlsStream<TcpStream>);
+
+impl tonic::transport::server::Connected for TlsConn {
+    type ConnectInfo = ();
+    fn connect_info(&self) {}
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+fn target(addr: SocketAddr, tls: Option<TlsOptions>) -> Target {
+    Target { host: addr.ip().to_string(), port: addr.port(), tls }
+}
+
+async fn connect(target: &Target) -> Connection {
+    Connector::new(target).unwrap().connect().await.unwrap()
+}
+
+fn echo_spec() -> CallSpec {
+    CallSpec { path: "/EchoService/echo".parse().unwrap(), metadata: Default::default(), deadline: None }
+}
+
+fn request(content: &str) -> Bytes {
+    frame(&Message { content: content.into() }.encode_to_vec())
+}
+
+#[tokio::test]
+async fn ok_call_counts_the_response_and_keeps_it_when_asked() {
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let sent = Message { content: "hello, echo".into() };
+
+    let reply = conn.unary(&echo_spec(), frame(&sent.encode_to_vec()), false).await;
+    assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+    assert_eq!(reply.response_bytes, sent.encoded_len() as u64);
+    assert!(reply.response.is_none() && reply.message.is_none());
+
+    let reply = conn.unary(&echo_spec(), frame(&sent.encode_to_vec()), true).await;
+    assert_eq!(reply.status, Code::Ok);
+    assert_eq!(reply.response.unwrap(), sent.encode_to_vec());
+}
+
+#[tokio::test]
+async fn error_status_and_message_come_through() {
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let reply = conn.unary(&echo_spec(), request("fail"), true).await;
+    assert_eq!(reply.status, Code::FailedPrecondition);
+    assert_eq!(reply.message.as_deref(), Some("no such key: ключ 100%"));
+    assert_eq!(reply.response_bytes, 0);
+}
+
+#[tokio::test]
+async fn unknown_method_is_unimplemented() {
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let spec = CallSpec { path: "/EchoService/nope".parse().unwrap(), ..echo_spec() };
+    assert_eq!(conn.unary(&spec, request("x"), false).await.status, Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn metadata_and_grpc_timeout_reach_the_server() {
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let mut spec = echo_spec();
+    spec.metadata.insert("x-test", "42".parse().unwrap());
+    spec.deadline = Some(Duration::from_secs(20));
+    let call = PreparedCall::new(&spec);
+    for _ in 0..2 {
+        let reply = conn.call(&call, request("headers"), true).await;
+        let echoed = Message::decode(reply.response.unwrap()).unwrap().content;
+        assert_eq!(echoed, "42|20000000u");
+    }
+}
+
+#[tokio::test]
+async fn deadline_is_deadline_exceeded() {
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let spec = CallSpec { deadline: Some(Duration::from_millis(200)), ..echo_spec() };
+    let reply = conn.unary(&spec, request("sleep"), false).await;
+    assert_eq!(reply.status, Code::DeadlineExceeded);
+    // The connection survives an expired call.
+    assert_eq!(conn.unary(&spec, request("still there"), false).await.status, Code::Ok);
+}
+
+#[tokio::test]
+async fn unreachable_port_fails_to_connect_with_exit_code_1() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let target = Target { host: "127.0.0.1".into(), port, tls: None };
+    let err = Connector::new(&target).unwrap().connect().await.err().expect("nothing listens there");
+    assert_eq!(rpcmeter::error::exit_code(&err), 1, "{err}");
+}
+
+#[tokio::test]
+async fn killed_server_gives_unavailable_and_a_closed_connection() {
+    let mut server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    assert_eq!(conn.unary(&echo_spec(), request("before"), false).await.status, Code::Ok);
+    assert!(!conn.is_closed());
+    server.kill();
+    let reply = conn.unary(&echo_spec(), request("after"), false).await;
+    assert_eq!(reply.status, Code::Unavailable, "{:?}", reply.message);
+    assert!(reply.message.is_some());
+    // The driver notices the end of the socket on its own; wait for it, without a time bound
+    // in the assertion.
+    for _ in 0..500 {
+        if conn.is_closed() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(conn.is_closed());
+}
+
+#[tokio::test]
+async fn many_concurrent_calls_share_one_connection() {
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let call = PreparedCall::new(&echo_spec());
+    let calls = (0..200).map(|i| {
+        let (conn, call) = (conn.clone(), &call);
+        async move { conn.call(call, request(&format!("call {i}")), true).await }
+    });
+    let replies = futures::future::join_all(calls).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, format!("call {i}"));
+    }
+}
+
+/// A CA, a server certificate for "localhost" and a client certificate, written as PEM files.
+struct Pki {
+    dir: tempfile::TempDir,
+    server: rustls::ServerConfig,
+    mtls_server: rustls::ServerConfig,
+}
+
+impl Pki {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn pki() -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let leaf = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![name.to_owned()]).unwrap().signed_by(&key, &ca).unwrap();
+        (cert, key)
+    };
+    let (server_cert, server_key) = leaf("localhost");
+    let (client_cert, client_key) = leaf("client");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.path().join("client.pem"), client_cert.pem()).unwrap();
+    std::fs::write(dir.path().join("client.key"), client_key.serialize_pem()).unwrap();
+
+    let server_config = |client_auth: Arc<dyn rustls::server::danger::ClientCertVerifier>| {
+        let key = rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der()).unwrap();
+        let mut config = rustls::ServerConfig::builder()
+            .with_client_cert_verifier(client_auth)
+            .with_single_cert(vec![server_cert.der().clone()], key)
+            .unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        config
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    let verify_clients = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).build().unwrap();
+    Pki {
+        server: server_config(rustls::server::WebPkiClientVerifier::no_client_auth()),
+        mtls_server: server_config(verify_clients),
+        dir,
+    }
+}
+
+async fn tls_call(target: &Target) -> Result<Code, String> {
+    let conn = Connector::new(target).map_err(|e| e.to_string())?.connect().await.map_err(|e| e.to_string())?;
+    Ok(conn.unary(&echo_spec(), request("over tls"), false).await.status)
+}
+
+#[tokio::test]
+async fn tls_with_cacert_servername_and_skip_verify() {
+    let pki = pki();
+    let server = serve_tls(pki.server.clone());
+    let tls = |options: TlsOptions| target(server.addr, Some(options));
+    let cacert = TlsOptions { cacert: Some(pki.path("ca.pem")), ..Default::default() };
+
+    let named = TlsOptions { servername: Some("localhost".into()), ..cacert.clone() };
+    assert_eq!(tls_call(&tls(named)).await, Ok(Code::Ok));
+    // The certificate names "localhost", not 127.0.0.1: verification must refuse it...
+    assert!(tls_call(&tls(cacert.clone())).await.is_err());
+    // ...and so must the public roots, which never signed our CA...
+    let public = TlsOptions { servername: Some("localhost".into()), ..Default::default() };
+    assert!(tls_call(&tls(public)).await.is_err());
+    // ...unless told not to verify.
+    let skip = TlsOptions { skip_verify: true, ..Default::default() };
+    assert_eq!(tls_call(&tls(skip)).await, Ok(Code::Ok));
+    // A TLS client against a plaintext server fails to connect instead of hanging.
+    let plain = serve_plaintext();
+    let skip = TlsOptions { skip_verify: true, ..Default::default() };
+    assert!(tls_call(&target(plain.addr, Some(skip))).await.is_err());
+}
+
+#[tokio::test]
+async fn mutual_tls_needs_the_client_certificate() {
+    let pki = pki();
+    let server = serve_tls(pki.mtls_server.clone());
+    let base =
+        TlsOptions { cacert: Some(pki.path("ca.pem")), servername: Some("localhost".into()), ..Default::default() };
+    let with_cert =
+        TlsOptions { cert: Some(pki.path("client.pem")), key: Some(pki.path("client.key")), ..base.clone() };
+    assert_eq!(tls_call(&target(server.addr, Some(with_cert))).await, Ok(Code::Ok));
+    // Without it, the server ends the handshake: a connect error or an UNAVAILABLE call.
+    assert_ne!(tls_call(&target(server.addr, Some(base))).await, Ok(Code::Ok));
+}
+
+#[test]
+fn bad_tls_files_are_bad_input() {
+    let pki = pki();
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let missing = TlsOptions { cacert: Some(pki.path("nope.pem")), ..Default::default() };
+    let not_pem = TlsOptions { cacert: Some(pki.path("client.key")), ..Default::default() };
+    let cert_only = TlsOptions { cert: Some(pki.path("client.pem")), ..Default::default() };
+    for options in [missing, not_pem, cert_only] {
+        let err = Connector::new(&target(addr, Some(options.clone()))).err().expect("bad TLS input");
+        assert_eq!(rpcmeter::error::exit_code(&err), 2, "{options:?}: {err}");
+    }
+}
