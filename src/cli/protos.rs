@@ -1,8 +1,22 @@
+//! `rpcmeter protos [DIR]`: the lab's .proto files, for tools that need them (ghz, grpcurl).
+use crate::error::bad_input;
+use crate::lab::proto::SOURCES;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct ProtosArgs {}
+pub struct ProtosArgs {
+    /// Directory to write into, created when missing; the files keep their import paths.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+}
 
-pub fn main(_args: ProtosArgs) -> anyhow::Result<ExitCode> {
-    Err(crate::error::bad_input("not built yet"))
+pub fn main(args: ProtosArgs) -> anyhow::Result<ExitCode> {
+    for (name, text) in SOURCES {
+        let path = args.dir.join(name);
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| std::fs::write(&path, text));
+        written.map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
+        println!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

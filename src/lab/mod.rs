@@ -71,9 +71,6 @@ pub mod proto {
     /// The .proto sources, for `rpcmeter protos`.
     pub const SOURCES: &[(&str, &str)] = &[
         ("echo.proto", include_str!("../../proto/echo.proto")),
-        (
-            "rpcmeter/lab/v1/lab.proto",
-            include_str!("../../proto/rpcmeter/lab/v1/lab.proto"),
-        ),
+        ("rpcmeter/lab/v1/lab.proto", include_str!("../../proto/rpcmeter/lab/v1/lab.proto")),
     ];
 }
