@@ -340,6 +340,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let hdr = match hdr_file.as_mut() {
         Some(file) => Some(
             IntervalLogWriterBuilder::new()
+                .with_start_time(std::time::SystemTime::now())
                 .with_base_time(std::time::SystemTime::now())
                 .with_max_value_divisor(1e6) // ns recorded, ms shown by HdrHistogram's tools
                 .begin_log_with(file, &mut serializer)?,

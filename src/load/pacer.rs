@@ -19,10 +19,10 @@ impl RateSchedule {
     /// Calls due by `t` since the start: the integral of the rate.
     pub fn calls_due(&self, t: Duration) -> f64 {
         let (t, ramp) = (t.as_secs_f64(), self.over.as_secs_f64());
-        if t <= ramp {
+        if t < ramp {
             self.from * t + (self.to - self.from) * t * t / (2.0 * ramp)
         } else {
-            self.from * ramp + (self.to - self.from) * ramp / 2.0 + self.to * (t - ramp)
+            (self.from + self.to) * ramp / 2.0 + self.to * (t - ramp)
         }
     }
 
@@ -32,7 +32,7 @@ impl RateSchedule {
         let k = k as f64;
         let ramp = self.over.as_secs_f64();
         let ramp_calls = self.calls_due(self.over);
-        let secs = if k <= ramp_calls && ramp > 0.0 {
+        let secs = if k < ramp_calls {
             let slope = (self.to - self.from) / ramp; // rate(t) = from + slope * t
             if slope.abs() < 1e-12 {
                 k / self.from

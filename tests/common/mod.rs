@@ -1,0 +1,142 @@
+//! Test servers with known behaviour (ground truth for the run engine's accuracy):
+//! a real tonic echo server on 127.0.0.1 port 0 with an optional stall or rejection rule.
+#![allow(dead_code)]
+use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
+use rpcmeter::lab::proto::echo::Message;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
+
+/// What the echo server does besides echoing.
+#[derive(Clone, Copy, Debug)]
+pub enum Behaviour {
+    Echo,
+    /// When call number `at` (1-based) arrives, all handling stops for `stall`.
+    StallAt { at: u64, stall: Duration },
+    /// Attempt number n (1-based, server-wide) is rejected with RESOURCE_EXHAUSTED unless n % every == 0.
+    RejectUnlessMultipleOf { every: u64 },
+}
+
+struct Echo {
+    behaviour: Behaviour,
+    calls: AtomicU64,
+    stalled_until: Mutex<Option<Instant>>,
+}
+
+#[tonic::async_trait]
+impl EchoService for Echo {
+    async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
+        let n = self.calls.fetch_add(1, SeqCst) + 1;
+        match self.behaviour {
+            Behaviour::Echo => {}
+            Behaviour::StallAt { at, stall } => {
+                let until = {
+                    let mut s = self.stalled_until.lock().unwrap();
+                    if n == at {
+                        *s = Some(Instant::now() + stall);
+                    }
+                    *s
+                };
+                if let Some(until) = until.filter(|u| *u > Instant::now()) {
+                    tokio::time::sleep_until(until.into()).await;
+                }
+            }
+            Behaviour::RejectUnlessMultipleOf { every } => {
+                if n % every != 0 {
+                    return Err(Status::resource_exhausted("rejected by the test server"));
+                }
+            }
+        }
+        Ok(Response::new(request.into_inner()))
+    }
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    calls: Arc<Echo>,
+}
+
+impl TestServer {
+    pub fn start(behaviour: Behaviour) -> TestServer {
+        let echo = Arc::new(Echo { behaviour, calls: AtomicU64::new(0), stalled_until: Mutex::new(None) });
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let service = EchoServiceServer::from_arc(echo.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(incoming, async {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        TestServer { addr: addr_rx.recv().unwrap(), stop: Some(stop_tx), thread: Some(thread), calls: echo }
+    }
+
+    /// Calls that reached the server.
+    pub fn calls(&self) -> u64 {
+        self.calls.calls.load(SeqCst)
+    }
+
+    /// Stops serving and closes the connections, as a dying server does.
+    pub fn kill(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // Dropping the sender without waiting: a stalled server must not hang the test.
+        self.stop.take();
+    }
+}
+
+pub fn echo_proto() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proto/echo.proto")
+}
+
+/// `rpcmeter run` against `addr` on the echo method, with extra arguments.
+pub fn run_echo(addr: SocketAddr, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    cmd.args(["run", "--plaintext", "--quiet", "--proto"])
+        .arg(echo_proto())
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
+        .arg(addr.to_string())
+        .args(extra);
+    cmd
+}
+
+/// Runs to the end and parses `--format json` from stdout; panics with stderr on failure.
+pub fn json_of(mut cmd: Command) -> serde_json::Value {
+    let out = cmd.args(["--format", "json"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "run failed ({:?}): {stderr}", out.status);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Every call accounted once: total = ok + failed = sum of statuses.
+pub fn assert_accounted(r: &serde_json::Value) {
+    let q = &r["requests"];
+    let total = q["total"].as_u64().unwrap();
+    assert_eq!(total, q["ok"].as_u64().unwrap() + q["failed"].as_u64().unwrap(), "{r}");
+    let sum: u64 = r["statuses"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(total, sum, "{r}");
+}

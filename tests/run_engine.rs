@@ -1,0 +1,216 @@
+//! `rpcmeter run` end to end against real servers on 127.0.0.1 port 0: every load model,
+//! open-loop ground truth under a known stall, retry accounting against known rejections,
+//! Ctrl-C and a dying target.
+mod common;
+use common::*;
+use std::time::Duration;
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn open_loop_latency_matches_the_analytic_truth_of_a_stall() {
+    // 500 calls/s for 10 s; call number 2000 (t = 4 s) stalls all handling for 1 s.
+    let (rate, seconds, at, stall) = (500.0, 10.0, 2000u64, 1.0);
+    let server = TestServer::start(Behaviour::StallAt { at, stall: Duration::from_secs_f64(stall) });
+    let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "10s", "--max-in-flight", "1000"]));
+    assert_accounted(&r);
+
+    // Truth: call i is due at i/rate; calls due while the stall lasts wait for its end,
+    // so their latency is stall_end - i/rate; the others answer at once (~0 here).
+    let n = (rate * seconds) as u64;
+    let stall_start = (at - 1) as f64 / rate;
+    let mut truth: Vec<f64> = (0..n)
+        .map(|i| i as f64 / rate)
+        .map(|t| if t >= stall_start && t < stall_start + stall { stall_start + stall - t } else { 0.0 })
+        .collect();
+    truth.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p99 = truth[(0.99 * n as f64).ceil() as usize - 1];
+    let max = truth[n as usize - 1];
+
+    let calls = u(&r["requests"]["total"]);
+    assert!(calls.abs_diff(n) <= 2, "open loop sent {calls} calls, expected {n}");
+    let got_p99 = f(&r["latency_us"]["p99"]) / 1e6;
+    let got_max = f(&r["latency_us"]["max"]) / 1e6;
+    assert!((got_p99 - p99).abs() / p99 < 0.05, "p99 {got_p99:.4} s, truth {p99:.4} s");
+    assert!((got_max - max).abs() / max < 0.05, "max {got_max:.4} s, truth {max:.4} s");
+    assert_eq!(r["mode"], "open");
+}
+
+#[test]
+fn closed_loop_hides_the_stall_and_says_so() {
+    let server = TestServer::start(Behaviour::StallAt { at: 200, stall: Duration::from_secs(1) });
+    let r = json_of(run_echo(server.addr, &["-c", "4", "-z", "3s"]));
+    assert_accounted(&r);
+    // Four workers wait through the stall once each: a handful of slow calls among thousands,
+    // so p99 stays far below the second that an open loop would show.
+    assert!(f(&r["latency_us"]["max"]) > 900_000.0, "{r}");
+    assert!(f(&r["latency_us"]["p99"]) < 100_000.0, "{r}");
+    let notices = r["notices"].to_string();
+    assert!(notices.contains("coordinated omission"), "{notices}");
+}
+
+#[test]
+fn closed_loop_total_and_loop_counts_are_exact() {
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["-c", "3", "-n", "500"]));
+    assert_eq!(u(&r["requests"]["total"]), 500);
+    assert_eq!(u(&r["requests"]["ok"]), 500);
+    assert_eq!(u(&r["statuses"]["OK"]), 500);
+    let r = json_of(run_echo(server.addr, &["-c", "5", "--loop", "20"]));
+    assert_eq!(u(&r["requests"]["total"]), 100);
+    assert_eq!(u(&r["loop_per_worker"]), 20);
+    // The server saw exactly what the client counted: 600 calls.
+    assert_eq!(server.calls(), 600);
+    assert!(f(&r["client"]["cpu_s"]) > 0.0 && u(&r["client"]["max_rss_bytes"]) > 0);
+    let hist = r["histogram"].as_str().unwrap();
+    assert!(hist.len() > 20, "histogram missing: {hist}");
+}
+
+#[test]
+fn bursts_report_each_round() {
+    let server = TestServer::start(Behaviour::Echo);
+    let mut cmd = run_echo(server.addr, &["--burst", "50", "--rounds", "4"]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(table.matches("Took: ").count(), 4, "{table}");
+    assert!(table.contains("RPS: "));
+    let r = json_of(run_echo(server.addr, &["--burst", "50", "--rounds", "4"]));
+    assert_eq!(u(&r["requests"]["total"]), 200);
+    assert_eq!(r["rounds"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn warmup_is_measured_apart_and_excluded() {
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["--rps", "200", "--warmup", "1s", "-z", "2s"]));
+    let warm = u(&r["warmup"]["calls"]);
+    let measured = u(&r["requests"]["total"]);
+    assert!(warm.abs_diff(200) <= 2, "warm-up calls {warm}");
+    assert!(measured.abs_diff(400) <= 2, "measured calls {measured}");
+    assert_eq!(server.calls(), warm + measured);
+    assert!((f(&r["duration_s"]) - 2.0).abs() < 0.2, "{}", r["duration_s"]);
+}
+
+#[test]
+fn rate_ramp_sends_the_integral() {
+    let server = TestServer::start(Behaviour::Echo);
+    // 100 -> 300 calls/s over 2 s: 400 calls due in the ramp, then 300/s for 1 s.
+    let r = json_of(run_echo(server.addr, &["--rps", "100:300:2s", "-z", "3s"]));
+    let calls = u(&r["requests"]["total"]);
+    assert!(calls.abs_diff(700) <= 2, "{calls}");
+}
+
+#[test]
+fn worker_ramp_and_connections_spread_calls() {
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["-c", "4", "--loop", "10", "--ramp", "200ms", "--connections", "2"]));
+    assert_eq!(u(&r["requests"]["total"]), 40);
+    assert_eq!(u(&r["connections"]), 2);
+}
+
+#[test]
+fn retries_are_counted_once_and_timed_whole() {
+    // Attempts 1,2 rejected, 3 ok, 4,5 rejected, 6 ok...: every call takes exactly 3 attempts.
+    let server = TestServer::start(Behaviour::RejectUnlessMultipleOf { every: 3 });
+    let r = json_of(run_echo(server.addr, &["-c", "1", "-n", "10", "--max-retries", "3", "--retry-ms", "20"]));
+    let q = &r["requests"];
+    assert_eq!((u(&q["total"]), u(&q["ok"]), u(&q["attempts"]), u(&q["retries"])), (10, 10, 30, 20));
+    assert_eq!(u(&q["retry_exhausted"]), 0);
+    assert_eq!(u(&r["attempt_statuses"]["RESOURCE_EXHAUSTED"]), 20);
+    assert_eq!(u(&r["statuses"]["OK"]), 10);
+    // Call latency covers both backoffs (20 + 40 ms); an attempt alone is far shorter.
+    assert!(f(&r["latency_us"]["min"]) >= 60_000.0, "{}", r["latency_us"]);
+    assert!(f(&r["attempt_latency_us"]["p50"]) < 20_000.0, "{}", r["attempt_latency_us"]);
+    assert_eq!(server.calls(), 30);
+}
+
+#[test]
+fn calls_out_of_retries_are_rmeters_retry_max() {
+    // One retry allowed: odd calls are rejected twice (out of retries), even calls pass.
+    let server = TestServer::start(Behaviour::RejectUnlessMultipleOf { every: 3 });
+    let mut cmd = run_echo(server.addr, &["-c", "1", "--loop", "10", "--max-retries", "1", "--retry-ms", "1"]);
+    let out = cmd.args(["--format", "rmeter"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("| Tasks | Loop | Duration | Successful | RetryMax | Retries | gRPC ResExh | gRPC Unavail | gRPC Other | Throughput (req/s) | Avg/Max/Min ms |"), "{text}");
+    let row: Vec<&str> = text.lines().nth(2).unwrap().split('|').map(str::trim).collect();
+    // | Tasks | Loop | Duration | Successful | RetryMax | Retries | ResExh | Unavail | Other |
+    assert_eq!(&row[1..3], ["1", "10"]);
+    assert_eq!(&row[4..10], ["5", "5", "5", "10", "0", "0"], "{text}");
+}
+
+#[test]
+fn a_dying_target_is_counted_not_lost() {
+    let mut server = TestServer::start(Behaviour::Echo);
+    let child = run_echo(server.addr, &["-c", "2", "-z", "3s", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    server.kill();
+    let out = child.wait_with_output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_accounted(&r);
+    assert!(u(&r["requests"]["ok"]) > 0);
+    assert!(u(&r["statuses"]["UNAVAILABLE"]) > 0, "{}", r["statuses"]);
+}
+
+#[test]
+fn ctrl_c_leaves_a_valid_partial_result() {
+    let server = TestServer::start(Behaviour::Echo);
+    let child = run_echo(server.addr, &["-c", "2", "-z", "60s", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["partial"], true);
+    assert!(u(&r["requests"]["total"]) > 0);
+    assert!(f(&r["duration_s"]) < 30.0);
+    assert_accounted(&r);
+}
+
+#[test]
+fn assertions_decide_the_exit_code() {
+    let server = TestServer::start(Behaviour::Echo);
+    let ok = run_echo(server.addr, &["-n", "50", "--assert", "error_rate<1%,p99<10s"]).output().unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let breached = run_echo(server.addr, &["-n", "50", "--assert", "p99<1ns"]).output().unwrap();
+    assert_eq!(breached.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&breached.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("p99<1ns"), "{stderr}");
+}
+
+#[test]
+fn per_call_csv_and_hdr_log_are_streamed() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("calls.csv");
+    let hdr = dir.path().join("run.hlog");
+    let mut cmd = run_echo(server.addr, &["-n", "300", "-c", "2", "--interval", "100ms"]);
+    cmd.arg("--csv-details").arg(&csv).arg("--hdr-log").arg(&hdr);
+    let r = json_of(cmd);
+    assert_eq!(u(&r["requests"]["total"]), 300);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next().unwrap(), "msg,key,version,timestamp,latency_ns,bytes,success,status,attempts,warmup,worker");
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 300);
+    assert!(rows.iter().all(|r| r.contains(",true,OK,1,false,")), "{}", rows[0]);
+    let log = std::fs::read_to_string(&hdr).unwrap();
+    assert!(log.contains("#[StartTime:"), "{log}");
+}
