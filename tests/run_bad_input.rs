@@ -1,0 +1,274 @@
+//! `rpcmeter run` with bad input, against the built binary: each case must exit with the
+//! code DESIGN.md gives (2 bad usage or input, 1 the run failed), say what is wrong on
+//! exactly one stderr line, print no report and never panic.
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    code: i32,
+    /// Must appear in the stderr line.
+    keyword: String,
+}
+
+fn case(name: &'static str, code: i32, keyword: &str, args: Vec<String>) -> Case {
+    Case {
+        name,
+        args,
+        code,
+        keyword: keyword.to_owned(),
+    }
+}
+
+/// Runs rpcmeter; returns (exit code, stdout, stderr). Killed after 60 s: a hang is a failure.
+fn rpcmeter(args: &[String]) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn bad_input_is_one_line_and_the_right_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let echo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("proto/echo.proto")
+        .display()
+        .to_string();
+    let broken = write(
+        d,
+        "broken.proto",
+        "syntax = \"proto3\";\nmessage M {\n  string name = ;\n}\n",
+    );
+    let missing_import = write(
+        d,
+        "imports.proto",
+        "syntax = \"proto3\";\nimport \"nowhere/gone.proto\";\n",
+    );
+    let not_a_set = write(d, "text.pb", "syntax = \"proto3\"; message M {}");
+    let bad_line = write(d, "calls.jsonl", "{\"content\": \"a\"}\n{\"content\": 7}\n");
+    let absent = d.join("absent.json").display().to_string();
+    // A port nothing listens on: bound by us, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    // Input errors must be found before any connection: the target refuses connections, so
+    // a case that got as far as calling would fail with 1, not 2.
+    let target = closed.as_str();
+    let at = |target: &str, args: &[&str]| -> Vec<String> {
+        ["--plaintext"]
+            .iter()
+            .chain(args)
+            .chain([&target])
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let run = |args: &[&str]| at(target, args);
+    let echo_flags = ["--proto", echo.as_str(), "--call", "EchoService/echo"];
+    // The echo method with `extra` flags.
+    let echo = |extra: &[&str]| run(&[&echo_flags[..], extra].concat());
+    let call = |call: &str| run(&[echo_flags[0], echo_flags[1], "--call", call]);
+
+    let cases = vec![
+        case(
+            "broken .proto",
+            2,
+            "broken.proto:3:17",
+            run(&["--proto", &broken, "--call", "M/x"]),
+        ),
+        case(
+            "missing import",
+            2,
+            "import 'nowhere/gone.proto' not found",
+            run(&["--proto", &missing_import, "--call", "M/x"]),
+        ),
+        case(
+            "missing proto file",
+            2,
+            "no such file",
+            run(&["--proto", "/no/x.proto", "--call", "M/x"]),
+        ),
+        case(
+            "unknown service",
+            2,
+            "did you mean \"EchoService\"",
+            call("EchoServce/echo"),
+        ),
+        case(
+            "unknown method",
+            2,
+            "no method \"ecko\"",
+            call("EchoService/ecko"),
+        ),
+        case(
+            "call without a method",
+            2,
+            "SERVICE/METHOD",
+            call("EchoService"),
+        ),
+        case(
+            "malformed JSON",
+            2,
+            "invalid JSON",
+            echo(&["-d", "{\"content\": "]),
+        ),
+        case(
+            "mistyped JSON field",
+            2,
+            "field \"content\" (string)",
+            echo(&["-d", "{\"content\": 5}"]),
+        ),
+        case(
+            "unknown JSON field",
+            2,
+            "'contnt'",
+            echo(&["-d", "{\"contnt\": \"x\"}"]),
+        ),
+        case(
+            "unknown template",
+            2,
+            "{{.Nope}}",
+            echo(&["-d", "{\"content\": \"{{.Nope}}\"}"]),
+        ),
+        case(
+            "missing -D file",
+            2,
+            absent.as_str(),
+            echo(&["-D", &absent]),
+        ),
+        case(
+            "bad replayed line",
+            2,
+            "line 2: field \"content\"",
+            echo(&["-D", &bad_line]),
+        ),
+        case(
+            "bad metadata JSON",
+            2,
+            "-m: invalid JSON",
+            echo(&["-m", "{\"a\": "]),
+        ),
+        case(
+            "bad metadata key",
+            2,
+            "\"bad key\"",
+            echo(&["-m", "{\"bad key\": \"v\"}"]),
+        ),
+        case("bad duration", 2, "5parsecs", echo(&["-z", "5parsecs"])),
+        case("zero rate", 2, "--rps", echo(&["--rps", "0"])),
+        case("negative rate", 2, "-5", echo(&["--rps", "-5"])),
+        case("count not a number", 2, "abc", echo(&["-n", "abc"])),
+        case("zero concurrency", 2, "concurrency", echo(&["-c", "0"])),
+        case(
+            "unwritable -o",
+            2,
+            "/nonexistent/dir/out.json",
+            echo(&["-o", "/nonexistent/dir/out.json"]),
+        ),
+        case("unknown --format", 2, "xml", echo(&["--format", "xml"])),
+        case(
+            "target without a port",
+            2,
+            "localhost",
+            at("localhost", &echo_flags),
+        ),
+        case(
+            "target port out of range",
+            2,
+            "host:99999",
+            at("host:99999", &echo_flags),
+        ),
+        case(
+            "--proto and --protoset",
+            2,
+            "--protoset",
+            echo(&["--protoset", &not_a_set]),
+        ),
+        case(
+            "protoset not a descriptor set",
+            2,
+            "not a FileDescriptorSet",
+            run(&["--protoset", &not_a_set, "--call", "EchoService/echo"]),
+        ),
+        case("unreachable target", 1, target, echo(&["-n", "1"])),
+        case(
+            "unreachable target, reflection",
+            1,
+            target,
+            run(&["--call", "EchoService/echo", "-n", "1"]),
+        ),
+    ];
+
+    let mut failures = Vec::new();
+    for c in &cases {
+        let args: Vec<String> = ["run".to_owned()]
+            .into_iter()
+            .chain(c.args.iter().cloned())
+            .collect();
+        let (code, stdout, stderr) = rpcmeter(&args);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut problems = Vec::new();
+        if code != Some(c.code) {
+            problems.push(format!("exit code {code:?}, expected {}", c.code));
+        }
+        if lines.len() != 1 || stderr.lines().count() != 1 {
+            problems.push(format!(
+                "{} stderr lines, expected exactly one",
+                stderr.lines().count()
+            ));
+        }
+        if !stderr.contains(&c.keyword) {
+            problems.push(format!("stderr does not name {:?}", c.keyword));
+        }
+        if stderr.contains("panicked") {
+            problems.push("panicked".to_owned());
+        }
+        if c.code == 2 && !stdout.is_empty() {
+            problems.push(format!("printed on stdout: {stdout:?}"));
+        }
+        if !problems.is_empty() {
+            failures.push(format!(
+                "{}: {}\n    rpcmeter {}\n    stderr: {stderr:?}",
+                c.name,
+                problems.join("; "),
+                args.join(" ")
+            ));
+        }
+    }
+    assert!(cases.len() >= 20);
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
