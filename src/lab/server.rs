@@ -160,6 +160,8 @@ impl LabServer {
     }
 
     /// Stops accepting calls, waits up to 5 s for those in flight, and returns the final Stats.
+    /// It blocks the calling thread: clients in this process must not need that thread to
+    /// answer the server's goodbye (a current-thread runtime would), or the wait runs its 5 s.
     pub fn shutdown(mut self) -> StatsReply {
         self.stop_and_join();
         self.stats()

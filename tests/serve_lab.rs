@@ -1,0 +1,545 @@
+//! The lab served in-process on 127.0.0.1 port 0 and called over real connections.
+use rpcmeter::lab::proto::echo::{echo_service_client::EchoServiceClient, Message};
+use rpcmeter::lab::proto::lab::{
+    stats_client::StatsClient, storage_client::StorageClient, test_service_client::TestServiceClient, CpuRequest,
+    DbRequest, GetRequest, MethodStats, PutRequest, StatsReply, StatsRequest,
+};
+use rpcmeter::lab::{DbSpec, LabConfig, LabServer, Model};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tonic::transport::Channel;
+use tonic::Code;
+
+/// Small work so that the whole file runs in seconds.
+fn config(model: Model) -> LabConfig {
+    LabConfig {
+        addr: "127.0.0.1:0".into(),
+        model,
+        fib: 20,
+        db_sleep: Duration::from_millis(20),
+        ..LabConfig::default()
+    }
+}
+
+async fn connect(server: &LabServer) -> Channel {
+    Channel::from_shared(format!("http://{}", server.local_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn method<'a>(stats: &'a StatsReply, path: &str) -> &'a MethodStats {
+    stats
+        .methods
+        .iter()
+        .find(|m| m.method == path)
+        .unwrap_or_else(|| panic!("no {path} in {stats:?}"))
+}
+
+/// (received, ok, failed, rejected)
+fn counts(stats: &StatsReply, path: &str) -> (u64, u64, u64, u64) {
+    let m = method(stats, path);
+    (m.received, m.ok, m.failed, m.rejected)
+}
+
+async fn every_service_answers(model: Model) {
+    let server = LabServer::start(config(model)).unwrap();
+    let channel = connect(&server).await;
+
+    let mut echo = EchoServiceClient::new(channel.clone());
+    let reply = echo.echo(Message { content: "hi".into() }).await.unwrap().into_inner();
+    assert_eq!(reply.content, "hi");
+
+    let mut test = TestServiceClient::new(channel.clone());
+    assert_eq!(
+        test.cpu(CpuRequest { n: 0 }).await.unwrap().into_inner().result,
+        6765,
+        "fib(--fib 20)"
+    );
+    assert_eq!(test.cpu(CpuRequest { n: 10 }).await.unwrap().into_inner().result, 55);
+    let too_big = test.cpu(CpuRequest { n: 93 }).await.unwrap_err();
+    assert_eq!(too_big.code(), Code::InvalidArgument);
+    let first = test.db(DbRequest { rows: 0 }).await.unwrap().into_inner().count;
+    assert_eq!(first, 10, "a fresh temporary database holds this call's 10 rows");
+    assert_eq!(test.db(DbRequest { rows: 3 }).await.unwrap().into_inner().count, 13);
+
+    let mut storage = StorageClient::new(channel.clone());
+    let missing = storage
+        .get_value(GetRequest { key: "k".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!missing.found && missing.version == 0 && missing.value.is_empty());
+    let v1 = storage
+        .put_value(PutRequest {
+            key: "k".into(),
+            value: b"one".to_vec(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let v2 = storage
+        .put_value(PutRequest {
+            key: "k".into(),
+            value: b"two".to_vec(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(v2.version > v1.version);
+    let got = storage
+        .get_value(GetRequest { key: "k".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(got.found);
+    assert_eq!((got.value.as_slice(), got.version), (&b"two"[..], v2.version));
+
+    let mut stats = StatsClient::new(channel);
+    let seen = stats.get(StatsRequest {}).await.unwrap().into_inner();
+    assert_eq!(counts(&seen, "/EchoService/echo"), (1, 1, 0, 0));
+    assert_eq!(counts(&seen, "/rpcmeter.lab.v1.TestService/Cpu"), (3, 2, 1, 0));
+    assert_eq!(counts(&seen, "/rpcmeter.lab.v1.TestService/Db"), (2, 2, 0, 0));
+    assert_eq!(counts(&seen, "/rpcmeter.lab.v1.Storage/GetValue"), (2, 2, 0, 0));
+    assert_eq!(counts(&seen, "/rpcmeter.lab.v1.Storage/PutValue"), (2, 2, 0, 0));
+    assert_eq!(seen.received, 10, "Stats' own calls are not counted");
+    assert_eq!(seen.in_flight, 0);
+    assert!(seen.first_arrival_unix_s > 1e9 && seen.last_arrival_unix_s >= seen.first_arrival_unix_s);
+    let expected_rps = 9.0 / (seen.last_arrival_unix_s - seen.first_arrival_unix_s);
+    assert!(
+        (seen.server_rps - expected_rps).abs() <= expected_rps * 1e-6,
+        "{seen:?}"
+    );
+    assert!(seen.cpu_seconds > 0.0 && seen.rss_bytes > 0 && seen.uptime_s > 0.0);
+
+    let before_reset = stats.reset(StatsRequest {}).await.unwrap().into_inner();
+    assert_eq!(before_reset.received, 10, "Reset answers with the counts it zeroed");
+    let after = stats.get(StatsRequest {}).await.unwrap().into_inner();
+    assert_eq!(after.received, 0);
+    assert!(after.methods.iter().all(|m| m.ok + m.failed + m.rejected == 0));
+    assert_eq!((after.first_arrival_unix_s, after.server_rps), (0.0, 0.0));
+
+    echo.echo(Message {
+        content: "after".into(),
+    })
+    .await
+    .unwrap();
+    let last = server.shutdown();
+    assert_eq!(
+        counts(&last, "/EchoService/echo"),
+        (1, 1, 0, 0),
+        "shutdown returns the final Stats"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_service_answers_async_model() {
+    every_service_answers(Model::Async).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_service_answers_threaded_model() {
+    every_service_answers(Model::Threaded).await;
+}
+
+/// The article's service and message exactly as printed (no package), compiled at run time
+/// and called with dynamic messages: the article's own clients work. The article's snippet
+/// has no `syntax` line, and without one it is proto2, which rejects its unlabelled field:
+/// the line it must have had is added in front, nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_echo_proto_compiled_as_the_seed_has_it() {
+    const SEED_000_SNIPPET: &str = "service EchoService {\n  rpc echo (Message) returns (Message) {}\n}\n\nmessage Message {\n  string content = 1;\n}\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("echo_service.proto"),
+        format!("syntax = \"proto3\";\n{SEED_000_SNIPPET}"),
+    )
+    .unwrap();
+    let fds = protox::compile(["echo_service.proto"], [dir.path()]).unwrap();
+    let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(fds).unwrap();
+    let service = pool.get_service_by_name("EchoService").unwrap();
+    let echo = service.methods().find(|m| m.name() == "echo").unwrap();
+    let path = format!("/{}/{}", service.full_name(), echo.name());
+    assert_eq!(path, "/EchoService/echo");
+
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let mut grpc = tonic::client::Grpc::new(connect(&server).await);
+    let mut request = prost_reflect::DynamicMessage::new(echo.input());
+    request.set_field_by_name("content", prost_reflect::Value::String("from the article".into()));
+    grpc.ready().await.unwrap();
+    let reply = grpc
+        .unary(
+            tonic::Request::new(request),
+            path.parse().unwrap(),
+            dynamic::Codec(echo.output()),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        reply.get_field_by_name("content").unwrap().as_str(),
+        Some("from the article")
+    );
+    assert_eq!(counts(&server.stats(), "/EchoService/echo"), (1, 1, 0, 0));
+}
+
+/// A tonic codec for messages known only at run time.
+mod dynamic {
+    use prost::Message as _;
+    use prost_reflect::{DynamicMessage, MessageDescriptor};
+    use tonic::codec::{DecodeBuf, Decoder, EncodeBuf, Encoder};
+    use tonic::Status;
+
+    pub struct Codec(pub MessageDescriptor);
+    pub struct Encode;
+    pub struct Decode(MessageDescriptor);
+
+    impl tonic::codec::Codec for Codec {
+        type Encode = DynamicMessage;
+        type Decode = DynamicMessage;
+        type Encoder = Encode;
+        type Decoder = Decode;
+        fn encoder(&mut self) -> Encode {
+            Encode
+        }
+        fn decoder(&mut self) -> Decode {
+            Decode(self.0.clone())
+        }
+    }
+
+    impl Encoder for Encode {
+        type Item = DynamicMessage;
+        type Error = Status;
+        fn encode(&mut self, item: DynamicMessage, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+            item.encode(dst).map_err(|e| Status::internal(e.to_string()))
+        }
+    }
+
+    impl Decoder for Decode {
+        type Item = DynamicMessage;
+        type Error = Status;
+        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<DynamicMessage>, Status> {
+            DynamicMessage::decode(self.0.clone(), src)
+                .map(Some)
+                .map_err(|e| Status::internal(e.to_string()))
+        }
+    }
+}
+
+/// Lists the services through one version of the reflection API.
+macro_rules! reflected_services {
+    ($pb:path, $channel:expr) => {{
+        use pb::server_reflection_request::MessageRequest;
+        use pb::server_reflection_response::MessageResponse;
+        use $pb as pb;
+        let request = pb::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut client = pb::server_reflection_client::ServerReflectionClient::new($channel);
+        let mut replies = client
+            .server_reflection_info(futures::stream::iter([request]))
+            .await
+            .unwrap()
+            .into_inner();
+        match replies.message().await.unwrap().and_then(|r| r.message_response) {
+            Some(MessageResponse::ListServicesResponse(list)) => {
+                list.service.into_iter().map(|s| s.name).collect::<BTreeSet<String>>()
+            }
+            other => panic!("not a service list: {other:?}"),
+        }
+    }};
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_v1_and_v1alpha_and_health_serve_every_lab_service() {
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let channel = connect(&server).await;
+    let lab = [
+        "EchoService",
+        "rpcmeter.lab.v1.TestService",
+        "rpcmeter.lab.v1.Storage",
+        "rpcmeter.lab.v1.Stats",
+    ];
+
+    let v1 = reflected_services!(tonic_reflection::pb::v1, channel.clone());
+    let v1alpha = reflected_services!(tonic_reflection::pb::v1alpha, channel.clone());
+    for name in lab {
+        assert!(
+            v1.contains(name) && v1alpha.contains(name),
+            "{name} missing: v1 {v1:?}, v1alpha {v1alpha:?}"
+        );
+    }
+
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+    let mut health = HealthClient::new(channel);
+    for name in lab.into_iter().chain([""]) {
+        let reply = health
+            .check(HealthCheckRequest { service: name.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(reply.status(), ServingStatus::Serving, "{name:?}");
+    }
+}
+
+/// One thread and no queue: concurrent Db calls beyond the one running are refused at once,
+/// and Stats counts exactly what the clients saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_control_refuses_beyond_running_plus_queue() {
+    for model in [Model::Threaded, Model::Async] {
+        let server = LabServer::start(LabConfig {
+            threads: 1,
+            per_thread: 1,
+            queue: Some(0),
+            db_sleep: Duration::from_millis(300),
+            ..config(model)
+        })
+        .unwrap();
+        let client = TestServiceClient::new(connect(&server).await);
+        let calls = (0..8).map(|_| {
+            let mut client = client.clone();
+            tokio::spawn(async move { client.db(DbRequest { rows: 1 }).await })
+        });
+        let results = futures::future::join_all(calls).await;
+        let ok = results.iter().filter(|r| r.as_ref().unwrap().is_ok()).count() as u64;
+        let refused = results
+            .iter()
+            .filter(|r| matches!(r.as_ref().unwrap(), Err(s) if s.code() == Code::ResourceExhausted))
+            .count() as u64;
+        assert!(ok >= 1 && refused >= 1, "{model:?}: ok {ok}, refused {refused}");
+        assert_eq!(ok + refused, 8, "{model:?}: no other outcome");
+        let stats = server.shutdown();
+        let (received, s_ok, failed, rejected) = counts(&stats, "/rpcmeter.lab.v1.TestService/Db");
+        assert_eq!((received, s_ok, failed, rejected), (8, ok, 0, refused), "{model:?}");
+        assert_eq!(received, s_ok + failed + rejected);
+    }
+}
+
+/// 40 concurrent Db calls: every row counted, none lost or doubled. Returns the counts.
+async fn db_counts_are_exact(db: DbSpec) -> Vec<u64> {
+    let server = LabServer::start(LabConfig {
+        db,
+        ..config(Model::Async)
+    })
+    .unwrap();
+    let client = TestServiceClient::new(connect(&server).await);
+    let before = client
+        .clone()
+        .db(DbRequest { rows: 1 })
+        .await
+        .unwrap()
+        .into_inner()
+        .count;
+    let calls = (0..40).map(|_| {
+        let mut client = client.clone();
+        tokio::spawn(async move { client.db(DbRequest { rows: 3 }).await.unwrap().into_inner().count })
+    });
+    let counts: Vec<u64> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for &count in &counts {
+        assert!(
+            count > before && count <= before + 120,
+            "count {count} outside ({before}, {before} + 120]"
+        );
+    }
+    let after = client
+        .clone()
+        .db(DbRequest { rows: 1 })
+        .await
+        .unwrap()
+        .into_inner()
+        .count;
+    assert_eq!(after, before + 40 * 3 + 1);
+    let stats = server.shutdown();
+    assert_eq!(counts_of_db(&stats), (42, 42, 0, 0));
+    counts
+}
+
+fn counts_of_db(stats: &StatsReply) -> (u64, u64, u64, u64) {
+    counts(stats, "/rpcmeter.lab.v1.TestService/Db")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_counts_exact_under_40_concurrent_calls_on_sqlite() {
+    let counts = db_counts_are_exact(DbSpec::TempSqlite).await;
+    // SQLite serialises the insert transactions: each call sees its own distinct total.
+    let distinct: BTreeSet<u64> = counts.iter().copied().collect();
+    assert_eq!(distinct, (1..=40).map(|k| 1 + 3 * k).collect::<BTreeSet<u64>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_counts_exact_under_40_concurrent_calls_on_postgres() {
+    let Ok(url) = std::env::var("RPCMETER_TEST_PG_URL") else {
+        println!("skipped: RPCMETER_TEST_PG_URL is not set (scripts/start-postgres.sh prints one)");
+        return;
+    };
+    db_counts_are_exact(url.parse().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_path_keeps_its_rows_across_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = DbSpec::Sqlite(dir.path().join("kept.db"));
+    for expected in [5, 10] {
+        let server = LabServer::start(LabConfig {
+            db: db.clone(),
+            ..config(Model::Async)
+        })
+        .unwrap();
+        let mut client = TestServiceClient::new(connect(&server).await);
+        assert_eq!(
+            client.db(DbRequest { rows: 5 }).await.unwrap().into_inner().count,
+            expected
+        );
+    }
+}
+
+#[test]
+fn unreachable_database_fails_at_start_with_one_line() {
+    // Port 1 on loopback: nothing listens there.
+    let db: DbSpec = "postgres://nobody:secret@127.0.0.1:1/none".parse().unwrap();
+    let err = LabServer::start(LabConfig {
+        db,
+        ..config(Model::Async)
+    })
+    .err()
+    .expect("must fail");
+    let message = format!("{err:#}");
+    assert_eq!(rpcmeter::error::exit_code(&err), 2);
+    assert!(
+        message.starts_with("cannot use database postgres://nobody:***@127.0.0.1:1/none"),
+        "{message}"
+    );
+    assert!(!message.contains("secret") && !message.contains('\n'), "{message}");
+}
+
+#[test]
+fn port_in_use_and_bad_address_fail_with_exit_code_2() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for bad in [addr.as_str(), "not an address", "127.0.0.1:99999"] {
+        let err = LabServer::start(LabConfig {
+            addr: bad.into(),
+            ..config(Model::Async)
+        })
+        .err()
+        .expect(bad);
+        assert_eq!(rpcmeter::error::exit_code(&err), 2, "{bad}");
+        assert!(
+            format!("{err:#}").starts_with(&format!("cannot listen on {bad}: ")),
+            "{err:#}"
+        );
+    }
+}
+
+/// Many tasks put concurrently; returns (key, version, value) of every put and the final
+/// Get of every key.
+async fn concurrent_puts(relax: bool) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<String, (u64, Vec<u8>)>) {
+    let server = LabServer::start(LabConfig {
+        relax,
+        ..config(Model::Async)
+    })
+    .unwrap();
+    let client = StorageClient::new(connect(&server).await);
+    let tasks = (0..16).map(|task| {
+        let mut client = client.clone();
+        tokio::spawn(async move {
+            let mut puts = Vec::new();
+            for i in 0..25 {
+                let key = format!("key-{}", (task + i) % 4);
+                let value = format!("task {task} put {i}").into_bytes();
+                let put = PutRequest {
+                    key: key.clone(),
+                    value: value.clone(),
+                };
+                let version = client.put_value(put).await.unwrap().into_inner().version;
+                puts.push((key, version, value));
+            }
+            // One task's puts are sequential: each must see a newer version of the store
+            // (linearizable) or at least of its key (relaxed, checked per key below).
+            puts
+        })
+    });
+    let puts: Vec<_> = futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .flat_map(Result::unwrap)
+        .collect();
+    let mut last = BTreeMap::new();
+    for key in (0..4).map(|k| format!("key-{k}")) {
+        let got = client
+            .clone()
+            .get_value(GetRequest { key: key.clone() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(got.found);
+        last.insert(key, (got.version, got.value));
+    }
+    let stats = server.shutdown();
+    assert_eq!(counts(&stats, "/rpcmeter.lab.v1.Storage/PutValue"), (400, 400, 0, 0));
+    assert_eq!(counts(&stats, "/rpcmeter.lab.v1.Storage/GetValue"), (4, 4, 0, 0));
+    (puts, last)
+}
+
+/// The last put of each key (highest version) is what Get returns: no write lost.
+fn assert_last_write_wins(puts: &[(String, u64, Vec<u8>)], last: &BTreeMap<String, (u64, Vec<u8>)>) {
+    for (key, (version, value)) in last {
+        let newest = puts
+            .iter()
+            .filter(|(k, ..)| k == key)
+            .max_by_key(|(_, v, _)| *v)
+            .unwrap();
+        assert_eq!((version, value), (&newest.1, &newest.2), "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn linearizable_store_orders_every_put_once_globally() {
+    let (puts, last) = concurrent_puts(false).await;
+    let versions: BTreeSet<u64> = puts.iter().map(|(_, v, _)| *v).collect();
+    assert_eq!(
+        versions,
+        (1..=400).collect(),
+        "one global order: versions 1..=400, each once"
+    );
+    for task in puts.chunks(25) {
+        assert!(
+            task.windows(2).all(|w| w[0].1 < w[1].1),
+            "a task's sequential puts go forward"
+        );
+    }
+    assert_last_write_wins(&puts, &last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaxed_store_orders_every_put_once_per_key() {
+    let (puts, last) = concurrent_puts(true).await;
+    let mut per_key: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (key, version, _) in &puts {
+        per_key.entry(key.as_str()).or_default().push(*version);
+    }
+    for (key, mut versions) in per_key {
+        versions.sort();
+        assert_eq!(
+            versions,
+            (1..=100).collect::<Vec<u64>>(),
+            "{key}: versions 1..=100, each once"
+        );
+    }
+    for task in puts.chunks(25) {
+        for key in (0..4).map(|k| format!("key-{k}")) {
+            let mine: Vec<u64> = task.iter().filter(|(k, ..)| *k == key).map(|(_, v, _)| *v).collect();
+            assert!(
+                mine.windows(2).all(|w| w[0] < w[1]),
+                "a task's puts of {key} go forward"
+            );
+        }
+    }
+    assert_last_write_wins(&puts, &last);
+}
