@@ -61,7 +61,7 @@ impl RequestSource {
     }
 
     /// How many records calls cycle through.
-    pub fn len(&self) -> usize {
+    pub fn records(&self) -> usize {
         self.bodies.len()
     }
 
@@ -84,13 +84,21 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
     .map_err(|e| bad_input(format!("-D {name}: {e}")))?;
     let mut records = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
-    let mut start = 0;
+    // Where the previous record ended, and the line it ended on (counted as we go: files
+    // of many records stay linear).
+    let (mut end, mut line) = (0, 1);
     while let Some(value) = stream.next() {
         let value = value.map_err(|e| bad_input(format!("-D {name}: invalid JSON: {e}")))?;
-        let skipped = text[start..].len() - text[start..].trim_start().len();
-        let line = text[..start + skipped].matches('\n').count() + 1;
+        let rest = &text[end..];
+        line += rest[..rest.len() - rest.trim_start().len()]
+            .matches('\n')
+            .count();
         records.push((format!("-D {name} line {line}"), value));
-        start = stream.byte_offset();
+        line += text[end..stream.byte_offset()]
+            .trim_start()
+            .matches('\n')
+            .count();
+        end = stream.byte_offset();
     }
     match records.len() {
         0 => Err(bad_input(format!("-D {name}: no JSON object in the file"))),
@@ -128,8 +136,10 @@ fn to_message(desc: &MessageDescriptor, value: Value) -> Result<DynamicMessage, 
     )
     .map_err(|e| {
         let path = track.path();
+        if path.iter().next().is_none() {
+            return format!("{e} in {}", desc.full_name());
+        }
         match type_at(desc, &path) {
-            _ if path.iter().next().is_none() => format!("{e} in {}", desc.full_name()),
             Some(kind) => format!("field \"{path}\" ({kind}): {e}"),
             None => format!("field \"{path}\": {e}"),
         }
@@ -516,7 +526,7 @@ mod tests {
     fn replayed_json_lines_cycle_by_call_number() {
         let (_dir, path) = file("{\"key\": \"a\"}\n{\"key\": \"b\"}\n\n{\"key\": \"c\"}\n");
         let source = RequestSource::new(&put(), &DataSource::File(path)).unwrap();
-        assert_eq!(source.len(), 3);
+        assert_eq!(source.records(), 3);
         let keys: Vec<Value> = (0..7)
             .map(|call| decoded(&source, &put(), call, 0)["key"].clone())
             .collect();
@@ -534,14 +544,14 @@ mod tests {
 
     #[test]
     fn data_file_errors_name_the_file_and_line() {
-        let (_dir, path) = file("{\"n\": 1}\n{\"n\": \"x\"}\n");
+        let (_dir, path) = file("{\"n\": 1}\n\n{\n  \"n\": 2\n}\n{\"n\": \"x\"}\n");
         let e = RequestSource::new(&cpu(), &DataSource::File(path.clone()))
             .err()
             .unwrap()
             .to_string();
         assert!(
             e.starts_with(&format!(
-                "-D {} line 2: field \"n\" (uint32): ",
+                "-D {} line 6: field \"n\" (uint32): ",
                 path.display()
             )),
             "{e}"

@@ -61,24 +61,34 @@ pub(super) fn protoset(path: &Path) -> anyhow::Result<DescriptorPool> {
     pool_of(set.file).map_err(fail)
 }
 
-/// Builds a pool from files in any order, adding the well-known types they import but lack.
-fn pool_of(mut files: Vec<FileDescriptorProto>) -> Result<DescriptorPool, String> {
-    let have: Vec<String> = files.iter().map(|f| f.name().to_owned()).collect();
+/// Builds a pool from files in any order, adding the well-known types they import but lack
+/// (and the ones those import).
+fn pool_of(files: Vec<FileDescriptorProto>) -> Result<DescriptorPool, String> {
     let google = GoogleFileResolver::new();
-    let wanted: Vec<String> = files
-        .iter()
-        .flat_map(|f| f.dependency.clone())
-        .filter(|d| !have.contains(d))
+    let mut files: HashMap<String, FileDescriptorProto> = files
+        .into_iter()
+        .map(|f| (f.name().to_owned(), f))
         .collect();
-    for dep in wanted {
+    let mut wanted: Vec<String> = files.values().flat_map(|f| f.dependency.clone()).collect();
+    while let Some(dep) = wanted.pop() {
+        if files.contains_key(&dep) {
+            continue;
+        }
         if let Ok(wkt) = google.open_file(&dep) {
-            files.push(wkt.file_descriptor_proto().clone());
+            let wkt = wkt.file_descriptor_proto().clone();
+            wanted.extend(wkt.dependency.iter().cloned());
+            files.insert(dep, wkt);
         }
     }
     let mut pool = DescriptorPool::new();
-    pool.add_file_descriptor_protos(files)
+    pool.add_file_descriptor_protos(files.into_values())
         .map_err(|e| one_line(&format!("{e:?}")))?;
     Ok(pool)
+}
+
+/// Whether protox ships `name` (google/protobuf/*.proto), so that `pool_of` fills it in.
+fn well_known(name: &str) -> bool {
+    GoogleFileResolver::new().open_file(name).is_ok()
 }
 
 /// Asks the target for its schema: lists its services, lets `pick` choose the wanted one
@@ -110,7 +120,6 @@ pub(super) async fn reflect(
     };
     let service = pick(&services)?.to_owned();
 
-    let google = GoogleFileResolver::new();
     let mut files: HashMap<String, FileDescriptorProto> = HashMap::new();
     let mut next = VecDeque::from([MessageRequest::FileContainingSymbol(service)]);
     while let Some(request) = next.pop_front() {
@@ -127,18 +136,11 @@ pub(super) async fn reflect(
             })?;
             files.insert(file.name().to_owned(), file);
         }
-        // Imports not yet received: well-known types from protox's copy, the rest from the server.
-        let missing: Vec<String> = files
-            .values()
-            .flat_map(|f| f.dependency.iter())
-            .filter(|d| !files.contains_key(*d))
-            .cloned()
-            .collect();
-        for dep in missing {
-            if let Ok(wkt) = google.open_file(&dep) {
-                files.insert(dep, wkt.file_descriptor_proto().clone());
-            } else if !next.contains(&MessageRequest::FileByFilename(dep.clone())) {
-                next.push_back(MessageRequest::FileByFilename(dep));
+        // Imports neither received nor asked for yet; well-known types need no round trip.
+        for dep in files.values().flat_map(|f| f.dependency.iter()) {
+            let request = MessageRequest::FileByFilename(dep.clone());
+            if !files.contains_key(dep) && !next.contains(&request) && !well_known(dep) {
+                next.push_back(request);
             }
         }
     }
@@ -389,6 +391,18 @@ mod tests {
         assert_eq!(set.file.len(), 1);
         let path = write_bytes(dir.path(), "t.pb", &set.encode_to_vec());
         assert!(protoset(&path).unwrap().get_message_by_name("At").is_some());
+
+        // api.proto imports type.proto, which imports any.proto: filled in transitively.
+        let proto = write(dir.path(), "a.proto", "syntax = \"proto3\"; import \"google/protobuf/api.proto\"; import \"google/protobuf/timestamp.proto\"; message A { google.protobuf.Api api = 1; google.protobuf.Timestamp at = 2; }");
+        let set = protox::Compiler::new([dir.path()])
+            .unwrap()
+            .open_files([&proto, &dir.path().join("t.proto")])
+            .unwrap()
+            .file_descriptor_set();
+        assert_eq!(set.file.len(), 2);
+        let path = write_bytes(dir.path(), "a.pb", &set.encode_to_vec());
+        let pool = protoset(&path).unwrap();
+        assert!(pool.get_message_by_name("google.protobuf.Any").is_some());
     }
 
     #[test]
