@@ -1,0 +1,202 @@
+//! `rpcmeter serve` and `rpcmeter protos` as a user runs them: the built binary, real signals.
+use rpcmeter::lab::proto::echo::{echo_service_client::EchoServiceClient, Message};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn rpcmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+}
+
+/// Waits for the child to exit by itself (killing it after 30 s so a broken build cannot
+/// hang the suite), then collects what it printed.
+fn finish(mut child: Child, mut stdout: impl Read) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("rpcmeter serve did not stop within 30 s of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = Vec::new();
+    stdout.read_to_end(&mut out).unwrap();
+    let mut output = child.wait_with_output().unwrap();
+    output.stdout = out;
+    output
+}
+
+#[test]
+fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let mut child = rpcmeter()
+            .args(["serve", "--addr", "127.0.0.1:0", "--fib", "15", "--db-sleep", "10ms"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let addr = first
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line: {first:?}"));
+        assert!(
+            addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
+            "the real port: {addr}"
+        );
+
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let reply = runtime.block_on(async {
+            let mut client = EchoServiceClient::connect(format!("http://{addr}")).await.unwrap();
+            client
+                .echo(Message { content: "ping".into() })
+                .await
+                .unwrap()
+                .into_inner()
+        });
+        drop(runtime);
+        assert_eq!(reply.content, "ping");
+
+        // SAFETY: kill with a pid we spawned and a valid signal number.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let output = finish(child, stdout);
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "signal {signal}: {:?}\n{printed}",
+            output.status
+        );
+        let echo_row: Vec<&str> = printed
+            .lines()
+            .find(|l| l.starts_with("/EchoService/echo"))
+            .unwrap_or_else(|| panic!("no summary:\n{printed}"))
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            echo_row,
+            ["/EchoService/echo", "1", "1", "0", "0"],
+            "received ok failed rejected"
+        );
+        assert!(printed.contains("server-side throughput"), "{printed}");
+    }
+}
+
+/// Runs rpcmeter to completion and returns (exit code, stderr).
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let output = rpcmeter().args(args).output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn serve_refuses_a_port_in_use_bad_input_and_an_unreachable_database_with_one_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (&["serve", "--addr", &addr], "cannot listen on"),
+        (
+            &["serve", "--addr", "127.0.0.1:0", "--db", "mysql://x"],
+            "sqlite:PATH or postgres://",
+        ),
+        (
+            &[
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--model",
+                "threaded",
+                "--per-thread",
+                "2",
+            ],
+            "--per-thread",
+        ),
+        (
+            &[
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                "postgres://nobody@127.0.0.1:1/none",
+            ],
+            "cannot use database",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (code, stderr) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(lines.iter().any(|l| l.contains(expected)), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("backtrace"),
+            "{stderr}"
+        );
+        if expected != "sqlite:PATH or postgres://" {
+            // Ours, not clap's usage text: exactly one line.
+            assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn protos_writes_the_lab_protos_with_their_import_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("protos");
+    let output = rpcmeter().args(["protos"]).arg(&out).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    for (name, text) in rpcmeter::lab::proto::SOURCES {
+        assert_eq!(std::fs::read_to_string(out.join(name)).unwrap(), *text, "{name}");
+    }
+    // What it wrote compiles on its own, as ghz or grpcurl would read it.
+    protox::compile(["echo.proto", "rpcmeter/lab/v1/lab.proto"], [&out]).unwrap();
+}
+
+#[test]
+fn sigint_lets_a_call_in_flight_finish() {
+    use rpcmeter::lab::proto::lab::{stats_client::StatsClient, test_service_client::TestServiceClient};
+    use rpcmeter::lab::proto::lab::{DbRequest, StatsRequest};
+    let mut child = rpcmeter()
+        .args(["serve", "--addr", "127.0.0.1:0", "--db-sleep", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let url = format!("http://{}", first.trim_end().trim_start_matches("listening on "));
+    let pid = child.id() as libc::pid_t;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let count = runtime.block_on(async {
+        let mut test = TestServiceClient::connect(url.clone()).await.unwrap();
+        let call = tokio::spawn(async move { test.db(DbRequest { rows: 2 }).await });
+        let mut stats = StatsClient::connect(url).await.unwrap();
+        while stats.get(StatsRequest {}).await.unwrap().into_inner().in_flight == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // SAFETY: kill with a pid we spawned and a valid signal number.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        call.await
+            .unwrap()
+            .expect("the call in flight is answered, not cut off")
+            .into_inner()
+            .count
+    });
+    assert_eq!(count, 2);
+    let output = finish(child, stdout);
+    assert!(output.status.success());
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("still in flight 0"), "{printed}");
+    let db_row = printed
+        .lines()
+        .find(|l| l.starts_with("/rpcmeter.lab.v1.TestService/Db"))
+        .unwrap();
+    assert_eq!(
+        db_row.split_whitespace().skip(1).collect::<Vec<_>>(),
+        ["1", "1", "0", "0"]
+    );
+}
