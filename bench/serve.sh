@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): `rpcmeter serve`'s echo against a grpc-go server (fortio's ping
+# server), both loaded by h2load with raw gRPC frames on one connection, in the same run,
+# at 8 and 64 streams. Prints calls/s and the ratio; the target is rpcmeter >= 1.5x grpc-go.
+# Installs h2load (apt) and fortio (go install) when missing; uses 127.0.0.1 only; stops itself.
+#   bench/serve.sh [SECONDS_PER_RUN] [ROUNDS]      defaults: 5 s, 3 rounds (median reported)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+rounds=${2:-3}
+threads=2 # the server threads of each side: the machine has 2 cores, h2load takes its share
+
+command -v h2load >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client; }
+fortio=$(go env GOPATH)/bin/fortio
+[ -x "$fortio" ] || go install fortio.org/fortio@v1.65.0
+cargo build --release --quiet
+rpcmeter=target/release/rpcmeter
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# One gRPC frame: flag 0, big-endian length 4, then a 4-byte protobuf message "hi".
+printf '\x00\x00\x00\x00\x04\x0a\x02hi' >"$work/echo.bin"       # Message{content = 1: "hi"}
+printf '\x00\x00\x00\x00\x04\x1a\x02hi' >"$work/ping.bin"       # PingMessage{payload = 3: "hi"}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# rpcmeter: the async model with enough calls in progress that no stream is ever refused.
+"$rpcmeter" serve --addr 127.0.0.1:0 --threads "$threads" --per-thread 64 >"$work/serve.out" 2>&1 &
+pids+=($!)
+serve_pid=$!
+for _ in $(seq 100); do grep -q '^listening on' "$work/serve.out" && break; sleep 0.1; done
+rpc_port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/serve.out")
+
+go_port=$(free_port)
+GOMAXPROCS=$threads "$fortio" server -quiet -grpc-port "127.0.0.1:$go_port" -http-port "127.0.0.1:$(free_port)" \
+    -redirect-port disabled >"$work/fortio.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$go_port") 2>/dev/null && break; sleep 0.1; done
+
+# calls/s of one h2load run; fails unless every request succeeded.
+load() { # URL BODY STREAMS
+    local out
+    out=$(h2load -D "$seconds" --warm-up-time 1 -c 1 -m "$3" -d "$2" \
+        -H 'content-type: application/grpc' -H 'te: trailers' "$1")
+    local line
+    line=$(grep '^requests:' <<<"$out")
+    # "requests: N total, N started, N done, N succeeded, 0 failed, 0 errored, 0 timeout"
+    if ! grep -q ' 0 failed, 0 errored' <<<"$line"; then echo "h2load failed: $line" >&2; exit 1; fi
+    sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out"
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "h2load, 1 connection, ${seconds} s per run (+1 s warm-up), median of ${rounds} rounds, ${threads} server threads each"
+printf '%-8s %16s %16s %8s\n' streams rpcmeter_calls/s grpc-go_calls/s ratio
+for streams in 8 64; do
+    rpc=() go=()
+    for _ in $(seq "$rounds"); do # interleaved, so drift hits both sides alike
+        rpc+=("$(load "http://127.0.0.1:$rpc_port/EchoService/echo" "$work/echo.bin" "$streams")")
+        go+=("$(load "http://127.0.0.1:$go_port/fortio.PingServer/Ping" "$work/ping.bin" "$streams")")
+    done
+    r=$(printf '%s\n' "${rpc[@]}" | median)
+    g=$(printf '%s\n' "${go[@]}" | median)
+    printf '%-8s %16.0f %16.0f %7.2fx\n' "$streams" "$r" "$g" "$(awk -v r="$r" -v g="$g" 'BEGIN { print r / g }')"
+done
+
+# The server's own count must show no refused and no failed call.
+kill -INT "$serve_pid"
+wait "$serve_pid" || true
+grep '^/EchoService/echo' "$work/serve.out" | awk '{ printf "rpcmeter echo: received %s, ok %s, failed %s, rejected %s\n", $2, $3, $4, $5; if ($4 + $5 > 0) exit 1 }'
