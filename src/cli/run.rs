@@ -78,7 +78,7 @@ pub struct RunArgs {
     #[arg(long = "loop")]
     pub loop_count: Option<u64>,
     /// Open loop: R calls/s, or FROM:TO:DURATION for a linear ramp of the rate
-    #[arg(long, conflicts_with_all = ["burst", "loop_count"])]
+    #[arg(long, conflicts_with_all = ["burst", "loop_count"], allow_hyphen_values = true)]
     pub rps: Option<String>,
     /// Open loop: most calls in flight at once
     #[arg(long, default_value_t = 256)]

@@ -3,7 +3,7 @@
 //! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
 //! The engine never prints: intervals go to an `IntervalSink`, the end to a `RunResult`.
 use super::plan::Plan;
-use super::transport::{Connection, Connector, Reply};
+use super::transport::{Connection, Connector, PreparedCall, Reply};
 use crate::error::run_failed;
 use crate::record::resource::{self, Usage};
 use crate::record::Shard;
@@ -93,6 +93,8 @@ struct Shared {
     plan: Plan,
     requests: Arc<RequestSource>,
     connector: Connector,
+    /// The call's header block, built once for the whole run.
+    prepared: PreparedCall,
     details: Option<mpsc::SyncSender<CallRecord>>,
     tickets: AtomicU64,
     measured_tickets: AtomicU64,
@@ -114,6 +116,7 @@ pub fn run(
     let connector = Connector::new(&plan.target)?;
     let threads = plan.threads.max(1);
     let shared = Arc::new(Shared {
+        prepared: PreparedCall::new(&plan.spec),
         plan,
         requests,
         connector,
@@ -147,8 +150,8 @@ pub fn run(
         };
         if let Err(err) = ready {
             let _ = phase_tx.send(Phase::Abort);
-            let t = &shared.plan.target;
-            return Err(run_failed(format!("cannot connect to {}:{}: {err:#}", t.host, t.port)));
+            // The transport's error already names the target.
+            return Err(run_failed(format!("{err:#}")));
         }
     }
     let start = Instant::now();
@@ -312,7 +315,10 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             phase: phase.clone(),
         });
         let workers = (index..plan.workers).step_by(threads as usize);
-        let all = futures::future::join_all(workers.map(|w| worker(local.clone(), w)));
+        // FuturesUnordered polls only the workers that were woken (join_all polls all of
+        // them on every wake-up below 30 futures: 8x the work with 8 workers).
+        let mut all: futures::stream::FuturesUnordered<_> = workers.map(|w| worker(local.clone(), w)).collect();
+        let all = async move { while futures::StreamExt::next(&mut all).await.is_some() {} };
         let flusher = async {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
             loop {
@@ -376,13 +382,12 @@ impl Local {
                 Err(err) => {
                     // A dead target must not turn the loop into a spin: wait before the next try.
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    return Reply { status: Code::Unavailable, response_bytes: 0, response: None, message: Some(format!("{err:#}")) };
+                    return Reply::error(Code::Unavailable, format!("{err:#}"));
                 }
             }
         }
         let connection = conn.borrow().clone();
-        let plan = &self.shared.plan;
-        connection.unary(&plan.spec, request, plan.keep_responses).await
+        connection.call(&self.shared.prepared, request, self.shared.plan.keep_responses).await
     }
 }
 
