@@ -1,17 +1,20 @@
 //! The call path: gRPC unary calls spoken over the `h2` crate directly (DESIGN.md, "The call
 //! path: measured, not guessed"). h2 does framing, HPACK and flow control; what is written
 //! here is only the gRPC envelope: headers, the 5-byte message prefix, `grpc-status` trailers.
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use h2::client::SendRequest;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
 use http::uri::{Authority, PathAndQuery, Scheme, Uri};
 use http::{Method, Request, StatusCode};
+use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::{self, pki_types};
 use tonic::Code;
@@ -151,6 +154,7 @@ impl Connector {
         }
         let tcp = tcp.ok_or_else(|| last_error.map_or_else(String::new, |e| e.to_string()))?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let tcp = Coalesce::new(tcp);
         match &self.tls {
             None => handshake(tcp).await,
             Some((connector, name)) => {
@@ -188,6 +192,78 @@ where
     // calls then keep to its stream limit instead of being refused while it is unknown.
     ping.ping(h2::Ping::opaque()).await.map_err(|e| format!("HTTP/2: {e}"))?;
     Ok((sender, closed))
+}
+
+/// The socket under h2 (and TLS), with a flush that follows a read held back for one turn
+/// of the scheduler. h2 flushes at the end of every poll of its driver: a read that brings a
+/// server's PING (grpc-go sends one per round of data for its BDP estimate) along with
+/// responses would send the PING ACK in one write and, once the woken calls have run, their
+/// next requests in another. Letting those calls run first makes it one write.
+struct Coalesce<T> {
+    io: T,
+    pending: BytesMut,
+    /// Data came in since the last flush: the calls it woke may have requests to add.
+    read: bool,
+}
+
+/// Beyond this much unwritten data, writes wait for the socket (backpressure for h2).
+const COALESCE_LIMIT: usize = 256 << 10;
+
+impl<T> Coalesce<T> {
+    fn new(io: T) -> Self {
+        Coalesce { io, pending: BytesMut::with_capacity(16 << 10), read: false }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Coalesce<T> {
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.pending.is_empty() {
+            match ready!(Pin::new(&mut self.io).poll_write(cx, &self.pending))? {
+                0 => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                n => self.pending.advance(n),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Coalesce<T> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.io).poll_read(cx, buf);
+        this.read |= buf.filled().len() > before;
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if this.pending.len() >= COALESCE_LIMIT {
+            ready!(this.poll_drain(cx))?;
+        }
+        this.pending.extend_from_slice(data);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.read && !this.pending.is_empty() {
+            // yield_now's wake-up is deferred until the tasks woken so far have run.
+            this.read = false;
+            let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+            return Poll::Pending;
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
 }
 
 fn tls_config(options: &TlsOptions) -> anyhow::Result<rustls::ClientConfig> {

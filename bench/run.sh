@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# rpcmeter's call path against its peers, in one run, on this machine (DESIGN.md, "The call
+# path: measured, not guessed"). Servers: fortio's gRPC ping server (grpc-go) and
+# `rpcmeter serve`; clients: h2load, ghz, fortio (ping server only) and `rpcmeter run`, each
+# closed loop on ONE connection with C calls in flight, for SECS seconds.
+# Prints a table: calls/s, client CPU µs/call (user+sys of the client process), max RSS,
+# and rpcmeter's ratios to ghz and h2load.
+#
+#   bench/run.sh           the table, C in $CONCURRENCY (default "8 64"), $SECS (default 5)
+#   bench/run.sh --soak    rpcmeter's RSS at the start and end of a $SOAK_CALLS-call run
+#                          (default 10M) against fortio's ping server
+#
+# Everything listens on and targets 127.0.0.1; servers are killed on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECS=${SECS:-5}
+CONCURRENCY=${CONCURRENCY:-"8 64"}
+SOAK_CALLS=${SOAK_CALLS:-10000000}
+mode=table
+case ${1:-} in
+  "") ;;
+  --soak) mode=soak ;;
+  *) echo "usage: bench/run.sh [--soak]" >&2; exit 2 ;;
+esac
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- peers, installed when missing -------------------------------------------------------
+have() { command -v "$1" >/dev/null 2>&1; }
+apt_updated=
+apt_install() {
+  [[ -n $apt_updated ]] || { apt-get update -qq; apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+export PATH="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin:$PATH"
+have python3 || apt_install python3
+have h2load || apt_install nghttp2-client
+[[ -x /usr/bin/time ]] || apt_install time
+have fortio || go install fortio.org/fortio@v1.65.0
+if [[ $mode == table ]] && ! have ghz; then go install github.com/bojand/ghz/cmd/ghz@latest; fi
+
+cargo build --release --quiet --bin rpcmeter
+rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
+
+# --- servers -------------------------------------------------------------------------------
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on 127.0.0.1:$1" >&2
+  return 1
+}
+
+grpc_port=$(free_port)
+fortio server -grpc-port "127.0.0.1:$grpc_port" -http-port "127.0.0.1:$(free_port)" \
+  -redirect-port disabled -tcp-port disabled -udp-port disabled -loglevel Warning \
+  >"$work/fortio.log" 2>&1 &
+pids+=($!)
+wait_port "$grpc_port"
+fortio_addr=127.0.0.1:$grpc_port
+
+# Each server: NAME ADDR gRPC-PATH METHOD(for --call) PROTO JSON-REQUEST REQUEST-BYTES(hex)
+# The request is the same message in both: one 2-byte string field, "hi".
+servers=("fortio $fortio_addr /fgrpc.PingServer/Ping fgrpc.PingServer/Ping bench/ping.proto {\"payload\":\"hi\"} 1a026869")
+
+start_serve() {
+  "$rpcmeter" serve --addr 127.0.0.1:0 --model async --threads 2 >"$work/serve.out" 2>"$work/serve.err" &
+  pids+=($!)
+  local line=
+  for _ in $(seq 100); do
+    line=$(head -n 1 "$work/serve.out" 2>/dev/null || true)
+    [[ $line == "listening on "* ]] && break
+    sleep 0.1
+  done
+  if [[ $line != "listening on "* ]]; then
+    echo "rpcmeter serve did not start ($(tail -n 1 "$work/serve.err")); measuring fortio's server only" >&2
+    return
+  fi
+  "$rpcmeter" protos "$work/protos" >/dev/null
+  servers+=("rpcmeter-serve ${line#listening on } /EchoService/echo EchoService/echo $work/protos/echo.proto {\"content\":\"hi\"} 0a026869")
+}
+
+# --- soak: RSS of rpcmeter at the start and end of a long run ------------------------------
+if [[ $mode == soak ]]; then
+  "$rpcmeter" run --plaintext --proto bench/ping.proto --call fgrpc.PingServer/Ping -d '{"payload":"hi"}' \
+    -c 8 -n "$SOAK_CALLS" -q --format json "$fortio_addr" >"$work/soak.json" 2>"$work/soak.err" &
+  client=$!
+  pids+=($client)
+  # At most one hour, sampled every second; the first sample after 2 s is "start".
+  : >"$work/rss"
+  for _ in $(seq 3600); do
+    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$client/status" 2>/dev/null) || break
+    [[ -n $rss ]] || break
+    echo "$rss" >>"$work/rss"
+    sleep 1
+  done
+  if kill -0 "$client" 2>/dev/null; then
+    echo "soak: still running after an hour, stopped" >&2
+    exit 1
+  fi
+  wait "$client" || { echo "soak: rpcmeter run failed: $(tail -n 3 "$work/soak.err")" >&2; exit 1; }
+  python3 - "$work/rss" "$work/soak.json" <<'PY'
+import json, sys
+rss = [int(line) for line in open(sys.argv[1]) if line.strip()]
+result = json.load(open(sys.argv[2]))
+start, end = rss[min(2, len(rss) - 1)], rss[-1]
+print(f"soak: {result['requests']['total']} calls ({result['requests']['ok']} ok) "
+      f"in {result['duration_s']:.0f} s, {result['throughput_rps']:.0f} calls/s, "
+      f"{result['client']['cpu_us_per_request']:.2f} µs CPU/call")
+print(f"rpcmeter RSS: start {start / 1024:.1f} MB, end {end / 1024:.1f} MB, "
+      f"max {max(rss) / 1024:.1f} MB, growth {(end - start) / 1024:+.1f} MB over {len(rss)} samples")
+PY
+  exit 0
+fi
+
+# --- table ---------------------------------------------------------------------------------
+start_serve
+results=$work/results.tsv
+: >"$results"
+
+# measure SERVER C TOOL COMMAND...: runs the client under /usr/bin/time, appends a row.
+measure() {
+  local server=$1 c=$2 tool=$3
+  shift 3
+  if ! /usr/bin/time -f '%U %S %M' -o "$work/time" "$@" >"$work/out" 2>"$work/err"; then
+    echo "$tool against $server at c=$c failed: $(tail -n 2 "$work/err" | tr '\n' ' ')" >&2
+    return 0
+  fi
+  local calls rate user sys rss_kb
+  read -r calls rate < <(python3 - "$tool" "$work/out" <<'PY'
+import json, re, sys
+tool, text = sys.argv[1], open(sys.argv[2]).read()
+if tool == "h2load":
+    # Calls whose HTTP status was 2xx: h2load does not read grpc-status.
+    calls = int(re.search(r"requests: .* (\d+) succeeded", text).group(1))
+    rate = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text).group(1))
+elif tool == "ghz":
+    r = json.loads(text)
+    calls = sum(n for code, n in r["statusCodeDistribution"].items() if code == "OK")
+    rate = r["rps"] * calls / r["count"]
+elif tool == "fortio":
+    r = json.loads(text)
+    calls = r["RetCodes"].get("SERVING", 0)
+    rate = calls / (r["ActualDuration"] / 1e9)
+else:
+    r = json.loads(text)
+    calls = r["requests"]["ok"]
+    rate = calls / r["duration_s"]
+print(calls, rate)
+PY
+  )
+  read -r user sys rss_kb <"$work/time"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$c" "$tool" "$rate" \
+    "$(python3 -c "print(($user + $sys) * 1e6 / max($calls, 1))")" "$rss_kb" >>"$results"
+}
+
+for entry in "${servers[@]}"; do
+  read -r server addr path method proto json hex <<<"$entry"
+  python3 -c "import sys; m = bytes.fromhex('$hex'); sys.stdout.buffer.write(b'\0' + len(m).to_bytes(4, 'big') + m)" \
+    >"$work/$server.body"
+  for c in $CONCURRENCY; do
+    echo "measuring $server, c=$c, ${SECS}s per client ..." >&2
+    measure "$server" "$c" h2load h2load -c 1 -m "$c" -D "$SECS" -d "$work/$server.body" \
+      -H 'content-type: application/grpc' -H 'te: trailers' "http://$addr$path"
+    measure "$server" "$c" ghz ghz --insecure --proto "$proto" --call "${method/\//.}" -d "$json" \
+      -c "$c" --connections 1 -z "${SECS}s" -O json "$addr"
+    if [[ $server == fortio ]]; then
+      measure "$server" "$c" fortio fortio load -grpc -ping -payload hi -c 1 -s "$c" -qps 0 -t "${SECS}s" \
+        -loglevel Warning -json - "$addr"
+    fi
+    measure "$server" "$c" rpcmeter "$rpcmeter" run --plaintext --proto "$proto" --call "$method" -d "$json" \
+      -c "$c" -z "${SECS}s" -q --format json "$addr"
+  done
+done
+
+python3 - "$results" "$SECS" <<'PY'
+import sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+print(f"\nclosed loop, 1 connection, {sys.argv[2]} s per client, same run; CPU = user+sys of the client process\n")
+print("| server | c | client | calls/s | CPU µs/call | max RSS MB | rpcmeter calls/s ratio | rpcmeter CPU/call ratio |")
+print("|---|---|---|---|---|---|---|---|")
+table = {(s, c, t): (float(r), float(cpu), int(rss)) for s, c, t, r, cpu, rss in rows}
+for (s, c, t), (rate, cpu, rss) in table.items():
+    ours = table.get((s, c, "rpcmeter"))
+    ratio = f"{ours[0] / rate:.2f}x" if ours and t != "rpcmeter" else ""
+    cpu_ratio = f"{ours[1] / cpu:.2f}x" if ours and t != "rpcmeter" else ""
+    print(f"| {s} | {c} | {t} | {rate:,.0f} | {cpu:.1f} | {rss / 1024:.0f} | {ratio} | {cpu_ratio} |")
+print("\nratios: rpcmeter / that client (calls/s above 1 and CPU below 1 favour rpcmeter)")
+PY
