@@ -14,10 +14,22 @@ fn f(v: &serde_json::Value) -> f64 {
 
 #[test]
 fn open_loop_latency_matches_the_analytic_truth_of_a_stall() {
+    // Enough slots: the stalled calls are all in flight, sent on time.
+    stall_ground_truth("1000");
+}
+
+#[test]
+fn open_loop_corrects_coordinated_omission_when_slots_run_out() {
+    // 100 slots for 500 stalled calls: 400 are sent late and count from their intended time.
+    let r = stall_ground_truth("100");
+    assert!(u(&r["late_sends"]) >= 350, "late sends {}", r["late_sends"]);
+}
+
+fn stall_ground_truth(max_in_flight: &str) -> serde_json::Value {
     // 500 calls/s for 10 s; call number 2000 (t = 4 s) stalls all handling for 1 s.
     let (rate, seconds, at, stall) = (500.0, 10.0, 2000u64, 1.0);
     let server = TestServer::start(Behaviour::StallAt { at, stall: Duration::from_secs_f64(stall) });
-    let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "10s", "--max-in-flight", "1000"]));
+    let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "10s", "--max-in-flight", max_in_flight]));
     assert_accounted(&r);
 
     // Truth: call i is due at i/rate; calls due while the stall lasts wait for its end,
@@ -39,6 +51,7 @@ fn open_loop_latency_matches_the_analytic_truth_of_a_stall() {
     assert!((got_p99 - p99).abs() / p99 < 0.05, "p99 {got_p99:.4} s, truth {p99:.4} s");
     assert!((got_max - max).abs() / max < 0.05, "max {got_max:.4} s, truth {max:.4} s");
     assert_eq!(r["mode"], "open");
+    r
 }
 
 #[test]

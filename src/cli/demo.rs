@@ -1,10 +1,12 @@
-//! `rpcmeter demo`: the README's main job. Serves the lab in-process on a free port, then
+//! `rpcmeter demo`: the README's main job. Starts `rpcmeter serve` on a free port, then
 //! measures it the way the seeds should have: closed and open loop, echo and CPU, and the
-//! server's own count beside the client's. Each step is a plain `rpcmeter run`.
+//! server's own count beside the client's. Each step is a plain `rpcmeter run`. The server
+//! is a child process so that the client's cost printed is the client's alone.
 use super::run::{self, RunArgs};
-use crate::lab::{LabConfig, LabServer};
+use anyhow::Context;
 use clap::Parser;
-use std::process::ExitCode;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -22,8 +24,8 @@ struct RunOnly {
 
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     run::duration("--duration", &args.duration)?;
-    let server = LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() })?;
-    let addr = server.local_addr().to_string();
+    let mut server = Server::start()?;
+    let addr = server.addr.clone();
     let z = args.duration.as_str();
     let steps: [(&str, Vec<&str>); 4] = [
         (
@@ -52,6 +54,47 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         run::main(parsed.args)?;
     }
     println!("\n=== The server's own count (seed 004: server-side throughput beside the client's)");
-    print!("{}", super::serve::summary(&server.shutdown()));
+    print!("{}", server.stop()?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `rpcmeter serve` as a child; killed if the demo ends early.
+struct Server {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    addr: String,
+}
+
+impl Server {
+    fn start() -> anyhow::Result<Server> {
+        let exe = std::env::current_exe().context("cannot find the rpcmeter binary")?;
+        let mut child = Command::new(exe)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("cannot start rpcmeter serve")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("no stdout from rpcmeter serve")?);
+        let mut first = String::new();
+        stdout.read_line(&mut first)?;
+        let addr = first.trim().strip_prefix("listening on ").map(str::to_string);
+        let addr = addr.with_context(|| format!("rpcmeter serve did not start: {first:?}"))?;
+        Ok(Server { child, stdout, addr })
+    }
+
+    /// SIGINT, then everything the server printed after its first line (its final Stats).
+    fn stop(&mut self) -> anyhow::Result<String> {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest)?;
+        self.child.wait()?;
+        Ok(rest)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

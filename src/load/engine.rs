@@ -414,19 +414,28 @@ async fn worker(local: Rc<Local>, id: u32) {
             notified.await;
         }
         let intended = plan.pacer.intended(ticket).map(|d| local.start + d);
-        let send_at = intended.unwrap_or_else(Instant::now);
+        let now = Instant::now();
+        let send_at = intended.unwrap_or(now);
         if end.is_some_and(|e| send_at >= e) || shared.stopping.load(Relaxed) {
             break;
         }
-        if intended.is_some_and(|t| t > Instant::now()) && !local.sleep_until(send_at).await {
-            break;
-        }
+        let origin = match intended {
+            None => Origin::Sent,
+            // Every slot was busy when this call was due: the wait is the server's doing.
+            Some(due) if now > due => Origin::Behind(due),
+            Some(due) => {
+                if !local.sleep_until(due).await {
+                    break;
+                }
+                Origin::OnTime(due)
+            }
+        };
         let warmup = send_at < warmup_end;
         if !warmup && plan.stop.total.is_some_and(|n| shared.measured_tickets.fetch_add(1, Relaxed) >= n) {
             break;
         }
         shared.started.fetch_add(1, Relaxed);
-        call(&local, id, ticket, slot, send_at, intended.is_some(), warmup).await;
+        call(&local, id, ticket, slot, origin, warmup).await;
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
         if let crate::load::pacer::Pacer::Burst { size } = plan.pacer {
             if completed % size == 0 {
@@ -438,15 +447,37 @@ async fn worker(local: Rc<Local>, id: u32) {
     }
 }
 
+/// Where a call's latency starts.
+#[derive(Clone, Copy)]
+enum Origin {
+    /// Closed loop and bursts: the actual send.
+    Sent,
+    /// Open loop, the sender was waiting for this time: the actual send. The timer's own
+    /// overshoot (tokio's timer has 1 ms resolution) is the client's noise, shown as schedule
+    /// lag, not added to the server's latency.
+    OnTime(Instant),
+    /// Open loop, every in-flight slot was busy when the call was due: the intended time, so
+    /// that the wait a slow server caused counts (coordinated omission corrected, as wrk2).
+    Behind(Instant),
+}
+
 /// One call: attempts with backoff until a final answer, recorded once.
-async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, send_at: Instant, paced: bool, warmup: bool) {
+async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Origin, warmup: bool) {
     let plan = &local.shared.plan;
     let request = local.shared.requests.request(ticket, worker);
     let wall = SystemTime::now();
     let first_send = Instant::now();
-    if paced {
-        local.shard(warmup).record_lag(first_send - send_at);
-    }
+    let start = match origin {
+        Origin::Sent => first_send,
+        Origin::OnTime(due) => {
+            local.shard(warmup).record_lag(first_send - due, false);
+            first_send
+        }
+        Origin::Behind(due) => {
+            local.shard(warmup).record_lag(first_send - due, true);
+            due
+        }
+    };
     let mut attempts = 0u32;
     let reply = loop {
         attempts += 1;
@@ -459,8 +490,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, send_at: Ins
         }
     };
     let answered = Instant::now();
-    // Open loop counts from the intended send time: the wait a stalled server caused is latency.
-    let latency = answered - send_at;
+    let latency = answered - start;
     {
         let mut shard = local.shard(warmup);
         shard.counts.request_bytes += request.len() as u64 * attempts as u64;

@@ -28,13 +28,14 @@ pub struct Counts {
     pub call_status: [u64; STATUS_CODES],
     /// Status of each attempt, indexed by gRPC code.
     pub attempt_status: [u64; STATUS_CODES],
-    /// Open loop: sends that left more than `LATE_SEND` after their intended time.
+    /// Open loop: sends that left more than `LATE_SEND` after their intended time because
+    /// every in-flight slot was busy (the pacer fell behind; a timer's overshoot is not counted).
     pub late_sends: u64,
     pub request_bytes: u64,
     pub response_bytes: u64,
 }
 
-/// A send later than this behind its schedule counts as late (the pacer could not keep up).
+/// A call due while every in-flight slot was busy, sent later than this, counts as late.
 pub const LATE_SEND: Duration = Duration::from_millis(1);
 
 impl Counts {
@@ -102,9 +103,10 @@ impl Shard {
         self.counts.retry_exhausted += retry_exhausted as u64;
     }
 
-    pub fn record_lag(&mut self, lag: Duration) {
+    /// `behind`: the call was due before a slot was free to send it.
+    pub fn record_lag(&mut self, lag: Duration, behind: bool) {
         self.schedule_lag.saturating_record(nanos(lag));
-        self.counts.late_sends += (lag > LATE_SEND) as u64;
+        self.counts.late_sends += (behind && lag > LATE_SEND) as u64;
     }
 
     pub fn add(&mut self, other: &Shard) {
@@ -175,9 +177,10 @@ mod tests {
     #[test]
     fn lag_counts_late_sends() {
         let mut s = Shard::default();
-        s.record_lag(Duration::from_micros(50));
-        s.record_lag(Duration::from_millis(30));
+        s.record_lag(Duration::from_micros(50), true);
+        s.record_lag(Duration::from_millis(30), true);
+        s.record_lag(Duration::from_millis(30), false); // a timer's overshoot, not a backlog
         assert_eq!(s.counts.late_sends, 1);
-        assert_eq!(s.schedule_lag.len(), 2);
+        assert_eq!(s.schedule_lag.len(), 3);
     }
 }

@@ -214,8 +214,8 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
     }
     if plan.pacer.is_open() && s.requests.total > 0 && s.late_sends * 100 > s.requests.total {
         out.push(format!(
-            "the pacer sent {} calls ({:.1}%) more than 1 ms late: the client or --max-in-flight {} could not keep the \
-             rate (latency still counts from the intended send time)",
+            "{} calls ({:.1}%) were sent more than 1 ms behind schedule because all --max-in-flight {} slots were busy: \
+             the rate was not kept (their latency counts from the intended send time)",
             s.late_sends,
             100.0 * s.late_sends as f64 / s.requests.total as f64,
             plan.workers

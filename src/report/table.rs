@@ -46,14 +46,14 @@ pub fn render(s: &Summary, histogram: &Histogram<u64>) -> String {
             w.duration_s, w.calls, w.throughput_rps, us(w.latency_us.p50), us(w.latency_us.p99)
         );
     }
-    let _ = writeln!(o, "\nLatency percentiles (call: first send{} to final answer):", if s.mode == "open" { " as scheduled" } else { "" });
+    let _ = writeln!(o, "\nLatency percentiles (call: first send{} to final answer):", if s.mode == "open" { ", or its intended time when sent behind schedule," } else { "" });
     percentile_rows(&mut o, l);
     if r.retries > 0 {
         let _ = writeln!(o, "\nAttempt latency percentiles (each attempt alone):");
         percentile_rows(&mut o, &s.attempt_latency_us);
     }
     if let Some(lag) = &s.schedule_lag_us {
-        let _ = writeln!(o, "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; {} sends more than 1 ms late", us(lag.p50), us(lag.p99), us(lag.max), s.late_sends);
+        let _ = writeln!(o, "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; {} sends more than 1 ms behind schedule with every slot busy", us(lag.p50), us(lag.p99), us(lag.max), s.late_sends);
     }
     if !histogram.is_empty() {
         let _ = writeln!(o, "\nLatency histogram:");
