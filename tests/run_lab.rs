@@ -1,0 +1,63 @@
+//! `rpcmeter run` against the lab server: the client's counts must equal the server's own
+//! (Stats), schema by server reflection, and seed 002's experiment in miniature.
+use rpcmeter::lab::{LabConfig, LabServer, Model};
+use std::process::Command;
+use std::time::Duration;
+
+fn run(addr: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--format", "json", addr])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn lab(config: LabConfig) -> LabServer {
+    LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..config }).unwrap()
+}
+
+fn method<'a>(stats: &'a rpcmeter::lab::proto::lab::StatsReply, path: &str) -> &'a rpcmeter::lab::proto::lab::MethodStats {
+    stats.methods.iter().find(|m| m.method == path).unwrap_or_else(|| panic!("no {path} in {stats:?}"))
+}
+
+#[test]
+fn client_ok_count_equals_the_servers_count() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // No --proto: the schema comes from the lab's server reflection.
+    let r = run(&addr, &["--call", "EchoService.echo", "-d", r#"{"content":"{{.RequestNumber}}"}"#, "-c", "4", "-n", "1000"]);
+    let cpu = run(&addr, &["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":15}"#, "-c", "2", "--loop", "25"]);
+    let stats = server.shutdown();
+    assert_eq!(r["requests"]["ok"], 1000);
+    assert_eq!(method(&stats, "/EchoService/echo").ok, 1000);
+    assert_eq!(cpu["requests"]["ok"], 50);
+    assert_eq!(method(&stats, "/rpcmeter.lab.v1.TestService/Cpu").ok, 50);
+}
+
+#[test]
+fn seed_002_rejections_seen_by_the_client_are_the_servers() {
+    // One threaded worker, no queue, Db calls holding it 30 ms: four clients collide, the
+    // server refuses with RESOURCE_EXHAUSTED and the client retries with backoff.
+    let server = lab(LabConfig {
+        model: Model::Threaded,
+        threads: 1,
+        queue: Some(0),
+        db_sleep: Duration::from_millis(30),
+        ..LabConfig::default()
+    });
+    let addr = server.local_addr().to_string();
+    let r = run(&addr, &["--call", "rpcmeter.lab.v1.TestService/Db", "-c", "4", "--loop", "5", "--max-retries", "3", "--retry-ms", "10"]);
+    let stats = server.shutdown();
+    let db = method(&stats, "/rpcmeter.lab.v1.TestService/Db");
+    let q = &r["requests"];
+    let rejected_seen = r["attempt_statuses"]["RESOURCE_EXHAUSTED"].as_u64().unwrap_or(0);
+    assert!(rejected_seen > 0, "no collision at all: {r}");
+    // Every attempt reached the server once, and every refusal it counted is one the client saw.
+    assert_eq!(q["attempts"].as_u64().unwrap(), db.received);
+    assert_eq!(rejected_seen, db.rejected);
+    assert_eq!(q["ok"].as_u64().unwrap(), db.ok);
+    assert_eq!(q["total"], 20);
+    assert_eq!(q["retries"].as_u64().unwrap(), db.received - 20);
+}
