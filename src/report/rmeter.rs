@@ -28,6 +28,14 @@ pub fn row(s: &Summary) -> String {
     )
 }
 
+/// The table, then the client's own cost on a line of its own (the header stays exact).
 pub fn render(s: &Summary) -> String {
-    format!("{HEADER}\n{}\n", row(s))
+    let c = &s.client;
+    format!(
+        "{HEADER}\n{}\n\nClient cost: CPU {:.3} s ({:.2} µs/call), max RSS {:.1} MB\n",
+        row(s),
+        c.cpu_s,
+        c.cpu_us_per_request,
+        c.max_rss_bytes as f64 / 1e6
+    )
 }
