@@ -141,18 +141,8 @@ impl Connector {
     }
 
     async fn open(&self) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String> {
-        let mut last_error = None;
-        let mut tcp = None;
-        for addr in &self.addrs {
-            match TcpStream::connect(addr).await {
-                Ok(stream) => {
-                    tcp = Some(stream);
-                    break;
-                }
-                Err(e) => last_error = Some(e),
-            }
-        }
-        let tcp = tcp.ok_or_else(|| last_error.map_or_else(String::new, |e| e.to_string()))?;
+        // Each resolved address in turn, the first that accepts.
+        let tcp = TcpStream::connect(&self.addrs[..]).await.map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
         let tcp = Coalesce::new(tcp);
         match &self.tls {
