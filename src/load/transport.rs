@@ -194,6 +194,8 @@ struct Coalesce<T> {
     pending: BytesMut,
     /// Data came in since the last flush: the calls it woke may have requests to add.
     read: bool,
+    /// The data pending has had its one turn of waiting (so reads cannot hold it back longer).
+    waited: bool,
 }
 
 /// Beyond this much unwritten data, writes wait for the socket (backpressure for h2).
@@ -201,7 +203,7 @@ const COALESCE_LIMIT: usize = 256 << 10;
 
 impl<T> Coalesce<T> {
     fn new(io: T) -> Self {
-        Coalesce { io, pending: BytesMut::with_capacity(16 << 10), read: false }
+        Coalesce { io, pending: BytesMut::with_capacity(16 << 10), read: false, waited: false }
     }
 }
 
@@ -239,13 +241,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if this.read && !this.pending.is_empty() {
+        if std::mem::take(&mut this.read) && !this.waited && !this.pending.is_empty() {
             // yield_now's wake-up is deferred until the tasks woken so far have run.
-            this.read = false;
+            this.waited = true;
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
             return Poll::Pending;
         }
         ready!(this.poll_drain(cx))?;
+        this.waited = false;
         Pin::new(&mut this.io).poll_flush(cx)
     }
 
@@ -618,6 +621,24 @@ mod tests {
         let mut d = Deframer::default();
         d.feed(&wire[..7], None);
         assert!(!d.complete());
+    }
+
+    #[tokio::test]
+    async fn a_flush_right_after_a_read_waits_one_turn() {
+        use futures::FutureExt;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut io = Coalesce::new(near);
+        io.write_all(b"a").await.unwrap();
+        assert!(io.flush().now_or_never().is_some(), "nothing read: written at once");
+        far.write_all(b"x").await.unwrap();
+        io.read_exact(&mut [0]).await.unwrap();
+        io.write_all(b"b").await.unwrap();
+        assert!(io.flush().now_or_never().is_none(), "just read: waits a turn");
+        io.flush().await.unwrap();
+        let mut written = [0; 2];
+        far.read_exact(&mut written).await.unwrap();
+        assert_eq!(&written, b"ab");
     }
 
     #[test]
