@@ -227,3 +227,27 @@ fn per_call_csv_and_hdr_log_are_streamed() {
     let log = std::fs::read_to_string(&hdr).unwrap();
     assert!(log.contains("#[StartTime:"), "{log}");
 }
+
+#[test]
+fn interval_rows_add_up_to_the_total() {
+    let server = TestServer::start(Behaviour::Echo);
+    let mut cmd = run_echo(server.addr, &["--rps", "1000", "-z", "1500ms", "--interval", "200ms", "--warmup", "300ms"]);
+    let out = cmd.args(["--format", "csv"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let calls_at = header.iter().position(|h| h == "calls").unwrap();
+    let phase_at = header.iter().position(|h| h == "phase").unwrap();
+    let (mut warm, mut measured, mut n) = (0u64, 0u64, 0);
+    for row in rows.records() {
+        let row = row.unwrap();
+        let calls: u64 = row[calls_at].parse().unwrap();
+        if &row[phase_at] == "warmup" { warm += calls } else { measured += calls }
+        n += 1;
+    }
+    // Every call in exactly one interval: 1800 calls due in 1.8 s, none lost or counted twice.
+    assert_eq!(warm + measured, server.calls(), "{text}");
+    assert!((warm + measured).abs_diff(1800) <= 2, "{text}");
+    assert!(n >= 8, "{n} intervals of 200 ms in 1.8 s: {text}");
+}

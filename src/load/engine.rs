@@ -209,7 +209,7 @@ fn collect(
     let plan = &shared.plan;
     let mut out = Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, partial: false };
     let mut interval = Shard::default();
-    let mut interval_start = start;
+    let mut intervals_closed = 0u32;
     let mut done = 0;
     // The run's own end (duration limit) starts the drain too.
     let end = plan.stop.duration.map(|d| start + plan.warmup + d);
@@ -231,17 +231,11 @@ fn collect(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
-        if now - interval_start >= plan.interval {
-            let at = now - start;
-            sink.interval(&Interval {
-                at,
-                length: now - interval_start,
-                warmup: at <= plan.warmup,
-                shard: &interval,
-                usage: resource::usage(),
-            });
-            interval.take();
-            interval_start = now;
+        // Threads hand over at each interval's end; a short grace lets their deltas arrive
+        // before the interval closes, so each lands in the interval it belongs to.
+        if now >= start + plan.interval * (intervals_closed + 1) + HANDOVER_GRACE {
+            intervals_closed += 1;
+            emit(sink, &mut interval, plan, plan.interval * intervals_closed, plan.interval);
         }
         let interrupts = control.interrupts.load(Relaxed);
         if interrupts >= 1 && !stopped_by_user {
@@ -267,7 +261,20 @@ fn collect(
             }
         }
     }
+    // The last, shorter interval: what arrived after the last full one.
+    let ran = out.last_answer.saturating_duration_since(start).max(plan.interval * intervals_closed);
+    if interval.counts.calls > 0 {
+        emit(sink, &mut interval, plan, ran, ran - plan.interval * intervals_closed);
+    }
     out
+}
+
+/// How long after an interval's end the collector waits for the threads' hand-overs.
+const HANDOVER_GRACE: Duration = Duration::from_millis(25);
+
+fn emit(sink: &mut dyn IntervalSink, interval: &mut Shard, plan: &Plan, at: Duration, length: Duration) {
+    sink.interval(&Interval { at, length, warmup: at <= plan.warmup, shard: interval, usage: resource::usage() });
+    interval.take();
 }
 
 /// One worker thread: its own current-thread runtime, connections and shards.
