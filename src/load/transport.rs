@@ -144,14 +144,13 @@ impl Connector {
         // Each resolved address in turn, the first that accepts.
         let tcp = TcpStream::connect(&self.addrs[..]).await.map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        let tcp = Coalesce::new(tcp);
         match &self.tls {
-            None => handshake(tcp).await,
+            None => handshake(Coalesce::new(tcp)).await,
             Some((connector, name)) => {
                 let tls = connector.connect(name.clone(), tcp).await.map_err(|e| format!("TLS: {e}"))?;
                 // No ALPN answer is tolerated (some servers speak h2 without saying so).
                 match tls.get_ref().1.alpn_protocol() {
-                    None | Some(b"h2") => handshake(tls).await,
+                    None | Some(b"h2") => handshake(Coalesce::new(tls)).await,
                     Some(other) => Err(format!("server chose {} instead of h2", String::from_utf8_lossy(other))),
                 }
             }
@@ -184,11 +183,12 @@ where
     Ok((sender, closed))
 }
 
-/// The socket under h2 (and TLS), with a flush that follows a read held back for one turn
-/// of the scheduler. h2 flushes at the end of every poll of its driver: a read that brings a
-/// server's PING (grpc-go sends one per round of data for its BDP estimate) along with
-/// responses would send the PING ACK in one write and, once the woken calls have run, their
-/// next requests in another. Letting those calls run first makes it one write.
+/// The connection under h2, holding back for one turn of the scheduler a flush that carries
+/// only control frames right after a read. h2 flushes at the end of every poll of its driver:
+/// a read that brings a server's PING (grpc-go sends one per round of data for its BDP
+/// estimate) with responses would send the PING ACK alone and, once the woken calls have run,
+/// their next requests in a second write. Letting those calls run first makes it one write;
+/// a flush with requests in it goes at once, so no call waits for this.
 struct Coalesce<T> {
     io: T,
     pending: BytesMut,
@@ -219,6 +219,25 @@ impl<T: AsyncWrite + Unpin> Coalesce<T> {
     }
 }
 
+/// True for a non-empty run of whole PING, WINDOW_UPDATE and SETTINGS frames: what an h2
+/// client writes on its own, with no request in it.
+fn only_control_frames(mut bytes: &[u8]) -> bool {
+    const SETTINGS: u8 = 4;
+    const PING: u8 = 6;
+    const WINDOW_UPDATE: u8 = 8;
+    if bytes.is_empty() {
+        return false;
+    }
+    while let [l0, l1, l2, kind, _, _, _, _, _, rest @ ..] = bytes {
+        let len = u32::from_be_bytes([0, *l0, *l1, *l2]) as usize;
+        if !matches!(*kind, SETTINGS | PING | WINDOW_UPDATE) || rest.len() < len {
+            return false;
+        }
+        bytes = &rest[len..];
+    }
+    bytes.is_empty()
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for Coalesce<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
@@ -241,7 +260,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if std::mem::take(&mut this.read) && !this.waited && !this.pending.is_empty() {
+        if std::mem::take(&mut this.read) && !this.waited && only_control_frames(&this.pending) {
             // yield_now's wake-up is deferred until the tasks woken so far have run.
             this.waited = true;
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
@@ -624,21 +643,41 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_flush_right_after_a_read_waits_one_turn() {
+    async fn a_control_frame_flush_right_after_a_read_waits_one_turn() {
         use futures::FutureExt;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (near, mut far) = tokio::io::duplex(1024);
         let mut io = Coalesce::new(near);
-        io.write_all(b"a").await.unwrap();
+        let ping_ack: &[u8] = &[0, 0, 8, 6, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let request: &[u8] = &[0, 0, 1, 1, 4, 0, 0, 0, 1, 0x83];
+        let mut read_one = async |io: &mut Coalesce<_>| {
+            far.write_all(b"x").await.unwrap();
+            io.read_exact(&mut [0]).await.unwrap();
+        };
+        io.write_all(ping_ack).await.unwrap();
         assert!(io.flush().now_or_never().is_some(), "nothing read: written at once");
-        far.write_all(b"x").await.unwrap();
-        io.read_exact(&mut [0]).await.unwrap();
-        io.write_all(b"b").await.unwrap();
-        assert!(io.flush().now_or_never().is_none(), "just read: waits a turn");
+        read_one(&mut io).await;
+        io.write_all(request).await.unwrap();
+        assert!(io.flush().now_or_never().is_some(), "a request: written at once");
+        read_one(&mut io).await;
+        io.write_all(ping_ack).await.unwrap();
+        assert!(io.flush().now_or_never().is_none(), "a PING ACK just after a read waits a turn");
+        io.write_all(request).await.unwrap();
         io.flush().await.unwrap();
-        let mut written = [0; 2];
+        let mut written = vec![0; 2 * ping_ack.len() + 2 * request.len()];
         far.read_exact(&mut written).await.unwrap();
-        assert_eq!(&written, b"ab");
+        assert_eq!(written, [ping_ack, request, ping_ack, request].concat());
+    }
+
+    #[test]
+    fn control_frames_are_told_from_requests() {
+        let ping_ack = [0, 0, 8, 6, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let window_update = [0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 1, 0, 0];
+        let headers = [0, 0, 1, 1, 4, 0, 0, 0, 1, 0x83];
+        assert!(only_control_frames(&[&ping_ack[..], &window_update].concat()));
+        assert!(!only_control_frames(&[&ping_ack[..], &headers].concat()));
+        assert!(!only_control_frames(&ping_ack[..12]));
+        assert!(!only_control_frames(&[]));
     }
 
     #[test]
