@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{watch, Notify};
 use tonic::Code;
 
@@ -294,7 +294,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         let mut connections = Vec::with_capacity(mine);
         for _ in 0..mine {
             match shared.connector.connect().await {
-                Ok(c) => connections.push(RefCell::new(c)),
+                Ok(c) => connections.push(RefCell::new(Rc::new(c))),
                 Err(err) => {
                     let _ = tx.send(Report::Ready(Err(err)));
                     return;
@@ -351,7 +351,8 @@ async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {
 struct Local {
     shared: Arc<Shared>,
     start: Instant,
-    connections: Vec<RefCell<Connection>>,
+    /// `Rc`: a call clones the pointer, not h2's handle (whose clone takes a lock).
+    connections: Vec<RefCell<Rc<Connection>>>,
     warmup: RefCell<Shard>,
     measured: RefCell<Shard>,
     last_answer: RefCell<Option<Instant>>,
@@ -385,7 +386,7 @@ impl Local {
         let conn = &self.connections[slot];
         if conn.borrow().is_closed() {
             match self.shared.connector.connect().await {
-                Ok(fresh) => *conn.borrow_mut() = fresh,
+                Ok(fresh) => *conn.borrow_mut() = Rc::new(fresh),
                 Err(err) => {
                     // A dead target must not turn the loop into a spin: wait before the next try.
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -472,7 +473,8 @@ enum Origin {
 async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Origin, warmup: bool) {
     let plan = &local.shared.plan;
     let request = local.shared.requests.request(ticket, worker);
-    let wall = SystemTime::now();
+    // The wall clock is read only for per-call details.
+    let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
     let start = match origin {
         Origin::Sent => first_send,
@@ -507,7 +509,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     *local.last_answer.borrow_mut() = Some(answered);
     if let Some(details) = &local.shared.details {
         // Bounded channel: a slow disk slows the run rather than growing memory.
-        let record = CallRecord { call: ticket, worker, sent_at: wall, latency, request, reply, attempts, warmup };
+        let record = CallRecord { call: ticket, worker, sent_at: wall.unwrap_or(UNIX_EPOCH), latency, request, reply, attempts, warmup };
         let _ = details.send(record);
     }
 }
