@@ -24,71 +24,21 @@ case ${1:-} in
   *) echo "usage: bench/run.sh [--soak]" >&2; exit 2 ;;
 esac
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# --- peers, installed when missing -------------------------------------------------------
-have() { command -v "$1" >/dev/null 2>&1; }
-apt_updated=
-apt_install() {
-  [[ -n $apt_updated ]] || { apt-get update -qq; apt_updated=1; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
-export PATH="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin:$PATH"
-have python3 || apt_install python3
-have h2load || apt_install nghttp2-client
-[[ -x /usr/bin/time ]] || apt_install time
-have fortio || go install fortio.org/fortio@v1.65.0
+source bench/lib.sh
+install_peers
 if [[ $mode == table ]] && ! have ghz; then go install github.com/bojand/ghz/cmd/ghz@latest; fi
 
-cargo build --release --quiet --bin rpcmeter
-rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
-
 # --- servers -------------------------------------------------------------------------------
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on 127.0.0.1:$1" >&2
-  return 1
-}
-
-grpc_port=$(free_port)
-fortio server -grpc-port "127.0.0.1:$grpc_port" -http-port "127.0.0.1:$(free_port)" \
-  -redirect-port disabled -tcp-port disabled -udp-port disabled -loglevel Warning \
-  >"$work/fortio.log" 2>&1 &
-pids+=($!)
-wait_port "$grpc_port"
-fortio_addr=127.0.0.1:$grpc_port
+start_fortio
 
 # Each server: NAME ADDR gRPC-PATH METHOD(for --call) PROTO JSON-REQUEST REQUEST-BYTES(hex)
 # The request is the same message in both: one 2-byte string field, "hi".
 servers=("fortio $fortio_addr /fgrpc.PingServer/Ping fgrpc.PingServer/Ping bench/ping.proto {\"payload\":\"hi\"} 1a026869")
 
-start_serve() {
-  "$rpcmeter" serve --addr 127.0.0.1:0 --model async --threads 2 >"$work/serve.out" 2>"$work/serve.err" &
-  pids+=($!)
-  local line=
-  for _ in $(seq 100); do
-    line=$(head -n 1 "$work/serve.out" 2>/dev/null || true)
-    [[ $line == "listening on "* ]] && break
-    sleep 0.1
-  done
-  if [[ $line != "listening on "* ]]; then
-    echo "rpcmeter serve did not start ($(tail -n 1 "$work/serve.err")); measuring fortio's server only" >&2
-    return
-  fi
+add_serve() {
+  start_serve || { echo "measuring fortio's server only" >&2; return; }
   "$rpcmeter" protos "$work/protos" >/dev/null
-  servers+=("rpcmeter-serve ${line#listening on } /EchoService/echo EchoService/echo $work/protos/echo.proto {\"content\":\"hi\"} 0a026869")
+  servers+=("rpcmeter-serve $serve_addr /EchoService/echo EchoService/echo $work/protos/echo.proto {\"content\":\"hi\"} 0a026869")
 }
 
 # --- soak: RSS of rpcmeter at the start and end of a long run ------------------------------
@@ -125,7 +75,7 @@ PY
 fi
 
 # --- table ---------------------------------------------------------------------------------
-start_serve
+add_serve
 results=$work/results.tsv
 : >"$results"
 

@@ -8,41 +8,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
 rounds=${2:-3}
-threads=2 # the server threads of each side: the machine has 2 cores, h2load takes its share
 
-command -v h2load >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client; }
-fortio=$(go env GOPATH)/bin/fortio
-[ -x "$fortio" ] || go install fortio.org/fortio@v1.65.0
-cargo build --release --quiet
-rpcmeter=target/release/rpcmeter
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+source bench/lib.sh
+install_peers
+start_serve
+start_fortio
+rpc_port=${serve_addr##*:}
+go_port=${fortio_addr##*:}
 
 # One gRPC frame: flag 0, big-endian length 4, then a 4-byte protobuf message "hi".
-printf '\x00\x00\x00\x00\x04\x0a\x02hi' >"$work/echo.bin"       # Message{content = 1: "hi"}
-printf '\x00\x00\x00\x00\x04\x1a\x02hi' >"$work/ping.bin"       # PingMessage{payload = 3: "hi"}
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# rpcmeter: the async model with enough calls in progress that no stream is ever refused.
-"$rpcmeter" serve --addr 127.0.0.1:0 --threads "$threads" --per-thread 64 >"$work/serve.out" 2>&1 &
-pids+=($!)
-serve_pid=$!
-for _ in $(seq 100); do grep -q '^listening on' "$work/serve.out" && break; sleep 0.1; done
-rpc_port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/serve.out")
-
-go_port=$(free_port)
-GOMAXPROCS=$threads "$fortio" server -quiet -grpc-port "127.0.0.1:$go_port" -http-port "127.0.0.1:$(free_port)" \
-    -redirect-port disabled >"$work/fortio.out" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$go_port") 2>/dev/null && break; sleep 0.1; done
+printf '\x00\x00\x00\x00\x04\x0a\x02hi' >"$work/echo.bin" # Message{content = 1: "hi"}
+printf '\x00\x00\x00\x00\x04\x1a\x02hi' >"$work/ping.bin" # PingMessage{payload = 3: "hi"}
 
 # h2load reads no trailers, so it counts an UNIMPLEMENTED answer (HTTP 200) as a success:
 # check once with a gRPC client that both paths really answer OK.
@@ -63,7 +39,7 @@ load() { # URL BODY STREAMS
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-echo "h2load, 1 connection, ${seconds} s per run (+1 s warm-up), median of ${rounds} rounds, ${threads} server threads each"
+echo "h2load, 1 connection, ${seconds} s per run (+1 s warm-up), median of ${rounds} rounds, 2 server threads each"
 printf '%-8s %16s %16s %8s\n' streams rpcmeter_calls/s grpc-go_calls/s ratio
 for streams in 8 64; do
     rpc=() go=()
