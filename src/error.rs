@@ -29,7 +29,5 @@ pub fn run_failed(message: impl Into<String>) -> anyhow::Error {
 /// The exit code an error maps to: its own when it is a `Failure` anywhere in the chain,
 /// else 2, since an error not classified is almost always input we could not use.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    err.chain()
-        .find_map(|e| e.downcast_ref::<Failure>())
-        .map_or(2, |f| f.code)
+    err.chain().find_map(|e| e.downcast_ref::<Failure>()).map_or(2, |f| f.code)
 }

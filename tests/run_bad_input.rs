@@ -14,12 +14,7 @@ struct Case {
 }
 
 fn case(name: &'static str, code: i32, keyword: &str, args: Vec<String>) -> Case {
-    Case {
-        name,
-        args,
-        code,
-        keyword: keyword.to_owned(),
-    }
+    Case { name, args, code, keyword: keyword.to_owned() }
 }
 
 /// Runs rpcmeter; returns (exit code, stdout, stderr). Killed after 60 s: a hang is a failure.
@@ -57,39 +52,19 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 fn bad_input_is_one_line_and_the_right_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let echo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("proto/echo.proto")
-        .display()
-        .to_string();
-    let broken = write(
-        d,
-        "broken.proto",
-        "syntax = \"proto3\";\nmessage M {\n  string name = ;\n}\n",
-    );
-    let missing_import = write(
-        d,
-        "imports.proto",
-        "syntax = \"proto3\";\nimport \"nowhere/gone.proto\";\n",
-    );
+    let echo = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/echo.proto").display().to_string();
+    let broken = write(d, "broken.proto", "syntax = \"proto3\";\nmessage M {\n  string name = ;\n}\n");
+    let missing_import = write(d, "imports.proto", "syntax = \"proto3\";\nimport \"nowhere/gone.proto\";\n");
     let not_a_set = write(d, "text.pb", "syntax = \"proto3\"; message M {}");
     let bad_line = write(d, "calls.jsonl", "{\"content\": \"a\"}\n{\"content\": 7}\n");
     let absent = d.join("absent.json").display().to_string();
     // A port nothing listens on: bound by us, then released.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     // Input errors must be found before any connection: the target refuses connections, so
     // a case that got as far as calling would fail with 1, not 2.
     let target = closed.as_str();
     let at = |target: &str, args: &[&str]| -> Vec<String> {
-        ["--plaintext"]
-            .iter()
-            .chain(args)
-            .chain([&target])
-            .map(|a| a.to_string())
-            .collect()
+        ["--plaintext"].iter().chain(args).chain([&target]).map(|a| a.to_string()).collect()
     };
     let run = |args: &[&str]| at(target, args);
     let echo_flags = ["--proto", echo.as_str(), "--call", "EchoService/echo"];
@@ -98,120 +73,35 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
     let call = |call: &str| run(&[echo_flags[0], echo_flags[1], "--call", call]);
 
     let cases = vec![
-        case(
-            "broken .proto",
-            2,
-            "broken.proto:3:17",
-            run(&["--proto", &broken, "--call", "M/x"]),
-        ),
+        case("broken .proto", 2, "broken.proto:3:17", run(&["--proto", &broken, "--call", "M/x"])),
         case(
             "missing import",
             2,
             "import 'nowhere/gone.proto' not found",
             run(&["--proto", &missing_import, "--call", "M/x"]),
         ),
-        case(
-            "missing proto file",
-            2,
-            "no such file",
-            run(&["--proto", "/no/x.proto", "--call", "M/x"]),
-        ),
-        case(
-            "unknown service",
-            2,
-            "did you mean \"EchoService\"",
-            call("EchoServce/echo"),
-        ),
-        case(
-            "unknown method",
-            2,
-            "no method \"ecko\"",
-            call("EchoService/ecko"),
-        ),
-        case(
-            "call without a method",
-            2,
-            "SERVICE/METHOD",
-            call("EchoService"),
-        ),
-        case(
-            "malformed JSON",
-            2,
-            "invalid JSON",
-            echo(&["-d", "{\"content\": "]),
-        ),
-        case(
-            "mistyped JSON field",
-            2,
-            "field \"content\" (string)",
-            echo(&["-d", "{\"content\": 5}"]),
-        ),
-        case(
-            "unknown JSON field",
-            2,
-            "'contnt'",
-            echo(&["-d", "{\"contnt\": \"x\"}"]),
-        ),
-        case(
-            "unknown template",
-            2,
-            "{{.Nope}}",
-            echo(&["-d", "{\"content\": \"{{.Nope}}\"}"]),
-        ),
-        case(
-            "missing -D file",
-            2,
-            absent.as_str(),
-            echo(&["-D", &absent]),
-        ),
-        case(
-            "bad replayed line",
-            2,
-            "line 2: field \"content\"",
-            echo(&["-D", &bad_line]),
-        ),
-        case(
-            "bad metadata JSON",
-            2,
-            "-m: invalid JSON",
-            echo(&["-m", "{\"a\": "]),
-        ),
-        case(
-            "bad metadata key",
-            2,
-            "\"bad key\"",
-            echo(&["-m", "{\"bad key\": \"v\"}"]),
-        ),
+        case("missing proto file", 2, "no such file", run(&["--proto", "/no/x.proto", "--call", "M/x"])),
+        case("unknown service", 2, "did you mean \"EchoService\"", call("EchoServce/echo")),
+        case("unknown method", 2, "no method \"ecko\"", call("EchoService/ecko")),
+        case("call without a method", 2, "SERVICE/METHOD", call("EchoService")),
+        case("malformed JSON", 2, "invalid JSON", echo(&["-d", "{\"content\": "])),
+        case("mistyped JSON field", 2, "field \"content\" (string)", echo(&["-d", "{\"content\": 5}"])),
+        case("unknown JSON field", 2, "'contnt'", echo(&["-d", "{\"contnt\": \"x\"}"])),
+        case("unknown template", 2, "{{.Nope}}", echo(&["-d", "{\"content\": \"{{.Nope}}\"}"])),
+        case("missing -D file", 2, absent.as_str(), echo(&["-D", &absent])),
+        case("bad replayed line", 2, "line 2: field \"content\"", echo(&["-D", &bad_line])),
+        case("bad metadata JSON", 2, "-m: invalid JSON", echo(&["-m", "{\"a\": "])),
+        case("bad metadata key", 2, "\"bad key\"", echo(&["-m", "{\"bad key\": \"v\"}"])),
         case("bad duration", 2, "5parsecs", echo(&["-z", "5parsecs"])),
         case("zero rate", 2, "--rps", echo(&["--rps", "0"])),
         case("negative rate", 2, "-5", echo(&["--rps", "-5"])),
         case("count not a number", 2, "abc", echo(&["-n", "abc"])),
         case("zero concurrency", 2, "concurrency", echo(&["-c", "0"])),
-        case(
-            "unwritable -o",
-            2,
-            "/nonexistent/dir/out.json",
-            echo(&["-o", "/nonexistent/dir/out.json"]),
-        ),
+        case("unwritable -o", 2, "/nonexistent/dir/out.json", echo(&["-o", "/nonexistent/dir/out.json"])),
         case("unknown --format", 2, "xml", echo(&["--format", "xml"])),
-        case(
-            "target without a port",
-            2,
-            "localhost",
-            at("localhost", &echo_flags),
-        ),
-        case(
-            "target port out of range",
-            2,
-            "host:99999",
-            at("host:99999", &echo_flags),
-        ),
-        case(
-            "--proto and --protoset",
-            2,
-            "--protoset",
-            echo(&["--protoset", &not_a_set]),
-        ),
+        case("target without a port", 2, "localhost", at("localhost", &echo_flags)),
+        case("target port out of range", 2, "host:99999", at("host:99999", &echo_flags)),
+        case("--proto and --protoset", 2, "--protoset", echo(&["--protoset", &not_a_set])),
         case(
             "protoset not a descriptor set",
             2,
@@ -219,20 +109,12 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
             run(&["--protoset", &not_a_set, "--call", "EchoService/echo"]),
         ),
         case("unreachable target", 1, target, echo(&["-n", "1"])),
-        case(
-            "unreachable target, reflection",
-            1,
-            target,
-            run(&["--call", "EchoService/echo", "-n", "1"]),
-        ),
+        case("unreachable target, reflection", 1, target, run(&["--call", "EchoService/echo", "-n", "1"])),
     ];
 
     let mut failures = Vec::new();
     for c in &cases {
-        let args: Vec<String> = ["run".to_owned()]
-            .into_iter()
-            .chain(c.args.iter().cloned())
-            .collect();
+        let args: Vec<String> = ["run".to_owned()].into_iter().chain(c.args.iter().cloned()).collect();
         let (code, stdout, stderr) = rpcmeter(&args);
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         let mut problems = Vec::new();
@@ -240,10 +122,7 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
             problems.push(format!("exit code {code:?}, expected {}", c.code));
         }
         if lines.len() != 1 || stderr.lines().count() != 1 {
-            problems.push(format!(
-                "{} stderr lines, expected exactly one",
-                stderr.lines().count()
-            ));
+            problems.push(format!("{} stderr lines, expected exactly one", stderr.lines().count()));
         }
         if !stderr.contains(&c.keyword) {
             problems.push(format!("stderr does not name {:?}", c.keyword));
@@ -264,11 +143,5 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
         }
     }
     assert!(cases.len() >= 20);
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases wrong:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {} cases wrong:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }

@@ -169,8 +169,8 @@ fn a_dying_target_is_counted_not_lost() {
     std::thread::sleep(Duration::from_millis(1200));
     server.kill();
     let out = child.wait_with_output().unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let r: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_accounted(&r);
     assert!(u(&r["requests"]["ok"]) > 0);
     assert!(u(&r["statuses"]["UNAVAILABLE"]) > 0, "{}", r["statuses"]);
@@ -220,7 +220,10 @@ fn per_call_csv_and_hdr_log_are_streamed() {
     assert_eq!(u(&r["requests"]["total"]), 300);
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next().unwrap(), "msg,key,version,timestamp,latency_ns,bytes,success,status,attempts,warmup,worker");
+    assert_eq!(
+        lines.next().unwrap(),
+        "msg,key,version,timestamp,latency_ns,bytes,success,status,attempts,warmup,worker"
+    );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 300);
     assert!(rows.iter().all(|r| r.contains(",true,OK,1,false,")), "{}", rows[0]);
@@ -243,7 +246,11 @@ fn interval_rows_add_up_to_the_total() {
     for row in rows.records() {
         let row = row.unwrap();
         let calls: u64 = row[calls_at].parse().unwrap();
-        if &row[phase_at] == "warmup" { warm += calls } else { measured += calls }
+        if &row[phase_at] == "warmup" {
+            warm += calls
+        } else {
+            measured += calls
+        }
         n += 1;
     }
     // Every call in exactly one interval: 1800 calls due in 1.8 s, none lost or counted twice.

@@ -18,7 +18,10 @@ fn lab(config: LabConfig) -> LabServer {
     LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..config }).unwrap()
 }
 
-fn method<'a>(stats: &'a rpcmeter::lab::proto::lab::StatsReply, path: &str) -> &'a rpcmeter::lab::proto::lab::MethodStats {
+fn method<'a>(
+    stats: &'a rpcmeter::lab::proto::lab::StatsReply,
+    path: &str,
+) -> &'a rpcmeter::lab::proto::lab::MethodStats {
     stats.methods.iter().find(|m| m.method == path).unwrap_or_else(|| panic!("no {path} in {stats:?}"))
 }
 
@@ -27,8 +30,12 @@ fn client_ok_count_equals_the_servers_count() {
     let server = lab(LabConfig::default());
     let addr = server.local_addr().to_string();
     // No --proto: the schema comes from the lab's server reflection.
-    let r = run(&addr, &["--call", "EchoService.echo", "-d", r#"{"content":"{{.RequestNumber}}"}"#, "-c", "4", "-n", "1000"]);
-    let cpu = run(&addr, &["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":15}"#, "-c", "2", "--loop", "25"]);
+    let r = run(
+        &addr,
+        &["--call", "EchoService.echo", "-d", r#"{"content":"{{.RequestNumber}}"}"#, "-c", "4", "-n", "1000"],
+    );
+    let cpu =
+        run(&addr, &["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":15}"#, "-c", "2", "--loop", "25"]);
     let stats = server.shutdown();
     assert_eq!(r["requests"]["ok"], 1000);
     assert_eq!(method(&stats, "/EchoService/echo").ok, 1000);
@@ -48,7 +55,21 @@ fn seed_002_rejections_seen_by_the_client_are_the_servers() {
         ..LabConfig::default()
     });
     let addr = server.local_addr().to_string();
-    let r = run(&addr, &["--call", "rpcmeter.lab.v1.TestService/Db", "-c", "4", "--loop", "5", "--max-retries", "3", "--retry-ms", "10"]);
+    let r = run(
+        &addr,
+        &[
+            "--call",
+            "rpcmeter.lab.v1.TestService/Db",
+            "-c",
+            "4",
+            "--loop",
+            "5",
+            "--max-retries",
+            "3",
+            "--retry-ms",
+            "10",
+        ],
+    );
     let stats = server.shutdown();
     let db = method(&stats, "/rpcmeter.lab.v1.TestService/Db");
     let q = &r["requests"];

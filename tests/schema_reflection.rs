@@ -30,9 +30,8 @@ async fn serve(reflection: Reflection, files: Vec<u8>) -> Target {
     let addr = listener.local_addr().unwrap();
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let builder = || {
-        tonic_reflection::server::Builder::configure().register_file_descriptor_set(
-            prost_types::FileDescriptorSet::decode(files.as_slice()).unwrap(),
-        )
+        tonic_reflection::server::Builder::configure()
+            .register_file_descriptor_set(prost_types::FileDescriptorSet::decode(files.as_slice()).unwrap())
     };
     let router = tonic::transport::Server::builder().add_service(EchoServiceServer::new(Echo));
     let router = match reflection {
@@ -45,11 +44,7 @@ async fn serve(reflection: Reflection, files: Vec<u8>) -> Target {
 }
 
 fn target(addr: SocketAddr) -> Target {
-    Target {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        tls: None,
-    }
+    Target { host: addr.ip().to_string(), port: addr.port(), tls: None }
 }
 
 fn lab() -> Vec<u8> {
@@ -59,38 +54,27 @@ fn lab() -> Vec<u8> {
 #[tokio::test]
 async fn v1_reflection_resolves_the_echo_method_and_lab_services() {
     let target = serve(Reflection::V1, lab()).await;
-    let echo = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target)
-        .await
-        .unwrap();
+    let echo = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target).await.unwrap();
     assert_eq!(echo.full_name(), "EchoService.echo");
     assert_eq!(echo.input().full_name(), "Message");
-    let cpu = resolve_method(&SchemaSource::Reflection, "TestService.Cpu", &target)
-        .await
-        .unwrap();
+    let cpu = resolve_method(&SchemaSource::Reflection, "TestService.Cpu", &target).await.unwrap();
     assert_eq!(cpu.input().full_name(), "rpcmeter.lab.v1.CpuRequest");
 }
 
 #[tokio::test]
 async fn v1alpha_only_server_is_used_after_v1_is_unimplemented() {
     let target = serve(Reflection::V1Alpha, lab()).await;
-    let echo = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target)
-        .await
-        .unwrap();
+    let echo = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target).await.unwrap();
     assert_eq!(echo.full_name(), "EchoService.echo");
 }
 
 #[tokio::test]
 async fn unknown_service_lists_what_the_server_has() {
     let target = serve(Reflection::V1, lab()).await;
-    let e = resolve_method(&SchemaSource::Reflection, "EchoServic/echo", &target)
-        .await
-        .unwrap_err();
+    let e = resolve_method(&SchemaSource::Reflection, "EchoServic/echo", &target).await.unwrap_err();
     assert_eq!(rpcmeter::error::exit_code(&e), 2);
     let e = e.to_string();
-    assert!(
-        e.contains("no service \"EchoServic\"") && e.contains("rpcmeter.lab.v1.Stats"),
-        "{e}"
-    );
+    assert!(e.contains("no service \"EchoServic\"") && e.contains("rpcmeter.lab.v1.Stats"), "{e}");
     assert!(e.ends_with("did you mean \"EchoService\"?"), "{e}");
 }
 
@@ -99,11 +83,8 @@ async fn imports_are_fetched_by_name_and_well_known_types_filled_in() {
     // a.proto imports b.proto and google/protobuf/timestamp.proto; the server knows the first
     // two only (no --include_imports), so the timestamp must come from rpcmeter's own copy.
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("b.proto"),
-        "syntax = \"proto3\"; package b; message Inner { string s = 1; }",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("b.proto"), "syntax = \"proto3\"; package b; message Inner { string s = 1; }")
+        .unwrap();
     std::fs::write(
         dir.path().join("a.proto"),
         "syntax = \"proto3\"; package a; import \"b.proto\"; import \"google/protobuf/timestamp.proto\";\n\
@@ -111,34 +92,16 @@ async fn imports_are_fetched_by_name_and_well_known_types_filled_in() {
          service Api { rpc Do(Req) returns (b.Inner); }",
     )
     .unwrap();
-    let set = protox::Compiler::new([dir.path()])
-        .unwrap()
-        .open_files(["a.proto", "b.proto"])
-        .unwrap()
-        .file_descriptor_set();
+    let set =
+        protox::Compiler::new([dir.path()]).unwrap().open_files(["a.proto", "b.proto"]).unwrap().file_descriptor_set();
     assert!(set.file.iter().all(|f| !f.name().starts_with("google/")));
 
     let target = serve(Reflection::V1, set.encode_to_vec()).await;
-    let method = resolve_method(&SchemaSource::Reflection, "a.Api/Do", &target)
-        .await
-        .unwrap();
+    let method = resolve_method(&SchemaSource::Reflection, "a.Api/Do", &target).await.unwrap();
     let req = method.input();
+    assert_eq!(req.get_field_by_name("inner").unwrap().kind().as_message().unwrap().full_name(), "b.Inner");
     assert_eq!(
-        req.get_field_by_name("inner")
-            .unwrap()
-            .kind()
-            .as_message()
-            .unwrap()
-            .full_name(),
-        "b.Inner"
-    );
-    assert_eq!(
-        req.get_field_by_name("at")
-            .unwrap()
-            .kind()
-            .as_message()
-            .unwrap()
-            .full_name(),
+        req.get_field_by_name("at").unwrap().kind().as_message().unwrap().full_name(),
         "google.protobuf.Timestamp"
     );
 }
@@ -146,30 +109,16 @@ async fn imports_are_fetched_by_name_and_well_known_types_filled_in() {
 #[tokio::test]
 async fn a_server_without_reflection_is_bad_input() {
     let target = serve(Reflection::None, lab()).await;
-    let e = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target)
-        .await
-        .unwrap_err();
+    let e = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target).await.unwrap_err();
     assert_eq!(rpcmeter::error::exit_code(&e), 2);
     let e = format!("{e:#}");
-    assert!(
-        e.contains("has no server reflection") && e.contains("--proto"),
-        "{e}"
-    );
+    assert!(e.contains("has no server reflection") && e.contains("--proto"), "{e}");
 }
 
 #[tokio::test]
 async fn an_unreachable_target_fails_the_run() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let e = resolve_method(
-        &SchemaSource::Reflection,
-        "EchoService/echo",
-        &target(closed),
-    )
-    .await
-    .unwrap_err();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let e = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target(closed)).await.unwrap_err();
     assert_eq!(rpcmeter::error::exit_code(&e), 1, "{e:#}");
     assert!(!format!("{e:#}").contains('\n'));
 }

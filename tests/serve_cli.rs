@@ -38,23 +38,13 @@ fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
         stdout.read_line(&mut first).unwrap();
-        let addr = first
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line: {first:?}"));
-        assert!(
-            addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
-            "the real port: {addr}"
-        );
+        let addr = first.trim_end().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line: {first:?}"));
+        assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "the real port: {addr}");
 
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let reply = runtime.block_on(async {
             let mut client = EchoServiceClient::connect(format!("http://{addr}")).await.unwrap();
-            client
-                .echo(Message { content: "ping".into() })
-                .await
-                .unwrap()
-                .into_inner()
+            client.echo(Message { content: "ping".into() }).await.unwrap().into_inner()
         });
         drop(runtime);
         assert_eq!(reply.content, "ping");
@@ -63,22 +53,14 @@ fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
         assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
         let output = finish(child, stdout);
         let printed = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "signal {signal}: {:?}\n{printed}",
-            output.status
-        );
+        assert!(output.status.success(), "signal {signal}: {:?}\n{printed}", output.status);
         let echo_row: Vec<&str> = printed
             .lines()
             .find(|l| l.starts_with("/EchoService/echo"))
             .unwrap_or_else(|| panic!("no summary:\n{printed}"))
             .split_whitespace()
             .collect();
-        assert_eq!(
-            echo_row,
-            ["/EchoService/echo", "1", "1", "0", "0"],
-            "received ok failed rejected"
-        );
+        assert_eq!(echo_row, ["/EchoService/echo", "1", "1", "0", "0"], "received ok failed rejected");
         assert!(printed.contains("server-side throughput"), "{printed}");
     }
 }
@@ -86,10 +68,7 @@ fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
 /// Runs rpcmeter to completion and returns (exit code, stderr).
 fn run(args: &[&str]) -> (Option<i32>, String) {
     let output = rpcmeter().args(args).output().unwrap();
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 #[test]
@@ -98,42 +77,16 @@ fn serve_refuses_a_port_in_use_bad_input_and_an_unreachable_database_with_one_li
     let addr = taken.local_addr().unwrap().to_string();
     let cases: [(&[&str], &str); 4] = [
         (&["serve", "--addr", &addr], "cannot listen on"),
-        (
-            &["serve", "--addr", "127.0.0.1:0", "--db", "mysql://x"],
-            "sqlite:PATH or postgres://",
-        ),
-        (
-            &[
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--model",
-                "threaded",
-                "--per-thread",
-                "2",
-            ],
-            "--per-thread",
-        ),
-        (
-            &[
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--db",
-                "postgres://nobody@127.0.0.1:1/none",
-            ],
-            "cannot use database",
-        ),
+        (&["serve", "--addr", "127.0.0.1:0", "--db", "mysql://x"], "sqlite:PATH or postgres://"),
+        (&["serve", "--addr", "127.0.0.1:0", "--model", "threaded", "--per-thread", "2"], "--per-thread"),
+        (&["serve", "--addr", "127.0.0.1:0", "--db", "postgres://nobody@127.0.0.1:1/none"], "cannot use database"),
     ];
     for (args, expected) in cases {
         let (code, stderr) = run(args);
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         assert!(lines.iter().any(|l| l.contains(expected)), "{args:?}: {stderr}");
-        assert!(
-            !stderr.contains("panicked") && !stderr.contains("backtrace"),
-            "{stderr}"
-        );
+        assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
         if expected != "sqlite:PATH or postgres://" {
             // Ours, not clap's usage text: exactly one line.
             assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
@@ -180,23 +133,13 @@ fn sigint_lets_a_call_in_flight_finish() {
         }
         // SAFETY: kill with a pid we spawned and a valid signal number.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-        call.await
-            .unwrap()
-            .expect("the call in flight is answered, not cut off")
-            .into_inner()
-            .count
+        call.await.unwrap().expect("the call in flight is answered, not cut off").into_inner().count
     });
     assert_eq!(count, 2);
     let output = finish(child, stdout);
     assert!(output.status.success());
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(printed.contains("still in flight 0"), "{printed}");
-    let db_row = printed
-        .lines()
-        .find(|l| l.starts_with("/rpcmeter.lab.v1.TestService/Db"))
-        .unwrap();
-    assert_eq!(
-        db_row.split_whitespace().skip(1).collect::<Vec<_>>(),
-        ["1", "1", "0", "0"]
-    );
+    let db_row = printed.lines().find(|l| l.starts_with("/rpcmeter.lab.v1.TestService/Db")).unwrap();
+    assert_eq!(db_row.split_whitespace().skip(1).collect::<Vec<_>>(), ["1", "1", "0", "0"]);
 }

@@ -22,19 +22,11 @@ fn config(model: Model) -> LabConfig {
 }
 
 async fn connect(server: &LabServer) -> Channel {
-    Channel::from_shared(format!("http://{}", server.local_addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
+    Channel::from_shared(format!("http://{}", server.local_addr())).unwrap().connect().await.unwrap()
 }
 
 fn method<'a>(stats: &'a StatsReply, path: &str) -> &'a MethodStats {
-    stats
-        .methods
-        .iter()
-        .find(|m| m.method == path)
-        .unwrap_or_else(|| panic!("no {path} in {stats:?}"))
+    stats.methods.iter().find(|m| m.method == path).unwrap_or_else(|| panic!("no {path} in {stats:?}"))
 }
 
 /// (received, ok, failed, rejected)
@@ -52,11 +44,7 @@ async fn every_service_answers(model: Model) {
     assert_eq!(reply.content, "hi");
 
     let mut test = TestServiceClient::new(channel.clone());
-    assert_eq!(
-        test.cpu(CpuRequest { n: 0 }).await.unwrap().into_inner().result,
-        6765,
-        "fib(--fib 20)"
-    );
+    assert_eq!(test.cpu(CpuRequest { n: 0 }).await.unwrap().into_inner().result, 6765, "fib(--fib 20)");
     assert_eq!(test.cpu(CpuRequest { n: 10 }).await.unwrap().into_inner().result, 55);
     let too_big = test.cpu(CpuRequest { n: 93 }).await.unwrap_err();
     assert_eq!(too_big.code(), Code::InvalidArgument);
@@ -65,34 +53,12 @@ async fn every_service_answers(model: Model) {
     assert_eq!(test.db(DbRequest { rows: 3 }).await.unwrap().into_inner().count, 13);
 
     let mut storage = StorageClient::new(channel.clone());
-    let missing = storage
-        .get_value(GetRequest { key: "k".into() })
-        .await
-        .unwrap()
-        .into_inner();
+    let missing = storage.get_value(GetRequest { key: "k".into() }).await.unwrap().into_inner();
     assert!(!missing.found && missing.version == 0 && missing.value.is_empty());
-    let v1 = storage
-        .put_value(PutRequest {
-            key: "k".into(),
-            value: b"one".to_vec(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let v2 = storage
-        .put_value(PutRequest {
-            key: "k".into(),
-            value: b"two".to_vec(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let v1 = storage.put_value(PutRequest { key: "k".into(), value: b"one".to_vec() }).await.unwrap().into_inner();
+    let v2 = storage.put_value(PutRequest { key: "k".into(), value: b"two".to_vec() }).await.unwrap().into_inner();
     assert!(v2.version > v1.version);
-    let got = storage
-        .get_value(GetRequest { key: "k".into() })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = storage.get_value(GetRequest { key: "k".into() }).await.unwrap().into_inner();
     assert!(got.found);
     assert_eq!((got.value.as_slice(), got.version), (&b"two"[..], v2.version));
 
@@ -107,10 +73,7 @@ async fn every_service_answers(model: Model) {
     assert_eq!(seen.in_flight, 0);
     assert!(seen.first_arrival_unix_s > 1e9 && seen.last_arrival_unix_s >= seen.first_arrival_unix_s);
     let expected_rps = 9.0 / (seen.last_arrival_unix_s - seen.first_arrival_unix_s);
-    assert!(
-        (seen.server_rps - expected_rps).abs() <= expected_rps * 1e-6,
-        "{seen:?}"
-    );
+    assert!((seen.server_rps - expected_rps).abs() <= expected_rps * 1e-6, "{seen:?}");
     assert!(seen.cpu_seconds > 0.0 && seen.rss_bytes > 0 && seen.uptime_s > 0.0);
 
     let before_reset = stats.reset(StatsRequest {}).await.unwrap().into_inner();
@@ -120,17 +83,9 @@ async fn every_service_answers(model: Model) {
     assert!(after.methods.iter().all(|m| m.ok + m.failed + m.rejected == 0));
     assert_eq!((after.first_arrival_unix_s, after.server_rps), (0.0, 0.0));
 
-    echo.echo(Message {
-        content: "after".into(),
-    })
-    .await
-    .unwrap();
+    echo.echo(Message { content: "after".into() }).await.unwrap();
     let last = server.shutdown();
-    assert_eq!(
-        counts(&last, "/EchoService/echo"),
-        (1, 1, 0, 0),
-        "shutdown returns the final Stats"
-    );
+    assert_eq!(counts(&last, "/EchoService/echo"), (1, 1, 0, 0), "shutdown returns the final Stats");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,11 +106,7 @@ async fn every_service_answers_threaded_model() {
 async fn seed_echo_proto_compiled_as_the_seed_has_it() {
     const SEED_000_SNIPPET: &str = "service EchoService {\n  rpc echo (Message) returns (Message) {}\n}\n\nmessage Message {\n  string content = 1;\n}\n";
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("echo_service.proto"),
-        format!("syntax = \"proto3\";\n{SEED_000_SNIPPET}"),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("echo_service.proto"), format!("syntax = \"proto3\";\n{SEED_000_SNIPPET}")).unwrap();
     let fds = protox::compile(["echo_service.proto"], [dir.path()]).unwrap();
     let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(fds).unwrap();
     let service = pool.get_service_by_name("EchoService").unwrap();
@@ -169,18 +120,11 @@ async fn seed_echo_proto_compiled_as_the_seed_has_it() {
     request.set_field_by_name("content", prost_reflect::Value::String("from the article".into()));
     grpc.ready().await.unwrap();
     let reply = grpc
-        .unary(
-            tonic::Request::new(request),
-            path.parse().unwrap(),
-            dynamic::Codec(echo.output()),
-        )
+        .unary(tonic::Request::new(request), path.parse().unwrap(), dynamic::Codec(echo.output()))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(
-        reply.get_field_by_name("content").unwrap().as_str(),
-        Some("from the article")
-    );
+    assert_eq!(reply.get_field_by_name("content").unwrap().as_str(), Some("from the article"));
     assert_eq!(counts(&server.stats(), "/EchoService/echo"), (1, 1, 0, 0));
 }
 
@@ -220,9 +164,7 @@ mod dynamic {
         type Item = DynamicMessage;
         type Error = Status;
         fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<DynamicMessage>, Status> {
-            DynamicMessage::decode(self.0.clone(), src)
-                .map(Some)
-                .map_err(|e| Status::internal(e.to_string()))
+            DynamicMessage::decode(self.0.clone(), src).map(Some).map_err(|e| Status::internal(e.to_string()))
         }
     }
 }
@@ -238,11 +180,7 @@ macro_rules! reflected_services {
             message_request: Some(MessageRequest::ListServices(String::new())),
         };
         let mut client = pb::server_reflection_client::ServerReflectionClient::new($channel);
-        let mut replies = client
-            .server_reflection_info(futures::stream::iter([request]))
-            .await
-            .unwrap()
-            .into_inner();
+        let mut replies = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
         match replies.message().await.unwrap().and_then(|r| r.message_response) {
             Some(MessageResponse::ListServicesResponse(list)) => {
                 list.service.into_iter().map(|s| s.name).collect::<BTreeSet<String>>()
@@ -256,30 +194,18 @@ macro_rules! reflected_services {
 async fn reflection_v1_and_v1alpha_and_health_serve_every_lab_service() {
     let server = LabServer::start(config(Model::Async)).unwrap();
     let channel = connect(&server).await;
-    let lab = [
-        "EchoService",
-        "rpcmeter.lab.v1.TestService",
-        "rpcmeter.lab.v1.Storage",
-        "rpcmeter.lab.v1.Stats",
-    ];
+    let lab = ["EchoService", "rpcmeter.lab.v1.TestService", "rpcmeter.lab.v1.Storage", "rpcmeter.lab.v1.Stats"];
 
     let v1 = reflected_services!(tonic_reflection::pb::v1, channel.clone());
     let v1alpha = reflected_services!(tonic_reflection::pb::v1alpha, channel.clone());
     for name in lab {
-        assert!(
-            v1.contains(name) && v1alpha.contains(name),
-            "{name} missing: v1 {v1:?}, v1alpha {v1alpha:?}"
-        );
+        assert!(v1.contains(name) && v1alpha.contains(name), "{name} missing: v1 {v1:?}, v1alpha {v1alpha:?}");
     }
 
     use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
     let mut health = HealthClient::new(channel);
     for name in lab.into_iter().chain([""]) {
-        let reply = health
-            .check(HealthCheckRequest { service: name.into() })
-            .await
-            .unwrap()
-            .into_inner();
+        let reply = health.check(HealthCheckRequest { service: name.into() }).await.unwrap().into_inner();
         assert_eq!(reply.status(), ServingStatus::Serving, "{name:?}");
     }
 }
@@ -319,41 +245,18 @@ async fn admission_control_refuses_beyond_running_plus_queue() {
 
 /// 40 concurrent Db calls: every row counted, none lost or doubled. Returns the counts.
 async fn db_counts_are_exact(db: DbSpec) -> Vec<u64> {
-    let server = LabServer::start(LabConfig {
-        db,
-        ..config(Model::Async)
-    })
-    .unwrap();
+    let server = LabServer::start(LabConfig { db, ..config(Model::Async) }).unwrap();
     let client = TestServiceClient::new(connect(&server).await);
-    let before = client
-        .clone()
-        .db(DbRequest { rows: 1 })
-        .await
-        .unwrap()
-        .into_inner()
-        .count;
+    let before = client.clone().db(DbRequest { rows: 1 }).await.unwrap().into_inner().count;
     let calls = (0..40).map(|_| {
         let mut client = client.clone();
         tokio::spawn(async move { client.db(DbRequest { rows: 3 }).await.unwrap().into_inner().count })
     });
-    let counts: Vec<u64> = futures::future::join_all(calls)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let counts: Vec<u64> = futures::future::join_all(calls).await.into_iter().map(Result::unwrap).collect();
     for &count in &counts {
-        assert!(
-            count > before && count <= before + 120,
-            "count {count} outside ({before}, {before} + 120]"
-        );
+        assert!(count > before && count <= before + 120, "count {count} outside ({before}, {before} + 120]");
     }
-    let after = client
-        .clone()
-        .db(DbRequest { rows: 1 })
-        .await
-        .unwrap()
-        .into_inner()
-        .count;
+    let after = client.clone().db(DbRequest { rows: 1 }).await.unwrap().into_inner().count;
     assert_eq!(after, before + 40 * 3 + 1);
     let stats = server.shutdown();
     assert_eq!(counts_of_db(&stats), (42, 42, 0, 0));
@@ -386,16 +289,9 @@ async fn sqlite_path_keeps_its_rows_across_servers() {
     let dir = tempfile::tempdir().unwrap();
     let db = DbSpec::Sqlite(dir.path().join("kept.db"));
     for expected in [5, 10] {
-        let server = LabServer::start(LabConfig {
-            db: db.clone(),
-            ..config(Model::Async)
-        })
-        .unwrap();
+        let server = LabServer::start(LabConfig { db: db.clone(), ..config(Model::Async) }).unwrap();
         let mut client = TestServiceClient::new(connect(&server).await);
-        assert_eq!(
-            client.db(DbRequest { rows: 5 }).await.unwrap().into_inner().count,
-            expected
-        );
+        assert_eq!(client.db(DbRequest { rows: 5 }).await.unwrap().into_inner().count, expected);
     }
 }
 
@@ -403,18 +299,10 @@ async fn sqlite_path_keeps_its_rows_across_servers() {
 fn unreachable_database_fails_at_start_with_one_line() {
     // Port 1 on loopback: nothing listens there.
     let db: DbSpec = "postgres://nobody:secret@127.0.0.1:1/none".parse().unwrap();
-    let err = LabServer::start(LabConfig {
-        db,
-        ..config(Model::Async)
-    })
-    .err()
-    .expect("must fail");
+    let err = LabServer::start(LabConfig { db, ..config(Model::Async) }).err().expect("must fail");
     let message = format!("{err:#}");
     assert_eq!(rpcmeter::error::exit_code(&err), 2);
-    assert!(
-        message.starts_with("cannot use database postgres://nobody:***@127.0.0.1:1/none"),
-        "{message}"
-    );
+    assert!(message.starts_with("cannot use database postgres://nobody:***@127.0.0.1:1/none"), "{message}");
     assert!(!message.contains("secret") && !message.contains('\n'), "{message}");
 }
 
@@ -423,28 +311,16 @@ fn port_in_use_and_bad_address_fail_with_exit_code_2() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     for bad in [addr.as_str(), "not an address", "127.0.0.1:99999"] {
-        let err = LabServer::start(LabConfig {
-            addr: bad.into(),
-            ..config(Model::Async)
-        })
-        .err()
-        .expect(bad);
+        let err = LabServer::start(LabConfig { addr: bad.into(), ..config(Model::Async) }).err().expect(bad);
         assert_eq!(rpcmeter::error::exit_code(&err), 2, "{bad}");
-        assert!(
-            format!("{err:#}").starts_with(&format!("cannot listen on {bad}: ")),
-            "{err:#}"
-        );
+        assert!(format!("{err:#}").starts_with(&format!("cannot listen on {bad}: ")), "{err:#}");
     }
 }
 
 /// Many tasks put concurrently; returns (key, version, value) of every put and the final
 /// Get of every key.
 async fn concurrent_puts(relax: bool) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<String, (u64, Vec<u8>)>) {
-    let server = LabServer::start(LabConfig {
-        relax,
-        ..config(Model::Async)
-    })
-    .unwrap();
+    let server = LabServer::start(LabConfig { relax, ..config(Model::Async) }).unwrap();
     let client = StorageClient::new(connect(&server).await);
     let tasks = (0..16).map(|task| {
         let mut client = client.clone();
@@ -453,10 +329,7 @@ async fn concurrent_puts(relax: bool) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<
             for i in 0..25 {
                 let key = format!("key-{}", (task + i) % 4);
                 let value = format!("task {task} put {i}").into_bytes();
-                let put = PutRequest {
-                    key: key.clone(),
-                    value: value.clone(),
-                };
+                let put = PutRequest { key: key.clone(), value: value.clone() };
                 let version = client.put_value(put).await.unwrap().into_inner().version;
                 puts.push((key, version, value));
             }
@@ -465,19 +338,10 @@ async fn concurrent_puts(relax: bool) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<
             puts
         })
     });
-    let puts: Vec<_> = futures::future::join_all(tasks)
-        .await
-        .into_iter()
-        .flat_map(Result::unwrap)
-        .collect();
+    let puts: Vec<_> = futures::future::join_all(tasks).await.into_iter().flat_map(Result::unwrap).collect();
     let mut last = BTreeMap::new();
     for key in (0..4).map(|k| format!("key-{k}")) {
-        let got = client
-            .clone()
-            .get_value(GetRequest { key: key.clone() })
-            .await
-            .unwrap()
-            .into_inner();
+        let got = client.clone().get_value(GetRequest { key: key.clone() }).await.unwrap().into_inner();
         assert!(got.found);
         last.insert(key, (got.version, got.value));
     }
@@ -490,11 +354,7 @@ async fn concurrent_puts(relax: bool) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<
 /// The last put of each key (highest version) is what Get returns: no write lost.
 fn assert_last_write_wins(puts: &[(String, u64, Vec<u8>)], last: &BTreeMap<String, (u64, Vec<u8>)>) {
     for (key, (version, value)) in last {
-        let newest = puts
-            .iter()
-            .filter(|(k, ..)| k == key)
-            .max_by_key(|(_, v, _)| *v)
-            .unwrap();
+        let newest = puts.iter().filter(|(k, ..)| k == key).max_by_key(|(_, v, _)| *v).unwrap();
         assert_eq!((version, value), (&newest.1, &newest.2), "{key}");
     }
 }
@@ -503,16 +363,9 @@ fn assert_last_write_wins(puts: &[(String, u64, Vec<u8>)], last: &BTreeMap<Strin
 async fn linearizable_store_orders_every_put_once_globally() {
     let (puts, last) = concurrent_puts(false).await;
     let versions: BTreeSet<u64> = puts.iter().map(|(_, v, _)| *v).collect();
-    assert_eq!(
-        versions,
-        (1..=400).collect(),
-        "one global order: versions 1..=400, each once"
-    );
+    assert_eq!(versions, (1..=400).collect(), "one global order: versions 1..=400, each once");
     for task in puts.chunks(25) {
-        assert!(
-            task.windows(2).all(|w| w[0].1 < w[1].1),
-            "a task's sequential puts go forward"
-        );
+        assert!(task.windows(2).all(|w| w[0].1 < w[1].1), "a task's sequential puts go forward");
     }
     assert_last_write_wins(&puts, &last);
 }
@@ -526,19 +379,12 @@ async fn relaxed_store_orders_every_put_once_per_key() {
     }
     for (key, mut versions) in per_key {
         versions.sort();
-        assert_eq!(
-            versions,
-            (1..=100).collect::<Vec<u64>>(),
-            "{key}: versions 1..=100, each once"
-        );
+        assert_eq!(versions, (1..=100).collect::<Vec<u64>>(), "{key}: versions 1..=100, each once");
     }
     for task in puts.chunks(25) {
         for key in (0..4).map(|k| format!("key-{k}")) {
             let mine: Vec<u64> = task.iter().filter(|(k, ..)| *k == key).map(|(_, v, _)| *v).collect();
-            assert!(
-                mine.windows(2).all(|w| w[0] < w[1]),
-                "a task's puts of {key} go forward"
-            );
+            assert!(mine.windows(2).all(|w| w[0] < w[1]), "a task's puts of {key} go forward");
         }
     }
     assert_last_write_wins(&puts, &last);

@@ -42,7 +42,18 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         ),
         (
             "CPU, open loop at 100 calls/s with retries on RESOURCE_EXHAUSTED",
-            vec!["--call", "rpcmeter.lab.v1.TestService.Cpu", "--rps", "100", "-z", z, "--max-retries", "3", "--retry-ms", "50"],
+            vec![
+                "--call",
+                "rpcmeter.lab.v1.TestService.Cpu",
+                "--rps",
+                "100",
+                "-z",
+                z,
+                "--max-retries",
+                "3",
+                "--retry-ms",
+                "50",
+            ],
         ),
     ];
     for (title, flags) in steps {

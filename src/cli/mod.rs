@@ -16,6 +16,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Serve the lab's reference services (echo, CPU, database, key/value, stats).
     Serve(serve::ServeArgs),

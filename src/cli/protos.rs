@@ -14,10 +14,7 @@ pub struct ProtosArgs {
 pub fn main(args: ProtosArgs) -> anyhow::Result<ExitCode> {
     for (name, text) in SOURCES {
         let path = args.dir.join(name);
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&path, text));
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| std::fs::write(&path, text));
         written.map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
         println!("{}", path.display());
     }

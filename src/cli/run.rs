@@ -147,7 +147,11 @@ pub fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
 }
 
 fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
-    if n == 0 { Err(bad_input(format!("{flag} must be at least 1"))) } else { Ok(n) }
+    if n == 0 {
+        Err(bad_input(format!("{flag} must be at least 1")))
+    } else {
+        Ok(n)
+    }
 }
 
 fn rate(text: &str) -> anyhow::Result<f64> {
@@ -214,7 +218,9 @@ fn plan(args: &RunArgs, spec: CallSpec, target: Target) -> anyhow::Result<Plan> 
         return Err(bad_input("-z/--duration must be above zero"));
     }
     let (pacer, workers) = match (&args.rps, args.burst) {
-        (Some(r), _) => (Pacer::Open(rate_schedule(r)?), positive("--max-in-flight", args.max_in_flight as u64)? as u32),
+        (Some(r), _) => {
+            (Pacer::Open(rate_schedule(r)?), positive("--max-in-flight", args.max_in_flight as u64)? as u32)
+        }
         (None, Some(size)) => {
             let size = positive("--burst", size as u64)?;
             let rounds = positive("--rounds", args.rounds.unwrap_or(1))?;
@@ -334,7 +340,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let control = control.clone();
         // SAFETY: the handler only increments an atomic, which is async-signal-safe.
-        unsafe { signal_hook::low_level::register(signal, move || { control.interrupts.fetch_add(1, std::sync::atomic::Ordering::Relaxed); }) }?;
+        unsafe {
+            signal_hook::low_level::register(signal, move || {
+                control.interrupts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })
+        }?;
     }
     let mut serializer = V2DeflateSerializer::new();
     let hdr = match hdr_file.as_mut() {
@@ -349,7 +359,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let progress = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new_spinner();
-        bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     });

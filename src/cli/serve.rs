@@ -109,16 +109,9 @@ fn describe(config: &LabConfig) -> String {
 
 /// The final Stats as a table, with seed 004's server-side throughput.
 pub(crate) fn summary(stats: &StatsReply) -> String {
-    let mut s = format!(
-        "{:<36} {:>10} {:>10} {:>10} {:>10}\n",
-        "method", "received", "ok", "failed", "rejected"
-    );
+    let mut s = format!("{:<36} {:>10} {:>10} {:>10} {:>10}\n", "method", "received", "ok", "failed", "rejected");
     for m in &stats.methods {
-        let _ = writeln!(
-            s,
-            "{:<36} {:>10} {:>10} {:>10} {:>10}",
-            m.method, m.received, m.ok, m.failed, m.rejected
-        );
+        let _ = writeln!(s, "{:<36} {:>10} {:>10} {:>10} {:>10}", m.method, m.received, m.ok, m.failed, m.rejected);
     }
     let _ = writeln!(
         s,

@@ -82,9 +82,7 @@ impl Db {
             }
             DbSpec::Postgres(url) => open_postgres(url, pool).await.map(Backend::Postgres),
         };
-        backend
-            .map(|backend| Db { backend })
-            .map_err(|err| bad_input(format!("cannot use database {spec}: {err}")))
+        backend.map(|backend| Db { backend }).map_err(|err| bad_input(format!("cannot use database {spec}: {err}")))
     }
 
     /// Inserts `rows` rows and counts the table in one transaction, then sleeps `sleep`
@@ -101,16 +99,11 @@ impl Db {
             Backend::Postgres(pool) => {
                 let mut client = pool.get().await;
                 let tx = client.transaction().await?;
-                let insert = tx
-                    .prepare(&format!("INSERT INTO {TABLE} (payload) VALUES ($1)"))
-                    .await?;
+                let insert = tx.prepare(&format!("INSERT INTO {TABLE} (payload) VALUES ($1)")).await?;
                 for i in 0..rows {
                     tx.execute(&insert, &[&format!("row {i}")]).await?;
                 }
-                let count: i64 = tx
-                    .query_one(&format!("SELECT COUNT(*) FROM {TABLE}"), &[])
-                    .await?
-                    .get(0);
+                let count: i64 = tx.query_one(&format!("SELECT COUNT(*) FROM {TABLE}"), &[]).await?.get(0);
                 tx.commit().await?;
                 client.execute("SELECT pg_sleep($1)", &[&sleep.as_secs_f64()]).await?;
                 Ok(count as u64)
@@ -120,15 +113,9 @@ impl Db {
 }
 
 fn open_temp_sqlite(size: usize) -> Result<Backend, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("rpcmeter-lab-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
+    let dir = tempfile::Builder::new().prefix("rpcmeter-lab-").tempdir().map_err(|e| e.to_string())?;
     let pool = open_sqlite(dir.path().join("lab.db"), size)?;
-    Ok(Backend::Sqlite {
-        pool,
-        _temp_dir: Some(dir),
-    })
+    Ok(Backend::Sqlite { pool, _temp_dir: Some(dir) })
 }
 
 fn open_sqlite(path: PathBuf, size: usize) -> Result<Pool<rusqlite::Connection>, String> {
@@ -178,22 +165,18 @@ fn sqlite_call(conn: &mut rusqlite::Connection, rows: u32, sleep: Duration) -> a
 
 async fn open_postgres(url: &str, size: usize) -> Result<Pool<tokio_postgres::Client>, String> {
     let connect = || async {
-        let (client, connection) = tokio::time::timeout(
-            Duration::from_secs(10),
-            tokio_postgres::connect(url, tokio_postgres::NoTls),
-        )
-        .await
-        .map_err(|_| "no answer within 10 s".to_string())?
-        .map_err(|e| e.to_string())?;
+        let (client, connection) =
+            tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, tokio_postgres::NoTls))
+                .await
+                .map_err(|_| "no answer within 10 s".to_string())?
+                .map_err(|e| e.to_string())?;
         // The connection's I/O runs as its own task; it ends when the client is dropped.
         tokio::spawn(connection);
         Ok::<_, String>(client)
     };
     let first = connect().await?;
     first
-        .batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS {TABLE} (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL)"
-        ))
+        .batch_execute(&format!("CREATE TABLE IF NOT EXISTS {TABLE} (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL)"))
         .await
         .map_err(|e| e.to_string())?;
     let rest = futures::future::try_join_all((1..size).map(|_| connect())).await?;
@@ -208,30 +191,13 @@ pub struct Pool<C> {
 
 impl<C> Pool<C> {
     fn new(conns: Vec<C>) -> Pool<C> {
-        Pool {
-            free: Arc::new(Semaphore::new(conns.len())),
-            idle: Arc::new(Mutex::new(conns)),
-        }
+        Pool { free: Arc::new(Semaphore::new(conns.len())), idle: Arc::new(Mutex::new(conns)) }
     }
 
     async fn get(&self) -> Pooled<C> {
-        let permit = self
-            .free
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the pool semaphore is never closed");
-        let conn = self
-            .idle
-            .lock()
-            .expect("pool lock")
-            .pop()
-            .expect("a permit guarantees an idle connection");
-        Pooled {
-            conn: Some(conn),
-            idle: self.idle.clone(),
-            _permit: permit,
-        }
+        let permit = self.free.clone().acquire_owned().await.expect("the pool semaphore is never closed");
+        let conn = self.idle.lock().expect("pool lock").pop().expect("a permit guarantees an idle connection");
+        Pooled { conn: Some(conn), idle: self.idle.clone(), _permit: permit }
     }
 }
 

@@ -35,10 +35,7 @@ pub enum Executor {
 
 impl Executor {
     pub fn new_async(running: usize, queue: usize) -> Executor {
-        Executor::Async {
-            admitted: Semaphore::new(running + queue),
-            running: Semaphore::new(running),
-        }
+        Executor::Async { admitted: Semaphore::new(running + queue), running: Semaphore::new(running) }
     }
 
     /// Starts `threads` worker threads; they end when the executor is dropped.
@@ -48,14 +45,12 @@ impl Executor {
         let (jobs, queued) = crossbeam_channel::bounded::<Job>(queue);
         for i in 0..threads {
             let queued = queued.clone();
-            std::thread::Builder::new()
-                .name(format!("rpcmeter-worker-{i}"))
-                .spawn(move || {
-                    for job in queued {
-                        // A panicking call fails alone (its reply channel drops); the worker lives on.
-                        let _ = catch_unwind(AssertUnwindSafe(job));
-                    }
-                })?;
+            std::thread::Builder::new().name(format!("rpcmeter-worker-{i}")).spawn(move || {
+                for job in queued {
+                    // A panicking call fails alone (its reply channel drops); the worker lives on.
+                    let _ = catch_unwind(AssertUnwindSafe(job));
+                }
+            })?;
         }
         Ok(Executor::Threaded { jobs, runtime })
     }

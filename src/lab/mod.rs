@@ -45,9 +45,7 @@ impl Lab {
             }
             Err(NotRun::Busy) => {
                 call.finish(Outcome::Rejected);
-                Err(Status::resource_exhausted(
-                    "server busy: every worker is running a call and the queue is full",
-                ))
+                Err(Status::resource_exhausted("server busy: every worker is running a call and the queue is full"))
             }
             Err(NotRun::Panicked) => {
                 call.finish(Outcome::Failed);

@@ -85,19 +85,12 @@ impl LabConfig {
     }
 
     fn validate(&self) -> anyhow::Result<()> {
-        let positive = [
-            ("--threads", self.threads),
-            ("--per-thread", self.per_thread),
-            ("--db-pool", self.db_pool),
-        ];
+        let positive = [("--threads", self.threads), ("--per-thread", self.per_thread), ("--db-pool", self.db_pool)];
         if let Some((name, _)) = positive.iter().find(|(_, n)| *n == 0) {
             return Err(bad_input(format!("{name} must be at least 1")));
         }
         if self.fib > MAX_FIB {
-            return Err(bad_input(format!(
-                "--fib {} is above {MAX_FIB} (fib would not fit in 64 bits)",
-                self.fib
-            )));
+            return Err(bad_input(format!("--fib {} is above {MAX_FIB} (fib would not fit in 64 bits)", self.fib)));
         }
         Ok(())
     }
@@ -139,12 +132,7 @@ impl LabServer {
             }
         })?;
         match started.recv() {
-            Ok(Ok(lab)) => Ok(LabServer {
-                addr,
-                lab,
-                stop,
-                thread: Some(thread),
-            }),
+            Ok(Ok(lab)) => Ok(LabServer { addr, lab, stop, thread: Some(thread) }),
             Ok(Err(err)) => Err(err),
             Err(_) => Err(anyhow::anyhow!("the lab server thread died while starting")),
         }
@@ -204,13 +192,7 @@ impl Lab {
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
         let store = Store::new(config.relax);
-        Ok(Lab {
-            config,
-            stats: Stats::default(),
-            exec,
-            db,
-            store,
-        })
+        Ok(Lab { config, stats: Stats::default(), exec, db, store })
     }
 }
 

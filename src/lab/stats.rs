@@ -18,13 +18,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 5] = [
-        Method::Echo,
-        Method::Cpu,
-        Method::Db,
-        Method::GetValue,
-        Method::PutValue,
-    ];
+    pub const ALL: [Method; 5] = [Method::Echo, Method::Cpu, Method::Db, Method::GetValue, Method::PutValue];
 
     /// The full gRPC path, as clients and the Stats reply name it.
     pub fn path(self) -> &'static str {
@@ -88,11 +82,7 @@ impl Stats {
         }
         self.last_arrival.fetch_max(now, Relaxed);
         self.in_flight.fetch_add(1, Relaxed);
-        Call {
-            stats: self,
-            method,
-            outcome: Outcome::Failed,
-        }
+        Call { stats: self, method, outcome: Outcome::Failed }
     }
 
     pub fn snapshot(&self) -> StatsReply {
@@ -113,11 +103,7 @@ impl Stats {
         let first = self.first_arrival.load(Relaxed) as f64 / 1e9;
         let last = self.last_arrival.load(Relaxed) as f64 / 1e9;
         // Seed 004: n arrivals span n - 1 intervals between the first and the last.
-        let server_rps = if received >= 2 && last > first {
-            (received - 1) as f64 / (last - first)
-        } else {
-            0.0
-        };
+        let server_rps = if received >= 2 && last > first { (received - 1) as f64 / (last - first) } else { 0.0 };
         let usage = crate::record::resource::usage();
         StatsReply {
             methods,
@@ -172,9 +158,7 @@ impl Drop for Call<'_> {
 }
 
 fn unix_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Stats is read outside admission control: observing a busy server must not be refused.

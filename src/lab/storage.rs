@@ -78,11 +78,7 @@ impl storage_server::Storage for Arc<Lab> {
         let key = request.into_inner().key;
         self.call(Method::GetValue, async move {
             Ok(match lab.store.get(&key) {
-                Some(Versioned { value, version }) => GetReply {
-                    value,
-                    version,
-                    found: true,
-                },
+                Some(Versioned { value, version }) => GetReply { value, version, found: true },
                 None => GetReply::default(),
             })
         })
@@ -92,11 +88,6 @@ impl storage_server::Storage for Arc<Lab> {
     async fn put_value(&self, request: Request<PutRequest>) -> Result<Response<PutReply>, Status> {
         let lab = self.clone();
         let PutRequest { key, value } = request.into_inner();
-        self.call(Method::PutValue, async move {
-            Ok(PutReply {
-                version: lab.store.put(key, value),
-            })
-        })
-        .await
+        self.call(Method::PutValue, async move { Ok(PutReply { version: lab.store.put(key, value) }) }).await
     }
 }

@@ -72,6 +72,7 @@ pub struct RunResult {
 }
 
 /// A thread's hand-over to the collector.
+#[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
     Ready(anyhow::Result<()>),
     Delta { warmup: Shard, measured: Shard, last_answer: Option<Instant> },
@@ -207,7 +208,8 @@ fn collect(
     threads: u32,
 ) -> Collected {
     let plan = &shared.plan;
-    let mut out = Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, partial: false };
+    let mut out =
+        Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, partial: false };
     let mut interval = Shard::default();
     let mut intervals_closed = 0u32;
     let mut done = 0;
@@ -327,7 +329,8 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         let mut all: futures::stream::FuturesUnordered<_> = workers.map(|w| worker(local.clone(), w)).collect();
         let all = async move { while futures::StreamExt::next(&mut all).await.is_some() {} };
         let flusher = async {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
+            let mut tick =
+                tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
             loop {
                 tick.tick().await;
                 let _ = tx.send(local.take_delta());
@@ -369,7 +372,11 @@ impl Local {
     }
 
     fn shard(&self, warmup: bool) -> std::cell::RefMut<'_, Shard> {
-        if warmup { self.warmup.borrow_mut() } else { self.measured.borrow_mut() }
+        if warmup {
+            self.warmup.borrow_mut()
+        } else {
+            self.measured.borrow_mut()
+        }
     }
 
     /// Sleeps until `at`, or returns false as soon as the run is told to stop.
@@ -406,7 +413,9 @@ async fn worker(local: Rc<Local>, id: u32) {
     let slot = (id / plan.threads.max(1)) as usize % local.connections.len();
     let warmup_end = local.start + plan.warmup;
     let end = plan.stop.duration.map(|d| warmup_end + d);
-    if !plan.ramp.is_zero() && !local.sleep_until(local.start + plan.ramp.mul_f64(id as f64 / plan.workers as f64)).await {
+    if !plan.ramp.is_zero()
+        && !local.sleep_until(local.start + plan.ramp.mul_f64(id as f64 / plan.workers as f64)).await
+    {
         return;
     }
     let mut done = 0u64;
@@ -446,7 +455,7 @@ async fn worker(local: Rc<Local>, id: u32) {
         call(&local, id, ticket, slot, origin, warmup).await;
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
         if let crate::load::pacer::Pacer::Burst { size } = plan.pacer {
-            if completed % size == 0 {
+            if completed.is_multiple_of(size) {
                 shared.round_ends.lock().unwrap().push(Instant::now());
                 shared.round_done.notify_waiters();
             }
@@ -509,7 +518,16 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     *local.last_answer.borrow_mut() = Some(answered);
     if let Some(details) = &local.shared.details {
         // Bounded channel: a slow disk slows the run rather than growing memory.
-        let record = CallRecord { call: ticket, worker, sent_at: wall.unwrap_or(UNIX_EPOCH), latency, request, reply, attempts, warmup };
+        let record = CallRecord {
+            call: ticket,
+            worker,
+            sent_at: wall.unwrap_or(UNIX_EPOCH),
+            latency,
+            request,
+            reply,
+            attempts,
+            warmup,
+        };
         let _ = details.send(record);
     }
 }

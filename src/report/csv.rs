@@ -8,7 +8,20 @@ pub fn render(rows: &[IntervalRow]) -> String {
     }
     if rows.is_empty() {
         // Still give the header, so that readers see the columns.
-        let _ = w.write_record(["t_s", "phase", "calls", "ok", "failed", "rps", "p50_us", "p90_us", "p99_us", "max_us", "client_cpu_s", "client_rss_bytes"]);
+        let _ = w.write_record([
+            "t_s",
+            "phase",
+            "calls",
+            "ok",
+            "failed",
+            "rps",
+            "p50_us",
+            "p90_us",
+            "p99_us",
+            "max_us",
+            "client_cpu_s",
+            "client_rss_bytes",
+        ]);
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }

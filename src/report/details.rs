@@ -49,9 +49,26 @@ fn field(message: &MessageDescriptor, bytes: Option<&[u8]>, name: &str) -> Strin
     }
 }
 
-fn write_all(out: BufWriter<File>, calls: mpsc::Receiver<CallRecord>, input: &MessageDescriptor, output: &MessageDescriptor) -> anyhow::Result<u64> {
+fn write_all(
+    out: BufWriter<File>,
+    calls: mpsc::Receiver<CallRecord>,
+    input: &MessageDescriptor,
+    output: &MessageDescriptor,
+) -> anyhow::Result<u64> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(["msg", "key", "version", "timestamp", "latency_ns", "bytes", "success", "status", "attempts", "warmup", "worker"])?;
+    w.write_record([
+        "msg",
+        "key",
+        "version",
+        "timestamp",
+        "latency_ns",
+        "bytes",
+        "success",
+        "status",
+        "attempts",
+        "warmup",
+        "worker",
+    ])?;
     let mut rows = 0;
     for c in calls {
         let request = c.request.get(5..); // past the gRPC frame header

@@ -9,7 +9,11 @@ pub mod table;
 use crate::load::engine::RunResult;
 use crate::load::pacer::Pacer;
 use crate::load::plan::Plan;
-use crate::stats::{self, assertions::{Assertion, Metric}, Latency};
+use crate::stats::{
+    self,
+    assertions::{Assertion, Metric},
+    Latency,
+};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde::Serialize;
@@ -109,7 +113,11 @@ impl Summary {
             cpu_us_per_request: if all_calls == 0 { 0.0 } else { result.cpu.as_secs_f64() * 1e6 / all_calls as f64 },
             max_rss_bytes: result.max_rss_bytes,
             threads,
-            utilization: if wall.is_zero() { 0.0 } else { result.cpu.as_secs_f64() / wall.as_secs_f64() / threads as f64 },
+            utilization: if wall.is_zero() {
+                0.0
+            } else {
+                result.cpu.as_secs_f64() / wall.as_secs_f64() / threads as f64
+            },
         };
         let (mode, rps_target) = match plan.pacer {
             Pacer::Closed => ("closed", None),
@@ -175,7 +183,11 @@ impl Summary {
         let l = &self.latency_us;
         match metric {
             Metric::ErrorRate => {
-                if self.requests.total == 0 { 0.0 } else { self.requests.failed as f64 / self.requests.total as f64 }
+                if self.requests.total == 0 {
+                    0.0
+                } else {
+                    self.requests.failed as f64 / self.requests.total as f64
+                }
             }
             Metric::Rps => self.throughput_rps,
             Metric::Latency(stat) => match stat {
@@ -229,7 +241,10 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
         ));
     }
     if s.requests.abandoned > 0 {
-        out.push(format!("{} calls were still in flight when the run was stopped and are not counted", s.requests.abandoned));
+        out.push(format!(
+            "{} calls were still in flight when the run was stopped and are not counted",
+            s.requests.abandoned
+        ));
     }
     out
 }

@@ -32,21 +32,41 @@ pub fn render(s: &Summary, histogram: &Histogram<u64>) -> String {
         ("burst", _) => format!("bursts of {}", s.concurrency),
         _ => format!("closed loop, {} workers", s.concurrency),
     };
-    let _ = writeln!(o, "{} {}  ({mode}, {} connection(s)){}", s.target, s.call, s.connections, if s.partial { "  [PARTIAL]" } else { "" });
+    let _ = writeln!(
+        o,
+        "{} {}  ({mode}, {} connection(s)){}",
+        s.target,
+        s.call,
+        s.connections,
+        if s.partial { "  [PARTIAL]" } else { "" }
+    );
     let _ = writeln!(o, "\nSummary:");
-    let _ = writeln!(o, "  Calls:       {} (ok {}, failed {}), attempts {}, retries {}, out of retries {}", r.total, r.ok, r.failed, r.attempts, r.retries, r.retry_exhausted);
+    let _ = writeln!(
+        o,
+        "  Calls:       {} (ok {}, failed {}), attempts {}, retries {}, out of retries {}",
+        r.total, r.ok, r.failed, r.attempts, r.retries, r.retry_exhausted
+    );
     let _ = writeln!(o, "  Duration:    {:.2} s", s.duration_s);
     let _ = writeln!(o, "  Throughput:  {:.1} calls/s ({:.1} ok/s)", s.throughput_rps, s.ok_rps);
     let l = &s.latency_us;
-    let _ = writeln!(o, "  Latency:     min {}, mean {}, stdev {}, max {}", us(l.min), us(l.mean), us(l.stdev), us(l.max));
+    let _ =
+        writeln!(o, "  Latency:     min {}, mean {}, stdev {}, max {}", us(l.min), us(l.mean), us(l.stdev), us(l.max));
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             o,
             "  Warm-up:     {:.2} s, {} calls, {:.1} calls/s, p50 {}, p99 {} (excluded from the result)",
-            w.duration_s, w.calls, w.throughput_rps, us(w.latency_us.p50), us(w.latency_us.p99)
+            w.duration_s,
+            w.calls,
+            w.throughput_rps,
+            us(w.latency_us.p50),
+            us(w.latency_us.p99)
         );
     }
-    let _ = writeln!(o, "\nLatency percentiles (call: first send{} to final answer):", if s.mode == "open" { ", or its intended time when sent behind schedule," } else { "" });
+    let _ = writeln!(
+        o,
+        "\nLatency percentiles (call: first send{} to final answer):",
+        if s.mode == "open" { ", or its intended time when sent behind schedule," } else { "" }
+    );
     percentile_rows(&mut o, l);
     if r.retries > 0 {
         let _ = writeln!(o, "\nAttempt latency percentiles (each attempt alone):");

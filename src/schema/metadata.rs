@@ -21,9 +21,8 @@ pub fn metadata(json: &str) -> anyhow::Result<HeaderMap> {
             return Err(bad_input(format!("-m: key {key:?}: {expected}")));
         };
         let text = if name.as_str().ends_with("-bin") {
-            let bytes = decode_base64(&text).ok_or_else(|| {
-                bad_input(format!("-m: key {key:?}: a -bin value must be base64"))
-            })?;
+            let bytes = decode_base64(&text)
+                .ok_or_else(|| bad_input(format!("-m: key {key:?}: a -bin value must be base64")))?;
             base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
         } else {
             text
@@ -38,10 +37,7 @@ pub fn metadata(json: &str) -> anyhow::Result<HeaderMap> {
 /// Standard base64, padded or not (gRPC accepts both).
 fn decode_base64(text: &str) -> Option<Vec<u8>> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
-    STANDARD
-        .decode(text)
-        .or_else(|_| STANDARD_NO_PAD.decode(text))
-        .ok()
+    STANDARD.decode(text).or_else(|_| STANDARD_NO_PAD.decode(text)).ok()
 }
 
 #[cfg(test)]
@@ -68,23 +64,15 @@ mod tests {
         let h = metadata(r#"{"trace-bin": "AQID", "id-bin": "AQ=="}"#).unwrap();
         assert_eq!(h["trace-bin"], "AQID");
         assert_eq!(h["id-bin"], "AQ");
-        assert!(err(r#"{"trace-bin": "not base64!"}"#)
-            .contains("key \"trace-bin\": a -bin value must be base64"));
+        assert!(err(r#"{"trace-bin": "not base64!"}"#).contains("key \"trace-bin\": a -bin value must be base64"));
     }
 
     #[test]
     fn bad_metadata_names_the_problem() {
         assert!(err(r#"{"a": 1"#).starts_with("-m: invalid JSON: "));
         assert!(err(r#"["a"]"#).starts_with("-m: expected a JSON object"));
-        assert_eq!(
-            err(r#"{"bad key": "v"}"#),
-            "-m: invalid metadata key \"bad key\""
-        );
-        assert!(err(r#"{"n": 5}"#)
-            .starts_with("-m: key \"n\": expected a JSON object of string values"));
-        assert_eq!(
-            err(r#"{"k": "line\nbreak"}"#),
-            "-m: key \"k\": invalid metadata value \"line\\nbreak\""
-        );
+        assert_eq!(err(r#"{"bad key": "v"}"#), "-m: invalid metadata key \"bad key\"");
+        assert!(err(r#"{"n": 5}"#).starts_with("-m: key \"n\": expected a JSON object of string values"));
+        assert_eq!(err(r#"{"k": "line\nbreak"}"#), "-m: key \"k\": invalid metadata value \"line\\nbreak\"");
     }
 }

@@ -25,18 +25,12 @@ pub enum SchemaSource {
 
 /// Finds `call` ("pkg.Svc/Method" or "pkg.Svc.Method") in the schema. Unknown names are
 /// `bad_input` errors that list what the schema has, with a did-you-mean.
-pub async fn resolve_method(
-    source: &SchemaSource,
-    call: &str,
-    target: &Target,
-) -> anyhow::Result<MethodDescriptor> {
+pub async fn resolve_method(source: &SchemaSource, call: &str, target: &Target) -> anyhow::Result<MethodDescriptor> {
     let (service, _) = split_call(call)?;
     let pool = match source {
         SchemaSource::Proto { file, import_paths } => source::compile(file, import_paths)?,
         SchemaSource::Protoset(path) => source::protoset(path)?,
-        SchemaSource::Reflection => {
-            source::reflect(target, |services| pick_service(call, service, services)).await?
-        }
+        SchemaSource::Reflection => source::reflect(target, |services| pick_service(call, service, services)).await?,
     };
     find_method(&pool, call)
 }
@@ -57,9 +51,8 @@ pub enum DataSource {
 pub fn find_method(pool: &DescriptorPool, call: &str) -> anyhow::Result<MethodDescriptor> {
     let (service, method) = split_call(call)?;
     let names: Vec<String> = pool.services().map(|s| s.full_name().to_owned()).collect();
-    let service = pool
-        .get_service_by_name(pick_service(call, service, &names)?)
-        .expect("picked from the pool's own names");
+    let service =
+        pool.get_service_by_name(pick_service(call, service, &names)?).expect("picked from the pool's own names");
     let Some(found) = service.methods().find(|m| m.name() == method) else {
         let methods: Vec<String> = service.methods().map(|m| m.name().to_owned()).collect();
         return Err(bad_input(format!(
@@ -84,12 +77,12 @@ pub fn find_method(pool: &DescriptorPool, call: &str) -> anyhow::Result<MethodDe
 /// "pkg.Svc/Method", "pkg.Svc.Method" (or "/pkg.Svc/Method", the HTTP path) → ("pkg.Svc", "Method").
 fn split_call(call: &str) -> anyhow::Result<(&str, &str)> {
     let trimmed = call.strip_prefix('/').unwrap_or(call);
-    let split = trimmed
-        .rsplit_once('/')
-        .or_else(|| trimmed.rsplit_once('.'));
+    let split = trimmed.rsplit_once('/').or_else(|| trimmed.rsplit_once('.'));
     match split {
         Some((service, method)) if !service.is_empty() && !method.is_empty() => Ok((service, method)),
-        _ => Err(bad_input(format!("--call {call:?}: expected SERVICE/METHOD or SERVICE.METHOD, e.g. rpcmeter.lab.v1.TestService/Cpu"))),
+        _ => Err(bad_input(format!(
+            "--call {call:?}: expected SERVICE/METHOD or SERVICE.METHOD, e.g. rpcmeter.lab.v1.TestService/Cpu"
+        ))),
     }
 }
 
@@ -99,28 +92,17 @@ fn pick_service<'a>(call: &str, wanted: &str, services: &'a [String]) -> anyhow:
     if let Some(exact) = services.iter().find(|s| *s == wanted) {
         return Ok(exact);
     }
-    let unqualified: Vec<&String> = services
-        .iter()
-        .filter(|s| short_name(s) == wanted)
-        .collect();
+    let unqualified: Vec<&String> = services.iter().filter(|s| short_name(s) == wanted).collect();
     match unqualified[..] {
         [only] => Ok(only),
         [] => Err(bad_input(format!(
             "--call {call}: no service \"{wanted}\" in the schema (services: {}){}",
-            if services.is_empty() {
-                "none".to_owned()
-            } else {
-                services.join(", ")
-            },
+            if services.is_empty() { "none".to_owned() } else { services.join(", ") },
             did_you_mean(wanted, services)
         ))),
         _ => Err(bad_input(format!(
             "--call {call}: service \"{wanted}\" is ambiguous ({}); give its package",
-            unqualified
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            unqualified.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
         ))),
     }
 }
@@ -135,10 +117,7 @@ fn did_you_mean(wanted: &str, candidates: &[String]) -> String {
     let wanted = wanted.to_lowercase();
     let score = |c: &str| {
         let full = strsim::normalized_levenshtein(&wanted, &c.to_lowercase());
-        full.max(strsim::normalized_levenshtein(
-            &wanted,
-            &short_name(c).to_lowercase(),
-        ))
+        full.max(strsim::normalized_levenshtein(&wanted, &short_name(c).to_lowercase()))
     };
     candidates
         .iter()
@@ -164,39 +143,20 @@ mod tests {
     #[test]
     fn both_call_syntaxes_and_the_path_find_the_method() {
         let pool = lab_pool();
-        for call in [
-            "rpcmeter.lab.v1.TestService/Cpu",
-            "rpcmeter.lab.v1.TestService.Cpu",
-            "/rpcmeter.lab.v1.TestService/Cpu",
-        ] {
-            assert_eq!(
-                find_method(&pool, call).unwrap().full_name(),
-                "rpcmeter.lab.v1.TestService.Cpu",
-                "{call}"
-            );
+        for call in
+            ["rpcmeter.lab.v1.TestService/Cpu", "rpcmeter.lab.v1.TestService.Cpu", "/rpcmeter.lab.v1.TestService/Cpu"]
+        {
+            assert_eq!(find_method(&pool, call).unwrap().full_name(), "rpcmeter.lab.v1.TestService.Cpu", "{call}");
         }
-        assert_eq!(
-            find_method(&pool, "EchoService/echo").unwrap().full_name(),
-            "EchoService.echo"
-        );
-        assert_eq!(
-            find_method(&pool, "EchoService.echo").unwrap().full_name(),
-            "EchoService.echo"
-        );
+        assert_eq!(find_method(&pool, "EchoService/echo").unwrap().full_name(), "EchoService.echo");
+        assert_eq!(find_method(&pool, "EchoService.echo").unwrap().full_name(), "EchoService.echo");
     }
 
     #[test]
     fn a_service_without_its_package_is_found_when_unambiguous() {
-        assert_eq!(
-            find_method(&lab_pool(), "TestService/Db")
-                .unwrap()
-                .full_name(),
-            "rpcmeter.lab.v1.TestService.Db"
-        );
+        assert_eq!(find_method(&lab_pool(), "TestService/Db").unwrap().full_name(), "rpcmeter.lab.v1.TestService.Db");
         let services = ["a.Svc".to_owned(), "b.Svc".to_owned()];
-        let e = pick_service("Svc/M", "Svc", &services)
-            .unwrap_err()
-            .to_string();
+        let e = pick_service("Svc/M", "Svc", &services).unwrap_err().to_string();
         assert!(e.contains("ambiguous") && e.contains("a.Svc, b.Svc"), "{e}");
     }
 
@@ -213,34 +173,18 @@ mod tests {
     #[test]
     fn unknown_service_lists_the_services_and_suggests_one() {
         let e = err("rpcmeter.lab.v1.TestServce/Cpu");
-        assert!(
-            e.contains("no service \"rpcmeter.lab.v1.TestServce\""),
-            "{e}"
-        );
-        assert!(
-            e.contains("EchoService") && e.contains("rpcmeter.lab.v1.Storage"),
-            "{e}"
-        );
-        assert!(
-            e.ends_with("did you mean \"rpcmeter.lab.v1.TestService\"?"),
-            "{e}"
-        );
+        assert!(e.contains("no service \"rpcmeter.lab.v1.TestServce\""), "{e}");
+        assert!(e.contains("EchoService") && e.contains("rpcmeter.lab.v1.Storage"), "{e}");
+        assert!(e.ends_with("did you mean \"rpcmeter.lab.v1.TestService\"?"), "{e}");
         // Nothing close: no suggestion, still the list.
         let e = err("Zzzzzz/Q");
-        assert!(
-            e.contains("(services: ") && !e.contains("did you mean"),
-            "{e}"
-        );
+        assert!(e.contains("(services: ") && !e.contains("did you mean"), "{e}");
     }
 
     #[test]
     fn a_call_without_a_method_is_rejected() {
         for call in ["EchoService", "EchoService/", "/echo"] {
-            assert!(
-                err(call).contains("expected SERVICE/METHOD"),
-                "{call}: {}",
-                err(call)
-            );
+            assert!(err(call).contains("expected SERVICE/METHOD"), "{call}: {}", err(call));
         }
     }
 
@@ -248,11 +192,8 @@ mod tests {
     fn streaming_methods_are_rejected_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("s.proto");
-        std::fs::write(
-            &file,
-            "syntax = \"proto3\"; message M {} service S { rpc Watch(M) returns (stream M); }",
-        )
-        .unwrap();
+        std::fs::write(&file, "syntax = \"proto3\"; message M {} service S { rpc Watch(M) returns (stream M); }")
+            .unwrap();
         let pool = source::compile(&file, &[]).unwrap();
         let e = find_method(&pool, "S/Watch").unwrap_err().to_string();
         assert!(e.contains("S.Watch is server streaming"), "{e}");

@@ -31,17 +31,14 @@ impl RequestSource {
         let records = match data {
             DataSource::Empty => vec![("-d".to_owned(), Value::Object(Default::default()))],
             DataSource::Json(text) => {
-                let value = serde_json::from_str(text)
-                    .map_err(|e| bad_input(format!("-d: invalid JSON: {e}")))?;
+                let value = serde_json::from_str(text).map_err(|e| bad_input(format!("-d: invalid JSON: {e}")))?;
                 vec![("-d".to_owned(), value)]
             }
             DataSource::File(path) => read_records(path)?,
         };
         let bodies = records
             .into_iter()
-            .map(|(origin, value)| {
-                body(&desc, value).map_err(|problem| bad_input(format!("{origin}: {problem}")))
-            })
+            .map(|(origin, value)| body(&desc, value).map_err(|problem| bad_input(format!("{origin}: {problem}"))))
             .collect::<anyhow::Result<_>>()?;
         Ok(RequestSource { bodies })
     }
@@ -51,9 +48,7 @@ impl RequestSource {
         match &self.bodies[(call % self.bodies.len() as u64) as usize] {
             Body::Fixed(bytes) => bytes.clone(),
             Body::Templated { desc, json } => {
-                let json = json.render(&Vars { call, worker }, &mut |lo, hi| {
-                    rand::thread_rng().gen_range(lo..=hi)
-                });
+                let json = json.render(&Vars { call, worker }, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi));
                 // Cannot fail: `body` rendered this record with every random int at both bounds.
                 to_message(desc, json).map_or_else(|_| frame(&[]), |m| frame(&m.encode_to_vec()))
             }
@@ -90,14 +85,9 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
     while let Some(value) = stream.next() {
         let value = value.map_err(|e| bad_input(format!("-D {name}: invalid JSON: {e}")))?;
         let rest = &text[end..];
-        line += rest[..rest.len() - rest.trim_start().len()]
-            .matches('\n')
-            .count();
+        line += rest[..rest.len() - rest.trim_start().len()].matches('\n').count();
         records.push((format!("-D {name} line {line}"), value));
-        line += text[end..stream.byte_offset()]
-            .trim_start()
-            .matches('\n')
-            .count();
+        line += text[end..stream.byte_offset()].trim_start().matches('\n').count();
         end = stream.byte_offset();
     }
     match records.len() {
@@ -113,28 +103,19 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
 fn body(desc: &MessageDescriptor, value: Value) -> Result<Body, String> {
     let json = Node::parse(value, "")?;
     if let Node::Json(value) = json {
-        return Ok(Body::Fixed(frame(
-            &to_message(desc, value)?.encode_to_vec(),
-        )));
+        return Ok(Body::Fixed(frame(&to_message(desc, value)?.encode_to_vec())));
     }
     let vars = Vars { call: 0, worker: 0 };
     to_message(desc, json.render(&vars, &mut |lo, _| lo))?;
     to_message(desc, json.render(&vars, &mut |_, hi| hi))?;
-    Ok(Body::Templated {
-        desc: desc.clone(),
-        json,
-    })
+    Ok(Body::Templated { desc: desc.clone(), json })
 }
 
 /// Protobuf JSON mapping to a message; unknown fields are errors. The error names the field
 /// at fault by its JSON path and type, since the mapping's own messages often say neither.
 fn to_message(desc: &MessageDescriptor, value: Value) -> Result<DynamicMessage, String> {
     let mut track = serde_path_to_error::Track::new();
-    DynamicMessage::deserialize(
-        desc.clone(),
-        serde_path_to_error::Deserializer::new(value, &mut track),
-    )
-    .map_err(|e| {
+    DynamicMessage::deserialize(desc.clone(), serde_path_to_error::Deserializer::new(value, &mut track)).map_err(|e| {
         let path = track.path();
         if path.iter().next().is_none() {
             return format!("{e} in {}", desc.full_name());
@@ -164,11 +145,7 @@ fn type_at(desc: &MessageDescriptor, path: &serde_path_to_error::Path) -> Option
                     }
                     message = inner;
                 }
-                field = Some(
-                    message
-                        .get_field_by_json_name(key)
-                        .or_else(|| message.get_field_by_name(key))?,
-                );
+                field = Some(message.get_field_by_json_name(key).or_else(|| message.get_field_by_name(key))?);
             }
             _ => return None,
         }
@@ -202,8 +179,7 @@ enum Piece {
     RandomInt(i64, i64),
 }
 
-const KNOWN: &str =
-    "{{.RequestNumber}}, {{.WorkerID}}, {{.TimestampUnix}}, {{.TimestampUnixMilli}}, \
+const KNOWN: &str = "{{.RequestNumber}}, {{.WorkerID}}, {{.TimestampUnix}}, {{.TimestampUnixMilli}}, \
                      {{.TimestampUnixNano}}, {{.UUID}}, {{randomString N}}, {{randomInt MIN MAX}}";
 
 struct Vars {
@@ -228,11 +204,7 @@ impl Node {
             Value::Object(map) => Node::Object(
                 map.into_iter()
                     .map(|(k, v)| {
-                        let at = if path.is_empty() {
-                            k.clone()
-                        } else {
-                            format!("{path}.{k}")
-                        };
+                        let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
                         Node::parse(v, &at).map(|n| (k, n))
                     })
                     .collect::<Result<_, _>>()?,
@@ -245,16 +217,11 @@ impl Node {
     /// A composite with no template inside becomes plain JSON again.
     fn collapse(self) -> Node {
         match self {
-            Node::Array(items) if items.iter().all(|n| matches!(n, Node::Json(_))) => Node::Json(
-                Value::Array(items.into_iter().map(Node::into_json).collect()),
-            ),
+            Node::Array(items) if items.iter().all(|n| matches!(n, Node::Json(_))) => {
+                Node::Json(Value::Array(items.into_iter().map(Node::into_json).collect()))
+            }
             Node::Object(fields) if fields.iter().all(|(_, n)| matches!(n, Node::Json(_))) => {
-                Node::Json(Value::Object(
-                    fields
-                        .into_iter()
-                        .map(|(k, n)| (k, n.into_json()))
-                        .collect(),
-                ))
+                Node::Json(Value::Object(fields.into_iter().map(|(k, n)| (k, n.into_json())).collect()))
             }
             node => node,
         }
@@ -271,29 +238,18 @@ impl Node {
     fn render(&self, vars: &Vars, random_int: &mut dyn FnMut(i64, i64) -> i64) -> Value {
         match self {
             Node::Json(value) => value.clone(),
-            Node::Text(pieces) => {
-                Value::String(pieces.iter().map(|p| p.render(vars, random_int)).collect())
+            Node::Text(pieces) => Value::String(pieces.iter().map(|p| p.render(vars, random_int)).collect()),
+            Node::Array(items) => Value::Array(items.iter().map(|n| n.render(vars, random_int)).collect()),
+            Node::Object(fields) => {
+                Value::Object(fields.iter().map(|(k, n)| (k.clone(), n.render(vars, random_int))).collect())
             }
-            Node::Array(items) => {
-                Value::Array(items.iter().map(|n| n.render(vars, random_int)).collect())
-            }
-            Node::Object(fields) => Value::Object(
-                fields
-                    .iter()
-                    .map(|(k, n)| (k.clone(), n.render(vars, random_int)))
-                    .collect(),
-            ),
         }
     }
 }
 
 impl Piece {
     fn render(&self, vars: &Vars, random_int: &mut dyn FnMut(i64, i64) -> i64) -> String {
-        let now = || {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-        };
+        let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         match self {
             Piece::Literal(text) => text.clone(),
             Piece::RequestNumber => vars.call.to_string(),
@@ -302,11 +258,9 @@ impl Piece {
             Piece::TimestampUnixMilli => now().as_millis().to_string(),
             Piece::TimestampUnixNano => now().as_nanos().to_string(),
             Piece::Uuid => uuid_v4(),
-            Piece::RandomString(n) => rand::thread_rng()
-                .sample_iter(rand::distributions::Alphanumeric)
-                .take(*n)
-                .map(char::from)
-                .collect(),
+            Piece::RandomString(n) => {
+                rand::thread_rng().sample_iter(rand::distributions::Alphanumeric).take(*n).map(char::from).collect()
+            }
             Piece::RandomInt(lo, hi) => random_int(*lo, *hi).to_string(),
         }
     }
@@ -320,15 +274,11 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
         if open > 0 {
             pieces.push(Piece::Literal(rest[..open].to_owned()));
         }
-        let close = rest[open..]
-            .find("}}")
-            .ok_or_else(|| format!("unclosed \"{{{{\" in {text:?}"))?
-            + open;
+        let close = rest[open..].find("}}").ok_or_else(|| format!("unclosed \"{{{{\" in {text:?}"))? + open;
         let action = &rest[open + 2..close];
-        pieces
-            .push(parse_action(action).ok_or_else(|| {
-                format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})")
-            })?);
+        pieces.push(
+            parse_action(action).ok_or_else(|| format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})"))?,
+        );
         rest = &rest[close + 2..];
     }
     if !rest.is_empty() {
@@ -362,14 +312,7 @@ fn uuid_v4() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 #[cfg(test)]
@@ -402,10 +345,7 @@ mod tests {
     /// The request of `call` decoded back to JSON.
     fn decoded(source: &RequestSource, m: &MethodDescriptor, call: u64, worker: u32) -> Value {
         let framed = source.request(call, worker);
-        assert_eq!(
-            u32::from_be_bytes(framed[1..5].try_into().unwrap()) as usize,
-            framed.len() - 5
-        );
+        assert_eq!(u32::from_be_bytes(framed[1..5].try_into().unwrap()) as usize, framed.len() - 5);
         let msg = DynamicMessage::decode(m.input(), &framed[5..]).unwrap();
         serde_json::to_value(&msg).unwrap()
     }
@@ -423,10 +363,7 @@ mod tests {
         assert!(source.is_static());
         let first = source.request(0, 0);
         for call in 1..100 {
-            assert_eq!(
-                source.request(call, (call % 7) as u32).as_ptr(),
-                first.as_ptr()
-            );
+            assert_eq!(source.request(call, (call % 7) as u32).as_ptr(), first.as_ptr());
         }
         assert_eq!(&first[..], &[0, 0, 0, 0, 2, 0x08, 25]);
     }
@@ -441,20 +378,13 @@ mod tests {
     fn malformed_json_is_bad_input_with_its_position() {
         let e = json(&cpu(), r#"{"n": 25"#).err().unwrap();
         assert_eq!(crate::error::exit_code(&e), 2);
-        assert!(
-            e.to_string()
-                .starts_with("-d: invalid JSON: EOF while parsing an object at line 1"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("-d: invalid JSON: EOF while parsing an object at line 1"), "{e}");
     }
 
     #[test]
     fn unknown_field_names_the_field_and_the_message() {
         let e = err(&cpu(), r#"{"nme": 25}"#);
-        assert!(
-            e.starts_with("-d: ") && e.contains("nme") && e.contains("rpcmeter.lab.v1.CpuRequest"),
-            "{e}"
-        );
+        assert!(e.starts_with("-d: ") && e.contains("nme") && e.contains("rpcmeter.lab.v1.CpuRequest"), "{e}");
     }
 
     #[test]
@@ -464,10 +394,7 @@ mod tests {
         let e = err(&cpu(), r#"{"n": -3}"#);
         assert!(e.starts_with("-d: field \"n\" (uint32): "), "{e}");
         let e = err(&put(), r#"{"key": 5}"#);
-        assert_eq!(
-            e,
-            "-d: field \"key\" (string): invalid type: integer `5`, expected a string"
-        );
+        assert_eq!(e, "-d: field \"key\" (string): invalid type: integer `5`, expected a string");
         let e = err(&cpu(), r#"[1, 2]"#);
         assert!(e.starts_with("-d: ") && e.contains("CpuRequest"), "{e}");
     }
@@ -484,29 +411,15 @@ mod tests {
              service Shop { rpc Place(Order) returns (Order); }",
         )
         .unwrap();
-        let m = super::super::find_method(
-            &super::super::source::compile(&proto, &[]).unwrap(),
-            "Shop/Place",
-        )
-        .unwrap();
+        let m = super::super::find_method(&super::super::source::compile(&proto, &[]).unwrap(), "Shop/Place").unwrap();
         let e = err(&m, r#"{"items": [{"id": 1}, {"id": true}]}"#);
         assert!(e.starts_with("-d: field \"items[1].id\" (uint64): "), "{e}");
         let e = err(&m, r#"{"byName": {"x": {"at": "yesterday"}}}"#);
-        assert!(
-            e.starts_with("-d: field \"byName.x.at\" (google.protobuf.Timestamp): "),
-            "{e}"
-        );
+        assert!(e.starts_with("-d: field \"byName.x.at\" (google.protobuf.Timestamp): "), "{e}");
         let e = err(&m, r#"{"items": [{"idd": 1}]}"#);
-        assert!(
-            e.starts_with("-d: field \"items[0]\" (Item): ") && e.contains("idd"),
-            "{e}"
-        );
+        assert!(e.starts_with("-d: field \"items[0]\" (Item): ") && e.contains("idd"), "{e}");
         // Proto names and JSON names both map.
-        let ok = json(
-            &m,
-            r#"{"customer_name": "a", "items": [{"at": "2024-01-01T00:00:00Z"}]}"#,
-        )
-        .unwrap();
+        let ok = json(&m, r#"{"customer_name": "a", "items": [{"at": "2024-01-01T00:00:00Z"}]}"#).unwrap();
         assert_eq!(decoded(&ok, &m, 0, 0)["customerName"], "a");
     }
 
@@ -514,10 +427,7 @@ mod tests {
     fn protobuf_json_mapping_applies() {
         // 64-bit ints and numbers in strings, bytes as base64, json_name or proto name.
         let source = json(&put(), r#"{"key": "k", "value": "aGk="}"#).unwrap();
-        assert_eq!(
-            decoded(&source, &put(), 0, 0),
-            serde_json::json!({"key": "k", "value": "aGk="})
-        );
+        assert_eq!(decoded(&source, &put(), 0, 0), serde_json::json!({"key": "k", "value": "aGk="}));
         let source = json(&cpu(), r#"{"n": "7"}"#).unwrap();
         assert_eq!(decoded(&source, &cpu(), 0, 0), serde_json::json!({"n": 7}));
     }
@@ -527,9 +437,7 @@ mod tests {
         let (_dir, path) = file("{\"key\": \"a\"}\n{\"key\": \"b\"}\n\n{\"key\": \"c\"}\n");
         let source = RequestSource::new(&put(), &DataSource::File(path)).unwrap();
         assert_eq!(source.records(), 3);
-        let keys: Vec<Value> = (0..7)
-            .map(|call| decoded(&source, &put(), call, 0)["key"].clone())
-            .collect();
+        let keys: Vec<Value> = (0..7).map(|call| decoded(&source, &put(), call, 0)["key"].clone()).collect();
         assert_eq!(keys, ["a", "b", "c", "a", "b", "c", "a"]);
         assert_eq!(source.request(1, 0).as_ptr(), source.request(4, 3).as_ptr());
     }
@@ -545,27 +453,12 @@ mod tests {
     #[test]
     fn data_file_errors_name_the_file_and_line() {
         let (_dir, path) = file("{\"n\": 1}\n\n{\n  \"n\": 2\n}\n{\"n\": \"x\"}\n");
-        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone()))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.starts_with(&format!(
-                "-D {} line 6: field \"n\" (uint32): ",
-                path.display()
-            )),
-            "{e}"
-        );
-        let e = RequestSource::new(&cpu(), &DataSource::File("/no/such/data.json".into()))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("-D {} line 6: field \"n\" (uint32): ", path.display())), "{e}");
+        let e = RequestSource::new(&cpu(), &DataSource::File("/no/such/data.json".into())).err().unwrap().to_string();
         assert!(e.starts_with("-D /no/such/data.json: No such file"), "{e}");
         let (_dir, path) = file("  \n");
-        let e = RequestSource::new(&cpu(), &DataSource::File(path))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = RequestSource::new(&cpu(), &DataSource::File(path)).err().unwrap().to_string();
         assert!(e.contains("no JSON object"), "{e}");
     }
 
@@ -582,21 +475,13 @@ mod tests {
     fn random_templates_stay_within_their_bounds() {
         let m = cpu();
         let source = json(&m, r#"{"n": "{{randomInt 5 9}}"}"#).unwrap();
-        let seen: std::collections::BTreeSet<u64> = (0..500)
-            .map(|call| decoded(&source, &m, call, 0)["n"].as_u64().unwrap())
-            .collect();
+        let seen: std::collections::BTreeSet<u64> =
+            (0..500).map(|call| decoded(&source, &m, call, 0)["n"].as_u64().unwrap()).collect();
         assert_eq!(seen, (5..=9).collect());
 
         let m = put();
-        let source = json(
-            &m,
-            r#"{"key": "{{randomString 12}}|{{.UUID}}|{{.TimestampUnixMilli}}"}"#,
-        )
-        .unwrap();
-        let key = decoded(&source, &m, 0, 0)["key"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let source = json(&m, r#"{"key": "{{randomString 12}}|{{.UUID}}|{{.TimestampUnixMilli}}"}"#).unwrap();
+        let key = decoded(&source, &m, 0, 0)["key"].as_str().unwrap().to_owned();
         let parts: Vec<&str> = key.split('|').collect();
         assert_eq!(parts[0].len(), 12);
         assert!(parts[0].chars().all(|c| c.is_ascii_alphanumeric()));
@@ -608,12 +493,7 @@ mod tests {
     #[test]
     fn template_errors_are_caught_before_the_run() {
         let e = err(&put(), r#"{"key": "{{.Nope}}"}"#);
-        assert!(
-            e.starts_with(
-                "-d: field \"key\": unknown template \"{{.Nope}}\" (known: {{.RequestNumber}}"
-            ),
-            "{e}"
-        );
+        assert!(e.starts_with("-d: field \"key\": unknown template \"{{.Nope}}\" (known: {{.RequestNumber}}"), "{e}");
         let e = err(&put(), r#"{"key": "{{randomInt 9 1}}"}"#);
         assert!(e.contains("unknown template \"{{randomInt 9 1}}\""), "{e}");
         let e = err(&put(), r#"{"key": "{{.RequestNumber"}"#);

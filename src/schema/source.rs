@@ -11,8 +11,8 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tonic_reflection::pb::v1::{
-    server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
-    ServerReflectionRequest, ServerReflectionResponse,
+    server_reflection_request::MessageRequest, server_reflection_response::MessageResponse, ServerReflectionRequest,
+    ServerReflectionResponse,
 };
 
 /// Compiles `file` and its imports. The include paths are the given ones, then the file's own
@@ -21,25 +21,13 @@ use tonic_reflection::pb::v1::{
 pub(super) fn compile(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<DescriptorPool> {
     let mut includes = import_paths.to_vec();
     if file.is_file() {
-        let dir = file
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         includes.push(dir.to_owned());
     } else if !import_paths.iter().any(|dir| dir.join(file).is_file()) {
         // protox would say "not in any include path", which hides the real problem.
-        return Err(bad_input(format!(
-            "--proto {}: no such file",
-            file.display()
-        )));
+        return Err(bad_input(format!("--proto {}: no such file", file.display())));
     }
-    let fail = |e: protox::Error| {
-        bad_input(format!(
-            "--proto {}: {}",
-            file.display(),
-            one_line(&format!("{e:?}"))
-        ))
-    };
+    let fail = |e: protox::Error| bad_input(format!("--proto {}: {}", file.display(), one_line(&format!("{e:?}"))));
     let mut compiler = protox::Compiler::new(&includes).map_err(fail)?;
     compiler.open_file(file).map_err(fail)?;
     Ok(compiler.descriptor_pool())
@@ -50,11 +38,8 @@ pub(super) fn compile(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<D
 pub(super) fn protoset(path: &Path) -> anyhow::Result<DescriptorPool> {
     let fail = |problem: String| bad_input(format!("--protoset {}: {problem}", path.display()));
     let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    let set = FileDescriptorSet::decode(bytes.as_slice()).map_err(|e| {
-        fail(format!(
-            "not a FileDescriptorSet (protoc -o / buf build -o output): {e}"
-        ))
-    })?;
+    let set = FileDescriptorSet::decode(bytes.as_slice())
+        .map_err(|e| fail(format!("not a FileDescriptorSet (protoc -o / buf build -o output): {e}")))?;
     if set.file.is_empty() {
         return Err(fail("no files in the descriptor set".to_owned()));
     }
@@ -65,10 +50,7 @@ pub(super) fn protoset(path: &Path) -> anyhow::Result<DescriptorPool> {
 /// (and the ones those import).
 fn pool_of(files: Vec<FileDescriptorProto>) -> Result<DescriptorPool, String> {
     let google = GoogleFileResolver::new();
-    let mut files: HashMap<String, FileDescriptorProto> = files
-        .into_iter()
-        .map(|f| (f.name().to_owned(), f))
-        .collect();
+    let mut files: HashMap<String, FileDescriptorProto> = files.into_iter().map(|f| (f.name().to_owned(), f)).collect();
     let mut wanted: Vec<String> = files.values().flat_map(|f| f.dependency.clone()).collect();
     while let Some(dep) = wanted.pop() {
         if files.contains_key(&dep) {
@@ -81,8 +63,7 @@ fn pool_of(files: Vec<FileDescriptorProto>) -> Result<DescriptorPool, String> {
         }
     }
     let mut pool = DescriptorPool::new();
-    pool.add_file_descriptor_protos(files.into_values())
-        .map_err(|e| one_line(&format!("{e:?}")))?;
+    pool.add_file_descriptor_protos(files.into_values()).map_err(|e| one_line(&format!("{e:?}")))?;
     Ok(pool)
 }
 
@@ -99,23 +80,11 @@ pub(super) async fn reflect(
     pick: impl FnOnce(&[String]) -> anyhow::Result<&str>,
 ) -> anyhow::Result<DescriptorPool> {
     let addr = format!("{}:{}", target.host, target.port);
-    let conn = Connector::new(target)?
-        .connect()
-        .await
-        .with_context(|| format!("server reflection on {addr}"))?;
-    let mut reflection = Reflection {
-        conn,
-        addr,
-        version: Version::V1,
-    };
+    let conn = Connector::new(target)?.connect().await.with_context(|| format!("server reflection on {addr}"))?;
+    let mut reflection = Reflection { conn, addr, version: Version::V1 };
 
-    let services = match reflection
-        .ask(MessageRequest::ListServices(String::new()))
-        .await?
-    {
-        MessageResponse::ListServicesResponse(list) => {
-            list.service.into_iter().map(|s| s.name).collect::<Vec<_>>()
-        }
+    let services = match reflection.ask(MessageRequest::ListServices(String::new())).await? {
+        MessageResponse::ListServicesResponse(list) => list.service.into_iter().map(|s| s.name).collect::<Vec<_>>(),
         other => return Err(reflection.unexpected(other)),
     };
     let service = pick(&services)?.to_owned();
@@ -129,10 +98,7 @@ pub(super) async fn reflect(
         };
         for bytes in received {
             let file = FileDescriptorProto::decode(bytes.as_slice()).map_err(|e| {
-                bad_input(format!(
-                    "server reflection on {}: undecodable file descriptor: {e}",
-                    reflection.addr
-                ))
+                bad_input(format!("server reflection on {}: undecodable file descriptor: {e}", reflection.addr))
             })?;
             files.insert(file.name().to_owned(), file);
         }
@@ -165,19 +131,12 @@ struct Reflection {
 
 impl Reflection {
     async fn ask(&mut self, request: MessageRequest) -> anyhow::Result<MessageResponse> {
-        let body = frame(
-            &ServerReflectionRequest {
-                host: String::new(),
-                message_request: Some(request),
-            }
-            .encode_to_vec(),
-        );
+        let body =
+            frame(&ServerReflectionRequest { host: String::new(), message_request: Some(request) }.encode_to_vec());
         loop {
             let path = match self.version {
                 Version::V1 => "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-                Version::V1Alpha => {
-                    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
-                }
+                Version::V1Alpha => "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
             };
             let spec = CallSpec {
                 path: http::uri::PathAndQuery::from_static(path),
@@ -204,21 +163,13 @@ impl Reflection {
                 tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => run_failed,
                 _ => bad_input,
             };
-            return Err(fail(format!(
-                "server reflection on {}: {}",
-                self.addr,
-                one_line(&problem)
-            )));
+            return Err(fail(format!("server reflection on {}: {}", self.addr, one_line(&problem))));
         }
     }
 
     fn decode(&self, bytes: bytes::Bytes) -> anyhow::Result<MessageResponse> {
-        let response = ServerReflectionResponse::decode(bytes).map_err(|e| {
-            bad_input(format!(
-                "server reflection on {}: undecodable answer: {e}",
-                self.addr
-            ))
-        })?;
+        let response = ServerReflectionResponse::decode(bytes)
+            .map_err(|e| bad_input(format!("server reflection on {}: undecodable answer: {e}", self.addr)))?;
         match response.message_response {
             Some(MessageResponse::ErrorResponse(e)) => Err(bad_input(format!(
                 "server reflection on {}: {} ({:?})",
@@ -227,10 +178,7 @@ impl Reflection {
                 tonic::Code::from_i32(e.error_code)
             ))),
             Some(answer) => Ok(answer),
-            None => Err(bad_input(format!(
-                "server reflection on {}: empty answer",
-                self.addr
-            ))),
+            None => Err(bad_input(format!("server reflection on {}: empty answer", self.addr))),
         }
     }
 
@@ -241,10 +189,7 @@ impl Reflection {
             MessageResponse::ListServicesResponse(_) => "a service list",
             MessageResponse::ErrorResponse(_) => "an error",
         };
-        bad_input(format!(
-            "server reflection on {}: unexpected answer ({kind})",
-            self.addr
-        ))
+        bad_input(format!("server reflection on {}: unexpected answer ({kind})", self.addr))
     }
 }
 
@@ -270,16 +215,12 @@ mod tests {
     #[test]
     fn lab_proto_compiles_with_and_without_import_paths() {
         let pool = compile(&lab().join("rpcmeter/lab/v1/lab.proto"), &[lab()]).unwrap();
-        assert!(pool
-            .get_service_by_name("rpcmeter.lab.v1.TestService")
-            .is_some());
+        assert!(pool.get_service_by_name("rpcmeter.lab.v1.TestService").is_some());
         let pool = compile(&lab().join("echo.proto"), &[]).unwrap();
         assert!(pool.get_service_by_name("EchoService").is_some());
         // grpcurl/ghz style: the file named relative to an import path.
         let pool = compile(Path::new("rpcmeter/lab/v1/lab.proto"), &[lab()]).unwrap();
-        assert!(pool
-            .get_message_by_name("rpcmeter.lab.v1.CpuRequest")
-            .is_some());
+        assert!(pool.get_message_by_name("rpcmeter.lab.v1.CpuRequest").is_some());
     }
 
     #[test]
@@ -295,12 +236,7 @@ mod tests {
         let pool = compile(&file, &[]).unwrap();
         let at = pool.get_message_by_name("At").unwrap();
         assert_eq!(
-            at.get_field_by_name("when")
-                .unwrap()
-                .kind()
-                .as_message()
-                .unwrap()
-                .full_name(),
+            at.get_field_by_name("when").unwrap().kind().as_message().unwrap().full_name(),
             "google.protobuf.Timestamp"
         );
     }
@@ -308,26 +244,19 @@ mod tests {
     #[test]
     fn a_neighbour_file_imports_with_no_flag() {
         let dir = tempfile::tempdir().unwrap();
-        write(
+        write(dir.path(), "common.proto", "syntax = \"proto3\"; message Common { string id = 1; }");
+        let file = write(
             dir.path(),
-            "common.proto",
-            "syntax = \"proto3\"; message Common { string id = 1; }",
+            "main.proto",
+            "syntax = \"proto3\"; import \"common.proto\"; service S { rpc Get(Common) returns (Common); }",
         );
-        let file = write(dir.path(), "main.proto", "syntax = \"proto3\"; import \"common.proto\"; service S { rpc Get(Common) returns (Common); }");
-        assert!(compile(&file, &[])
-            .unwrap()
-            .get_message_by_name("Common")
-            .is_some());
+        assert!(compile(&file, &[]).unwrap().get_message_by_name("Common").is_some());
     }
 
     #[test]
     fn missing_import_is_one_line_naming_the_import() {
         let dir = tempfile::tempdir().unwrap();
-        let file = write(
-            dir.path(),
-            "m.proto",
-            "syntax = \"proto3\";\nimport \"nowhere/gone.proto\";\nmessage M {}",
-        );
+        let file = write(dir.path(), "m.proto", "syntax = \"proto3\";\nimport \"nowhere/gone.proto\";\nmessage M {}");
         let e = compile(&file, &[]).unwrap_err().to_string();
         assert!(e.contains("import 'nowhere/gone.proto' not found"), "{e}");
         assert!(e.contains("m.proto:2:1"), "{e}");
@@ -337,38 +266,25 @@ mod tests {
     #[test]
     fn broken_proto_is_one_line_with_file_line_and_column() {
         let dir = tempfile::tempdir().unwrap();
-        let file = write(
-            dir.path(),
-            "broken.proto",
-            "syntax = \"proto3\";\nmessage M {\n  string name = ;\n}\n",
-        );
+        let file = write(dir.path(), "broken.proto", "syntax = \"proto3\";\nmessage M {\n  string name = ;\n}\n");
         let e = compile(&file, &[]).unwrap_err();
         assert_eq!(crate::error::exit_code(&e), 2);
         let e = e.to_string();
-        assert!(
-            e.starts_with(&format!("--proto {}: broken.proto:3:17: ", file.display())),
-            "{e}"
-        );
+        assert!(e.starts_with(&format!("--proto {}: broken.proto:3:17: ", file.display())), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]
     fn an_undefined_type_names_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let file = write(
-            dir.path(),
-            "u.proto",
-            "syntax = \"proto3\";\nmessage M { Nope n = 1; }",
-        );
+        let file = write(dir.path(), "u.proto", "syntax = \"proto3\";\nmessage M { Nope n = 1; }");
         let e = compile(&file, &[]).unwrap_err().to_string();
         assert!(e.contains("u.proto:2:") && e.contains("Nope"), "{e}");
     }
 
     #[test]
     fn missing_proto_file_names_the_path() {
-        let e = compile(Path::new("/no/such/dir/x.proto"), &[])
-            .unwrap_err()
-            .to_string();
+        let e = compile(Path::new("/no/such/dir/x.proto"), &[]).unwrap_err().to_string();
         assert_eq!(e, "--proto /no/such/dir/x.proto: no such file");
     }
 
@@ -376,18 +292,11 @@ mod tests {
     fn protoset_decodes_and_fills_in_well_known_types() {
         let dir = tempfile::tempdir().unwrap();
         let lab_set = write_bytes(dir.path(), "lab.pb", crate::lab::proto::FILE_DESCRIPTOR_SET);
-        assert!(protoset(&lab_set)
-            .unwrap()
-            .get_service_by_name("EchoService")
-            .is_some());
+        assert!(protoset(&lab_set).unwrap().get_service_by_name("EchoService").is_some());
 
         // As protoc -o writes it without --include_imports: the timestamp import is missing.
         let proto = write(dir.path(), "t.proto", "syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\"; message At { google.protobuf.Timestamp when = 1; }");
-        let set = protox::Compiler::new([dir.path()])
-            .unwrap()
-            .open_file(&proto)
-            .unwrap()
-            .file_descriptor_set();
+        let set = protox::Compiler::new([dir.path()]).unwrap().open_file(&proto).unwrap().file_descriptor_set();
         assert_eq!(set.file.len(), 1);
         let path = write_bytes(dir.path(), "t.pb", &set.encode_to_vec());
         assert!(protoset(&path).unwrap().get_message_by_name("At").is_some());
@@ -410,16 +319,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "x.pb", "syntax = \"proto3\"; message M {}");
         let e = protoset(&path).unwrap_err().to_string();
-        assert!(
-            e.starts_with(&format!(
-                "--protoset {}: not a FileDescriptorSet",
-                path.display()
-            )),
-            "{e}"
-        );
-        let e = protoset(&dir.path().join("absent.pb"))
-            .unwrap_err()
-            .to_string();
+        assert!(e.starts_with(&format!("--protoset {}: not a FileDescriptorSet", path.display())), "{e}");
+        let e = protoset(&dir.path().join("absent.pb")).unwrap_err().to_string();
         assert!(e.contains("absent.pb: No such file"), "{e}");
     }
 

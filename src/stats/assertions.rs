@@ -20,7 +20,8 @@ pub struct Assertion {
     pub limit: f64,
 }
 
-const LATENCIES: [&str; 12] = ["min", "mean", "stdev", "p50", "p75", "p90", "p95", "p99", "p99.9", "p999", "p99.99", "max"];
+const LATENCIES: [&str; 12] =
+    ["min", "mean", "stdev", "p50", "p75", "p90", "p95", "p99", "p99.9", "p999", "p99.99", "max"];
 
 /// Parses a comma-separated list such as `p99<10ms,error_rate<1%,rps>=1000`.
 pub fn parse(list: &str) -> anyhow::Result<Vec<Assertion>> {
@@ -37,7 +38,9 @@ fn parse_one(text: &str) -> anyhow::Result<Assertion> {
     let name = name.trim();
     let (metric, limit) = match name {
         "error_rate" | "errors" => {
-            let v = value.strip_suffix('%').map_or_else(|| value.parse::<f64>(), |p| p.trim().parse::<f64>().map(|x| x / 100.0));
+            let v = value
+                .strip_suffix('%')
+                .map_or_else(|| value.parse::<f64>(), |p| p.trim().parse::<f64>().map(|x| x / 100.0));
             (Metric::ErrorRate, v.map_err(|_| bad("error_rate takes a fraction or a percentage such as 1%"))?)
         }
         "rps" => (Metric::Rps, value.parse::<f64>().map_err(|_| bad("rps takes a number of calls per second"))?),
@@ -45,7 +48,8 @@ fn parse_one(text: &str) -> anyhow::Result<Assertion> {
             let stat = LATENCIES.iter().find(|&&l| l == name).ok_or_else(|| {
                 bad(&format!("unknown metric {name:?} (known: {}, error_rate, rps)", LATENCIES.join(", ")))
             })?;
-            let d: Duration = humantime::parse_duration(value).map_err(|_| bad("latency limits take a duration such as 10ms"))?;
+            let d: Duration =
+                humantime::parse_duration(value).map_err(|_| bad("latency limits take a duration such as 10ms"))?;
             (Metric::Latency(stat), d.as_secs_f64() * 1e6)
         }
     };

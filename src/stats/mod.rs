@@ -53,12 +53,20 @@ impl Latency {
 
 /// Throughput of a window: calls that ended in it per second of it.
 pub fn rate(calls: u64, window: Duration) -> f64 {
-    if window.is_zero() { 0.0 } else { calls as f64 / window.as_secs_f64() }
+    if window.is_zero() {
+        0.0
+    } else {
+        calls as f64 / window.as_secs_f64()
+    }
 }
 
 /// Error rate of a shard's calls, as a fraction.
 pub fn error_rate(shard: &Shard) -> f64 {
-    if shard.counts.calls == 0 { 0.0 } else { shard.counts.failed() as f64 / shard.counts.calls as f64 }
+    if shard.counts.calls == 0 {
+        0.0
+    } else {
+        shard.counts.failed() as f64 / shard.counts.calls as f64
+    }
 }
 
 /// gRPC status names as gRPC spells them (OK, UNAVAILABLE, ...), indexed by code.

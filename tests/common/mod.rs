@@ -16,9 +16,14 @@ use tonic::{Request, Response, Status};
 pub enum Behaviour {
     Echo,
     /// When call number `at` (1-based) arrives, all handling stops for `stall`.
-    StallAt { at: u64, stall: Duration },
+    StallAt {
+        at: u64,
+        stall: Duration,
+    },
     /// Attempt number n (1-based, server-wide) is rejected with RESOURCE_EXHAUSTED unless n % every == 0.
-    RejectUnlessMultipleOf { every: u64 },
+    RejectUnlessMultipleOf {
+        every: u64,
+    },
 }
 
 struct Echo {
@@ -46,7 +51,7 @@ impl EchoService for Echo {
                 }
             }
             Behaviour::RejectUnlessMultipleOf { every } => {
-                if n % every != 0 {
+                if !n.is_multiple_of(every) {
                     return Err(Status::resource_exhausted("rejected by the test server"));
                 }
             }
@@ -129,7 +134,8 @@ pub fn json_of(mut cmd: Command) -> serde_json::Value {
     let out = cmd.args(["--format", "json"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "run failed ({:?}): {stderr}", out.status);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Every call accounted once: total = ok + failed = sum of statuses.
