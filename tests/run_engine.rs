@@ -258,3 +258,36 @@ fn interval_rows_add_up_to_the_total() {
     assert!((warm + measured).abs_diff(1800) <= 2, "{text}");
     assert!(n >= 8, "{n} intervals of 200 ms in 1.8 s: {text}");
 }
+
+#[test]
+fn open_loop_with_a_count_ends_at_its_last_call_and_keeps_the_rate() {
+    let server = TestServer::start(Behaviour::Echo);
+    // 256 senders wait for tickets far in the future: the 10th call must release them all.
+    let r = json_of(run_echo(server.addr, &["--rps", "20", "-n", "10"]));
+    assert_eq!(u(&r["requests"]["total"]), 10);
+    assert_eq!(server.calls(), 10);
+    // 10 calls at 20/s span half a second of schedule, even though the last answer is early.
+    let rps = f(&r["throughput_rps"]);
+    assert!((rps - 20.0).abs() < 1.0, "throughput {rps}");
+}
+
+#[test]
+fn loop_counts_measured_calls_only() {
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["-c", "2", "--loop", "50", "--warmup", "100ms"]));
+    assert_eq!(u(&r["requests"]["total"]), 100);
+    assert_eq!(server.calls(), 100 + u(&r["warmup"]["calls"]));
+}
+
+#[test]
+fn retries_in_flight_finish_when_the_count_is_reached() {
+    // Two attempts in three are refused, shared among 4 workers; when the last call is
+    // claimed, the others' retries must still run to their end: every failed call is one
+    // that used all 6 attempts, none was cut short.
+    let server = TestServer::start(Behaviour::RejectUnlessMultipleOf { every: 3 });
+    let r = json_of(run_echo(server.addr, &["-c", "4", "-n", "40", "--max-retries", "5", "--retry-ms", "1"]));
+    let q = &r["requests"];
+    assert_eq!(u(&q["total"]), 40);
+    assert_eq!(u(&q["failed"]), u(&q["retry_exhausted"]), "{q}");
+    assert_eq!(u(&q["attempts"]), server.calls());
+}

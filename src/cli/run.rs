@@ -92,7 +92,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub ramp: Option<String>,
     /// Measured, shown apart and excluded from the result
-    #[arg(long)]
+    #[arg(long, conflicts_with = "burst")]
     pub warmup: Option<String>,
     /// Retries after the first attempt on a retryable status
     #[arg(long, default_value_t = 0)]
@@ -112,7 +112,7 @@ pub struct RunArgs {
     /// HTTP/2 connections; calls are spread over them
     #[arg(long, default_value_t = 1)]
     pub connections: u32,
-    /// Client threads (default: as many as connections, at most the cores)
+    /// Client threads, each owning its connections (default: one per connection, at most the cores)
     #[arg(long)]
     pub threads: Option<u32>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -154,10 +154,13 @@ fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
     }
 }
 
+/// The slowest rate worth pacing: one call every 1000 s.
+const MIN_RATE: f64 = 0.001;
+
 fn rate(text: &str) -> anyhow::Result<f64> {
     match text.trim().parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => Err(bad_input(format!("--rps: {text:?} is not a positive rate in calls/s"))),
+        Ok(r) if r.is_finite() && r >= MIN_RATE => Ok(r),
+        _ => Err(bad_input(format!("--rps: {text:?} is not a rate of at least {MIN_RATE} calls/s"))),
     }
 }
 
@@ -232,10 +235,30 @@ fn plan(args: &RunArgs, spec: CallSpec, target: Target) -> anyhow::Result<Plan> 
     if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() {
         stop.duration = Some(Duration::from_secs(5));
     }
+    // Each thread owns at least one connection and one worker; more would sit idle.
     let threads = match args.threads {
         Some(t) => positive("--threads", t as u64)? as u32,
-        None => connections.min(cores).min(workers),
-    };
+        None => connections.min(cores),
+    }
+    .min(workers);
+    if connections < threads {
+        return Err(bad_input(format!(
+            "--threads {threads} needs at least as many --connections (each thread owns its own)"
+        )));
+    }
+    if connections > workers {
+        return Err(bad_input(format!(
+            "--connections {connections} is more than the {workers} calls in flight: some would stay idle"
+        )));
+    }
+    let ramp = args.ramp.as_deref().map(|d| duration("--ramp", d)).transpose()?.unwrap_or_default();
+    if let Some(d) = stop.duration.filter(|d| !ramp.is_zero() && ramp >= *d) {
+        return Err(bad_input(format!(
+            "--ramp {} is not shorter than -z {}: the last workers would never start",
+            humantime::format_duration(ramp),
+            humantime::format_duration(d)
+        )));
+    }
     let interval = duration("--interval", &args.interval)?;
     if interval < Duration::from_millis(10) {
         return Err(bad_input("--interval must be at least 10ms"));
@@ -246,10 +269,10 @@ fn plan(args: &RunArgs, spec: CallSpec, target: Target) -> anyhow::Result<Plan> 
         pacer,
         workers,
         threads,
-        connections: connections.max(threads),
+        connections,
         stop,
         warmup: args.warmup.as_deref().map(|d| duration("--warmup", d)).transpose()?.unwrap_or_default(),
-        ramp: args.ramp.as_deref().map(|d| duration("--ramp", d)).transpose()?.unwrap_or_default(),
+        ramp,
         retry: RetryPolicy {
             max_retries: args.max_retries,
             base: Duration::from_millis(args.retry_ms),

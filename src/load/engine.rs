@@ -102,8 +102,24 @@ struct Shared {
     started: AtomicU64,
     completed: AtomicU64,
     stopping: AtomicBool,
+    phase: watch::Sender<Phase>,
     round_done: Notify,
     round_ends: Mutex<Vec<Instant>>,
+}
+
+impl Shared {
+    /// No call starts any more; calls in flight may finish. Wakes every sleeping sender.
+    fn stop_sending(&self) {
+        self.stopping.store(true, Relaxed);
+        self.round_done.notify_waiters();
+        self.phase.send_if_modified(|p| {
+            let running = matches!(p, Phase::Go(_));
+            if running {
+                *p = Phase::Stop;
+            }
+            running
+        });
+    }
 }
 
 /// Runs the plan to its end (or Ctrl-C), feeding `sink` every interval.
@@ -116,6 +132,7 @@ pub fn run(
 ) -> anyhow::Result<RunResult> {
     let connector = Connector::new(&plan.target)?;
     let threads = plan.threads.max(1);
+    let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let shared = Arc::new(Shared {
         prepared: PreparedCall::new(&plan.spec),
         plan,
@@ -127,10 +144,10 @@ pub fn run(
         started: AtomicU64::new(0),
         completed: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
+        phase,
         round_done: Notify::new(),
         round_ends: Mutex::new(Vec::new()),
     });
-    let (phase_tx, phase_rx) = watch::channel(Phase::Connecting);
     let (report_tx, reports) = mpsc::channel();
     let mut handles = Vec::new();
     for index in 0..threads {
@@ -143,21 +160,25 @@ pub fn run(
     drop(report_tx);
     let usage_before = resource::usage();
 
-    // Every connection is up before the clock starts; the first failure ends the run.
-    for _ in 0..threads {
-        let ready = match reports.recv() {
+    // Every connection is up before the clock starts; the first failure (or Ctrl-C) ends the run.
+    let mut connected = 0;
+    while connected < threads {
+        let ready = match reports.recv_timeout(Duration::from_millis(50)) {
             Ok(Report::Ready(ready)) => ready,
+            Err(mpsc::RecvTimeoutError::Timeout) if control.interrupts.load(Relaxed) == 0 => continue,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow::anyhow!("interrupted while connecting")),
             _ => Err(anyhow::anyhow!("a worker thread ended before connecting")),
         };
+        connected += 1;
         if let Err(err) = ready {
-            let _ = phase_tx.send(Phase::Abort);
+            shared.phase.send_replace(Phase::Abort);
             // The transport's error already names the target.
             return Err(run_failed(format!("{err:#}")));
         }
     }
     let start = Instant::now();
-    phase_tx.send_replace(Phase::Go(start));
-    let collected = collect(&shared, start, &reports, &phase_tx, sink, control, threads);
+    shared.phase.send_replace(Phase::Go(start));
+    let collected = collect(&shared, start, &reports, sink, control, threads);
     for handle in handles {
         if handle.is_finished() || !collected.partial {
             let _ = handle.join();
@@ -165,9 +186,16 @@ pub fn run(
     }
     let usage_after = resource::usage();
     let rounds = round_lengths(start, &shared.round_ends.lock().unwrap());
-    let warmup_window = shared.plan.warmup.min(collected.last_answer.saturating_duration_since(start));
+    // Open loop: the window covers the schedule of every call sent, so n calls at rate r
+    // span n/r even when the last answer comes back early.
+    let sent = shared.started.load(Relaxed);
+    let window_end = match shared.plan.pacer.intended(sent) {
+        Some(due) if sent > 0 => collected.last_answer.max(start + due),
+        _ => collected.last_answer,
+    };
+    let warmup_window = shared.plan.warmup.min(window_end.saturating_duration_since(start));
     Ok(RunResult {
-        window: collected.last_answer.saturating_duration_since(start + shared.plan.warmup),
+        window: window_end.saturating_duration_since(start + shared.plan.warmup),
         warmup_window,
         rounds,
         cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
@@ -202,7 +230,6 @@ fn collect(
     shared: &Shared,
     start: Instant,
     reports: &mpsc::Receiver<Report>,
-    phase: &watch::Sender<Phase>,
     sink: &mut dyn IntervalSink,
     control: &Control,
     threads: u32,
@@ -243,18 +270,16 @@ fn collect(
         if interrupts >= 1 && !stopped_by_user {
             stopped_by_user = true;
             out.partial = true;
-            shared.stopping.store(true, Relaxed);
-            shared.round_done.notify_waiters();
-            phase.send_replace(Phase::Stop);
+            shared.stop_sending();
             abort_at = Some(now + plan.drain);
         }
         if abort_at.is_none() && end.is_some_and(|e| now >= e) {
             abort_at = Some(now + plan.drain);
         }
         if interrupts >= 2 || abort_at.is_some_and(|a| now >= a) {
-            if *phase.borrow() != Phase::Abort {
+            if *shared.phase.borrow() != Phase::Abort {
                 out.partial |= shared.started.load(Relaxed) > shared.completed.load(Relaxed);
-                phase.send_replace(Phase::Abort);
+                shared.phase.send_replace(Phase::Abort);
                 // Threads answer an abort at once; give them a moment to hand over, no more.
                 abort_at = Some(now + Duration::from_millis(500));
             } else if abort_at.is_some_and(|a| now >= a) {
@@ -379,12 +404,22 @@ impl Local {
         }
     }
 
-    /// Sleeps until `at`, or returns false as soon as the run is told to stop.
-    async fn sleep_until(&self, at: Instant) -> bool {
+    /// Waits to send at `at`; false as soon as the run stops sending.
+    async fn wait_to_send(&self, at: Instant) -> bool {
+        self.sleep_until(at, |p| matches!(p, Phase::Stop | Phase::Abort)).await && !self.shared.stopping.load(Relaxed)
+    }
+
+    /// Waits out a retry's backoff; false only when calls in flight are abandoned, since a
+    /// call already started is drained to its final answer like any other.
+    async fn back_off(&self, at: Instant) -> bool {
+        self.sleep_until(at, |p| *p == Phase::Abort).await
+    }
+
+    async fn sleep_until(&self, at: Instant, interrupted: impl Fn(&Phase) -> bool) -> bool {
         let mut phase = self.phase.clone();
         tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => !self.shared.stopping.load(Relaxed),
-            _ = phase.wait_for(|p| matches!(p, Phase::Stop | Phase::Abort)) => false,
+            _ = tokio::time::sleep_until(at.into()) => true,
+            _ = phase.wait_for(interrupted) => false,
         }
     }
 
@@ -413,9 +448,8 @@ async fn worker(local: Rc<Local>, id: u32) {
     let slot = (id / plan.threads.max(1)) as usize % local.connections.len();
     let warmup_end = local.start + plan.warmup;
     let end = plan.stop.duration.map(|d| warmup_end + d);
-    if !plan.ramp.is_zero()
-        && !local.sleep_until(local.start + plan.ramp.mul_f64(id as f64 / plan.workers as f64)).await
-    {
+    let ramp_start = local.start + plan.ramp.mul_f64(id as f64 / plan.workers as f64);
+    if !plan.ramp.is_zero() && (end.is_some_and(|e| ramp_start >= e) || !local.wait_to_send(ramp_start).await) {
         return;
     }
     let mut done = 0u64;
@@ -441,15 +475,22 @@ async fn worker(local: Rc<Local>, id: u32) {
             // Every slot was busy when this call was due: the wait is the server's doing.
             Some(due) if now > due => Origin::Behind(due),
             Some(due) => {
-                if !local.sleep_until(due).await {
+                if !local.wait_to_send(due).await {
                     break;
                 }
                 Origin::OnTime(due)
             }
         };
         let warmup = send_at < warmup_end;
-        if !warmup && plan.stop.total.is_some_and(|n| shared.measured_tickets.fetch_add(1, Relaxed) >= n) {
-            break;
+        if let (false, Some(n)) = (warmup, plan.stop.total) {
+            let claimed = shared.measured_tickets.fetch_add(1, Relaxed) + 1;
+            if claimed >= n {
+                // The last measured call: senders still waiting for theirs have nothing to send.
+                shared.stop_sending();
+            }
+            if claimed > n {
+                break;
+            }
         }
         shared.started.fetch_add(1, Relaxed);
         call(&local, id, ticket, slot, origin, warmup).await;
@@ -460,7 +501,8 @@ async fn worker(local: Rc<Local>, id: u32) {
                 shared.round_done.notify_waiters();
             }
         }
-        done += 1;
+        // --loop counts measured calls, as -n does.
+        done += !warmup as u64;
     }
 }
 
@@ -503,7 +545,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
         let reply = local.attempt(slot, request.clone()).await;
         local.shard(warmup).record_attempt(began.elapsed(), reply.status);
         match plan.retry.backoff(attempts, reply.status) {
-            Some(wait) if local.sleep_until(Instant::now() + wait).await => continue,
+            Some(wait) if local.back_off(Instant::now() + wait).await => continue,
             _ => break reply,
         }
     };

@@ -43,7 +43,8 @@ impl RateSchedule {
         } else {
             ramp + (k - ramp_calls) / self.to
         };
-        Duration::from_secs_f64(secs.max(0.0))
+        // A schedule beyond what a Duration holds is simply never reached.
+        Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
     }
 }
 

@@ -19,7 +19,7 @@ pub fn render(rows: &[IntervalRow]) -> String {
             "p90_us",
             "p99_us",
             "max_us",
-            "client_cpu_s",
+            "client_cpu_total_s",
             "client_rss_bytes",
         ]);
     }

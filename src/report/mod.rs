@@ -269,7 +269,7 @@ pub struct IntervalRow {
     pub p90_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
-    pub client_cpu_s: f64,
+    pub client_cpu_total_s: f64,
     pub client_rss_bytes: u64,
 }
 
@@ -288,7 +288,7 @@ impl IntervalRow {
             p90_us: l.p90,
             p99_us: l.p99,
             max_us: l.max,
-            client_cpu_s: iv.usage.cpu.as_secs_f64(),
+            client_cpu_total_s: iv.usage.cpu.as_secs_f64(),
             client_rss_bytes: iv.usage.rss_bytes,
         }
     }

@@ -120,13 +120,12 @@ fn bars(o: &mut String, h: &Histogram<u64>) {
     const WIDTH: f64 = 40.0;
     let (lo, hi) = (h.min(), h.max().max(h.min() + 1));
     let step = ((hi - lo) / BUCKETS).max(1);
-    let counts: Vec<u64> = (0..BUCKETS)
-        .map(|i| {
-            let from = lo + i * step;
-            let to = if i + 1 == BUCKETS { hi } else { from + step - 1 };
-            h.count_between(from, to)
-        })
-        .collect();
+    // Each recorded value lands in exactly one bar (HDR's equivalent ranges would overlap).
+    let mut counts = [0u64; BUCKETS as usize];
+    for v in h.iter_recorded() {
+        let bar = ((v.value_iterated_to().saturating_sub(lo)) / step).min(BUCKETS - 1);
+        counts[bar as usize] += v.count_at_value();
+    }
     let most = *counts.iter().max().unwrap_or(&1) as f64;
     for (i, n) in counts.iter().enumerate() {
         let upper = if i as u64 + 1 == BUCKETS { hi } else { lo + (i as u64 + 1) * step };
