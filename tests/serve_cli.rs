@@ -75,11 +75,12 @@ fn run(args: &[&str]) -> (Option<i32>, String) {
 fn serve_refuses_a_port_in_use_bad_input_and_an_unreachable_database_with_one_line() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["serve", "--addr", &addr], "cannot listen on"),
         (&["serve", "--addr", "127.0.0.1:0", "--db", "mysql://x"], "sqlite:PATH or postgres://"),
         (&["serve", "--addr", "127.0.0.1:0", "--model", "threaded", "--per-thread", "2"], "--per-thread"),
         (&["serve", "--addr", "127.0.0.1:0", "--db", "postgres://nobody@127.0.0.1:1/none"], "cannot use database"),
+        (&["serve", "--addr", "127.0.0.1:0", "--fib", "46"], "--fib 46 is above 45"),
     ];
     for (args, expected) in cases {
         let (code, stderr) = run(args);
@@ -142,4 +143,56 @@ fn sigint_lets_a_call_in_flight_finish() {
     assert!(printed.contains("still in flight 0"), "{printed}");
     let db_row = printed.lines().find(|l| l.starts_with("/rpcmeter.lab.v1.TestService/Db")).unwrap();
     assert_eq!(db_row.split_whitespace().skip(1).collect::<Vec<_>>(), ["1", "1", "0", "0"]);
+}
+
+/// One runtime thread held by a long fib (about 8 s in a debug build): the drain cannot end
+/// before that call does, and a second SIGINT stops the server at once, summary included.
+#[test]
+fn a_second_sigint_during_the_drain_stops_at_once() {
+    use rpcmeter::lab::proto::lab::{stats_client::StatsClient, test_service_client::TestServiceClient};
+    use rpcmeter::lab::proto::lab::{CpuRequest, StatsRequest};
+    let mut child = rpcmeter()
+        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1", "--per-thread", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let url = format!("http://{}", first.trim_end().trim_start_matches("listening on "));
+    let pid = child.id() as libc::pid_t;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut stats = StatsClient::connect(url.clone()).await.unwrap();
+        let mut test = TestServiceClient::connect(url).await.unwrap();
+        tokio::spawn(async move { test.cpu(CpuRequest { n: 45 }).await });
+        // Stats answers until fib holds the only runtime thread.
+        loop {
+            match tokio::time::timeout(Duration::from_secs(1), stats.get(StatsRequest {})).await {
+                Ok(reply) => assert_eq!(reply.unwrap().into_inner().in_flight, 0),
+                Err(_) => break,
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    // SAFETY: kill with a pid we spawned and a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let mut line = String::new();
+    while !line.starts_with("stopping") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "no stopping line");
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let output = finish(child, stdout);
+    drop(runtime);
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}\n{printed}\n{stderr}", output.status);
+    assert!(stderr.contains("second signal: stopped without waiting; calls still in flight: 1"), "{stderr}");
+    let cpu_row = printed.lines().find(|l| l.starts_with("/rpcmeter.lab.v1.TestService/Cpu")).unwrap();
+    assert_eq!(cpu_row.split_whitespace().skip(1).collect::<Vec<_>>(), ["1", "0", "0", "0"], "{printed}");
+    assert!(printed.contains("still in flight 1"), "{printed}");
 }

@@ -46,7 +46,7 @@ async fn every_service_answers(model: Model) {
     let mut test = TestServiceClient::new(channel.clone());
     assert_eq!(test.cpu(CpuRequest { n: 0 }).await.unwrap().into_inner().result, 6765, "fib(--fib 20)");
     assert_eq!(test.cpu(CpuRequest { n: 10 }).await.unwrap().into_inner().result, 55);
-    let too_big = test.cpu(CpuRequest { n: 93 }).await.unwrap_err();
+    let too_big = test.cpu(CpuRequest { n: 46 }).await.unwrap_err();
     assert_eq!(too_big.code(), Code::InvalidArgument);
     let first = test.db(DbRequest { rows: 0 }).await.unwrap().into_inner().count;
     assert_eq!(first, 10, "a fresh temporary database holds this call's 10 rows");
@@ -208,6 +208,29 @@ async fn reflection_v1_and_v1alpha_and_health_serve_every_lab_service() {
         let reply = health.check(HealthCheckRequest { service: name.into() }).await.unwrap().into_inner();
         assert_eq!(reply.status(), ServingStatus::Serving, "{name:?}");
     }
+}
+
+/// A Cpu call at the cap holds the async model's only runtime thread for seconds (fib(45):
+/// about 8 s in a debug build), so the drain's own timer cannot fire: shutdown must still
+/// return, within its drain and 1 s more, leaving that call running and counted in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_returns_while_a_long_call_holds_every_runtime_thread() {
+    let server = LabServer::start(LabConfig {
+        threads: 1,
+        per_thread: 1,
+        drain: Duration::from_millis(100),
+        ..config(Model::Async)
+    })
+    .unwrap();
+    let mut test = TestServiceClient::new(connect(&server).await);
+    let _call = tokio::spawn(async move { test.cpu(CpuRequest { n: 45 }).await });
+    // in_flight goes up in the same poll that starts computing fib.
+    while server.stats().in_flight == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let last = tokio::task::spawn_blocking(move || server.shutdown()).await.unwrap();
+    assert_eq!(last.in_flight, 1, "{last:?}");
+    assert_eq!(counts(&last, "/rpcmeter.lab.v1.TestService/Cpu"), (1, 0, 0, 0));
 }
 
 /// One thread and no queue: concurrent Db calls beyond the one running are refused at once,

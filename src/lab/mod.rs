@@ -12,7 +12,7 @@ mod storage;
 mod test_service;
 
 pub use db::DbSpec;
-pub use server::{LabConfig, LabServer, Model};
+pub use server::{LabConfig, LabServer, Model, StatsReader};
 
 use exec::{Executor, NotRun};
 use stats::{Method, Outcome, Stats};

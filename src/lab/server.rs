@@ -20,8 +20,11 @@ use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
-/// How long `shutdown` waits for calls in flight before it stops anyway.
+/// How long `shutdown` waits for calls in flight before it stops anyway (`LabConfig::drain`).
 const DRAIN: Duration = Duration::from_secs(5);
+/// How much longer than the drain `shutdown` waits for the server's thread to end, before
+/// it leaves that thread behind (runtime threads held by a long fib never see the drain end).
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// The execution model (seed 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -51,6 +54,8 @@ pub struct LabConfig {
     pub db_pool: usize,
     /// Per-key locks and versions in `Storage` instead of one global order.
     pub relax: bool,
+    /// How long a shutdown waits for calls in flight (not a CLI option: 5 s).
+    pub drain: Duration,
 }
 
 impl Default for LabConfig {
@@ -66,6 +71,7 @@ impl Default for LabConfig {
             db: DbSpec::TempSqlite,
             db_pool: 25,
             relax: false,
+            drain: DRAIN,
         }
     }
 }
@@ -90,7 +96,7 @@ impl LabConfig {
             return Err(bad_input(format!("{name} must be at least 1")));
         }
         if self.fib > MAX_FIB {
-            return Err(bad_input(format!("--fib {} is above {MAX_FIB} (fib would not fit in 64 bits)", self.fib)));
+            return Err(bad_input(format!("--fib {} is above {MAX_FIB} (naive fib(n) would run too long)", self.fib)));
         }
         Ok(())
     }
@@ -102,6 +108,9 @@ pub struct LabServer {
     lab: Arc<Lab>,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
+    /// Says (or hangs up) when the server's thread has done its work.
+    done: mpsc::Receiver<()>,
+    drain: Duration,
 }
 
 impl LabServer {
@@ -116,6 +125,8 @@ impl LabServer {
         let (stop, stopped) = watch::channel(false);
         // The handshake is a std channel, so this never blocks a runtime on itself.
         let (ready, started) = mpsc::channel();
+        let (finished, done) = mpsc::channel();
+        let drain = config.drain;
         let thread = std::thread::Builder::new().name("rpcmeter-lab".into()).spawn(move || {
             let runtime_and_lab = build_runtime(&config).and_then(|runtime| {
                 let lab = runtime.block_on(Lab::new(config, runtime.handle().clone()))?;
@@ -124,15 +135,16 @@ impl LabServer {
             match runtime_and_lab {
                 Ok((runtime, lab)) => {
                     let _ = ready.send(Ok(lab.clone()));
-                    runtime.block_on(serve(lab, listener, stopped));
+                    runtime.block_on(serve(lab, listener, stopped, drain));
                     // Calls still running after the drain (a long fib, a blocking sleep) are abandoned.
                     runtime.shutdown_timeout(Duration::from_millis(100));
+                    let _ = finished.send(());
                 }
                 Err(err) => drop(ready.send(Err(err))),
             }
         })?;
         match started.recv() {
-            Ok(Ok(lab)) => Ok(LabServer { addr, lab, stop, thread: Some(thread) }),
+            Ok(Ok(lab)) => Ok(LabServer { addr, lab, stop, thread: Some(thread), done, drain }),
             Ok(Err(err)) => Err(err),
             Err(_) => Err(anyhow::anyhow!("the lab server thread died while starting")),
         }
@@ -147,7 +159,15 @@ impl LabServer {
         self.lab.stats.snapshot()
     }
 
-    /// Stops accepting calls, waits up to 5 s for those in flight, and returns the final Stats.
+    /// Reads the Stats of this server from any thread, also while another one shuts it down.
+    pub fn stats_reader(&self) -> StatsReader {
+        StatsReader(self.lab.clone())
+    }
+
+    /// Stops accepting calls, waits up to `drain` (5 s) for those in flight, and returns the
+    /// final Stats. It returns within `drain` + 1 s whatever the calls do: calls that hold
+    /// every runtime thread (a long fib in the async model) are left running on the server's
+    /// thread, which is left behind, and counted in `in_flight`.
     /// It blocks the calling thread: clients in this process must not need that thread to
     /// answer the server's goodbye (a current-thread runtime would), or the wait runs its 5 s.
     pub fn shutdown(mut self) -> StatsReply {
@@ -158,8 +178,23 @@ impl LabServer {
     fn stop_and_join(&mut self) {
         let _ = self.stop.send(true);
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            match self.done.recv_timeout(self.drain + DRAIN_GRACE) {
+                // Done, or the thread ended without saying so (it panicked): it ends at once.
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => drop(thread.join()),
+                // Stuck: leave it behind rather than hang the caller.
+                Err(mpsc::RecvTimeoutError::Timeout) => drop(thread),
+            }
         }
+    }
+}
+
+/// A `LabServer`'s Stats, readable from any thread while the server lives or stops.
+#[derive(Clone)]
+pub struct StatsReader(Arc<Lab>);
+
+impl StatsReader {
+    pub fn get(&self) -> StatsReply {
+        self.0.stats.snapshot()
     }
 }
 
@@ -196,8 +231,8 @@ impl Lab {
     }
 }
 
-/// Serves until `stopped` turns true (or its sender is gone), then drains for at most DRAIN.
-async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::Receiver<bool>) {
+/// Serves until `stopped` turns true (or its sender is gone), then drains for at most `drain`.
+async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::Receiver<bool>, drain: Duration) {
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<EchoServiceServer<Arc<Lab>>>().await;
     health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
@@ -226,6 +261,6 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
     tokio::select! {
         // tonic retries failed accepts itself; the server future ends only after a stop.
         _ = server => {}
-        _ = async { until(stopped).await; tokio::time::sleep(DRAIN).await } => {}
+        _ = async { until(stopped).await; tokio::time::sleep(drain).await } => {}
     }
 }
