@@ -266,6 +266,42 @@ async fn admission_control_refuses_beyond_running_plus_queue() {
     }
 }
 
+/// `clients` connections, each a closed loop of `calls` echo calls; returns how many were
+/// refused.
+async fn closed_loop_echo_refusals(server: &LabServer, clients: usize, calls: usize) -> usize {
+    let mut loops = Vec::new();
+    for _ in 0..clients {
+        let mut echo = EchoServiceClient::new(connect(server).await);
+        loops.push(tokio::spawn(async move {
+            let mut refused = 0;
+            for _ in 0..calls {
+                match echo.echo(Message { content: "hi".into() }).await {
+                    Ok(_) => {}
+                    Err(status) if status.code() == Code::ResourceExhausted => refused += 1,
+                    Err(status) => panic!("{status:?}"),
+                }
+            }
+            refused
+        }));
+    }
+    futures::future::join_all(loops).await.into_iter().map(Result::unwrap).sum()
+}
+
+/// Threaded, N threads and queue Q: N + Q clients in a closed loop are never refused, however
+/// their calls interleave with the workers (a call admitted while a worker is idle is not
+/// queued; a call sent on receiving a reply finds its slot free).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threaded_model_admits_exactly_threads_plus_queue() {
+    for (threads, queue, calls) in [(2, 2, 1000), (2, 0, 2000)] {
+        let server = LabServer::start(LabConfig { threads, queue: Some(queue), ..config(Model::Threaded) }).unwrap();
+        let refused = closed_loop_echo_refusals(&server, threads + queue, calls).await;
+        assert_eq!(refused, 0, "threads {threads}, queue {queue}");
+        let stats = server.shutdown();
+        let total = ((threads + queue) * calls) as u64;
+        assert_eq!(counts(&stats, "/EchoService/echo"), (total, total, 0, 0));
+    }
+}
+
 /// 40 concurrent Db calls: every row counted, none lost or doubled. Returns the counts.
 async fn db_counts_are_exact(db: DbSpec) -> Vec<u64> {
     let server = LabServer::start(LabConfig { db, ..config(Model::Async) }).unwrap();

@@ -2,6 +2,7 @@
 //! fixed number of calls at once, queue at most `queue` more, and refuse the rest at once.
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Semaphore};
 
@@ -27,6 +28,11 @@ pub enum Executor {
     },
     /// Calls run one at a time to completion on each of N OS threads, blocking included.
     Threaded {
+        /// threads + queue permits, as in the async model: taken without waiting, or the
+        /// call is refused. A permit travels with its job and is given back just before the
+        /// reply is sent, so a client that calls again on receiving it finds it free.
+        admitted: Arc<Semaphore>,
+        /// Unbounded: the permits bound it.
         jobs: crossbeam_channel::Sender<Job>,
         /// Drives a call's future on the worker thread that took it.
         runtime: Handle,
@@ -40,9 +46,12 @@ impl Executor {
 
     /// Starts `threads` worker threads; they end when the executor is dropped.
     pub fn new_threaded(threads: usize, queue: usize, runtime: Handle) -> std::io::Result<Executor> {
-        // A zero-capacity channel accepts a job only when a worker is waiting for one:
-        // exactly "queue 0".
-        let (jobs, queued) = crossbeam_channel::bounded::<Job>(queue);
+        // Admission is the semaphore's, not the channel's: a bounded channel would count a job
+        // handed to an idle worker as queued until that worker takes it, and a zero-capacity
+        // one would refuse a call while its worker is between sending a reply and taking the
+        // next job.
+        let admitted = Arc::new(Semaphore::new(threads + queue));
+        let (jobs, queued) = crossbeam_channel::unbounded::<Job>();
         for i in 0..threads {
             let queued = queued.clone();
             std::thread::Builder::new().name(format!("rpcmeter-worker-{i}")).spawn(move || {
@@ -52,7 +61,7 @@ impl Executor {
                 }
             })?;
         }
-        Ok(Executor::Threaded { jobs, runtime })
+        Ok(Executor::Threaded { admitted, jobs, runtime })
     }
 
     /// Runs `work` under admission control, or refuses it at once.
@@ -67,13 +76,17 @@ impl Executor {
                 let _running = running.acquire().await.expect("the run semaphore is never closed");
                 Ok(work.await)
             }
-            Executor::Threaded { jobs, runtime } => {
+            Executor::Threaded { admitted, jobs, runtime } => {
+                let permit = admitted.clone().try_acquire_owned().map_err(|_| NotRun::Busy)?;
                 let (reply, answer) = oneshot::channel();
                 let runtime = runtime.clone();
                 let job: Job = Box::new(move || {
-                    let _ = reply.send(runtime.block_on(work));
+                    let output = runtime.block_on(work);
+                    drop(permit);
+                    let _ = reply.send(output);
                 });
-                jobs.try_send(job).map_err(|_| NotRun::Busy)?;
+                // Fails only when no worker is left, which catch_unwind prevents.
+                jobs.send(job).map_err(|_| NotRun::Panicked)?;
                 // The worker drops the reply unsent only when the call panicked.
                 answer.await.map_err(|_| NotRun::Panicked)
             }
