@@ -302,6 +302,35 @@ async fn threaded_model_admits_exactly_threads_plus_queue() {
     }
 }
 
+/// Threaded model: a call whose client goes away stays in flight while its worker still runs
+/// it, so "nothing in flight" means a free worker; then it counts as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threaded_call_abandoned_by_its_client_stays_in_flight_until_its_work_ends() {
+    let server = LabServer::start(LabConfig {
+        threads: 1,
+        queue: Some(0),
+        db_sleep: Duration::from_secs(1),
+        ..config(Model::Threaded)
+    })
+    .unwrap();
+    let channel = connect(&server).await;
+    let mut test = TestServiceClient::new(channel.clone());
+    let call = tokio::spawn(async move { test.db(DbRequest { rows: 1 }).await });
+    while server.stats().in_flight == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    call.abort(); // the client resets the stream
+    assert!(call.await.unwrap_err().is_cancelled());
+    while server.stats().in_flight > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut echo = EchoServiceClient::new(channel);
+    echo.echo(Message { content: "the worker is free".into() }).await.expect("nothing in flight: admitted");
+    let stats = server.shutdown();
+    assert_eq!(counts(&stats, "/rpcmeter.lab.v1.TestService/Db"), (1, 0, 1, 0), "abandoned: failed");
+    assert_eq!(counts(&stats, "/EchoService/echo"), (1, 1, 0, 0));
+}
+
 /// 40 concurrent Db calls: every row counted, none lost or doubled. Returns the counts.
 async fn db_counts_are_exact(db: DbSpec) -> Vec<u64> {
     let server = LabServer::start(LabConfig { db, ..config(Model::Async) }).unwrap();

@@ -4,16 +4,15 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tokio::runtime::Handle;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
-/// Why a call produced no answer.
+/// Refused by admission control: everything runs and the queue is full.
 #[derive(Debug, PartialEq, Eq)]
-pub enum NotRun {
-    /// Refused by admission control: everything runs and the queue is full.
-    Busy,
-    /// The call panicked on a worker thread.
-    Panicked,
-}
+pub struct Busy;
+
+/// The call panicked on a worker thread.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Panicked;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -64,31 +63,56 @@ impl Executor {
         Ok(Executor::Threaded { admitted, jobs, runtime })
     }
 
-    /// Runs `work` under admission control, or refuses it at once.
-    pub async fn run<F>(&self, work: F) -> Result<F::Output, NotRun>
+    /// Admits one call, or refuses it at once.
+    pub fn admit(&self) -> Result<Admission<'_>, Busy> {
+        match self {
+            Executor::Async { admitted, running } => {
+                Ok(Admission::Async { _admitted: admitted.try_acquire().map_err(|_| Busy)?, running })
+            }
+            Executor::Threaded { admitted, jobs, runtime } => {
+                let permit = admitted.clone().try_acquire_owned().map_err(|_| Busy)?;
+                Ok(Admission::Threaded { permit, jobs, runtime })
+            }
+        }
+    }
+}
+
+/// An admitted call's place: it holds its admission permit until the call's work has ended.
+pub enum Admission<'a> {
+    Async { _admitted: SemaphorePermit<'a>, running: &'a Semaphore },
+    Threaded { permit: OwnedSemaphorePermit, jobs: &'a crossbeam_channel::Sender<Job>, runtime: &'a Handle },
+}
+
+impl Admission<'_> {
+    /// Runs `work`, after waiting in the queue for a free slot.
+    pub async fn run<F>(self, work: F) -> Result<F::Output, Panicked>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
         match self {
-            Executor::Async { admitted, running } => {
-                let _admitted = admitted.try_acquire().map_err(|_| NotRun::Busy)?;
+            Admission::Async { _admitted, running } => {
                 let _running = running.acquire().await.expect("the run semaphore is never closed");
                 Ok(work.await)
             }
-            Executor::Threaded { admitted, jobs, runtime } => {
-                let permit = admitted.clone().try_acquire_owned().map_err(|_| NotRun::Busy)?;
+            Admission::Threaded { permit, jobs, runtime } => {
                 let (reply, answer) = oneshot::channel();
                 let runtime = runtime.clone();
                 let job: Job = Box::new(move || {
+                    // The client went away while the call was queued: its work is not started.
+                    if reply.is_closed() {
+                        return;
+                    }
                     let output = runtime.block_on(work);
+                    // Free before the reply goes: a client that calls again on receiving it
+                    // finds the slot free. The output, undelivered, is dropped here.
                     drop(permit);
                     let _ = reply.send(output);
                 });
                 // Fails only when no worker is left, which catch_unwind prevents.
-                jobs.send(job).map_err(|_| NotRun::Panicked)?;
-                // The worker drops the reply unsent only when the call panicked.
-                answer.await.map_err(|_| NotRun::Panicked)
+                jobs.send(job).map_err(|_| Panicked)?;
+                // Here, the worker drops the reply unsent only when the call panicked.
+                answer.await.map_err(|_| Panicked)
             }
         }
     }

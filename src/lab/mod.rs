@@ -1,6 +1,7 @@
 //! The lab: reference services with known behaviour (DESIGN.md, "rpcmeter serve").
 //! Every lab call goes through `Lab::call`: counted by `stats`, admitted and run by `exec`.
 use std::future::Future;
+use std::sync::Arc;
 use tonic::{Response, Status};
 
 mod db;
@@ -14,13 +15,13 @@ mod test_service;
 pub use db::DbSpec;
 pub use server::{LabConfig, LabServer, Model, StatsReader};
 
-use exec::{Executor, NotRun};
+use exec::Executor;
 use stats::{Method, Outcome, Stats};
 
 /// Everything the services share.
 pub struct Lab {
     config: LabConfig,
-    stats: Stats,
+    stats: Arc<Stats>,
     exec: Executor,
     db: db::Db,
     store: storage::Store,
@@ -34,23 +35,26 @@ impl Lab {
         T: Send + 'static,
     {
         let call = self.stats.arrive(method);
-        match self.exec.run(work).await {
-            Ok(Ok(reply)) => {
+        let Ok(admission) = self.exec.admit() else {
+            call.finish(Outcome::Rejected);
+            return Err(Status::resource_exhausted(
+                "server busy: every worker is running a call and the queue is full",
+            ));
+        };
+        // The call's guard travels with its work and comes back with the result, so a call
+        // stays in flight until its work really ends: in the threaded model a worker runs on
+        // after the client has gone, and drops the guard (failed) when the reply finds no one.
+        match admission.run(async move { (work.await, call) }).await {
+            Ok((Ok(reply), call)) => {
                 call.finish(Outcome::Ok);
                 Ok(Response::new(reply))
             }
-            Ok(Err(status)) => {
+            Ok((Err(status), call)) => {
                 call.finish(Outcome::Failed);
                 Err(status)
             }
-            Err(NotRun::Busy) => {
-                call.finish(Outcome::Rejected);
-                Err(Status::resource_exhausted("server busy: every worker is running a call and the queue is full"))
-            }
-            Err(NotRun::Panicked) => {
-                call.finish(Outcome::Failed);
-                Err(Status::internal("the call panicked"))
-            }
+            // The guard went down with the work: counted as failed.
+            Err(exec::Panicked) => Err(Status::internal("the call panicked")),
         }
     }
 }

@@ -227,7 +227,7 @@ impl Lab {
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
         let store = Store::new(config.relax);
-        Ok(Lab { config, stats: Stats::default(), exec, db, store })
+        Ok(Lab { config, stats: Arc::new(Stats::default()), exec, db, store })
     }
 }
 

@@ -73,8 +73,10 @@ impl Default for Stats {
 
 impl Stats {
     /// Counts a call's arrival; the returned guard counts its outcome when dropped, so a
-    /// call whose client went away (its future dropped) still ends as failed.
-    pub fn arrive(&self, method: Method) -> Call<'_> {
+    /// call whose client went away (its future dropped, or its reply undelivered) still ends
+    /// as failed. The guard owns a reference to `self`, so it can travel with the call's work
+    /// to a worker thread and be counted where that work really ends.
+    pub fn arrive(self: &Arc<Self>, method: Method) -> Call {
         let now = unix_nanos();
         self.methods[method as usize].received.fetch_add(1, Relaxed);
         if self.first_arrival.load(Relaxed) == 0 {
@@ -82,7 +84,7 @@ impl Stats {
         }
         self.last_arrival.fetch_max(now, Relaxed);
         self.in_flight.fetch_add(1, Relaxed);
-        Call { stats: self, method, outcome: Outcome::Failed }
+        Call { stats: self.clone(), method, outcome: Outcome::Failed }
     }
 
     pub fn snapshot(&self) -> StatsReply {
@@ -132,19 +134,19 @@ impl Stats {
 }
 
 /// One call between arrival and answer.
-pub struct Call<'a> {
-    stats: &'a Stats,
+pub struct Call {
+    stats: Arc<Stats>,
     method: Method,
     outcome: Outcome,
 }
 
-impl Call<'_> {
+impl Call {
     pub fn finish(mut self, outcome: Outcome) {
         self.outcome = outcome;
     }
 }
 
-impl Drop for Call<'_> {
+impl Drop for Call {
     fn drop(&mut self) {
         let c = &self.stats.methods[self.method as usize];
         match self.outcome {
