@@ -331,6 +331,55 @@ async fn threaded_call_abandoned_by_its_client_stays_in_flight_until_its_work_en
     assert_eq!(counts(&stats, "/EchoService/echo"), (1, 1, 0, 0));
 }
 
+/// Stats under a closed loop of echo calls: every Get has ok + failed + rejected <= received,
+/// and Resets taken all along lose no call: their replies add up to every call made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_snapshots_are_consistent_and_resets_lose_no_call() {
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let mut stats = StatsClient::new(connect(&server).await);
+    for reset in [false, true] {
+        let (clients, calls) = (4, 500);
+        let load = {
+            let channel = connect(&server).await;
+            tokio::spawn(async move {
+                let echo = EchoServiceClient::new(channel);
+                let loops = (0..clients).map(|_| {
+                    let mut echo = echo.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..calls {
+                            echo.echo(Message { content: "hi".into() }).await.unwrap();
+                        }
+                    })
+                });
+                futures::future::join_all(loops).await.into_iter().for_each(Result::unwrap);
+            })
+        };
+        let (mut received, mut ok, mut replies) = (0, 0, 0);
+        loop {
+            let done = load.is_finished();
+            let reply = if reset { stats.reset(StatsRequest {}).await } else { stats.get(StatsRequest {}).await };
+            let reply = reply.unwrap().into_inner();
+            let (r, o, f, j) = counts(&reply, "/EchoService/echo");
+            if reset {
+                (received, ok) = (received + r, ok + o);
+            } else {
+                assert!(o + f + j <= r, "{reply:?}");
+            }
+            replies += 1;
+            if done {
+                break;
+            }
+        }
+        load.await.unwrap();
+        if reset {
+            assert!(replies > 2, "resets taken while the calls ran");
+            assert_eq!((received, ok), (clients * calls, clients * calls), "over {replies} resets");
+        } else {
+            stats.reset(StatsRequest {}).await.unwrap();
+        }
+    }
+}
+
 /// 40 concurrent Db calls: every row counted, none lost or doubled. Returns the counts.
 async fn db_counts_are_exact(db: DbSpec) -> Vec<u64> {
     let server = LabServer::start(LabConfig { db, ..config(Model::Async) }).unwrap();

@@ -2,7 +2,7 @@
 //! call passes here, the benchmarked echo included.
 use super::proto::lab::{stats_server, MethodStats, StatsReply, StatsRequest};
 use super::Lab;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tonic::{Request, Response, Status};
@@ -79,31 +79,40 @@ impl Stats {
     pub fn arrive(self: &Arc<Self>, method: Method) -> Call {
         let now = unix_nanos();
         self.methods[method as usize].received.fetch_add(1, Relaxed);
-        if self.first_arrival.load(Relaxed) == 0 {
-            let _ = self.first_arrival.compare_exchange(0, now, Relaxed, Relaxed);
-        }
+        // The earliest arrival, whichever call gets here first.
+        let _ = self.first_arrival.fetch_update(Relaxed, Relaxed, |first| (first == 0 || now < first).then_some(now));
         self.last_arrival.fetch_max(now, Relaxed);
         self.in_flight.fetch_add(1, Relaxed);
         Call { stats: self.clone(), method, outcome: Outcome::Failed }
     }
 
     pub fn snapshot(&self) -> StatsReply {
+        self.read(|n| n.load(Acquire))
+    }
+
+    /// Zeroes the counters and arrival times and returns what they held: each is swapped
+    /// with 0, so a call counted meanwhile is in this reply or in the next period, never lost.
+    /// `in_flight` is a gauge, not a counter: it stays, and calls in flight across a reset
+    /// are counted when they end.
+    pub fn take(&self) -> StatsReply {
+        self.read(|n| n.swap(0, AcqRel))
+    }
+
+    /// Reads every counter with `read`. Outcomes are read before `received`, and a call's
+    /// outcome is counted (Release) after its arrival, so ok + failed + rejected <= received
+    /// in every snapshot.
+    fn read(&self, read: impl Fn(&AtomicU64) -> u64) -> StatsReply {
         let methods: Vec<MethodStats> = Method::ALL
             .iter()
             .map(|&m| {
                 let c = &self.methods[m as usize];
-                MethodStats {
-                    method: m.path().to_string(),
-                    received: c.received.load(Relaxed),
-                    ok: c.ok.load(Relaxed),
-                    failed: c.failed.load(Relaxed),
-                    rejected: c.rejected.load(Relaxed),
-                }
+                let (ok, failed, rejected) = (read(&c.ok), read(&c.failed), read(&c.rejected));
+                MethodStats { method: m.path().to_string(), received: read(&c.received), ok, failed, rejected }
             })
             .collect();
         let received: u64 = methods.iter().map(|m| m.received).sum();
-        let first = self.first_arrival.load(Relaxed) as f64 / 1e9;
-        let last = self.last_arrival.load(Relaxed) as f64 / 1e9;
+        let first = read(&self.first_arrival) as f64 / 1e9;
+        let last = read(&self.last_arrival) as f64 / 1e9;
         // Seed 004: n arrivals span n - 1 intervals between the first and the last.
         let server_rps = if received >= 2 && last > first { (received - 1) as f64 / (last - first) } else { 0.0 };
         let usage = crate::record::resource::usage();
@@ -118,18 +127,6 @@ impl Stats {
             in_flight: self.in_flight.load(Relaxed),
             uptime_s: self.started.elapsed().as_secs_f64(),
         }
-    }
-
-    /// Zeroes the counters and arrival times. `in_flight` is a gauge, not a counter: it
-    /// stays, and calls in flight across a reset are counted when they end.
-    pub fn reset(&self) {
-        for c in &self.methods {
-            for n in [&c.received, &c.ok, &c.failed, &c.rejected] {
-                n.store(0, Relaxed);
-            }
-        }
-        self.first_arrival.store(0, Relaxed);
-        self.last_arrival.store(0, Relaxed);
     }
 }
 
@@ -154,7 +151,7 @@ impl Drop for Call {
             Outcome::Failed => &c.failed,
             Outcome::Rejected => &c.rejected,
         }
-        .fetch_add(1, Relaxed);
+        .fetch_add(1, Release);
         self.stats.in_flight.fetch_sub(1, Relaxed);
     }
 }
@@ -170,10 +167,8 @@ impl stats_server::Stats for Arc<Lab> {
         Ok(Response::new(self.stats.snapshot()))
     }
 
-    /// Answers with the counts as they were just before zeroing them.
+    /// Answers with the counts it zeroed.
     async fn reset(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
-        let before = self.stats.snapshot();
-        self.stats.reset();
-        Ok(Response::new(before))
+        Ok(Response::new(self.stats.take()))
     }
 }
