@@ -169,24 +169,46 @@ mod dynamic {
     }
 }
 
-/// Lists the services through one version of the reflection API.
+/// Lists the services through one version of the reflection API, and resolves each to the
+/// files that define it (as grpcurl and ghz do): the names of the services those files hold.
 macro_rules! reflected_services {
     ($pb:path, $channel:expr) => {{
         use pb::server_reflection_request::MessageRequest;
         use pb::server_reflection_response::MessageResponse;
+        use prost::Message as _;
         use $pb as pb;
-        let request = pb::ServerReflectionRequest {
+        let request = |message: MessageRequest| pb::ServerReflectionRequest {
             host: String::new(),
-            message_request: Some(MessageRequest::ListServices(String::new())),
+            message_request: Some(message),
         };
         let mut client = pb::server_reflection_client::ServerReflectionClient::new($channel);
-        let mut replies = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
-        match replies.message().await.unwrap().and_then(|r| r.message_response) {
+        let ask = futures::stream::iter([request(MessageRequest::ListServices(String::new()))]);
+        let mut replies = client.server_reflection_info(ask).await.unwrap().into_inner();
+        let listed = match replies.message().await.unwrap().and_then(|r| r.message_response) {
             Some(MessageResponse::ListServicesResponse(list)) => {
                 list.service.into_iter().map(|s| s.name).collect::<BTreeSet<String>>()
             }
             other => panic!("not a service list: {other:?}"),
+        };
+        let mut resolved = BTreeSet::new();
+        for name in &listed {
+            let ask = futures::stream::iter([request(MessageRequest::FileContainingSymbol(name.clone()))]);
+            let mut replies = client.server_reflection_info(ask).await.unwrap().into_inner();
+            match replies.message().await.unwrap().and_then(|r| r.message_response) {
+                Some(MessageResponse::FileDescriptorResponse(files)) => {
+                    for bytes in files.file_descriptor_proto {
+                        let file = prost_types::FileDescriptorProto::decode(bytes.as_slice()).unwrap();
+                        let package = file.package().to_string();
+                        for service in &file.service {
+                            let name = service.name().to_string();
+                            resolved.insert(if package.is_empty() { name } else { format!("{package}.{name}") });
+                        }
+                    }
+                }
+                other => panic!("{name} not resolved: {other:?}"),
+            }
         }
+        (listed, resolved)
     }};
 }
 
@@ -198,8 +220,10 @@ async fn reflection_v1_and_v1alpha_and_health_serve_every_lab_service() {
 
     let v1 = reflected_services!(tonic_reflection::pb::v1, channel.clone());
     let v1alpha = reflected_services!(tonic_reflection::pb::v1alpha, channel.clone());
-    for name in lab {
-        assert!(v1.contains(name) && v1alpha.contains(name), "{name} missing: v1 {v1:?}, v1alpha {v1alpha:?}");
+    for name in lab.into_iter().chain(["grpc.health.v1.Health"]) {
+        for (listed, resolved) in [&v1, &v1alpha] {
+            assert!(listed.contains(name) && resolved.contains(name), "{name} missing: {listed:?}, {resolved:?}");
+        }
     }
 
     use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};

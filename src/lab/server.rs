@@ -238,8 +238,12 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
     health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
     health.set_serving::<StorageServer<Arc<Lab>>>().await;
     health.set_serving::<StatsServer<Arc<Lab>>>().await;
-    let reflection =
-        || tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET);
+    // Health too, so that ghz and grpcurl can call grpc.health.v1.Health through reflection.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
     // The descriptor set is compiled in and the tests read it back: it cannot break at run time.
     let reflection_v1 = reflection().build_v1().expect("the lab's descriptor set");
     let reflection_v1alpha = reflection().build_v1alpha().expect("the lab's descriptor set");
