@@ -75,12 +75,20 @@ fn run(args: &[&str]) -> (Option<i32>, String) {
 fn serve_refuses_a_port_in_use_bad_input_and_an_unreachable_database_with_one_line() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["serve", "--addr", &addr], "cannot listen on"),
         (&["serve", "--addr", "127.0.0.1:0", "--db", "mysql://x"], "sqlite:PATH or postgres://"),
         (&["serve", "--addr", "127.0.0.1:0", "--model", "threaded", "--per-thread", "2"], "--per-thread"),
         (&["serve", "--addr", "127.0.0.1:0", "--db", "postgres://nobody@127.0.0.1:1/none"], "cannot use database"),
         (&["serve", "--addr", "127.0.0.1:0", "--fib", "46"], "--fib 46 is above 45"),
+        (
+            &["serve", "--addr", "127.0.0.1:0", "--per-thread", "18446744073709551615"],
+            "--per-thread 18446744073709551615",
+        ),
+        (&["serve", "--addr", "127.0.0.1:0", "--model", "threaded", "--queue", "100000000000"], "--queue 100000000000"),
+        (&["serve", "--addr", "127.0.0.1:0", "--queue", "18446744073709551615"], "--queue 18446744073709551615"),
+        (&["serve", "--addr", "127.0.0.1:0", "--threads", "1025"], "--threads 1025 is above 1024"),
+        (&["serve", "--addr", "127.0.0.1:0", "--db-pool", "100000000"], "--db-pool 100000000 is above 1024"),
     ];
     for (args, expected) in cases {
         let (code, stderr) = run(args);

@@ -66,6 +66,7 @@ impl ServeArgs {
 
 pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args.into_config()?;
+    config.validate()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // Handlers before the first line: a signal sent as soon as it is read must drain, not kill.
     let (mut interrupt, mut terminate) = {

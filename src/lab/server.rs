@@ -26,6 +26,13 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// it leaves that thread behind (runtime threads held by a long fib never see the drain end).
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
+/// Bounds on the shape, so that no value asks for more threads, memory or semaphore permits
+/// than a machine has (validate says so in one line instead of a panic or an abort).
+const MAX_THREADS: usize = 1024;
+const MAX_DB_POOL: usize = 1024;
+/// Calls running and queued together.
+const MAX_ADMITTED: usize = 1_000_000;
+
 /// The execution model (seed 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Model {
@@ -77,10 +84,10 @@ impl Default for LabConfig {
 }
 
 impl LabConfig {
-    /// How many calls can run at once.
+    /// How many calls can run at once (saturating; `validate` bounds it).
     pub fn running(&self) -> usize {
         match self.model {
-            Model::Async => self.threads * self.per_thread,
+            Model::Async => self.threads.saturating_mul(self.per_thread),
             Model::Threaded => self.threads,
         }
     }
@@ -90,10 +97,31 @@ impl LabConfig {
         self.queue.unwrap_or_else(|| self.running())
     }
 
-    fn validate(&self) -> anyhow::Result<()> {
+    /// Checks the shape and the fib; `LabServer::start` calls it too.
+    pub fn validate(&self) -> anyhow::Result<()> {
         let positive = [("--threads", self.threads), ("--per-thread", self.per_thread), ("--db-pool", self.db_pool)];
         if let Some((name, _)) = positive.iter().find(|(_, n)| *n == 0) {
             return Err(bad_input(format!("{name} must be at least 1")));
+        }
+        let at_most = [("--threads", self.threads, MAX_THREADS), ("--db-pool", self.db_pool, MAX_DB_POOL)];
+        if let Some((name, n, max)) = at_most.iter().find(|(_, n, max)| n > max) {
+            return Err(bad_input(format!("{name} {n} is above {max}")));
+        }
+        let running = match self.model {
+            Model::Async => self.threads.checked_mul(self.per_thread).filter(|&n| n <= MAX_ADMITTED),
+            Model::Threaded => Some(self.threads),
+        };
+        let Some(running) = running else {
+            return Err(bad_input(format!(
+                "--threads {} x --per-thread {} is above {MAX_ADMITTED} calls in progress",
+                self.threads, self.per_thread
+            )));
+        };
+        let queue = self.queue.unwrap_or(running);
+        if running.checked_add(queue).is_none_or(|admitted| admitted > MAX_ADMITTED) {
+            return Err(bad_input(format!(
+                "--queue {queue}: {running} calls in progress + {queue} queued is above {MAX_ADMITTED}"
+            )));
         }
         if self.fib > MAX_FIB {
             return Err(bad_input(format!("--fib {} is above {MAX_FIB} (naive fib(n) would run too long)", self.fib)));
