@@ -417,6 +417,9 @@ async fn db_counts_are_exact(db: DbSpec) -> Vec<u64> {
     for &count in &counts {
         assert!(count > before && count <= before + 120, "count {count} outside ({before}, {before} + 120]");
     }
+    // The insert transactions are serialised: each call sees its own distinct total.
+    let distinct: BTreeSet<u64> = counts.iter().copied().collect();
+    assert_eq!(distinct, (1..=40).map(|k| before + 3 * k).collect::<BTreeSet<u64>>(), "{counts:?}");
     let after = client.clone().db(DbRequest { rows: 1 }).await.unwrap().into_inner().count;
     assert_eq!(after, before + 40 * 3 + 1);
     let stats = server.shutdown();
@@ -430,10 +433,7 @@ fn counts_of_db(stats: &StatsReply) -> (u64, u64, u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn db_counts_exact_under_40_concurrent_calls_on_sqlite() {
-    let counts = db_counts_are_exact(DbSpec::TempSqlite).await;
-    // SQLite serialises the insert transactions: each call sees its own distinct total.
-    let distinct: BTreeSet<u64> = counts.iter().copied().collect();
-    assert_eq!(distinct, (1..=40).map(|k| 1 + 3 * k).collect::<BTreeSet<u64>>());
+    db_counts_are_exact(DbSpec::TempSqlite).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,6 +465,7 @@ fn unreachable_database_fails_at_start_with_one_line() {
     assert_eq!(rpcmeter::error::exit_code(&err), 2);
     assert!(message.starts_with("cannot use database postgres://nobody:***@127.0.0.1:1/none"), "{message}");
     assert!(!message.contains("secret") && !message.contains('\n'), "{message}");
+    assert!(message.contains("Connection refused"), "the cause, not only tokio-postgres' summary: {message}");
 }
 
 #[test]

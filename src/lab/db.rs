@@ -99,6 +99,10 @@ impl Db {
             Backend::Postgres(pool) => {
                 let mut client = pool.get().await;
                 let tx = client.transaction().await?;
+                // One writer at a time (the mode conflicts with itself, not with plain reads),
+                // so under READ COMMITTED the COUNT sees this call's inserts and every earlier
+                // call's: each call its own total, as on SQLite. The sleep is after the commit.
+                tx.batch_execute(&format!("LOCK TABLE {TABLE} IN SHARE ROW EXCLUSIVE MODE")).await?;
                 let insert = tx.prepare(&format!("INSERT INTO {TABLE} (payload) VALUES ($1)")).await?;
                 for i in 0..rows {
                     tx.execute(&insert, &[&format!("row {i}")]).await?;
@@ -169,7 +173,7 @@ async fn open_postgres(url: &str, size: usize) -> Result<Pool<tokio_postgres::Cl
             tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, tokio_postgres::NoTls))
                 .await
                 .map_err(|_| "no answer within 10 s".to_string())?
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| with_sources(&e))?;
         // The connection's I/O runs as its own task; it ends when the client is dropped.
         tokio::spawn(connection);
         Ok::<_, String>(client)
@@ -178,9 +182,24 @@ async fn open_postgres(url: &str, size: usize) -> Result<Pool<tokio_postgres::Cl
     first
         .batch_execute(&format!("CREATE TABLE IF NOT EXISTS {TABLE} (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL)"))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| with_sources(&e))?;
     let rest = futures::future::try_join_all((1..size).map(|_| connect())).await?;
     Ok(Pool::new(std::iter::once(first).chain(rest).collect()))
+}
+
+/// An error and its sources on one line: tokio-postgres says only "error connecting to
+/// server", its source says why ("Connection refused").
+fn with_sources(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !line.contains(&cause_text) {
+            line = format!("{line}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    line.replace('\n', " ")
 }
 
 /// A fixed set of connections, each used by one call at a time; a call waits for a free one.
