@@ -1,7 +1,7 @@
 //! `rpcmeter serve` and `rpcmeter protos` as a user runs them: the built binary, real signals.
 use rpcmeter::lab::proto::echo::{echo_service_client::EchoServiceClient, Message};
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn rpcmeter() -> Command {
@@ -26,19 +26,22 @@ fn finish(mut child: Child, mut stdout: impl Read) -> Output {
     output
 }
 
+/// Starts `rpcmeter serve` with `args` and reads its first line: the child, the rest of its
+/// stdout, and the address it listens on.
+fn serve(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = rpcmeter().arg("serve").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first.trim_end().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line: {first:?}"));
+    let addr = addr.to_string();
+    (child, stdout, addr)
+}
+
 #[test]
 fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        let mut child = rpcmeter()
-            .args(["serve", "--addr", "127.0.0.1:0", "--fib", "15", "--db-sleep", "10ms"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        let addr = first.trim_end().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line: {first:?}"));
+        let (child, stdout, addr) = serve(&["--addr", "127.0.0.1:0", "--fib", "15", "--db-sleep", "10ms"]);
         assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "the real port: {addr}");
 
         let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -120,16 +123,8 @@ fn protos_writes_the_lab_protos_with_their_import_paths() {
 fn sigint_lets_a_call_in_flight_finish() {
     use rpcmeter::lab::proto::lab::{stats_client::StatsClient, test_service_client::TestServiceClient};
     use rpcmeter::lab::proto::lab::{DbRequest, StatsRequest};
-    let mut child = rpcmeter()
-        .args(["serve", "--addr", "127.0.0.1:0", "--db-sleep", "1s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let url = format!("http://{}", first.trim_end().trim_start_matches("listening on "));
+    let (child, stdout, addr) = serve(&["--addr", "127.0.0.1:0", "--db-sleep", "1s"]);
+    let url = format!("http://{addr}");
     let pid = child.id() as libc::pid_t;
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -159,16 +154,8 @@ fn sigint_lets_a_call_in_flight_finish() {
 fn a_second_sigint_during_the_drain_stops_at_once() {
     use rpcmeter::lab::proto::lab::{stats_client::StatsClient, test_service_client::TestServiceClient};
     use rpcmeter::lab::proto::lab::{CpuRequest, StatsRequest};
-    let mut child = rpcmeter()
-        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1", "--per-thread", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let url = format!("http://{}", first.trim_end().trim_start_matches("listening on "));
+    let (child, mut stdout, addr) = serve(&["--addr", "127.0.0.1:0", "--threads", "1", "--per-thread", "1"]);
+    let url = format!("http://{addr}");
     let pid = child.id() as libc::pid_t;
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
