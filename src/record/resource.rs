@@ -24,9 +24,17 @@ pub fn usage() -> Usage {
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     Usage {
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
-        max_rss_bytes: ru.ru_maxrss as u64 * 1024, // Linux reports KiB
+        // Not ru_maxrss: Linux carries it over exec, so under `cargo run` it would report
+        // cargo's peak. VmHWM belongs to this program's own address space.
+        max_rss_bytes: status_kib("VmHWM:").map_or(ru.ru_maxrss as u64, |kib| kib) * 1024,
         rss_bytes: current_rss_bytes(),
     }
+}
+
+/// A `kB` line of /proc/self/status, e.g. "VmHWM:".
+fn status_kib(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix(key))?.split_whitespace().next()?.parse().ok()
 }
 
 /// Resident set size now, from /proc/self/statm (0 where that file is absent).
