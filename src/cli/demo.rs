@@ -33,7 +33,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
             vec!["--call", "EchoService/echo", "-d", r#"{"content":"hello"}"#, "-c", "8", "--warmup", "1s", "-z", z],
         ),
         (
-            "Echo, open loop at 5000 calls/s: latency from the intended send time (no coordinated omission)",
+            "Echo, open loop at 5000 calls/s: a backlog counts from the intended send time (coordinated omission corrected)",
             vec!["--call", "EchoService/echo", "-d", r#"{"content":"hello"}"#, "--rps", "5000", "-z", z],
         ),
         (
