@@ -351,13 +351,14 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut plan = plan(&args, placeholder, target)?;
     let mut output = args.output.as_ref().map(|p| create("-o", p)).transpose()?;
     let mut hdr_file = args.hdr_log.as_ref().map(|p| create("--hdr-log", p)).transpose()?;
+    let details_file = args.csv_details.as_ref().map(|p| create("--csv-details", p)).transpose()?;
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let method = runtime.block_on(schema::resolve_method(&source, &args.call, &plan.target))?;
     drop(runtime);
     plan.spec.path = path(&method)?;
     let requests = Arc::new(RequestSource::new(&method, &data)?);
-    let details = args.csv_details.as_ref().map(|p| details::start(p, &method)).transpose()?;
+    let details = details_file.map(|file| details::start(file, &method));
 
     let control = Arc::new(Control::default());
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

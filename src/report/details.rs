@@ -1,11 +1,9 @@
 //! `--csv-details FILE`: one row per call, streamed to disk from a bounded channel by a
 //! writer thread (seed 004's columns, plus status and attempts). Memory stays flat.
-use crate::error::bad_input;
 use crate::load::engine::CallRecord;
 use prost_reflect::{DynamicMessage, MessageDescriptor, Value};
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::Path;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::UNIX_EPOCH;
@@ -18,13 +16,12 @@ pub struct DetailsWriter {
     thread: JoinHandle<anyhow::Result<u64>>,
 }
 
-/// Opens `path` now (so an unwritable file fails before the run) and starts the writer.
-pub fn start(path: &Path, method: &prost_reflect::MethodDescriptor) -> anyhow::Result<DetailsWriter> {
-    let file = File::create(path).map_err(|e| bad_input(format!("--csv-details {}: {e}", path.display())))?;
+/// Starts the writer on `file` (opened by the caller before the run, with the other outputs).
+pub fn start(file: File, method: &prost_reflect::MethodDescriptor) -> DetailsWriter {
     let (sender, receiver) = mpsc::sync_channel::<CallRecord>(BUFFER);
     let (input, output) = (method.input(), method.output());
     let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, &input, &output));
-    Ok(DetailsWriter { sender, thread })
+    DetailsWriter { sender, thread }
 }
 
 impl DetailsWriter {

@@ -1,7 +1,6 @@
 //! Statistics: turn recorded histograms and counts into the numbers reports print.
 pub mod assertions;
 
-use crate::record::shard::Shard;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::time::Duration;
@@ -60,15 +59,6 @@ pub fn rate(calls: u64, window: Duration) -> f64 {
     }
 }
 
-/// Error rate of a shard's calls, as a fraction.
-pub fn error_rate(shard: &Shard) -> f64 {
-    if shard.counts.calls == 0 {
-        0.0
-    } else {
-        shard.counts.failed() as f64 / shard.counts.calls as f64
-    }
-}
-
 /// gRPC status names as gRPC spells them (OK, UNAVAILABLE, ...), indexed by code.
 pub const STATUS_NAMES: [&str; 17] = [
     "OK",
@@ -98,6 +88,7 @@ pub fn statuses(counts: &[u64; 17]) -> Vec<(&'static str, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::shard::Shard;
     use tonic::Code;
 
     #[test]
