@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# rpcmeter's call path against its peers, in one run, on this machine (DESIGN.md, "The call
-# path: measured, not guessed"). Servers: fortio's gRPC ping server (grpc-go) and
+# rpcmeter's call path against its peers, in one run, on this machine (docs/design.md, "The
+# call path: measured, not guessed"). Servers: fortio's gRPC ping server (grpc-go) and
 # `rpcmeter serve`; clients: h2load, ghz, fortio (ping server only) and `rpcmeter run`, each
 # closed loop on ONE connection with C calls in flight, for SECS seconds.
 # Prints a table: calls/s, client CPU µs/call (user+sys of the client process), max RSS,

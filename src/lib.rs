@@ -1,7 +1,7 @@
 //! rpcmeter: a gRPC measurement lab in one binary. The layout follows the data flow of
-//! DESIGN.md: `cli` parses and validates, `schema` resolves methods and builds requests,
-//! `load` paces and calls, `record` measures, `stats` and `report` turn results into text.
-//! `lab` holds the reference services that `serve` runs.
+//! docs/design.md, "Architecture (the way data flows)": `cli` parses and validates, `schema`
+//! resolves methods and builds requests, `load` paces and calls, `record` measures, `stats`
+//! and `report` turn results into text. `lab` holds the reference services that `serve` runs.
 pub mod cli;
 pub mod error;
 pub mod lab;

@@ -1,5 +1,6 @@
 //! `rpcmeter run` against the lab server: the client's counts must equal the server's own
-//! (Stats), schema by server reflection, and seed 002's experiment in miniature.
+//! (Stats), schema by server reflection, and the test_service experiment in miniature
+//! (docs/experiments.md, "Threaded vs async servers").
 use rpcmeter::lab::{LabConfig, LabServer, Model};
 use std::process::Command;
 use std::time::Duration;
@@ -44,7 +45,7 @@ fn client_ok_count_equals_the_servers_count() {
 }
 
 #[test]
-fn seed_002_rejections_seen_by_the_client_are_the_servers() {
+fn test_service_rejections_seen_by_the_client_are_the_servers() {
     // One threaded worker, no queue, Db calls holding it 30 ms: four clients collide, the
     // server refuses with RESOURCE_EXHAUSTED and the client retries with backoff.
     let server = lab(LabConfig {

@@ -98,15 +98,16 @@ async fn every_service_answers_threaded_model() {
     every_service_answers(Model::Threaded).await;
 }
 
-/// The article's service and message exactly as printed (no package), compiled at run time
-/// and called with dynamic messages: the article's own clients work. The article's snippet
-/// has no `syntax` line, and without one it is proto2, which rejects its unlabelled field:
-/// the line it must have had is added in front, nothing else.
+/// The latch benchmark article's service and message (docs/experiments.md, "Echo warm-up")
+/// exactly as printed (no package), compiled at run time and called with dynamic messages:
+/// the article's own clients work. The article's snippet has no `syntax` line, and without
+/// one it is proto2, which rejects its unlabelled field: the line it must have had is added
+/// in front, nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_echo_proto_compiled_as_the_seed_has_it() {
-    const SEED_000_SNIPPET: &str = "service EchoService {\n  rpc echo (Message) returns (Message) {}\n}\n\nmessage Message {\n  string content = 1;\n}\n";
+async fn echo_proto_compiled_as_the_article_has_it() {
+    const ARTICLE_ECHO_PROTO: &str = "service EchoService {\n  rpc echo (Message) returns (Message) {}\n}\n\nmessage Message {\n  string content = 1;\n}\n";
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("echo_service.proto"), format!("syntax = \"proto3\";\n{SEED_000_SNIPPET}")).unwrap();
+    std::fs::write(dir.path().join("echo_service.proto"), format!("syntax = \"proto3\";\n{ARTICLE_ECHO_PROTO}")).unwrap();
     let fds = protox::compile(["echo_service.proto"], [dir.path()]).unwrap();
     let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(fds).unwrap();
     let service = pool.get_service_by_name("EchoService").unwrap();

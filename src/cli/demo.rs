@@ -1,7 +1,8 @@
 //! `rpcmeter demo`: the README's main job. Starts `rpcmeter serve` on a free port, then
-//! measures it the way the seeds should have: closed and open loop, echo and CPU, and the
-//! server's own count beside the client's. Each step is a plain `rpcmeter run`. The server
-//! is a child process so that the client's cost printed is the client's alone.
+//! measures it the way the experiments of docs/experiments.md should have: closed and open
+//! loop, echo and CPU, and the server's own count beside the client's. Each step is a plain
+//! `rpcmeter run`. The server is a child process so that the client's cost printed is the
+//! client's alone.
 use super::run::{self, RunArgs};
 use anyhow::Context;
 use clap::Parser;
@@ -64,7 +65,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let parsed = RunOnly::try_parse_from(&argv)?;
         run::main(parsed.args)?;
     }
-    println!("\n=== The server's own count (seed 004: server-side throughput beside the client's)");
+    println!("\n=== The server's own count (server-side throughput beside the client's)");
     print!("{}", server.stop()?);
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ pub struct ServeArgs {
     /// HOST:PORT to listen on; port 0 picks a free port.
     #[arg(long, default_value_t = LabConfig::default().addr)]
     pub addr: String,
-    /// Execution model (seed 002).
+    /// Execution model: threaded (one OS thread per call) or async (tasks on a runtime).
     #[arg(long, value_enum, default_value_t = LabConfig::default().model)]
     pub model: Model,
     /// Threads: runtime threads (async) or worker threads, one call each (threaded).
@@ -131,7 +131,8 @@ fn describe(config: &LabConfig) -> String {
     )
 }
 
-/// The final Stats as a table, with seed 004's server-side throughput.
+/// The final Stats as a table, with the server-side throughput of docs/experiments.md,
+/// "Throughput measured by the client".
 pub(crate) fn summary(stats: &StatsReply) -> String {
     let mut s = format!("{:<36} {:>10} {:>10} {:>10} {:>10}\n", "method", "received", "ok", "failed", "rejected");
     for m in &stats.methods {

@@ -1,6 +1,6 @@
-//! The database behind `TestService/Db` (seed 002): N inserts, SELECT COUNT(*), then a
-//! database-side sleep that holds the pooled connection. SQLite (embedded, the default) or
-//! real Postgres, behind one type.
+//! The database behind `TestService/Db` (docs/experiments.md, "Threaded vs async servers"):
+//! N inserts, SELECT COUNT(*), then a database-side sleep that holds the pooled connection.
+//! SQLite (embedded, the default) or real Postgres, behind one type.
 use crate::error::bad_input;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::TransactionBehavior;

@@ -1,4 +1,5 @@
-//! Seed 000's echo service: the cheapest call, the one the benchmark measures.
+//! The latch benchmark's echo service (docs/experiments.md, "Echo warm-up"): the cheapest
+//! call, the one the benchmark measures.
 use super::proto::echo::{echo_service_server::EchoService, Message};
 use super::stats::Method;
 use super::Lab;

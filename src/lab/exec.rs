@@ -1,5 +1,6 @@
-//! The two execution models of seed 002, behind one admission path. Both run at most a
-//! fixed number of calls at once, queue at most `queue` more, and refuse the rest at once.
+//! The two execution models of test_service (docs/experiments.md, "Threaded vs async
+//! servers"), behind one admission path. Both run at most a fixed number of calls at once,
+//! queue at most `queue` more, and refuse the rest at once.
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ pub struct Panicked;
 type Job = Box<dyn FnOnce() + Send>;
 
 pub enum Executor {
-    /// Calls run as tasks on the server's runtime (the fibers of the seed): a CPU-bound
+    /// Calls run as tasks on the server's runtime (test_service's fibers): a CPU-bound
     /// call monopolises its runtime thread, an I/O-bound one yields while it waits.
     Async {
         /// running + queue permits: taken without waiting, or the call is refused.

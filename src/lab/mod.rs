@@ -1,4 +1,4 @@
-//! The lab: reference services with known behaviour (DESIGN.md, "rpcmeter serve").
+//! The lab: reference services with known behaviour (docs/design.md, "`rpcmeter serve`").
 //! Every lab call goes through `Lab::call`: counted by `stats`, admitted and run by `exec`.
 use std::future::Future;
 use std::sync::Arc;
@@ -61,7 +61,8 @@ impl Lab {
 
 /// Code generated from proto/ by build.rs.
 pub mod proto {
-    /// Seed 000's echo service: no package, as the article has it.
+    /// The latch benchmark's echo service (docs/experiments.md, "Echo warm-up"): no package,
+    /// as the article has it.
     pub mod echo {
         tonic::include_proto!("_");
     }

@@ -33,7 +33,7 @@ const MAX_DB_POOL: usize = 1024;
 /// Calls running and queued together.
 const MAX_ADMITTED: usize = 1_000_000;
 
-/// The execution model (seed 002).
+/// The execution model: threaded or async (docs/experiments.md, "Threaded vs async servers").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Model {
     /// An async runtime with `threads` threads and at most `threads × per_thread` calls in progress.

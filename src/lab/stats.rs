@@ -1,5 +1,5 @@
-//! Server-side counters (DESIGN.md, `Stats`): per method, atomics only, because every lab
-//! call passes here, the benchmarked echo included.
+//! Server-side counters (`Stats`, docs/design.md, "The lab messages"): per method, atomics
+//! only, because every lab call passes here, the benchmarked echo included.
 use super::proto::lab::{stats_server, MethodStats, StatsReply, StatsRequest};
 use super::Lab;
 use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -113,7 +113,8 @@ impl Stats {
         let received: u64 = methods.iter().map(|m| m.received).sum();
         let first = read(&self.first_arrival) as f64 / 1e9;
         let last = read(&self.last_arrival) as f64 / 1e9;
-        // Seed 004: n arrivals span n - 1 intervals between the first and the last.
+        // n arrivals span n - 1 intervals between the first and the last (docs/experiments.md,
+        // "Throughput measured by the client").
         let server_rps = if received >= 2 && last > first { (received - 1) as f64 / (last - first) } else { 0.0 };
         let usage = crate::record::resource::usage();
         StatsReply {

@@ -1,4 +1,5 @@
-//! Seed 004's versioned key/value store. Every put makes a new version; none is lost.
+//! The versioned key/value store of docs/experiments.md, "Throughput measured by the client".
+//! Every put makes a new version; none is lost.
 use super::proto::lab::{storage_server, GetReply, GetRequest, PutReply, PutRequest};
 use super::stats::Method;
 use super::Lab;

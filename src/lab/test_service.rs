@@ -1,4 +1,5 @@
-//! Seed 002's two APIs: one CPU-bound, one bound by the database.
+//! test_service's two APIs (docs/experiments.md, "Threaded vs async servers"): one CPU-bound,
+//! one bound by the database.
 use super::proto::lab::{test_service_server::TestService, CpuReply, CpuRequest, DbReply, DbRequest};
 use super::stats::Method;
 use super::Lab;
@@ -9,12 +10,12 @@ use tonic::{Request, Response, Status};
 /// n (x1.6 per step): fib(45) runs about 3 s in a release build, fib(60) would run for hours
 /// and, in the async model, hold a runtime thread all along. (fib(93) would not fit in a u64.)
 pub const MAX_FIB: u32 = 45;
-/// Rows per Db call when the request says 0, as in the seed.
+/// Rows per Db call when the request says 0, as in test_service.
 const DEFAULT_ROWS: u32 = 10;
 /// A bound on one call's inserts, so that one request cannot fill the disk.
 const MAX_ROWS: u32 = 10_000;
 
-/// Naive on purpose: the seed's CPU load is exponential recursion, not a loop.
+/// Naive on purpose: test_service's CPU load is exponential recursion, not a loop.
 pub fn fib(n: u32) -> u64 {
     if n < 2 {
         n as u64
