@@ -1,12 +1,17 @@
 //! rpcmeter: a gRPC measurement lab in one binary. The layout follows the data flow of
-//! docs/design.md, "Architecture (the way data flows)": `cli` parses and validates, `schema`
-//! resolves methods and builds requests, `load` paces and calls, `record` measures, `stats`
-//! and `report` turn results into text. `lab` holds the reference services that `serve` runs.
+//! docs/design.md, "Architecture (the way data flows)":
+//! `cli` (flags) -> `app` (validated settings, one orchestration per subcommand) ->
+//! `schema` (method and requests) -> `load` (pacer, engine) over `grpc` (wire, transport) ->
+//! `record` (histograms, counts, own cost) -> `sink` (live consumers) and `stats` + `report`
+//! (numbers, then text). `lab` holds the reference services that `serve` runs.
+pub mod app;
 pub mod cli;
 pub mod error;
+pub mod grpc;
 pub mod lab;
 pub mod load;
 pub mod record;
 pub mod report;
 pub mod schema;
+pub mod sink;
 pub mod stats;

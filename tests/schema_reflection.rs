@@ -1,9 +1,9 @@
 //! Schema from server reflection: a tonic server with the lab's echo service and
 //! tonic-reflection (v1, or v1alpha only) on 127.0.0.1, asked through rpcmeter's own transport.
 use prost::Message as _;
+use rpcmeter::grpc::transport::{Target, CONNECT_TIMEOUT};
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
-use rpcmeter::load::transport::Target;
 use rpcmeter::schema::{resolve_method, SchemaSource};
 use std::net::SocketAddr;
 use tonic::{Request, Response, Status};
@@ -44,7 +44,7 @@ async fn serve(reflection: Reflection, files: Vec<u8>) -> Target {
 }
 
 fn target(addr: SocketAddr) -> Target {
-    Target { host: addr.ip().to_string(), port: addr.port(), tls: None }
+    Target { host: addr.ip().to_string(), port: addr.port(), tls: None, connect_timeout: CONNECT_TIMEOUT }
 }
 
 fn lab() -> Vec<u8> {

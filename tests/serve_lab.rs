@@ -107,7 +107,8 @@ async fn every_service_answers_threaded_model() {
 async fn echo_proto_compiled_as_the_article_has_it() {
     const ARTICLE_ECHO_PROTO: &str = "service EchoService {\n  rpc echo (Message) returns (Message) {}\n}\n\nmessage Message {\n  string content = 1;\n}\n";
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("echo_service.proto"), format!("syntax = \"proto3\";\n{ARTICLE_ECHO_PROTO}")).unwrap();
+    std::fs::write(dir.path().join("echo_service.proto"), format!("syntax = \"proto3\";\n{ARTICLE_ECHO_PROTO}"))
+        .unwrap();
     let fds = protox::compile(["echo_service.proto"], [dir.path()]).unwrap();
     let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(fds).unwrap();
     let service = pool.get_service_by_name("EchoService").unwrap();

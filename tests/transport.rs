@@ -2,9 +2,12 @@
 //! broken connections, concurrency on one connection, TLS with and without client certs.
 use bytes::Bytes;
 use prost::Message as _;
+use rpcmeter::grpc::tls::TlsOptions;
+use rpcmeter::grpc::transport::CONNECT_TIMEOUT;
+use rpcmeter::grpc::wire::frame;
+use rpcmeter::grpc::{CallSpec, Connection, Connector, PreparedCall, Target};
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
-use rpcmeter::load::transport::{frame, CallSpec, Connection, Connector, PreparedCall, Target, TlsOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -130,7 +133,7 @@ impl AsyncWrite for TlsConn {
 }
 
 fn target(addr: SocketAddr, tls: Option<TlsOptions>) -> Target {
-    Target { host: addr.ip().to_string(), port: addr.port(), tls }
+    Target { host: addr.ip().to_string(), port: addr.port(), tls, connect_timeout: CONNECT_TIMEOUT }
 }
 
 async fn connect(target: &Target) -> Connection {
@@ -208,7 +211,7 @@ async fn deadline_is_deadline_exceeded() {
 #[tokio::test]
 async fn unreachable_port_fails_to_connect_with_exit_code_1() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let target = Target { host: "127.0.0.1".into(), port, tls: None };
+    let target = Target { host: "127.0.0.1".into(), port, tls: None, connect_timeout: CONNECT_TIMEOUT };
     let err = Connector::new(&target).unwrap().connect().await.err().expect("nothing listens there");
     assert_eq!(rpcmeter::error::exit_code(&err), 1, "{err}");
 }

@@ -3,7 +3,8 @@
 //! loop, echo and CPU, and the server's own count beside the client's. Each step is a plain
 //! `rpcmeter run`. The server is a child process so that the client's cost printed is the
 //! client's alone.
-use super::run::{self, RunArgs};
+use super::run::RunArgs;
+use crate::app::run::{run, Settings};
 use anyhow::Context;
 use clap::Parser;
 use std::io::{BufRead, BufReader, Read};
@@ -12,8 +13,8 @@ use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
     /// Measured time of each step
-    #[arg(long, default_value = "3s")]
-    pub duration: String,
+    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "3s")]
+    pub duration: std::time::Duration,
 }
 
 /// Parses `rpcmeter run` arguments, so that the demo shows commands a user can copy.
@@ -24,10 +25,11 @@ struct RunOnly {
 }
 
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    run::duration("--duration", &args.duration)?;
+    let control = super::interruptible()?;
     let mut server = Server::start()?;
     let addr = server.addr.clone();
-    let z = args.duration.as_str();
+    let z = humantime::format_duration(args.duration).to_string();
+    let z = z.as_str();
     let steps: [(&str, Vec<&str>); 4] = [
         (
             "Echo, closed loop: 8 workers on one connection, 1 s warm-up excluded",
@@ -63,7 +65,8 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         argv.push(&addr);
         println!("\n=== {title}\n$ {} ", argv.join(" ").replace(r#"{"content":"hello"}"#, r#"'{"content":"hello"}'"#));
         let parsed = RunOnly::try_parse_from(&argv)?;
-        run::main(parsed.args)?;
+        let settings = Settings::from_args(&parsed.args, argv.iter().skip(1).map(|a| a.to_string()).collect())?;
+        run(settings, control.clone())?;
     }
     println!("\n=== The server's own count (server-side throughput beside the client's)");
     print!("{}", server.stop()?);

@@ -1,6 +1,6 @@
-//! The command line: one file per subcommand. Each turns its raw arguments into a
-//! validated plan and hands it to the engine; only this layer and `report` print.
-use clap::{Parser, Subcommand};
+//! The command line: clap types, one file per subcommand. `app` turns them into validated
+//! settings and runs them; only this layer and the reports print.
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod demo;
@@ -26,25 +26,33 @@ pub enum Command {
     Protos(protos::ProtosArgs),
     /// Self-contained demo: serve the lab in-process, measure it, print the tables.
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
 }
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) if !err.use_stderr() => err.exit(), // --help, --version
-        Err(err) => {
-            // One line naming the problem (clap's first), not a page of usage.
-            let text = err.render().to_string();
-            let first = text.lines().next().unwrap_or("bad usage").trim_start_matches("error: ");
-            eprintln!("rpcmeter: error: {first}");
-            return ExitCode::from(2);
-        }
+        Err(err) => return usage_error(err),
     };
     let result = match cli.command {
         Command::Serve(args) => serve::main(args),
-        Command::Run(args) => run::main(args),
+        Command::Run(args) => run_command(args),
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e)),
     };
     match result {
         Ok(code) => code,
@@ -53,4 +61,52 @@ pub fn main() -> ExitCode {
             ExitCode::from(crate::error::exit_code(&err))
         }
     }
+}
+
+fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
+    let arguments = std::env::args().skip(1).collect();
+    let settings = crate::app::run::Settings::from_args(&args, arguments)?;
+    crate::app::run::run(settings, interruptible()?)
+}
+
+/// A run's outside control, counting SIGINT and SIGTERM (Ctrl-C once: drain; twice: stop).
+pub fn interruptible() -> anyhow::Result<std::sync::Arc<crate::load::engine::Control>> {
+    let control = std::sync::Arc::new(crate::load::engine::Control::default());
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let control = control.clone();
+        // SAFETY: the handler only increments an atomic, which is async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(signal, move || {
+                control.interrupts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })
+        }
+        .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
+    }
+    Ok(control)
+}
+
+/// A usage error as clap words it (what is wrong, which arguments, a did-you-mean), without
+/// its usage block; --help and --version print as usual. Exit code 2.
+fn usage_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if !err.use_stderr() {
+        let _ = err.print();
+        return ExitCode::SUCCESS;
+    }
+    if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // A bare `rpcmeter`: the help is the answer, not an error line.
+        let _ = err.print();
+        return ExitCode::from(2);
+    }
+    let text = err.render().to_string();
+    let kept: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .take_while(|l| !l.starts_with("Usage:"))
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .collect();
+    let message = kept.join(" ").replace("error: ", "");
+    let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    eprintln!("rpcmeter: error: {message}");
+    ExitCode::from(2)
 }

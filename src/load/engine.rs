@@ -1,13 +1,14 @@
 //! The engine: worker threads, each with one current-thread runtime owning its
 //! connections (no call crosses threads); ONE worker loop for every load model, paced by
 //! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
-//! The engine never prints: intervals go to an `IntervalSink`, the end to a `RunResult`.
+//! The engine never prints: intervals go to the `Sinks`, the end to a `RunResult`.
 use super::plan::Plan;
-use super::transport::{Connection, Connector, PreparedCall, Reply};
 use crate::error::run_failed;
+use crate::grpc::{Connection, Connector, PreparedCall, Reply};
 use crate::record::resource::{self, Usage};
 use crate::record::Shard;
 use crate::schema::RequestSource;
+use crate::sink::Sinks;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -43,14 +44,36 @@ pub struct Interval<'a> {
     pub usage: Usage,
 }
 
-pub trait IntervalSink {
-    fn interval(&mut self, interval: &Interval);
-}
-
 /// Outside control of a run: how many times the user asked it to stop (Ctrl-C).
 #[derive(Default)]
 pub struct Control {
     pub interrupts: AtomicUsize,
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Its own limit (-n, -z, --loop, rounds) was reached and every call was answered.
+    Completed,
+    /// Ctrl-C (or SIGTERM).
+    Interrupted,
+    /// Calls were still in flight when --drain ran out after the end.
+    DrainTimedOut,
+}
+
+impl Ended {
+    /// The result holds less than the run was asked for.
+    pub fn partial(self) -> bool {
+        self != Ended::Completed
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Completed => "completed",
+            Ended::Interrupted => "interrupted",
+            Ended::DrainTimedOut => "drain timed out",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -65,8 +88,7 @@ pub struct RunResult {
     /// The client's own cost over the whole run (warm-up included).
     pub cpu: Duration,
     pub max_rss_bytes: u64,
-    /// Stopped by Ctrl-C or by the drain limit, not by its own end.
-    pub partial: bool,
+    pub ended: Ended,
     /// Calls started but never answered (abandoned at a hard stop).
     pub abandoned: u64,
 }
@@ -122,14 +144,15 @@ impl Shared {
     }
 }
 
-/// Runs the plan to its end (or Ctrl-C), feeding `sink` every interval.
+/// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
+/// the sink that wants calls).
 pub fn run(
     plan: Plan,
     requests: Arc<RequestSource>,
-    details: Option<mpsc::SyncSender<CallRecord>>,
-    sink: &mut dyn IntervalSink,
+    sinks: &mut Sinks,
     control: &Control,
 ) -> anyhow::Result<RunResult> {
+    let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
@@ -154,7 +177,8 @@ pub fn run(
         let (shared, phase, tx) = (shared.clone(), phase_rx.clone(), report_tx.clone());
         let handle = std::thread::Builder::new()
             .name(format!("rpcmeter-worker-{index}"))
-            .spawn(move || worker_thread(index, shared, phase, tx))?;
+            .spawn(move || worker_thread(index, shared, phase, tx))
+            .map_err(|e| crate::error::internal(format!("cannot start a worker thread: {e}")))?;
         handles.push(handle);
     }
     drop(report_tx);
@@ -178,9 +202,9 @@ pub fn run(
     }
     let start = Instant::now();
     shared.phase.send_replace(Phase::Go(start));
-    let collected = collect(&shared, start, &reports, sink, control, threads);
+    let collected = collect(&shared, start, &reports, sinks, control, threads);
     for handle in handles {
-        if handle.is_finished() || !collected.partial {
+        if handle.is_finished() || collected.ended == Ended::Completed {
             let _ = handle.join();
         }
     }
@@ -189,18 +213,19 @@ pub fn run(
     // Open loop: the window covers the schedule of every call sent, so n calls at rate r
     // span n/r even when the last answer comes back early.
     let sent = shared.started.load(Relaxed);
-    let window_end = match shared.plan.pacer.intended(sent) {
-        Some(due) if sent > 0 => collected.last_answer.max(start + due),
+    let window_end = match shared.plan.pacer.intended(sent).and_then(|due| start.checked_add(due)) {
+        Some(due) if sent > 0 => collected.last_answer.max(due),
         _ => collected.last_answer,
     };
-    let warmup_window = shared.plan.warmup.min(window_end.saturating_duration_since(start));
+    let ran = window_end.saturating_duration_since(start);
+    let warmup_window = shared.plan.warmup.min(ran);
     Ok(RunResult {
-        window: window_end.saturating_duration_since(start + shared.plan.warmup),
+        window: ran.saturating_sub(shared.plan.warmup),
         warmup_window,
         rounds,
         cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
         max_rss_bytes: usage_after.max_rss_bytes,
-        partial: collected.partial,
+        ended: collected.ended,
         abandoned: shared.started.load(Relaxed) - shared.completed.load(Relaxed),
         measured: collected.measured,
         warmup: collected.warmup,
@@ -222,7 +247,7 @@ struct Collected {
     measured: Shard,
     warmup: Shard,
     last_answer: Instant,
-    partial: bool,
+    ended: Ended,
 }
 
 /// The collector: merges deltas, closes intervals, turns Ctrl-C and the end into phases.
@@ -230,18 +255,19 @@ fn collect(
     shared: &Shared,
     start: Instant,
     reports: &mpsc::Receiver<Report>,
-    sink: &mut dyn IntervalSink,
+    sinks: &mut Sinks,
     control: &Control,
     threads: u32,
 ) -> Collected {
     let plan = &shared.plan;
     let mut out =
-        Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, partial: false };
+        Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, ended: Ended::Completed };
     let mut interval = Shard::default();
     let mut intervals_closed = 0u32;
     let mut done = 0;
-    // The run's own end (duration limit) starts the drain too.
-    let end = plan.stop.duration.map(|d| start + plan.warmup + d);
+    // The run's own end (duration limit) starts the drain too. Durations are bounded when
+    // the flags are read, so these sums cannot overflow; checked all the same.
+    let end = plan.stop.duration.and_then(|d| start.checked_add(plan.warmup.saturating_add(d)));
     let mut abort_at: Option<Instant> = None;
     let mut stopped_by_user = false;
     while done < threads {
@@ -262,28 +288,34 @@ fn collect(
         let now = Instant::now();
         // Threads hand over at each interval's end; a short grace lets their deltas arrive
         // before the interval closes, so each lands in the interval it belongs to.
-        if now >= start + plan.interval * (intervals_closed + 1) + HANDOVER_GRACE {
+        if now.saturating_duration_since(start) >= plan.interval * (intervals_closed + 1) + HANDOVER_GRACE {
             intervals_closed += 1;
-            emit(sink, &mut interval, plan, plan.interval * intervals_closed, plan.interval);
+            emit(sinks, &mut interval, plan, plan.interval * intervals_closed, plan.interval);
         }
         let interrupts = control.interrupts.load(Relaxed);
         if interrupts >= 1 && !stopped_by_user {
             stopped_by_user = true;
-            out.partial = true;
+            out.ended = Ended::Interrupted;
             shared.stop_sending();
-            abort_at = Some(now + plan.drain);
+            abort_at = now.checked_add(plan.drain);
         }
         if abort_at.is_none() && end.is_some_and(|e| now >= e) {
-            abort_at = Some(now + plan.drain);
+            // An open loop that fell behind would run past -z: the end stops sending.
+            shared.stop_sending();
+            abort_at = now.checked_add(plan.drain);
         }
         if interrupts >= 2 || abort_at.is_some_and(|a| now >= a) {
             if *shared.phase.borrow() != Phase::Abort {
-                out.partial |= shared.started.load(Relaxed) > shared.completed.load(Relaxed);
+                if out.ended == Ended::Completed && shared.started.load(Relaxed) > shared.completed.load(Relaxed) {
+                    out.ended = Ended::DrainTimedOut;
+                }
                 shared.phase.send_replace(Phase::Abort);
                 // Threads answer an abort at once; give them a moment to hand over, no more.
                 abort_at = Some(now + Duration::from_millis(500));
             } else if abort_at.is_some_and(|a| now >= a) {
-                out.partial = true;
+                if out.ended == Ended::Completed {
+                    out.ended = Ended::DrainTimedOut;
+                }
                 break;
             }
         }
@@ -291,7 +323,7 @@ fn collect(
     // The last, shorter interval: what arrived after the last full one.
     let ran = out.last_answer.saturating_duration_since(start).max(plan.interval * intervals_closed);
     if interval.counts.calls > 0 {
-        emit(sink, &mut interval, plan, ran, ran - plan.interval * intervals_closed);
+        emit(sinks, &mut interval, plan, ran, ran - plan.interval * intervals_closed);
     }
     out
 }
@@ -299,8 +331,8 @@ fn collect(
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
-fn emit(sink: &mut dyn IntervalSink, interval: &mut Shard, plan: &Plan, at: Duration, length: Duration) {
-    sink.interval(&Interval { at, length, warmup: at <= plan.warmup, shard: interval, usage: resource::usage() });
+fn emit(sinks: &mut Sinks, interval: &mut Shard, plan: &Plan, at: Duration, length: Duration) {
+    sinks.interval(&Interval { at, length, warmup: at <= plan.warmup, shard: interval, usage: resource::usage() });
     interval.take();
 }
 
@@ -347,12 +379,39 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             measured: RefCell::new(Shard::default()),
             last_answer: RefCell::new(None),
             phase: phase.clone(),
+            unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
+            idle: std::cell::Cell::new(0),
+            more_workers: Notify::new(),
         });
-        let workers = (index..plan.workers).step_by(threads as usize);
+        // Closed loop and bursts keep every worker busy from the start; an open loop starts
+        // one per thread and adds one whenever none is left free for the next due call, so
+        // memory follows the calls in flight, not --max-in-flight.
+        let first = if plan.pacer.is_open() { 1 } else { plan.workers };
+        let mut all: futures::stream::FuturesUnordered<_> = futures::stream::FuturesUnordered::new();
+        for _ in 0..first {
+            match local.unstarted.borrow_mut().next() {
+                Some(id) => all.push(worker(local.clone(), id)),
+                None => break,
+            }
+        }
         // FuturesUnordered polls only the workers that were woken (join_all polls all of
         // them on every wake-up below 30 futures: 8x the work with 8 workers).
-        let mut all: futures::stream::FuturesUnordered<_> = workers.map(|w| worker(local.clone(), w)).collect();
-        let all = async move { while futures::StreamExt::next(&mut all).await.is_some() {} };
+        let all = async {
+            loop {
+                tokio::select! {
+                    ended = futures::StreamExt::next(&mut all), if !all.is_empty() => {
+                        if ended.is_some() && all.is_empty() {
+                            break;
+                        }
+                    }
+                    _ = local.more_workers.notified() => {
+                        if let Some(id) = local.unstarted.borrow_mut().next() {
+                            all.push(worker(local.clone(), id));
+                        }
+                    }
+                }
+            }
+        };
         let flusher = async {
             let mut tick =
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
@@ -385,6 +444,12 @@ struct Local {
     measured: RefCell<Shard>,
     last_answer: RefCell<Option<Instant>>,
     phase: watch::Receiver<Phase>,
+    /// Worker ids of this thread not started yet (open loop starts them as needed).
+    unstarted: RefCell<std::iter::StepBy<std::ops::Range<u32>>>,
+    /// Started workers not in a call: free to take the next due call.
+    idle: std::cell::Cell<u32>,
+    /// Asks the thread's driver to start one more worker.
+    more_workers: Notify,
 }
 
 impl Local {
@@ -411,8 +476,11 @@ impl Local {
 
     /// Waits out a retry's backoff; false only when calls in flight are abandoned, since a
     /// call already started is drained to its final answer like any other.
-    async fn back_off(&self, at: Instant) -> bool {
-        self.sleep_until(at, |p| *p == Phase::Abort).await
+    async fn back_off(&self, at: Option<Instant>) -> bool {
+        match at {
+            Some(at) => self.sleep_until(at, |p| *p == Phase::Abort).await,
+            None => false,
+        }
     }
 
     async fn sleep_until(&self, at: Instant, interrupted: impl Fn(&Phase) -> bool) -> bool {
@@ -446,13 +514,17 @@ async fn worker(local: Rc<Local>, id: u32) {
     let shared = &local.shared;
     let plan = &shared.plan;
     let slot = (id / plan.threads.max(1)) as usize % local.connections.len();
-    let warmup_end = local.start + plan.warmup;
-    let end = plan.stop.duration.map(|d| warmup_end + d);
-    let ramp_start = local.start + plan.ramp.mul_f64(id as f64 / plan.workers as f64);
+    // Durations are bounded when the flags are read; an Instant beyond the clock's range is
+    // a time never reached.
+    let far = |d: Duration| local.start.checked_add(d);
+    let Some(warmup_end) = far(plan.warmup) else { return };
+    let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
+    let Some(ramp_start) = far(plan.ramp.mul_f64(id as f64 / plan.workers as f64)) else { return };
     if !plan.ramp.is_zero() && (end.is_some_and(|e| ramp_start >= e) || !local.wait_to_send(ramp_start).await) {
         return;
     }
     let mut done = 0u64;
+    let mut idle = Idle::new(&local.idle);
     while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
         let ticket = shared.tickets.fetch_add(1, Relaxed);
         // Bursts: wait until the previous round has fully ended.
@@ -464,7 +536,13 @@ async fn worker(local: Rc<Local>, id: u32) {
             }
             notified.await;
         }
-        let intended = plan.pacer.intended(ticket).map(|d| local.start + d);
+        let intended = match plan.pacer.intended(ticket) {
+            Some(due) => match far(due) {
+                Some(at) => Some(at),
+                None => break,
+            },
+            None => None,
+        };
         let now = Instant::now();
         let send_at = intended.unwrap_or(now);
         if end.is_some_and(|e| send_at >= e) || shared.stopping.load(Relaxed) {
@@ -493,7 +571,12 @@ async fn worker(local: Rc<Local>, id: u32) {
             }
         }
         shared.started.fetch_add(1, Relaxed);
+        if idle.busy() == 0 {
+            // No worker left free for the next due call: start one (if the thread has any left).
+            local.more_workers.notify_one();
+        }
         call(&local, id, ticket, slot, origin, warmup).await;
+        idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
         if let crate::load::pacer::Pacer::Burst { size } = plan.pacer {
             if completed.is_multiple_of(size) {
@@ -503,6 +586,39 @@ async fn worker(local: Rc<Local>, id: u32) {
         }
         // --loop counts measured calls, as -n does.
         done += !warmup as u64;
+    }
+}
+
+/// Counts a worker among its thread's idle ones while it lives outside a call.
+struct Idle<'a> {
+    count: &'a std::cell::Cell<u32>,
+    idle: bool,
+}
+
+impl<'a> Idle<'a> {
+    fn new(count: &'a std::cell::Cell<u32>) -> Idle<'a> {
+        count.set(count.get() + 1);
+        Idle { count, idle: true }
+    }
+
+    /// Enters a call; returns how many workers are left idle.
+    fn busy(&mut self) -> u32 {
+        self.idle = false;
+        self.count.set(self.count.get() - 1);
+        self.count.get()
+    }
+
+    fn free(&mut self) {
+        self.idle = true;
+        self.count.set(self.count.get() + 1);
+    }
+}
+
+impl Drop for Idle<'_> {
+    fn drop(&mut self) {
+        if self.idle {
+            self.count.set(self.count.get() - 1);
+        }
     }
 }
 
@@ -545,7 +661,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
         let reply = local.attempt(slot, request.clone()).await;
         local.shard(warmup).record_attempt(began.elapsed(), reply.status);
         match plan.retry.backoff(attempts, reply.status) {
-            Some(wait) if local.back_off(Instant::now() + wait).await => continue,
+            Some(wait) if local.back_off(Instant::now().checked_add(wait)).await => continue,
             _ => break reply,
         }
     };
@@ -556,6 +672,9 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
         shard.counts.request_bytes += request.len() as u64 * attempts as u64;
         shard.counts.response_bytes += reply.response_bytes;
         shard.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
+        if reply.status != Code::Ok {
+            shard.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
+        }
     }
     *local.last_answer.borrow_mut() = Some(answered);
     if let Some(details) = &local.shared.details {

@@ -3,4 +3,3 @@ pub mod engine;
 pub mod pacer;
 pub mod plan;
 pub mod retry;
-pub mod transport;

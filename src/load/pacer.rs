@@ -48,6 +48,17 @@ impl RateSchedule {
     }
 }
 
+/// `R`, or `FROM:TO:DURATION` for a ramp, as `--rps` takes it.
+impl std::fmt::Display for RateSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.from == self.to || self.over.is_zero() {
+            write!(f, "{}", self.to)
+        } else {
+            write!(f, "{}:{}:{}", self.from, self.to, humantime::format_duration(self.over))
+        }
+    }
+}
+
 /// How calls are paced. Closed loop and bursts send as soon as they are allowed to;
 /// open loop sends on a schedule that does not wait for answers.
 #[derive(Debug, Clone, Copy, PartialEq)]

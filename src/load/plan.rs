@@ -1,7 +1,7 @@
 //! The Plan: everything a run needs, validated. The CLI builds it; the engine only reads it.
 use super::pacer::Pacer;
 use super::retry::RetryPolicy;
-use super::transport::{CallSpec, Target};
+use crate::grpc::{CallSpec, Target};
 use std::time::Duration;
 
 /// When a run ends (the first limit reached wins; at least one is set).

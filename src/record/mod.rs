@@ -2,4 +2,4 @@
 pub mod resource;
 pub mod shard;
 
-pub use shard::{Counts, Shard, STATUS_CODES};
+pub use shard::{Counts, Shard};

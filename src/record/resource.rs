@@ -37,6 +37,14 @@ fn status_kib(key: &str) -> Option<u64> {
     status.lines().find_map(|l| l.strip_prefix(key))?.split_whitespace().next()?.parse().ok()
 }
 
+/// Memory the system can still give without swapping (MemAvailable), when the kernel says.
+pub fn memory_available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 =
+        info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Resident set size now, from /proc/self/statm (0 where that file is absent).
 fn current_rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")

@@ -1,12 +1,11 @@
 //! A Shard holds everything one worker thread measured since its last hand-over:
 //! HDR histograms and counters. Recording never allocates or locks; shards merge
 //! losslessly, so intervals, phases and (later) machines add up exactly.
+use crate::grpc::status::PerStatus;
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tonic::Code;
-
-/// gRPC status codes 0..=16, the index into the per-status counters.
-pub const STATUS_CODES: usize = 17;
 
 /// Highest latency a histogram holds (larger values are clamped to it): one hour.
 const MAX_NANOS: u64 = 3_600_000_000_000;
@@ -25,9 +24,9 @@ pub struct Counts {
     /// Calls whose final answer was still retryable after the last allowed retry.
     pub retry_exhausted: u64,
     /// Final status of each call, indexed by gRPC code.
-    pub call_status: [u64; STATUS_CODES],
+    pub call_status: PerStatus,
     /// Status of each attempt, indexed by gRPC code.
-    pub attempt_status: [u64; STATUS_CODES],
+    pub attempt_status: PerStatus,
     /// Open loop: sends that left more than `LATE_SEND` after their intended time because
     /// every in-flight slot was busy (the pacer fell behind; a timer's overshoot is not counted).
     pub late_sends: u64,
@@ -40,7 +39,7 @@ pub const LATE_SEND: Duration = Duration::from_millis(1);
 
 impl Counts {
     pub fn ok(&self) -> u64 {
-        self.call_status[Code::Ok as usize]
+        self.call_status.get(Code::Ok)
     }
     pub fn failed(&self) -> u64 {
         self.calls - self.ok()
@@ -55,10 +54,8 @@ impl Counts {
         self.late_sends += o.late_sends;
         self.request_bytes += o.request_bytes;
         self.response_bytes += o.response_bytes;
-        for i in 0..STATUS_CODES {
-            self.call_status[i] += o.call_status[i];
-            self.attempt_status[i] += o.attempt_status[i];
-        }
+        self.call_status.add(&o.call_status);
+        self.attempt_status.add(&o.attempt_status);
     }
 }
 
@@ -72,7 +69,14 @@ pub struct Shard {
     /// Open loop: how late each send left behind its intended time.
     pub schedule_lag: Histogram<u64>,
     pub counts: Counts,
+    /// Failed calls by status and the server's `grpc-message` (or the transport's error),
+    /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
+    pub errors: BTreeMap<(i32, String), u64>,
 }
+
+/// Distinct error messages kept per shard: a server that puts a counter in its messages
+/// must not grow memory with the run.
+pub const ERROR_KINDS: usize = 64;
 
 impl Default for Shard {
     fn default() -> Self {
@@ -81,6 +85,7 @@ impl Default for Shard {
             attempt_latency: new_histogram(),
             schedule_lag: new_histogram(),
             counts: Counts::default(),
+            errors: BTreeMap::new(),
         }
     }
 }
@@ -93,14 +98,19 @@ impl Shard {
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
         self.attempt_latency.saturating_record(nanos(latency));
         self.counts.attempts += 1;
-        self.counts.attempt_status[status as usize] += 1;
+        self.counts.attempt_status.record(status);
     }
 
     pub fn record_call(&mut self, latency: Duration, status: Code, retry_exhausted: bool) {
         self.call_latency.saturating_record(nanos(latency));
         self.counts.calls += 1;
-        self.counts.call_status[status as usize] += 1;
+        self.counts.call_status.record(status);
         self.counts.retry_exhausted += retry_exhausted as u64;
+    }
+
+    /// A failed call's message; allocates only for failures, and only for a kind not seen yet.
+    pub fn record_error(&mut self, status: Code, message: &str) {
+        add_error(&mut self.errors, (status as i32, message), 1);
     }
 
     /// `behind`: the call was due before a slot was free to send it.
@@ -115,6 +125,9 @@ impl Shard {
         self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
         self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
         self.counts.add(&other.counts);
+        for ((code, message), n) in &other.errors {
+            add_error(&mut self.errors, (*code, message), *n);
+        }
     }
 
     /// Hands over what was recorded since the last call and starts afresh.
@@ -124,8 +137,19 @@ impl Shard {
         self.attempt_latency.reset();
         self.schedule_lag.reset();
         self.counts = Counts::default();
+        self.errors.clear();
         taken
     }
+}
+
+/// Where messages beyond `ERROR_KINDS` are counted.
+const OTHER_MESSAGES: &str = "(other messages)";
+
+fn add_error(errors: &mut BTreeMap<(i32, String), u64>, (code, message): (i32, &str), n: u64) {
+    let others = errors.keys().filter(|(_, m)| m == OTHER_MESSAGES).count();
+    let known = errors.len() - others < ERROR_KINDS || message == OTHER_MESSAGES;
+    let key = if known || errors.contains_key(&(code, message.to_owned())) { message } else { OTHER_MESSAGES };
+    *errors.entry((code, key.to_owned())).or_default() += n;
 }
 
 #[cfg(test)]
@@ -149,7 +173,7 @@ mod tests {
         assert_eq!(all.counts.calls, 1000);
         assert_eq!(all.counts.ok(), 900);
         assert_eq!(all.counts.failed(), 100);
-        assert_eq!(all.counts.call_status[Code::Unavailable as usize], 100);
+        assert_eq!(all.counts.call_status.get(Code::Unavailable), 100);
         assert_eq!(all.call_latency.len(), 1000);
         // The merged p50 is the p50 of all samples (500 µs), within 3 significant digits.
         let p50 = all.call_latency.value_at_quantile(0.5) as f64;
@@ -171,7 +195,22 @@ mod tests {
         assert_eq!(s.counts.attempts, 5);
         assert_eq!(s.counts.retries(), 3);
         assert_eq!(s.counts.retry_exhausted, 1);
-        assert_eq!(s.counts.attempt_status[Code::ResourceExhausted as usize], 2);
+        assert_eq!(s.counts.attempt_status.get(Code::ResourceExhausted), 2);
+    }
+
+    #[test]
+    fn errors_are_grouped_by_message_and_bounded() {
+        let mut s = Shard::default();
+        for i in 0..1000 {
+            s.record_error(Code::Internal, &format!("boom {}", i % 100));
+        }
+        s.record_error(Code::Internal, "boom 1");
+        assert!(s.errors.len() <= ERROR_KINDS + 1);
+        assert_eq!(s.errors[&(Code::Internal as i32, "boom 1".to_string())], 11);
+        assert_eq!(s.errors.values().sum::<u64>(), 1001);
+        let mut all = Shard::default();
+        all.add(&s);
+        assert_eq!(all.errors, s.errors);
     }
 
     #[test]

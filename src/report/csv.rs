@@ -1,27 +1,46 @@
-//! `--format csv`: one row per interval, for spreadsheets and plots.
-use super::IntervalRow;
+//! `--format csv`: one row per interval, for spreadsheets and plots. Numbers are rounded to
+//! what was measured (ns, µs), so no float noise such as 1.3489849999999999 reaches a cell.
+use super::units::{micros, secs};
+use super::{Export, Summary};
 
-pub fn render(rows: &[IntervalRow]) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        let _ = w.serialize(row);
+pub struct Csv;
+
+const HEADER: [&str; 12] = [
+    "t_s",
+    "phase",
+    "calls",
+    "ok",
+    "failed",
+    "rps",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "max_us",
+    "client_cpu_total_s",
+    "client_rss_bytes",
+];
+
+impl Export for Csv {
+    fn render(&self, s: &Summary) -> String {
+        let mut out = HEADER.join(",") + "\n";
+        for row in &s.intervals {
+            let cells = [
+                secs(row.at).to_string(),
+                row.phase().to_string(),
+                row.calls.to_string(),
+                row.ok.to_string(),
+                row.failed.to_string(),
+                format!("{:.3}", crate::stats::rate(row.calls, row.length)),
+                micros(row.p50).to_string(),
+                micros(row.p90).to_string(),
+                micros(row.p99).to_string(),
+                micros(row.max).to_string(),
+                secs(row.client_cpu_total).to_string(),
+                row.client_rss_bytes.to_string(),
+            ];
+            out += &cells.join(",");
+            out.push('\n');
+        }
+        out
     }
-    if rows.is_empty() {
-        // Still give the header, so that readers see the columns.
-        let _ = w.write_record([
-            "t_s",
-            "phase",
-            "calls",
-            "ok",
-            "failed",
-            "rps",
-            "p50_us",
-            "p90_us",
-            "p99_us",
-            "max_us",
-            "client_cpu_total_s",
-            "client_rss_bytes",
-        ]);
-    }
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }

@@ -1,7 +1,121 @@
-//! `--format json`: the Summary as one object (DESIGN.md's schema, plus fields).
-use super::Summary;
+//! `--format json`: the result as one object. Its keys are a stable interface (docs/design.md,
+//! "Stable interfaces"): latencies in µs under `*_us`, durations in s under `*_s`; new keys
+//! are only ever added. The call-latency histogram rides along so that runs merge exactly.
+use super::{describe_load, units, Export, Summary};
+use crate::grpc::status::{self, PerStatus};
+use crate::load::pacer::Pacer;
+use crate::stats::Latency;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use serde_json::{json, Map, Value};
 
-pub fn render(summary: &Summary) -> String {
-    // Serializing plain structs of numbers and strings cannot fail.
-    serde_json::to_string_pretty(summary).unwrap_or_default() + "\n"
+pub struct Json;
+
+impl Export for Json {
+    fn render(&self, s: &Summary) -> String {
+        // Serializing a serde_json::Value cannot fail.
+        serde_json::to_string_pretty(&value(s)).unwrap_or_default() + "\n"
+    }
+}
+
+pub fn value(s: &Summary) -> Value {
+    let r = &s.requests;
+    let c = &s.client;
+    let mut out = json!({
+        "meta": {
+            "rpcmeter_version": env!("CARGO_PKG_VERSION"),
+            "started_at": humantime::format_rfc3339_millis(s.meta.started_at).to_string(),
+            "name": s.meta.name,
+            "tags": s.meta.tags.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<Map<_, _>>(),
+            "arguments": s.meta.arguments,
+            "ended": s.ended.as_str(),
+        },
+        "target": s.target,
+        "call": s.call,
+        "mode": match s.pacer { Pacer::Closed => "closed", Pacer::Open(_) => "open", Pacer::Burst { .. } => "burst" },
+        "load": describe_load(s),
+        "concurrency": s.concurrency,
+        "connections": s.connections,
+        "partial": s.partial(),
+        "requests": {
+            "total": r.total,
+            "ok": r.ok,
+            "failed": r.failed,
+            "retries": r.retries,
+            "attempts": r.attempts,
+            "retry_exhausted": r.retry_exhausted,
+            "abandoned": r.abandoned,
+        },
+        "statuses": statuses(&s.statuses),
+        "attempt_statuses": statuses(&s.attempt_statuses),
+        "errors": s.errors.iter().map(|e| json!({
+            "status": status::name(e.status), "message": e.message, "count": e.count,
+        })).collect::<Vec<_>>(),
+        "duration_s": units::secs(s.duration),
+        "throughput_rps": s.throughput_rps,
+        "ok_rps": s.ok_rps,
+        "latency_us": latency(&s.latency),
+        "attempt_latency_us": latency(&s.attempt_latency),
+        "late_sends": s.late_sends,
+        "client": {
+            "cpu_s": units::secs(c.cpu),
+            "cpu_us_per_request": units::micros(c.cpu_per_call),
+            "max_rss_bytes": c.max_rss_bytes,
+            "threads": c.threads,
+            "utilization": c.utilization,
+        },
+        "notices": s.notices,
+        "assertions": s.assertions.iter().map(|a| json!({
+            "assertion": a.assertion.text, "value": a.value.to_string(), "ok": a.ok,
+        })).collect::<Vec<_>>(),
+        "histogram": encode_histogram(&s.histogram),
+    });
+    let fields = out.as_object_mut().expect("built as an object");
+    if let Pacer::Open(rate) = s.pacer {
+        fields.insert("rps_target".into(), rate.to_string().into());
+    }
+    if let Some(n) = s.loop_per_worker {
+        fields.insert("loop_per_worker".into(), n.into());
+    }
+    if let Some(lag) = &s.schedule_lag {
+        fields.insert("schedule_lag_us".into(), latency(lag));
+    }
+    if let Some(w) = &s.warmup {
+        fields.insert(
+            "warmup".into(),
+            json!({
+                "duration_s": units::secs(w.duration),
+                "calls": w.calls,
+                "throughput_rps": w.throughput_rps,
+                "latency_us": latency(&w.latency),
+            }),
+        );
+    }
+    if !s.rounds.is_empty() {
+        let rounds = s.rounds.iter().map(|r| json!({"took_ms": units::secs(r.took) * 1e3, "rps": r.rps}));
+        fields.insert("rounds".into(), rounds.collect::<Vec<_>>().into());
+    }
+    out
+}
+
+fn statuses(counts: &PerStatus) -> Value {
+    counts.nonzero().map(|(code, n)| (status::name(code).to_string(), Value::from(n))).collect::<Map<_, _>>().into()
+}
+
+/// A latency summary in µs, keyed by each statistic's JSON key (p50, p999, ...).
+fn latency(l: &Latency) -> Value {
+    let mut out = Map::new();
+    out.insert("count".into(), l.count.into());
+    for (stat, value) in l.statistics() {
+        out.insert(stat.key(), units::micros(value).into());
+    }
+    out.into()
+}
+
+/// HdrHistogram V2 with deflate, base64: readable by every HdrHistogram implementation.
+pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    // Serializing into a Vec cannot fail for a valid histogram.
+    let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
+    base64::engine::general_purpose::STANDARD.encode(buf)
 }

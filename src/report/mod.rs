@@ -1,25 +1,61 @@
-//! Reports: one file per format, all rendering one `Summary` computed from a run's result.
-//! Measuring and printing stay apart (hyperfine's split): nothing here measures.
+//! Reports: a `Summary` computed once from a run's result, rendered by one `Export` per
+//! format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
+//! here measures, and units (µs, MiB) appear only in the renderers.
 pub mod csv;
-pub mod details;
 pub mod json;
 pub mod rmeter;
 pub mod table;
+pub mod units;
 
-use crate::load::engine::RunResult;
+use crate::grpc::status::PerStatus;
+use crate::load::engine::{Ended, RunResult};
 use crate::load::pacer::Pacer;
 use crate::load::plan::Plan;
-use crate::stats::{
-    self,
-    assertions::{Assertion, Metric},
-    Latency,
-};
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::sink::intervals::IntervalRow;
+use crate::stats::assertions::{Assertion, Metric, Value};
+use crate::stats::{self, Latency};
+use hdrhistogram::Histogram;
+use std::time::{Duration, SystemTime};
+use tonic::Code;
 
-#[derive(Debug, Serialize)]
+/// The report formats; each is one `Export`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+    Rmeter,
+}
+
+/// Renders a whole run as one document.
+pub trait Export {
+    fn render(&self, summary: &Summary) -> String;
+}
+
+impl Format {
+    pub fn exporter(self) -> &'static dyn Export {
+        match self {
+            Format::Table => &table::Table,
+            Format::Json => &json::Json,
+            Format::Csv => &csv::Csv,
+            Format::Rmeter => &rmeter::Rmeter,
+        }
+    }
+}
+
+/// What the run was and why it ended, carried into results so that a file explains itself.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub started_at: SystemTime,
+    /// `--name`.
+    pub name: Option<String>,
+    /// `--tag k=v`, in the order given.
+    pub tags: Vec<(String, String)>,
+    /// The command line as given (after the program name).
+    pub arguments: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
 pub struct Requests {
     pub total: u64,
     pub ok: u64,
@@ -32,85 +68,104 @@ pub struct Requests {
     pub abandoned: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Client {
-    pub cpu_s: f64,
-    pub cpu_us_per_request: f64,
+    pub cpu: Duration,
+    pub cpu_per_call: Duration,
     pub max_rss_bytes: u64,
     pub threads: u32,
     /// CPU used over the run's wall time per client thread (1.0 = every thread always busy).
     pub utilization: f64,
 }
 
-#[derive(Debug, Serialize)]
+/// The warm-up, measured and shown apart.
+#[derive(Debug, Clone)]
 pub struct Phase {
-    pub duration_s: f64,
+    pub duration: Duration,
     pub calls: u64,
     pub throughput_rps: f64,
-    pub latency_us: Latency,
+    pub latency: Latency,
 }
 
-#[derive(Debug, Serialize)]
+/// One round of `--burst`.
+#[derive(Debug, Clone)]
 pub struct Round {
-    pub took_ms: f64,
+    pub took: Duration,
     pub rps: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Checked {
-    pub assertion: String,
-    pub value: f64,
+    pub assertion: Assertion,
+    pub value: Value,
     pub ok: bool,
 }
 
-/// Everything a report prints; `--format json` is this, serialized (DESIGN.md schema).
-#[derive(Debug, Serialize)]
+/// Failed calls of one status and message.
+#[derive(Debug, Clone)]
+pub struct ErrorKind {
+    pub status: Code,
+    pub message: String,
+    pub count: u64,
+}
+
+/// Everything a report prints, in the model's units (Durations, bytes, counts).
+#[derive(Debug, Clone)]
 pub struct Summary {
+    pub meta: Meta,
     pub target: String,
     pub call: String,
-    pub mode: &'static str,
+    pub pacer: Pacer,
+    /// Closed loop: workers; open loop: most calls in flight; bursts: the burst size.
     pub concurrency: u32,
     pub connections: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rps_target: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub loop_per_worker: Option<u64>,
-    pub partial: bool,
+    pub ended: Ended,
     pub requests: Requests,
-    pub statuses: BTreeMap<&'static str, u64>,
-    pub attempt_statuses: BTreeMap<&'static str, u64>,
-    pub duration_s: f64,
+    pub statuses: PerStatus,
+    pub attempt_statuses: PerStatus,
+    pub errors: Vec<ErrorKind>,
+    /// The measured window: from the end of the warm-up to the last measured answer.
+    pub duration: Duration,
     pub throughput_rps: f64,
     /// Calls answered OK per second (rmeter's Throughput).
     pub ok_rps: f64,
-    pub latency_us: Latency,
-    pub attempt_latency_us: Latency,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule_lag_us: Option<Latency>,
+    pub latency: Latency,
+    pub attempt_latency: Latency,
+    pub schedule_lag: Option<Latency>,
     pub late_sends: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Phase>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<Round>,
     pub client: Client,
     pub notices: Vec<String>,
     pub assertions: Vec<Checked>,
-    /// Call latency, nanoseconds, HdrHistogram V2 deflate, base64: merges losslessly.
-    pub histogram: String,
+    /// Call latency in nanoseconds: what `--format json` carries so runs merge exactly.
+    pub histogram: Histogram<u64>,
+    /// One row per interval (`--format csv`).
+    pub intervals: Vec<IntervalRow>,
 }
 
 impl Summary {
-    pub fn new(plan: &Plan, call: &str, result: &RunResult, assertions: &[Assertion]) -> Summary {
+    pub fn new(
+        plan: &Plan,
+        meta: Meta,
+        call: &str,
+        result: &RunResult,
+        assertions: &[Assertion],
+        intervals: Vec<IntervalRow>,
+    ) -> Summary {
         let m = &result.measured;
         let c = &m.counts;
-        let latency = Latency::of(&m.call_latency);
-        let throughput = stats::rate(c.calls, result.window);
         let all_calls = c.calls + result.warmup.counts.calls;
         let wall = result.window + result.warmup_window;
         let threads = plan.threads.max(1);
         let client = Client {
-            cpu_s: result.cpu.as_secs_f64(),
-            cpu_us_per_request: if all_calls == 0 { 0.0 } else { result.cpu.as_secs_f64() * 1e6 / all_calls as f64 },
+            cpu: result.cpu,
+            cpu_per_call: if all_calls == 0 {
+                Duration::ZERO
+            } else {
+                result.cpu / all_calls.min(u32::MAX as u64) as u32
+            },
             max_rss_bytes: result.max_rss_bytes,
             threads,
             utilization: if wall.is_zero() {
@@ -119,21 +174,15 @@ impl Summary {
                 result.cpu.as_secs_f64() / wall.as_secs_f64() / threads as f64
             },
         };
-        let (mode, rps_target) = match plan.pacer {
-            Pacer::Closed => ("closed", None),
-            Pacer::Open(r) if r.from == r.to => ("open", Some(format!("{}", r.to))),
-            Pacer::Open(r) => ("open", Some(format!("{}:{}:{}s", r.from, r.to, r.over.as_secs_f64()))),
-            Pacer::Burst { .. } => ("burst", None),
-        };
         let mut summary = Summary {
-            target: format!("{}:{}", plan.target.host, plan.target.port),
+            meta,
+            target: plan.target.to_string(),
             call: call.to_string(),
-            mode,
+            pacer: plan.pacer,
             concurrency: plan.workers,
             connections: plan.connections,
-            rps_target,
             loop_per_worker: plan.stop.per_worker,
-            partial: result.partial,
+            ended: result.ended,
             requests: Requests {
                 total: c.calls,
                 ok: c.ok(),
@@ -143,67 +192,55 @@ impl Summary {
                 retry_exhausted: c.retry_exhausted,
                 abandoned: result.abandoned,
             },
-            statuses: stats::statuses(&c.call_status).into_iter().collect(),
-            attempt_statuses: stats::statuses(&c.attempt_status).into_iter().collect(),
-            duration_s: result.window.as_secs_f64(),
-            throughput_rps: throughput,
+            statuses: c.call_status,
+            attempt_statuses: c.attempt_status,
+            errors: errors(result),
+            duration: result.window,
+            throughput_rps: stats::rate(c.calls, result.window),
             ok_rps: stats::rate(c.ok(), result.window),
-            attempt_latency_us: Latency::of(&m.attempt_latency),
-            schedule_lag_us: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
+            latency: Latency::of(&m.call_latency),
+            attempt_latency: Latency::of(&m.attempt_latency),
+            schedule_lag: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
             late_sends: c.late_sends,
             warmup: (!plan.warmup.is_zero()).then(|| Phase {
-                duration_s: result.warmup_window.as_secs_f64(),
+                duration: result.warmup_window,
                 calls: result.warmup.counts.calls,
                 throughput_rps: stats::rate(result.warmup.counts.calls, result.warmup_window),
-                latency_us: Latency::of(&result.warmup.call_latency),
+                latency: Latency::of(&result.warmup.call_latency),
             }),
             rounds: result
                 .rounds
                 .iter()
-                .map(|d| Round { took_ms: d.as_secs_f64() * 1e3, rps: stats::rate(plan.workers as u64, *d) })
+                .map(|&took| Round { took, rps: stats::rate(plan.workers as u64, took) })
                 .collect(),
+            client,
             notices: Vec::new(),
             assertions: Vec::new(),
-            histogram: encode_histogram(&m.call_latency),
-            latency_us: latency,
-            client,
+            histogram: m.call_latency.clone(),
+            intervals,
         };
         summary.assertions = assertions
             .iter()
             .map(|a| {
-                let value = summary.metric(a.metric);
-                Checked { assertion: a.text.clone(), value, ok: a.holds(value) }
+                let value = summary.value(a.metric);
+                Checked { assertion: a.clone(), value, ok: a.holds(value) }
             })
             .collect();
         summary.notices = notices(plan, &summary);
         summary
     }
 
-    fn metric(&self, metric: Metric) -> f64 {
-        let l = &self.latency_us;
+    fn value(&self, metric: Metric) -> Value {
         match metric {
-            Metric::ErrorRate => {
-                if self.requests.total == 0 {
-                    0.0
-                } else {
-                    self.requests.failed as f64 / self.requests.total as f64
-                }
-            }
-            Metric::Rps => self.throughput_rps,
-            Metric::Latency(stat) => match stat {
-                "min" => l.min,
-                "mean" => l.mean,
-                "stdev" => l.stdev,
-                "p50" => l.p50,
-                "p75" => l.p75,
-                "p90" => l.p90,
-                "p95" => l.p95,
-                "p99" => l.p99,
-                "p99.9" | "p999" => l.p999,
-                "p99.99" => l.p9999,
-                _ => l.max,
-            },
+            Metric::ErrorRate if self.requests.total == 0 => Value::Fraction(0.0),
+            Metric::ErrorRate => Value::Fraction(self.requests.failed as f64 / self.requests.total as f64),
+            Metric::Rps => Value::PerSecond(self.throughput_rps),
+            Metric::Latency(stat) => Value::Latency(stat.of(&self.histogram)),
         }
+    }
+
+    pub fn partial(&self) -> bool {
+        self.ended.partial()
     }
 
     pub fn breached(&self) -> Vec<&Checked> {
@@ -211,11 +248,29 @@ impl Summary {
     }
 }
 
-/// What a sceptical reader must know to trust (or not) the numbers (DESIGN.md, "Measurement rules").
+/// Failed calls grouped by status and message, most frequent first.
+fn errors(result: &RunResult) -> Vec<ErrorKind> {
+    let mut kinds: Vec<ErrorKind> = result
+        .measured
+        .errors
+        .iter()
+        .map(|((code, message), &count)| ErrorKind { status: Code::from_i32(*code), message: message.clone(), count })
+        .collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.count));
+    kinds
+}
+
+/// What a sceptical reader must know to trust (or not) the numbers (docs/design.md,
+/// "Measurement rules").
 fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
     let mut out = Vec::new();
-    if s.partial {
-        out.push("partial result: the run was stopped before its end".into());
+    match s.ended {
+        Ended::Interrupted => out.push("partial result: the run was stopped before its end".into()),
+        Ended::DrainTimedOut => out.push(format!(
+            "partial result: calls were still in flight {} after the end (--drain)",
+            units::duration(plan.drain)
+        )),
+        Ended::Completed => {}
     }
     if !plan.pacer.is_open() {
         out.push(
@@ -249,47 +304,11 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
     out
 }
 
-pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
-    let mut buf = Vec::new();
-    // Serializing into a Vec cannot fail for a valid histogram.
-    let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
-    base64::engine::general_purpose::STANDARD.encode(buf)
-}
-
-/// One row per interval for `--format csv` (small: one per second, not one per call).
-#[derive(Debug, Clone, Serialize)]
-pub struct IntervalRow {
-    pub t_s: f64,
-    pub phase: &'static str,
-    pub calls: u64,
-    pub ok: u64,
-    pub failed: u64,
-    pub rps: f64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-    pub client_cpu_total_s: f64,
-    pub client_rss_bytes: u64,
-}
-
-impl IntervalRow {
-    pub fn of(iv: &crate::load::engine::Interval) -> IntervalRow {
-        let l = Latency::of(&iv.shard.call_latency);
-        let c = &iv.shard.counts;
-        IntervalRow {
-            t_s: iv.at.as_secs_f64(),
-            phase: if iv.warmup { "warmup" } else { "measured" },
-            calls: c.calls,
-            ok: c.ok(),
-            failed: c.failed(),
-            rps: stats::rate(c.calls, iv.length),
-            p50_us: l.p50,
-            p90_us: l.p90,
-            p99_us: l.p99,
-            max_us: l.max,
-            client_cpu_total_s: iv.usage.cpu.as_secs_f64(),
-            client_rss_bytes: iv.usage.rss_bytes,
-        }
+/// The mode as words: "closed loop, 8 workers".
+pub fn describe_load(s: &Summary) -> String {
+    match s.pacer {
+        Pacer::Open(rate) => format!("open loop at {} calls/s, at most {} in flight", rate, s.concurrency),
+        Pacer::Burst { .. } => format!("bursts of {}", s.concurrency),
+        Pacer::Closed => format!("closed loop, {} workers", s.concurrency),
     }
 }

@@ -1,7 +1,7 @@
 //! Schema: which method to call and what to send, from a .proto compiled at run time
 //! (protox), a protoset, or server reflection.
 use crate::error::bad_input;
-use crate::load::transport::Target;
+use crate::grpc::transport::Target;
 use prost_reflect::{DescriptorPool, MethodDescriptor};
 use std::path::PathBuf;
 

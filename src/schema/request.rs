@@ -2,7 +2,7 @@
 //! once unless a string in it holds templates, which are rendered per call (ghz's names).
 use super::DataSource;
 use crate::error::bad_input;
-use crate::load::transport::frame;
+use crate::grpc::wire::frame;
 use bytes::Bytes;
 use prost::Message;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor};

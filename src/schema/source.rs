@@ -1,7 +1,8 @@
 //! Where descriptors come from: a .proto compiled by protox, a protoset, or the target's
 //! server reflection.
 use crate::error::{bad_input, run_failed};
-use crate::load::transport::{frame, CallSpec, Connection, Connector, Target};
+use crate::grpc::wire::frame;
+use crate::grpc::{CallSpec, Connection, Connector, Target};
 use anyhow::Context;
 use prost::Message;
 use prost_reflect::DescriptorPool;
@@ -158,12 +159,9 @@ impl Reflection {
                 }
                 code => format!("{code:?}: {}", reply.message.unwrap_or_default()),
             };
-            // Could not talk to the target at all: the run failed (exit 1), not the input.
-            let fail = match reply.status {
-                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => run_failed,
-                _ => bad_input,
-            };
-            return Err(fail(format!("server reflection on {}: {}", self.addr, one_line(&problem))));
+            // The target did not answer as a gRPC server: the run failed (exit 1), as when it
+            // cannot be reached; nothing the user typed was wrong.
+            return Err(run_failed(format!("server reflection on {}: {}", self.addr, one_line(&problem))));
         }
     }
 

@@ -1,9 +1,13 @@
 //! `--csv-details FILE`: one row per call, streamed to disk from a bounded channel by a
-//! writer thread (seed 004's columns, plus status and attempts). Memory stays flat.
-use crate::load::engine::CallRecord;
+//! writer thread (the columns of the throughput experiment's client, docs/experiments.md,
+//! "Throughput measured by the client", plus status and attempts). Memory stays flat.
+use super::intervals::IntervalRow;
+use super::Sink;
+use crate::load::engine::{CallRecord, Interval};
 use prost_reflect::{DynamicMessage, MessageDescriptor, Value};
 use std::fs::File;
 use std::io::BufWriter;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::UNIX_EPOCH;
@@ -12,23 +16,36 @@ use std::time::UNIX_EPOCH;
 const BUFFER: usize = 16 * 1024;
 
 pub struct DetailsWriter {
-    pub sender: mpsc::SyncSender<CallRecord>,
-    thread: JoinHandle<anyhow::Result<u64>>,
-}
-
-/// Starts the writer on `file` (opened by the caller before the run, with the other outputs).
-pub fn start(file: File, method: &prost_reflect::MethodDescriptor) -> DetailsWriter {
-    let (sender, receiver) = mpsc::sync_channel::<CallRecord>(BUFFER);
-    let (input, output) = (method.input(), method.output());
-    let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, &input, &output));
-    DetailsWriter { sender, thread }
+    path: PathBuf,
+    sender: mpsc::SyncSender<CallRecord>,
+    thread: JoinHandle<std::io::Result<u64>>,
 }
 
 impl DetailsWriter {
-    /// Waits until every row is on disk; returns how many were written.
-    pub fn finish(self) -> anyhow::Result<u64> {
+    /// Starts the writer on `file` (opened by the caller before the run, with the other outputs).
+    pub fn start(path: PathBuf, file: File, method: &prost_reflect::MethodDescriptor) -> DetailsWriter {
+        let (sender, receiver) = mpsc::sync_channel::<CallRecord>(BUFFER);
+        let (input, output) = (method.input(), method.output());
+        let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, &input, &output));
+        DetailsWriter { path, sender, thread }
+    }
+}
+
+impl Sink for DetailsWriter {
+    fn interval(&mut self, _interval: &Interval, _row: &IntervalRow) {}
+
+    fn calls(&self) -> Option<mpsc::SyncSender<CallRecord>> {
+        Some(self.sender.clone())
+    }
+
+    /// Waits until every row is on disk.
+    fn finish(self: Box<Self>) -> anyhow::Result<()> {
         drop(self.sender);
-        self.thread.join().map_err(|_| anyhow::anyhow!("the --csv-details writer failed"))?
+        match self.thread.join() {
+            Ok(Ok(_rows)) => Ok(()),
+            Ok(Err(e)) => Err(crate::error::output_failed(&self.path, e)),
+            Err(_) => Err(crate::error::output_failed(&self.path, std::io::Error::other("the writer thread failed"))),
+        }
     }
 }
 
@@ -51,7 +68,7 @@ fn write_all(
     calls: mpsc::Receiver<CallRecord>,
     input: &MessageDescriptor,
     output: &MessageDescriptor,
-) -> anyhow::Result<u64> {
+) -> std::io::Result<u64> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "msg",
@@ -78,7 +95,7 @@ fn write_all(
             c.latency.as_nanos().to_string(),
             c.reply.response_bytes.to_string(),
             (c.reply.status == tonic::Code::Ok).to_string(),
-            crate::stats::STATUS_NAMES[c.reply.status as usize].to_string(),
+            crate::grpc::status::name(c.reply.status).to_string(),
             c.attempts.to_string(),
             c.warmup.to_string(),
             c.worker.to_string(),

@@ -8,7 +8,6 @@ use http::uri::{Authority, PathAndQuery, Scheme, Uri};
 use http::{Method, Request, StatusCode};
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,9 +15,11 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::rustls::{self, pki_types};
+use tokio_rustls::rustls::pki_types;
 use tonic::Code;
 
+use super::tls::{self, TlsOptions};
+use super::wire::{grpc_timeout, http_status_code, percent_decode, Deframer};
 use crate::error::{bad_input, run_failed};
 
 /// Where to call, as the user gave it (`HOST:PORT`) plus TLS choices.
@@ -28,15 +29,21 @@ pub struct Target {
     pub port: u16,
     /// None: plaintext (h2c with prior knowledge).
     pub tls: Option<TlsOptions>,
+    /// Dial plus TLS plus HTTP/2 handshake: a target that does not answer within this is unreachable.
+    pub connect_timeout: Duration,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct TlsOptions {
-    pub cacert: Option<PathBuf>,
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
-    pub servername: Option<String>,
-    pub skip_verify: bool,
+/// The default of `--connect-timeout`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
 }
 
 /// What every call of a run sends besides its body: the method's path, metadata, deadline.
@@ -92,15 +99,13 @@ impl PreparedCall {
     }
 }
 
-/// Dial plus TLS plus HTTP/2 handshake; a target that does not answer within this is unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Built once per run: resolved address, TLS configuration, authority.
 pub struct Connector {
     addrs: Vec<SocketAddr>,
     scheme: Scheme,
     authority: Authority,
     tls: Option<(tokio_rustls::TlsConnector, pki_types::ServerName<'static>)>,
+    timeout: Duration,
 }
 
 impl Connector {
@@ -124,18 +129,18 @@ impl Connector {
                 let name = options.servername.as_deref().unwrap_or(host);
                 let name = pki_types::ServerName::try_from(name.to_owned())
                     .map_err(|e| bad_input(format!("bad server name {name}: {e}")))?;
-                let config = tls_config(options)?;
+                let config = tls::config(options)?;
                 (Scheme::HTTPS, Some((tokio_rustls::TlsConnector::from(Arc::new(config)), name)))
             }
         };
-        Ok(Connector { addrs, scheme, authority, tls })
+        Ok(Connector { addrs, scheme, authority, tls, timeout: target.connect_timeout })
     }
 
     /// Opens one HTTP/2 connection; its driver task is spawned on the current runtime.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
-        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.open()).await;
+        let opened = tokio::time::timeout(self.timeout, self.open()).await;
         let (sender, closed) = opened
-            .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))
+            .unwrap_or_else(|_| Err(format!("no answer within {:?} (--connect-timeout)", self.timeout)))
             .map_err(|e| run_failed(format!("cannot connect to {}: {e}", self.authority)))?;
         Ok(Connection { sender, closed, scheme: self.scheme.clone(), authority: self.authority.clone() })
     }
@@ -145,9 +150,17 @@ impl Connector {
         let tcp = TcpStream::connect(&self.addrs[..]).await.map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
         match &self.tls {
-            None => handshake(Coalesce::new(tcp)).await,
+            None => handshake(Coalesce::new(tcp))
+                .await
+                .map_err(|e| format!("{e} (a TLS server? then drop --plaintext; gRPC also needs HTTP/2, not HTTP/1)")),
             Some((connector, name)) => {
-                let tls = connector.connect(name.clone(), tcp).await.map_err(|e| format!("TLS: {e}"))?;
+                let tls = connector.connect(name.clone(), tcp).await.map_err(|e| match e.to_string() {
+                    // What rustls reads when the server answers in plaintext HTTP/2 or HTTP/1.
+                    text if text.contains("InvalidContentType") || text.contains("corrupt message") => {
+                        format!("TLS: {text} (the server speaks plaintext, not TLS: add --plaintext)")
+                    }
+                    text => format!("TLS: {text}"),
+                })?;
                 // No ALPN answer is tolerated (some servers speak h2 without saying so).
                 match tls.get_ref().1.alpn_protocol() {
                     None | Some(b"h2") => handshake(Coalesce::new(tls)).await,
@@ -278,97 +291,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
     }
 }
 
-fn tls_config(options: &TlsOptions) -> anyhow::Result<rustls::ClientConfig> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| run_failed(format!("TLS setup: {e}")))?;
-    let builder = if options.skip_verify {
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
-    } else {
-        let mut roots = rustls::RootCertStore::empty();
-        match &options.cacert {
-            Some(path) => {
-                for cert in read_certs(path)? {
-                    roots.add(cert).map_err(|e| bad_input(format!("--cacert {}: {e}", path.display())))?;
-                }
-            }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        }
-        builder.with_root_certificates(roots)
-    };
-    let mut config = match (&options.cert, &options.key) {
-        (None, None) => builder.with_no_client_auth(),
-        (Some(cert), Some(key)) => builder
-            .with_client_auth_cert(read_certs(cert)?, read_key(key)?)
-            .map_err(|e| bad_input(format!("--cert/--key: {e}")))?,
-        _ => return Err(bad_input("--cert and --key go together")),
-    };
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(config)
-}
-
-fn open_pem(path: &Path) -> anyhow::Result<std::io::BufReader<std::fs::File>> {
-    let file = std::fs::File::open(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
-    Ok(std::io::BufReader::new(file))
-}
-
-fn read_certs(path: &Path) -> anyhow::Result<Vec<pki_types::CertificateDer<'static>>> {
-    let certs = rustls_pemfile::certs(&mut open_pem(path)?)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
-    if certs.is_empty() {
-        return Err(bad_input(format!("{}: no PEM certificate", path.display())));
-    }
-    Ok(certs)
-}
-
-fn read_key(path: &Path) -> anyhow::Result<pki_types::PrivateKeyDer<'static>> {
-    rustls_pemfile::private_key(&mut open_pem(path)?)
-        .map_err(|e| bad_input(format!("{}: {e}", path.display())))?
-        .ok_or_else(|| bad_input(format!("{}: no PEM private key", path.display())))
-}
-
-/// `--skip-verify`: any certificate and name pass, but the handshake signatures are still
-/// checked, so the peer at least holds the key of the certificate it shows.
-#[derive(Debug)]
-struct AcceptAnyCert(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAnyCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &pki_types::CertificateDer<'_>,
-        _intermediates: &[pki_types::CertificateDer<'_>],
-        _server_name: &pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// One HTTP/2 connection; cheap to clone, calls on clones share it.
 #[derive(Clone)]
 pub struct Connection {
@@ -487,50 +409,6 @@ impl Connection {
     }
 }
 
-/// Counts message bytes across data frames without copying them: a 5-byte prefix may
-/// straddle two frames. Copies the messages out only when asked to keep them.
-#[derive(Default)]
-struct Deframer {
-    prefix: [u8; 5],
-    /// Bytes of the current prefix seen so far.
-    have: usize,
-    /// Bytes of the current message still to come.
-    left: usize,
-    payload: u64,
-    count: u64,
-}
-
-impl Deframer {
-    fn feed(&mut self, mut data: &[u8], mut keep: Option<&mut Vec<u8>>) {
-        while !data.is_empty() {
-            if self.left > 0 {
-                let n = self.left.min(data.len());
-                if let Some(out) = keep.as_deref_mut() {
-                    out.extend_from_slice(&data[..n]);
-                }
-                self.payload += n as u64;
-                self.left -= n;
-                data = &data[n..];
-            } else {
-                let n = (5 - self.have).min(data.len());
-                self.prefix[self.have..self.have + n].copy_from_slice(&data[..n]);
-                self.have += n;
-                data = &data[n..];
-                if self.have == 5 {
-                    let len = [self.prefix[1], self.prefix[2], self.prefix[3], self.prefix[4]];
-                    self.left = u32::from_be_bytes(len) as usize;
-                    self.have = 0;
-                    self.count += 1;
-                }
-            }
-        }
-    }
-
-    fn complete(&self) -> bool {
-        self.have == 0 && self.left == 0
-    }
-}
-
 /// The reply that `grpc-status`/`grpc-message` say (in trailers, or in the headers of a
 /// trailers-only response), given the messages that came before them.
 fn finish(map: &HeaderMap, messages: &Deframer, kept: Option<Vec<u8>>) -> Reply {
@@ -555,92 +433,9 @@ fn finish(map: &HeaderMap, messages: &Deframer, kept: Option<Vec<u8>>) -> Reply 
     Reply { status, response_bytes: messages.payload, response, message }
 }
 
-/// gRPC's mapping of an HTTP status to a code, for a response that is not 200.
-fn http_status_code(status: StatusCode) -> Code {
-    match status.as_u16() {
-        400 => Code::Internal,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::Unimplemented,
-        429 | 502 | 503 | 504 => Code::Unavailable,
-        _ => Code::Unknown,
-    }
-}
-
-/// grpc-message is percent-encoded UTF-8; a malformed escape is kept as it came.
-fn percent_decode(raw: &[u8]) -> String {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let escaped = match raw.get(i..i + 3) {
-            Some([b'%', hi, lo]) => hex(*hi).zip(hex(*lo)).map(|(h, l)| h << 4 | l),
-            _ => None,
-        };
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(raw[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// grpc-timeout: at most 8 digits and a unit; the finest unit that fits, rounded up so the
-/// server never gives up before the client does.
-fn grpc_timeout(deadline: Duration) -> HeaderValue {
-    let nanos = deadline.as_nanos();
-    let units: [(u128, char); 6] = [
-        (1, 'n'),
-        (1_000, 'u'),
-        (1_000_000, 'm'),
-        (1_000_000_000, 'S'),
-        (60_000_000_000, 'M'),
-        (3_600_000_000_000, 'H'),
-    ];
-    let (value, unit) = units
-        .iter()
-        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
-        .find(|&(value, _)| value < 100_000_000)
-        .unwrap_or((99_999_999, 'H'));
-    HeaderValue::try_from(format!("{value}{unit}")).expect("digits and a letter are a valid header value")
-}
-
-/// The gRPC length-prefixed message: 1 byte compressed flag (0), 4 bytes length, message.
-pub fn frame(message: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(5 + message.len());
-    out.push(0);
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    out.into()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn deframer_counts_messages_split_anywhere() {
-        let mut wire = frame(b"hello").to_vec();
-        wire.extend_from_slice(&frame(b""));
-        wire.extend_from_slice(&frame(b"abc"));
-        for split in 0..=wire.len() {
-            let mut d = Deframer::default();
-            let mut kept = Vec::new();
-            d.feed(&wire[..split], Some(&mut kept));
-            d.feed(&wire[split..], Some(&mut kept));
-            assert_eq!((d.payload, d.count, d.complete()), (8, 3, true), "split at {split}");
-            assert_eq!(kept, b"helloabc");
-        }
-        let mut d = Deframer::default();
-        d.feed(&wire[..7], None);
-        assert!(!d.complete());
-    }
 
     #[tokio::test]
     async fn a_control_frame_flush_right_after_a_read_waits_one_turn() {
@@ -678,18 +473,5 @@ mod tests {
         assert!(!only_control_frames(&[&ping_ack[..], &headers].concat()));
         assert!(!only_control_frames(&ping_ack[..12]));
         assert!(!only_control_frames(&[]));
-    }
-
-    #[test]
-    fn grpc_message_is_percent_decoded() {
-        assert_eq!(percent_decode(b"caf%C3%A9 100%25 %zz%"), "café 100% %zz%");
-    }
-
-    #[test]
-    fn grpc_timeout_uses_the_finest_unit_that_fits() {
-        assert_eq!(grpc_timeout(Duration::from_millis(1500)), "1500000u");
-        assert_eq!(grpc_timeout(Duration::from_secs(100)), "100000m");
-        assert_eq!(grpc_timeout(Duration::from_nanos(5)), "5n");
-        assert_eq!(grpc_timeout(Duration::from_secs(1 << 40)), "99999999H");
     }
 }

@@ -1,0 +1,146 @@
+//! Value parsers for flags: each turns one piece of text into a typed, bounded value or
+//! says in one line what is wrong with it. `run` and `serve` share them, so a duration is
+//! read and refused the same way everywhere.
+use crate::load::pacer::RateSchedule;
+use std::time::Duration;
+
+/// The longest duration any flag takes: 30 days. Bounding it here means no sum of
+/// durations and instants further down can overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A duration such as `500ms`, `10s`, `2m`, at most `MAX_DURATION`.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 500ms, 10s, 2m)"))?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{text:?} is longer than the {} any duration may be",
+            humantime::format_duration(MAX_DURATION)
+        ));
+    }
+    Ok(d)
+}
+
+/// A duration above zero.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        d if d.is_zero() => Err(format!("{text:?}: must be above zero")),
+        d => Ok(d),
+    }
+}
+
+/// The slowest rate worth pacing: one call every 1000 s.
+const MIN_RATE: f64 = 0.001;
+/// The fastest: a call every nanosecond, far beyond what any client sends.
+const MAX_RATE: f64 = 1e9;
+
+fn rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
+        _ => Err(format!("{text:?} is not a rate from {MIN_RATE} to {MAX_RATE:e} calls/s")),
+    }
+}
+
+/// `R` or `FROM:TO:DURATION` (a linear ramp of the rate).
+pub fn rate_schedule(text: &str) -> Result<RateSchedule, String> {
+    match text.split(':').collect::<Vec<_>>().as_slice() {
+        [r] => Ok(RateSchedule::constant(rate(r)?)),
+        [from, to, over] => Ok(RateSchedule { from: rate(from)?, to: rate(to)?, over: positive_duration(over)? }),
+        _ => Err(format!("{text:?}: expected R or FROM:TO:DURATION (e.g. 100:1000:30s)")),
+    }
+}
+
+/// A gRPC status a call may be retried on (OK never is).
+pub fn retry_status(text: &str) -> Result<tonic::Code, String> {
+    match crate::grpc::status::parse(text) {
+        Some(tonic::Code::Ok) => Err("OK is a success and is never retried".into()),
+        Some(code) => Ok(code),
+        None => Err(format!("unknown gRPC status {text:?} (known: {})", crate::grpc::status::names().join(", "))),
+    }
+}
+
+/// `KEY=VALUE`.
+pub fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("{text:?}: expected KEY=VALUE")),
+    }
+}
+
+/// What the user typed as a target, before any name is resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetText {
+    pub host: String,
+    pub port: u16,
+    /// `http://` (plaintext) or `https://` (TLS) was written before the address.
+    pub scheme_plaintext: Option<bool>,
+}
+
+/// `HOST:PORT`, `[IPv6]:PORT`, also as grpcurl and browser users type it: `dns:///HOST:PORT`,
+/// `http://HOST:PORT` (plaintext), `https://HOST:PORT` (TLS).
+pub fn target(text: &str) -> Result<TargetText, String> {
+    let bad = || format!("target {text:?}: expected HOST:PORT (e.g. 127.0.0.1:9000)");
+    let (rest, scheme_plaintext) = if let Some(r) = text.strip_prefix("http://") {
+        (r, Some(true))
+    } else if let Some(r) = text.strip_prefix("https://") {
+        (r, Some(false))
+    } else if let Some(r) = text.strip_prefix("dns:///") {
+        (r, None)
+    } else if text.starts_with("unix:") {
+        return Err(format!("target {text:?}: unix sockets are not supported yet; give HOST:PORT"));
+    } else {
+        (text, None)
+    };
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 || host.contains('/') {
+        return Err(bad());
+    }
+    Ok(TargetText { host: host.to_string(), port, scheme_plaintext })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_bounded() {
+        assert_eq!(duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert!(duration("30days").is_ok());
+        assert!(duration("31days").unwrap_err().contains("longer than"));
+        assert!(duration("99999999999999999h").is_err());
+        assert!(duration("5x").unwrap_err().contains("invalid duration"));
+        assert!(positive_duration("0s").is_err());
+    }
+
+    #[test]
+    fn rates_and_ramps() {
+        assert_eq!(rate_schedule("100").unwrap(), RateSchedule::constant(100.0));
+        assert_eq!(rate_schedule("100:300:2s").unwrap().over, Duration::from_secs(2));
+        for bad in ["0", "-1", "nan", "inf", "1e300", "1:2", "1:2:0s", "1:2:3:4"] {
+            assert!(rate_schedule(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn targets_as_people_type_them() {
+        let t = target("127.0.0.1:9000").unwrap();
+        assert_eq!((t.host.as_str(), t.port, t.scheme_plaintext), ("127.0.0.1", 9000, None));
+        assert_eq!(target("http://localhost:80").unwrap().scheme_plaintext, Some(true));
+        assert_eq!(target("https://example.com:443/").unwrap().scheme_plaintext, Some(false));
+        assert_eq!(target("dns:///example.com:443").unwrap().host, "example.com");
+        assert_eq!(target("[::1]:9000").unwrap().host, "::1");
+        for bad in ["9000", "host:0", ":9000", "host:99999", "unix:/tmp/s", "http://a/b:1"] {
+            assert!(target(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn retrying_ok_is_refused() {
+        assert!(retry_status("OK").unwrap_err().contains("never retried"));
+        assert_eq!(retry_status("unavailable"), Ok(tonic::Code::Unavailable));
+        assert!(retry_status("NOPE").unwrap_err().contains("known:"));
+    }
+}

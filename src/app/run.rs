@@ -1,0 +1,304 @@
+//! `rpcmeter run`: flags -> `Settings` (every check of how flags combine, before the network
+//! or the disk is touched), then `run` orchestrates: outputs, schema, engine, sinks, reports,
+//! verdict. Testable without clap: build a `Settings` and call `run`.
+use super::outputs::{OutputSettings, Outputs};
+use crate::cli::run::RunArgs;
+use crate::error::{bad_input, internal, run_failed};
+use crate::grpc::tls::TlsOptions;
+use crate::grpc::{CallSpec, Target};
+use crate::load::engine::{self, Control};
+use crate::load::pacer::Pacer;
+use crate::load::plan::{Plan, StopAt};
+use crate::load::retry::RetryPolicy;
+use crate::record::resource;
+use crate::report::{Meta, Summary};
+use crate::schema::{self, DataSource, RequestSource, SchemaSource};
+use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, progress::Progress, Sinks};
+use crate::stats::assertions::{self, Assertion};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Memory one call in flight may take (its worker, h2 stream, buffers), for the up-front
+/// check that the calls asked for can be in flight at once: measured at about 8.5 KiB.
+const MEMORY_PER_CALL: u64 = 16 << 10;
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub schema: SchemaSource,
+    pub call: String,
+    pub data: DataSource,
+    pub metadata: http::HeaderMap,
+    pub deadline: Option<Duration>,
+    /// The plan but for the method's path, which the schema gives.
+    pub plan: Plan,
+    pub outputs: OutputSettings,
+    pub checks: Vec<Assertion>,
+    pub progress: bool,
+    pub name: Option<String>,
+    pub tags: Vec<(String, String)>,
+    pub arguments: Vec<String>,
+}
+
+impl Settings {
+    pub fn from_args(args: &RunArgs, arguments: Vec<String>) -> anyhow::Result<Settings> {
+        let plaintext = match args.target.scheme_plaintext {
+            Some(false) if args.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
+            Some(scheme) => scheme || args.plaintext,
+            None => args.plaintext,
+        };
+        let tls = (!plaintext).then(|| TlsOptions {
+            cacert: args.cacert.clone(),
+            cert: args.cert.clone(),
+            key: args.key.clone(),
+            servername: args.servername.clone(),
+            skip_verify: args.skip_verify,
+        });
+        let target = Target {
+            host: args.target.host.clone(),
+            port: args.target.port,
+            tls,
+            connect_timeout: args.connect_timeout,
+        };
+        let schema = match (&args.proto, &args.protoset) {
+            (Some(file), _) => SchemaSource::Proto { file: file.clone(), import_paths: args.import_paths.clone() },
+            (None, Some(set)) => SchemaSource::Protoset(set.clone()),
+            (None, None) => SchemaSource::Reflection,
+        };
+        let data = match (&args.data, &args.data_file) {
+            (Some(json), _) => DataSource::Json(json.clone()),
+            (None, Some(file)) => DataSource::File(file.clone()),
+            (None, None) => DataSource::Empty,
+        };
+        let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
+        let spec = CallSpec {
+            path: http::uri::PathAndQuery::from_static("/"),
+            metadata: metadata.clone(),
+            deadline: args.deadline,
+        };
+        Ok(Settings {
+            schema,
+            call: args.call.clone(),
+            data,
+            metadata,
+            deadline: args.deadline,
+            plan: plan(args, target, spec)?,
+            outputs: OutputSettings {
+                format: args.format,
+                primary: args.output.clone(),
+                exports: args.export.clone(),
+                csv_details: args.csv_details.clone(),
+                hdr_log: args.hdr_log.clone(),
+            },
+            checks: args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default(),
+            progress: !args.quiet && std::io::stderr().is_terminal(),
+            name: args.name.clone(),
+            tags: args.tag.clone(),
+            arguments,
+        })
+    }
+}
+
+fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
+    if n == 0 {
+        Err(bad_input(format!("{flag} must be at least 1")))
+    } else {
+        Ok(n)
+    }
+}
+
+/// How the load flags combine into a Plan; every limit that cannot be met is refused here.
+fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let connections = positive("--connections", args.connections as u64)? as u32;
+    let warmup = args.warmup.unwrap_or_default();
+    let mut stop = StopAt {
+        total: args.total.map(|n| positive("-n/--total", n)).transpose()?,
+        per_worker: args.loop_count.map(|n| positive("--loop", n)).transpose()?,
+        duration: args.duration,
+    };
+    let (pacer, asked) = match (args.rps, args.burst) {
+        (Some(rate), _) => (Pacer::Open(rate), positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?),
+        (None, Some(size)) => {
+            let size = positive("--burst", size as u64)?;
+            let rounds = positive("--rounds", args.rounds.unwrap_or(1))?;
+            stop.total = Some(
+                size.checked_mul(rounds)
+                    .ok_or_else(|| bad_input("--burst x --rounds is more calls than can be counted"))?,
+            );
+            (Pacer::Burst { size }, size)
+        }
+        (None, None) => (Pacer::Closed, positive("-c/--concurrency", args.concurrency.unwrap_or(8) as u64)?),
+    };
+    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() {
+        stop.duration = Some(Duration::from_secs(5));
+    }
+    // No more calls can be in flight than will ever be made: -c 100000 -n 10 runs 10 workers.
+    let workers = match stop.total {
+        Some(n) if warmup.is_zero() => asked.min(n),
+        _ => asked,
+    } as u32;
+    // An open loop starts workers as calls need them; the others are all busy at once, so
+    // their memory must be there from the start.
+    if !pacer.is_open() {
+        if let Some(available) = resource::memory_available_bytes() {
+            let needed = workers as u64 * MEMORY_PER_CALL;
+            if needed > available / 2 {
+                return Err(bad_input(format!(
+                    "{} calls in flight at once would need about {} MiB, more than half of the {} MiB this machine has free",
+                    workers,
+                    needed >> 20,
+                    available >> 20
+                )));
+            }
+        }
+    }
+    // Each thread owns at least one connection and one worker; more would sit idle.
+    let threads = match args.threads {
+        Some(t) => positive("--threads", t as u64)? as u32,
+        None => connections.min(cores).min(workers),
+    };
+    if threads > workers {
+        return Err(bad_input(format!(
+            "--threads {threads} is more than the {workers} calls in flight: some would stay idle"
+        )));
+    }
+    if connections < threads {
+        return Err(bad_input(format!(
+            "--threads {threads} needs at least as many --connections (each thread owns its own), not {connections}"
+        )));
+    }
+    if connections > workers {
+        return Err(bad_input(format!(
+            "--connections {connections} is more than the {workers} calls in flight: some would stay idle"
+        )));
+    }
+    let ramp = args.ramp.unwrap_or_default();
+    if let Some(d) = stop.duration.filter(|d| !ramp.is_zero() && ramp >= *d) {
+        return Err(bad_input(format!(
+            "--ramp {} is not shorter than -z {}: the last workers would never start",
+            humantime::format_duration(ramp),
+            humantime::format_duration(d)
+        )));
+    }
+    if args.interval < Duration::from_millis(10) {
+        return Err(bad_input("--interval must be at least 10ms"));
+    }
+    Ok(Plan {
+        target,
+        spec,
+        pacer,
+        workers,
+        threads,
+        connections,
+        stop,
+        warmup,
+        ramp,
+        retry: RetryPolicy {
+            max_retries: args.max_retries,
+            base: Duration::from_millis(args.retry_ms),
+            jitter: args.retry_jitter,
+            retry_on: args.retry_on.clone(),
+        },
+        interval: args.interval,
+        drain: args.drain,
+        keep_responses: args.csv_details.is_some(),
+    })
+}
+
+/// The method path gRPC puts on the wire.
+fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<http::uri::PathAndQuery> {
+    format!("/{}/{}", method.parent_service().full_name(), method.name())
+        .parse()
+        .map_err(|_| bad_input(format!("--call: {} is not a valid path", method.full_name())))
+}
+
+/// Asks the schema for the method; a Ctrl-C while a server is being asked ends the wait.
+fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| internal(format!("cannot start a runtime: {e}")))?;
+    runtime.block_on(async {
+        let interrupted = async {
+            while control.interrupts.load(Relaxed) == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::select! {
+            method = schema::resolve_method(&settings.schema, &settings.call, &settings.plan.target) => method,
+            _ = interrupted => Err(run_failed("interrupted before the run started")),
+        }
+    })
+}
+
+/// Runs `settings` to the end and says how it went: the exit code, or the error to print.
+pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode> {
+    let mut outputs = Outputs::open(&settings.outputs)?;
+    let prepared = (|| {
+        let method = resolve(&settings, &control)?;
+        let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
+        let mut plan = settings.plan.clone();
+        plan.spec.path = path(&method)?;
+        Ok::<_, anyhow::Error>((method, requests, plan))
+    })();
+    let (method, requests, plan) = prepared.inspect_err(|_| outputs.discard())?;
+
+    let mut sinks = Sinks::default();
+    if settings.progress {
+        let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
+        sinks.add(Box::new(Progress::new(planned)));
+    }
+    if let Some(path) = &settings.outputs.hdr_log {
+        let file = outputs.take(path).ok_or_else(|| internal("--hdr-log was not opened"))?;
+        sinks.add(Box::new(HdrLog::new(path.clone(), file)?));
+    }
+    if let Some(path) = &settings.outputs.csv_details {
+        let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
+        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, &method)));
+    }
+    let started_at = SystemTime::now();
+    let result = engine::run(plan.clone(), requests, &mut sinks, &control);
+    let (rows, sinks_finished) = sinks.finish();
+    let result = result.inspect_err(|_| outputs.discard())?;
+
+    let meta = Meta {
+        started_at,
+        name: settings.name.clone(),
+        tags: settings.tags.clone(),
+        arguments: settings.arguments.clone(),
+    };
+    let summary = Summary::new(&plan, meta, method.full_name(), &result, &settings.checks, rows);
+    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    problems.extend(sinks_finished.err());
+    verdict(&summary, problems)
+}
+
+/// Exit 0, or one error naming every problem: no answer, every call failed, each breached
+/// assertion, each output that could not be written.
+fn verdict(summary: &Summary, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
+    let mut problems: Vec<String> = Vec::new();
+    let c = &summary.requests;
+    if c.total == 0 {
+        problems.push("no call was answered".into());
+    } else if c.ok == 0 {
+        let statuses: Vec<String> =
+            summary.statuses.nonzero().map(|(code, n)| format!("{} {n}", crate::grpc::status::name(code))).collect();
+        problems.push(format!("every call failed ({})", statuses.join(", ")));
+    }
+    for breach in summary.breached() {
+        problems.push(format!("assertion breached: {} (value {})", breach.assertion.text, breach.value));
+    }
+    problems.extend(outputs_failed.iter().map(|e| format!("{e:#}")));
+    match problems.is_empty() {
+        true => Ok(ExitCode::SUCCESS),
+        // A lone output failure keeps its own class; with other problems, the run failed.
+        false if problems.len() == 1 && outputs_failed.len() == 1 => {
+            Err(outputs_failed.into_iter().next().expect("one"))
+        }
+        false => Err(run_failed(problems.join("; "))),
+    }
+}

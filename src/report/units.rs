@@ -1,0 +1,56 @@
+//! Units for people: the only place where durations and sizes become text.
+use std::time::Duration;
+
+/// A duration with the unit that keeps 3-4 significant digits: `437.5 µs`, `12.34 ms`, `1.500 s`.
+pub fn duration(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us >= 1e6 {
+        format!("{:.3} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+/// Bytes in binary units, as the kernel counts memory: `15.2 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Microseconds as a JSON or CSV number, rounded to the nanosecond (no float noise).
+pub fn micros(d: Duration) -> f64 {
+    (d.as_nanos() as f64 / 1e3 * 1e3).round() / 1e3
+}
+
+/// Seconds as a JSON or CSV number, rounded to the microsecond.
+pub fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_keep_three_to_four_digits() {
+        assert_eq!(duration(Duration::from_nanos(437_500)), "437.5 µs");
+        assert_eq!(duration(Duration::from_micros(12_345)), "12.35 ms");
+        assert_eq!(duration(Duration::from_millis(1500)), "1.500 s");
+        assert_eq!(bytes(15_938_355), "15.2 MiB");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(micros(Duration::from_nanos(1_348_985)), 1348.985);
+        assert_eq!(secs(Duration::from_nanos(1_348_984_999)), 1.348985);
+    }
+}

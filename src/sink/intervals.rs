@@ -1,0 +1,52 @@
+//! The interval series: one row per interval (1 s by default), small whatever the run's
+//! length. `--format csv` prints it; progress shows its last row.
+use crate::load::engine::Interval;
+use crate::stats::Statistic;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalRow {
+    /// End of the interval, from the start of the run.
+    pub at: Duration,
+    pub length: Duration,
+    pub warmup: bool,
+    pub calls: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub p50: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+    /// The client's CPU time from its start to the end of this interval.
+    pub client_cpu_total: Duration,
+    pub client_rss_bytes: u64,
+}
+
+impl IntervalRow {
+    pub fn of(iv: &Interval) -> IntervalRow {
+        let h = &iv.shard.call_latency;
+        let c = &iv.shard.counts;
+        IntervalRow {
+            at: iv.at,
+            length: iv.length,
+            warmup: iv.warmup,
+            calls: c.calls,
+            ok: c.ok(),
+            failed: c.failed(),
+            p50: Statistic::Percentile(50.0).of(h),
+            p90: Statistic::Percentile(90.0).of(h),
+            p99: Statistic::Percentile(99.0).of(h),
+            max: Statistic::Max.of(h),
+            client_cpu_total: iv.usage.cpu,
+            client_rss_bytes: iv.usage.rss_bytes,
+        }
+    }
+
+    pub fn phase(&self) -> &'static str {
+        if self.warmup {
+            "warmup"
+        } else {
+            "measured"
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Sinks: everything that consumes a run while it happens (progress, the interval series,
+//! the HDR log, per-call details; next: history, live metrics), behind one trait. The engine
+//! feeds them; none of them measures, and a failing one never loses the report.
+pub mod details;
+pub mod hdr_log;
+pub mod intervals;
+pub mod progress;
+
+use crate::load::engine::{CallRecord, Interval};
+use intervals::IntervalRow;
+use std::sync::mpsc;
+
+pub trait Sink {
+    /// Each interval as it closes, with its row of the interval series.
+    fn interval(&mut self, interval: &Interval, row: &IntervalRow);
+
+    /// A channel for every call's record, for a sink that wants each call (bounded: a slow
+    /// consumer slows the run rather than growing memory).
+    fn calls(&self) -> Option<mpsc::SyncSender<CallRecord>> {
+        None
+    }
+
+    /// After the run: flush, and say what failed, naming the output.
+    fn finish(self: Box<Self>) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// The run's sinks, fed together; it keeps the interval series for the reports.
+#[derive(Default)]
+pub struct Sinks {
+    list: Vec<Box<dyn Sink>>,
+    pub rows: Vec<IntervalRow>,
+}
+
+impl Sinks {
+    pub fn add(&mut self, sink: Box<dyn Sink>) {
+        self.list.push(sink);
+    }
+
+    pub fn interval(&mut self, interval: &Interval) {
+        let row = IntervalRow::of(interval);
+        for sink in &mut self.list {
+            sink.interval(interval, &row);
+        }
+        self.rows.push(row);
+    }
+
+    /// The per-call channel of the sink that wants calls (at most one does today).
+    pub fn calls(&self) -> Option<mpsc::SyncSender<CallRecord>> {
+        self.list.iter().find_map(|s| s.calls())
+    }
+
+    /// Finishes every sink; the first failure is returned after all have finished.
+    pub fn finish(self) -> (Vec<IntervalRow>, anyhow::Result<()>) {
+        let mut first = Ok(());
+        for sink in self.list {
+            if let (Err(e), true) = (sink.finish(), first.is_ok()) {
+                first = Err(e);
+            }
+        }
+        (self.rows, first)
+    }
+}

@@ -1,0 +1,60 @@
+//! The progress line on a terminal: calls, rate, errors, p99, and how far the run is when its
+//! end is known (a percentage and an ETA); warm-up calls are counted apart.
+use super::intervals::IntervalRow;
+use super::Sink;
+use crate::load::engine::Interval;
+use crate::report::units::duration;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::time::Duration;
+
+pub struct Progress {
+    bar: ProgressBar,
+    /// The run's planned length (warm-up included), when it is known in time.
+    planned: Option<Duration>,
+    calls: u64,
+    warmup_calls: u64,
+    failed: u64,
+}
+
+impl Progress {
+    pub fn new(planned: Option<Duration>) -> Progress {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Progress { bar, planned, calls: 0, warmup_calls: 0, failed: 0 }
+    }
+}
+
+impl Sink for Progress {
+    fn interval(&mut self, iv: &Interval, row: &IntervalRow) {
+        if row.warmup {
+            self.warmup_calls += row.calls;
+        } else {
+            self.calls += row.calls;
+        }
+        self.failed += row.failed;
+        let rate = crate::stats::rate(row.calls, row.length);
+        let done = match self.planned {
+            Some(planned) if !planned.is_zero() => {
+                let fraction = (iv.at.as_secs_f64() / planned.as_secs_f64()).min(1.0);
+                format!(" {:>3.0}%, ETA {}s,", fraction * 100.0, planned.saturating_sub(iv.at).as_secs())
+            }
+            _ => String::new(),
+        };
+        let warmup = if self.warmup_calls > 0 { format!(" (+{} warm-up)", self.warmup_calls) } else { String::new() };
+        self.bar.set_message(format!(
+            "{done} {} calls{warmup}, {rate:.0} calls/s, {} errors, p99 {}",
+            self.calls,
+            self.failed,
+            duration(row.p99)
+        ));
+    }
+
+    fn finish(self: Box<Self>) -> anyhow::Result<()> {
+        self.bar.finish_and_clear();
+        Ok(())
+    }
+}
