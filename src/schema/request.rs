@@ -257,7 +257,7 @@ impl Piece {
             Piece::TimestampUnix => now().as_secs().to_string(),
             Piece::TimestampUnixMilli => now().as_millis().to_string(),
             Piece::TimestampUnixNano => now().as_nanos().to_string(),
-            Piece::Uuid => uuid_v4(),
+            Piece::Uuid => uuid::Uuid::new_v4().to_string(),
             Piece::RandomString(n) => {
                 rand::thread_rng().sample_iter(rand::distributions::Alphanumeric).take(*n).map(char::from).collect()
             }
@@ -304,15 +304,6 @@ fn parse_action(action: &str) -> Option<Piece> {
         _ => return None,
     };
     Some(piece)
-}
-
-/// A random (version 4) UUID in its usual text form.
-fn uuid_v4() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 #[cfg(test)]
@@ -488,6 +479,22 @@ mod tests {
         assert_eq!(parts[1].len(), 36);
         assert_eq!(&parts[1][14..15], "4");
         assert!(parts[2].parse::<u64>().unwrap() > 1_600_000_000_000);
+    }
+
+    #[test]
+    fn uuid_template_is_a_fresh_version_4_uuid_per_call() {
+        let m = put();
+        let source = json(&m, r#"{"key": "{{.UUID}}"}"#).unwrap();
+        let ids: Vec<uuid::Uuid> = (0..3)
+            .map(|call| uuid::Uuid::parse_str(decoded(&source, &m, call, 0)["key"].as_str().unwrap()).unwrap())
+            .collect();
+        for id in &ids {
+            assert_eq!(id.get_version(), Some(uuid::Version::Random), "{id}");
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{id}");
+            // The hyphenated lowercase form, as ghz renders it.
+            assert_eq!(id.to_string(), id.hyphenated().to_string());
+        }
+        assert!(ids[0] != ids[1] && ids[1] != ids[2], "{ids:?}");
     }
 
     #[test]
