@@ -275,10 +275,7 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
             pieces.push(Piece::Literal(rest[..open].to_owned()));
         }
         let close = rest[open..].find("}}").ok_or_else(|| format!("unclosed \"{{{{\" in {text:?}"))? + open;
-        let action = &rest[open + 2..close];
-        pieces.push(
-            parse_action(action).ok_or_else(|| format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})"))?,
-        );
+        pieces.push(parse_action(&rest[open + 2..close])?);
         rest = &rest[close + 2..];
     }
     if !rest.is_empty() {
@@ -287,7 +284,9 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
     Ok(pieces)
 }
 
-fn parse_action(action: &str) -> Option<Piece> {
+/// Each known template that is malformed gets its own message; anything else is unknown.
+fn parse_action(action: &str) -> Result<Piece, String> {
+    let bad = |problem: String| format!("template \"{{{{{action}}}}}\": {problem}");
     let words: Vec<&str> = action.split_whitespace().collect();
     let piece = match words[..] {
         [".RequestNumber"] => Piece::RequestNumber,
@@ -296,14 +295,36 @@ fn parse_action(action: &str) -> Option<Piece> {
         [".TimestampUnixMilli"] => Piece::TimestampUnixMilli,
         [".TimestampUnixNano"] => Piece::TimestampUnixNano,
         [".UUID"] => Piece::Uuid,
-        ["randomString", n] => Piece::RandomString(n.parse().ok()?),
-        ["randomInt", lo, hi] => match (lo.parse().ok()?, hi.parse().ok()?) {
-            (lo, hi) if lo <= hi => Piece::RandomInt(lo, hi),
-            _ => return None,
-        },
-        _ => return None,
+        ["randomString", n] => Piece::RandomString(string_length(n).map_err(bad)?),
+        ["randomString", ..] => return Err(bad("expected {{randomString N}}".to_owned())),
+        ["randomInt", lo, hi] => {
+            let bound = |name: &str, text: &str| {
+                text.parse::<i64>().map_err(|_| bad(format!("{name} must be a 64-bit integer, not {text:?}")))
+            };
+            let (lo, hi) = (bound("MIN", lo)?, bound("MAX", hi)?);
+            if lo > hi {
+                return Err(bad(format!("MIN must not exceed MAX ({lo} > {hi})")));
+            }
+            Piece::RandomInt(lo, hi)
+        }
+        ["randomInt", ..] => return Err(bad("expected {{randomInt MIN MAX}}".to_owned())),
+        _ => return Err(format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})")),
     };
-    Some(piece)
+    Ok(piece)
+}
+
+/// Longest `{{randomString N}}`: 4 MiB, the usual gRPC max message size. A longer string
+/// would exceed most servers' limit anyway, and a huge N would abort the process allocating it.
+const MAX_RANDOM_STRING: usize = 4 * 1024 * 1024;
+
+fn string_length(n: &str) -> Result<usize, String> {
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("N must be a whole number, not {n:?}"));
+    }
+    // All digits: too long for usize is too large too.
+    n.parse().ok().filter(|&len| len <= MAX_RANDOM_STRING).ok_or_else(|| {
+        format!("N must be at most {MAX_RANDOM_STRING} (4 MiB, the usual gRPC max message size), not {n}")
+    })
 }
 
 #[cfg(test)]
@@ -498,11 +519,46 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_known_template_says_what_is_wrong() {
+        let e = err(&put(), r#"{"key": "{{randomInt 5 1}}"}"#);
+        assert_eq!(e, "-d: field \"key\": template \"{{randomInt 5 1}}\": MIN must not exceed MAX (5 > 1)");
+        let e = err(&put(), r#"{"key": "{{randomInt x 1}}"}"#);
+        assert!(e.ends_with("MIN must be a 64-bit integer, not \"x\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomInt 1 99999999999999999999}}"}"#);
+        assert!(e.ends_with("MAX must be a 64-bit integer, not \"99999999999999999999\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomInt 1}}"}"#);
+        assert!(e.ends_with("template \"{{randomInt 1}}\": expected {{randomInt MIN MAX}}"), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomString abc}}"}"#);
+        assert_eq!(e, "-d: field \"key\": template \"{{randomString abc}}\": N must be a whole number, not \"abc\"");
+        let e = err(&put(), r#"{"key": "{{randomString -3}}"}"#);
+        assert!(e.ends_with("N must be a whole number, not \"-3\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomString}}"}"#);
+        assert!(e.ends_with("expected {{randomString N}}"), "{e}");
+        // Equal bounds are a constant, not an error.
+        assert!(json(&put(), r#"{"key": "{{randomInt 3 3}}"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_huge_random_string_is_refused_at_parse_time() {
+        // Used to abort the whole process with "memory allocation failed".
+        for n in ["99999999999", "99999999999999999999999", "4194305"] {
+            let e = err(&put(), &format!(r#"{{"key": "{{{{randomString {n}}}}}"}}"#));
+            assert_eq!(
+                e,
+                format!(
+                    "-d: field \"key\": template \"{{{{randomString {n}}}}}\": N must be at most 4194304 \
+                     (4 MiB, the usual gRPC max message size), not {n}"
+                )
+            );
+        }
+        // The cap itself is allowed (checked without rendering 4 MiB, slow in debug builds).
+        assert_eq!(string_length("4194304"), Ok(MAX_RANDOM_STRING));
+    }
+
+    #[test]
     fn template_errors_are_caught_before_the_run() {
         let e = err(&put(), r#"{"key": "{{.Nope}}"}"#);
         assert!(e.starts_with("-d: field \"key\": unknown template \"{{.Nope}}\" (known: {{.RequestNumber}}"), "{e}");
-        let e = err(&put(), r#"{"key": "{{randomInt 9 1}}"}"#);
-        assert!(e.contains("unknown template \"{{randomInt 9 1}}\""), "{e}");
         let e = err(&put(), r#"{"key": "{{.RequestNumber"}"#);
         assert!(e.contains("unclosed"), "{e}");
         // Rendered values are checked against the field's type, at both random bounds.
