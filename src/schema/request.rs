@@ -36,6 +36,14 @@ impl RequestSource {
             }
             DataSource::File(path) => read_records(path)?,
         };
+        // Unless the message itself is written as a JSON array (google.protobuf.ListValue
+        // or Value), a top-level array is a list of records, as ghz reads it.
+        let array_is_message = matches!(desc.full_name(), "google.protobuf.ListValue" | "google.protobuf.Value");
+        let records = if array_is_message {
+            records
+        } else {
+            records.into_iter().map(elements).collect::<anyhow::Result<Vec<_>>>()?.concat()
+        };
         let bodies = records
             .into_iter()
             .map(|(origin, value)| body(&desc, value).map_err(|problem| bad_input(format!("{origin}: {problem}"))))
@@ -66,8 +74,8 @@ impl RequestSource {
     }
 }
 
-/// `-D` records: every JSON value in the file (one object, or JSON lines), each labelled
-/// with where it starts for error messages.
+/// `-D` records: every JSON value in the file (one object or array, or JSON lines), each
+/// labelled with where it starts for error messages.
 fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
     let name = path.display().to_string();
     let text = if name == "-" {
@@ -95,6 +103,18 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
         // A single record needs no position.
         1 => Ok(vec![(format!("-D {name}"), records.pop().unwrap().1)]),
         _ => Ok(records),
+    }
+}
+
+/// The records a top-level JSON array holds, one per element, each named by its index
+/// after `origin`; any other value is one record.
+fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Value)>> {
+    match value {
+        Value::Array(items) if items.is_empty() => {
+            Err(bad_input(format!("{origin}: empty JSON array: no request to send")))
+        }
+        Value::Array(items) => Ok(items.into_iter().enumerate().map(|(i, v)| (format!("{origin}[{i}]"), v)).collect()),
+        value => Ok(vec![(origin, value)]),
     }
 }
 
@@ -408,7 +428,7 @@ mod tests {
         let e = err(&put(), r#"{"key": 5}"#);
         assert_eq!(e, "-d: field \"key\" (string): invalid type: integer `5`, expected a string");
         let e = err(&cpu(), r#"[1, 2]"#);
-        assert!(e.starts_with("-d: ") && e.contains("CpuRequest"), "{e}");
+        assert!(e.starts_with("-d[0]: ") && e.contains("CpuRequest"), "{e}");
     }
 
     #[test]
@@ -452,6 +472,68 @@ mod tests {
         let keys: Vec<Value> = (0..7).map(|call| decoded(&source, &put(), call, 0)["key"].clone()).collect();
         assert_eq!(keys, ["a", "b", "c", "a", "b", "c", "a"]);
         assert_eq!(source.request(1, 0).as_ptr(), source.request(4, 3).as_ptr());
+    }
+
+    #[test]
+    fn a_json_array_in_d_is_one_record_per_element_cycled_by_call() {
+        let m = put();
+        let source = json(&m, r#"[{"key": "a"}, {"key": "b-{{.RequestNumber}}"}, {"key": "c"}]"#).unwrap();
+        assert_eq!(source.records(), 3);
+        assert!(!source.is_static());
+        let keys: Vec<Value> = (0..5).map(|call| decoded(&source, &m, call, 0)["key"].clone()).collect();
+        assert_eq!(keys, ["a", "b-1", "c", "a", "b-4"]);
+        // One element: every call sends the same bytes.
+        assert!(json(&m, r#"[{"key": "a"}]"#).unwrap().is_static());
+    }
+
+    #[test]
+    fn a_json_array_in_a_data_file_is_one_record_per_element() {
+        let (_dir, path) = file("[\n  {\"key\": \"a\"},\n  {\"key\": \"b\"}\n]\n");
+        let source = RequestSource::new(&put(), &DataSource::File(path)).unwrap();
+        assert_eq!(source.records(), 2);
+        let keys: Vec<Value> = (0..3).map(|call| decoded(&source, &put(), call, 0)["key"].clone()).collect();
+        assert_eq!(keys, ["a", "b", "a"]);
+    }
+
+    #[test]
+    fn array_element_errors_name_the_element() {
+        let e = err(&cpu(), r#"[{"n": 1}, {"n": 2}, {"n": "x"}]"#);
+        assert!(e.starts_with("-d[2]: field \"n\" (uint32): "), "{e}");
+        let e = err(&put(), r#"[{"key": "a"}, {"key": "{{randomInt 5 1}}"}]"#);
+        assert!(e.starts_with("-d[1]: field \"key\": template "), "{e}");
+        let (_dir, path) = file("[{\"n\": 1}, {\"n\": 2}, {\"nn\": 3}]");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("-D {}[2]: ", path.display())) && e.contains("nn"), "{e}");
+        // An array on one of several JSON lines: the line, then the element.
+        let (_dir, path) = file("{\"n\": 1}\n[{\"n\": 2}, {\"n\": -2}]\n");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("-D {} line 2[1]: field \"n\" (uint32): ", path.display())), "{e}");
+    }
+
+    #[test]
+    fn an_empty_json_array_is_an_error_naming_its_source() {
+        let e = json(&cpu(), "[]").err().unwrap();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(e.to_string(), "-d: empty JSON array: no request to send");
+        let (_dir, path) = file(" [ ]\n");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert_eq!(e, format!("-D {}: empty JSON array: no request to send", path.display()));
+    }
+
+    #[test]
+    fn an_array_is_one_message_when_the_message_is_a_json_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let proto = dir.path().join("l.proto");
+        std::fs::write(
+            &proto,
+            "syntax = \"proto3\"; import \"google/protobuf/struct.proto\";\n\
+             service Lists { rpc Put(google.protobuf.ListValue) returns (google.protobuf.ListValue); }",
+        )
+        .unwrap();
+        let m = super::super::find_method(&super::super::source::compile(&proto, &[]).unwrap(), "Lists/Put").unwrap();
+        let source = json(&m, r#"[1, "two"]"#).unwrap();
+        assert_eq!(source.records(), 1);
+        assert_eq!(decoded(&source, &m, 0, 0), serde_json::json!([1.0, "two"]));
     }
 
     #[test]
