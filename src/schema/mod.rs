@@ -38,9 +38,10 @@ pub async fn resolve_method(source: &SchemaSource, call: &str, target: &Target) 
 /// Where request bodies come from.
 #[derive(Debug, Clone)]
 pub enum DataSource {
-    /// `-d`: one JSON object (protobuf JSON mapping); may hold templates.
+    /// `-d`: one JSON object (protobuf JSON mapping), or an array of them cycled call by
+    /// call; may hold templates.
     Json(String),
-    /// `-D`: a file ("-" = stdin): one JSON object, or JSON lines cycled call by call.
+    /// `-D`: a file ("-" = stdin): one JSON object, an array or JSON lines cycled call by call.
     File(PathBuf),
     /// Neither: the empty message.
     Empty,

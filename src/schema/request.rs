@@ -36,6 +36,14 @@ impl RequestSource {
             }
             DataSource::File(path) => read_records(path)?,
         };
+        // Unless the message itself is written as a JSON array (google.protobuf.ListValue
+        // or Value), a top-level array is a list of records, as ghz reads it.
+        let array_is_message = matches!(desc.full_name(), "google.protobuf.ListValue" | "google.protobuf.Value");
+        let records = if array_is_message {
+            records
+        } else {
+            records.into_iter().map(elements).collect::<anyhow::Result<Vec<_>>>()?.concat()
+        };
         let bodies = records
             .into_iter()
             .map(|(origin, value)| body(&desc, value).map_err(|problem| bad_input(format!("{origin}: {problem}"))))
@@ -66,8 +74,8 @@ impl RequestSource {
     }
 }
 
-/// `-D` records: every JSON value in the file (one object, or JSON lines), each labelled
-/// with where it starts for error messages.
+/// `-D` records: every JSON value in the file (one object or array, or JSON lines), each
+/// labelled with where it starts for error messages.
 fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
     let name = path.display().to_string();
     let text = if name == "-" {
@@ -95,6 +103,18 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
         // A single record needs no position.
         1 => Ok(vec![(format!("-D {name}"), records.pop().unwrap().1)]),
         _ => Ok(records),
+    }
+}
+
+/// The records a top-level JSON array holds, one per element, each named by its index
+/// after `origin`; any other value is one record.
+fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Value)>> {
+    match value {
+        Value::Array(items) if items.is_empty() => {
+            Err(bad_input(format!("{origin}: empty JSON array: no request to send")))
+        }
+        Value::Array(items) => Ok(items.into_iter().enumerate().map(|(i, v)| (format!("{origin}[{i}]"), v)).collect()),
+        value => Ok(vec![(origin, value)]),
     }
 }
 
@@ -257,7 +277,7 @@ impl Piece {
             Piece::TimestampUnix => now().as_secs().to_string(),
             Piece::TimestampUnixMilli => now().as_millis().to_string(),
             Piece::TimestampUnixNano => now().as_nanos().to_string(),
-            Piece::Uuid => uuid_v4(),
+            Piece::Uuid => uuid::Uuid::new_v4().to_string(),
             Piece::RandomString(n) => {
                 rand::thread_rng().sample_iter(rand::distributions::Alphanumeric).take(*n).map(char::from).collect()
             }
@@ -275,10 +295,7 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
             pieces.push(Piece::Literal(rest[..open].to_owned()));
         }
         let close = rest[open..].find("}}").ok_or_else(|| format!("unclosed \"{{{{\" in {text:?}"))? + open;
-        let action = &rest[open + 2..close];
-        pieces.push(
-            parse_action(action).ok_or_else(|| format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})"))?,
-        );
+        pieces.push(parse_action(&rest[open + 2..close])?);
         rest = &rest[close + 2..];
     }
     if !rest.is_empty() {
@@ -287,7 +304,9 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
     Ok(pieces)
 }
 
-fn parse_action(action: &str) -> Option<Piece> {
+/// Each known template that is malformed gets its own message; anything else is unknown.
+fn parse_action(action: &str) -> Result<Piece, String> {
+    let bad = |problem: String| format!("template \"{{{{{action}}}}}\": {problem}");
     let words: Vec<&str> = action.split_whitespace().collect();
     let piece = match words[..] {
         [".RequestNumber"] => Piece::RequestNumber,
@@ -296,23 +315,36 @@ fn parse_action(action: &str) -> Option<Piece> {
         [".TimestampUnixMilli"] => Piece::TimestampUnixMilli,
         [".TimestampUnixNano"] => Piece::TimestampUnixNano,
         [".UUID"] => Piece::Uuid,
-        ["randomString", n] => Piece::RandomString(n.parse().ok()?),
-        ["randomInt", lo, hi] => match (lo.parse().ok()?, hi.parse().ok()?) {
-            (lo, hi) if lo <= hi => Piece::RandomInt(lo, hi),
-            _ => return None,
-        },
-        _ => return None,
+        ["randomString", n] => Piece::RandomString(string_length(n).map_err(bad)?),
+        ["randomString", ..] => return Err(bad("expected {{randomString N}}".to_owned())),
+        ["randomInt", lo, hi] => {
+            let bound = |name: &str, text: &str| {
+                text.parse::<i64>().map_err(|_| bad(format!("{name} must be a 64-bit integer, not {text:?}")))
+            };
+            let (lo, hi) = (bound("MIN", lo)?, bound("MAX", hi)?);
+            if lo > hi {
+                return Err(bad(format!("MIN must not exceed MAX ({lo} > {hi})")));
+            }
+            Piece::RandomInt(lo, hi)
+        }
+        ["randomInt", ..] => return Err(bad("expected {{randomInt MIN MAX}}".to_owned())),
+        _ => return Err(format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})")),
     };
-    Some(piece)
+    Ok(piece)
 }
 
-/// A random (version 4) UUID in its usual text form.
-fn uuid_v4() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+/// Longest `{{randomString N}}`: 4 MiB, the usual gRPC max message size. A longer string
+/// would exceed most servers' limit anyway, and a huge N would abort the process allocating it.
+const MAX_RANDOM_STRING: usize = 4 * 1024 * 1024;
+
+fn string_length(n: &str) -> Result<usize, String> {
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("N must be a whole number, not {n:?}"));
+    }
+    // All digits: too long for usize is too large too.
+    n.parse().ok().filter(|&len| len <= MAX_RANDOM_STRING).ok_or_else(|| {
+        format!("N must be at most {MAX_RANDOM_STRING} (4 MiB, the usual gRPC max message size), not {n}")
+    })
 }
 
 #[cfg(test)]
@@ -396,7 +428,7 @@ mod tests {
         let e = err(&put(), r#"{"key": 5}"#);
         assert_eq!(e, "-d: field \"key\" (string): invalid type: integer `5`, expected a string");
         let e = err(&cpu(), r#"[1, 2]"#);
-        assert!(e.starts_with("-d: ") && e.contains("CpuRequest"), "{e}");
+        assert!(e.starts_with("-d[0]: ") && e.contains("CpuRequest"), "{e}");
     }
 
     #[test]
@@ -440,6 +472,68 @@ mod tests {
         let keys: Vec<Value> = (0..7).map(|call| decoded(&source, &put(), call, 0)["key"].clone()).collect();
         assert_eq!(keys, ["a", "b", "c", "a", "b", "c", "a"]);
         assert_eq!(source.request(1, 0).as_ptr(), source.request(4, 3).as_ptr());
+    }
+
+    #[test]
+    fn a_json_array_in_d_is_one_record_per_element_cycled_by_call() {
+        let m = put();
+        let source = json(&m, r#"[{"key": "a"}, {"key": "b-{{.RequestNumber}}"}, {"key": "c"}]"#).unwrap();
+        assert_eq!(source.records(), 3);
+        assert!(!source.is_static());
+        let keys: Vec<Value> = (0..5).map(|call| decoded(&source, &m, call, 0)["key"].clone()).collect();
+        assert_eq!(keys, ["a", "b-1", "c", "a", "b-4"]);
+        // One element: every call sends the same bytes.
+        assert!(json(&m, r#"[{"key": "a"}]"#).unwrap().is_static());
+    }
+
+    #[test]
+    fn a_json_array_in_a_data_file_is_one_record_per_element() {
+        let (_dir, path) = file("[\n  {\"key\": \"a\"},\n  {\"key\": \"b\"}\n]\n");
+        let source = RequestSource::new(&put(), &DataSource::File(path)).unwrap();
+        assert_eq!(source.records(), 2);
+        let keys: Vec<Value> = (0..3).map(|call| decoded(&source, &put(), call, 0)["key"].clone()).collect();
+        assert_eq!(keys, ["a", "b", "a"]);
+    }
+
+    #[test]
+    fn array_element_errors_name_the_element() {
+        let e = err(&cpu(), r#"[{"n": 1}, {"n": 2}, {"n": "x"}]"#);
+        assert!(e.starts_with("-d[2]: field \"n\" (uint32): "), "{e}");
+        let e = err(&put(), r#"[{"key": "a"}, {"key": "{{randomInt 5 1}}"}]"#);
+        assert!(e.starts_with("-d[1]: field \"key\": template "), "{e}");
+        let (_dir, path) = file("[{\"n\": 1}, {\"n\": 2}, {\"nn\": 3}]");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("-D {}[2]: ", path.display())) && e.contains("nn"), "{e}");
+        // An array on one of several JSON lines: the line, then the element.
+        let (_dir, path) = file("{\"n\": 1}\n[{\"n\": 2}, {\"n\": -2}]\n");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("-D {} line 2[1]: field \"n\" (uint32): ", path.display())), "{e}");
+    }
+
+    #[test]
+    fn an_empty_json_array_is_an_error_naming_its_source() {
+        let e = json(&cpu(), "[]").err().unwrap();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(e.to_string(), "-d: empty JSON array: no request to send");
+        let (_dir, path) = file(" [ ]\n");
+        let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
+        assert_eq!(e, format!("-D {}: empty JSON array: no request to send", path.display()));
+    }
+
+    #[test]
+    fn an_array_is_one_message_when_the_message_is_a_json_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let proto = dir.path().join("l.proto");
+        std::fs::write(
+            &proto,
+            "syntax = \"proto3\"; import \"google/protobuf/struct.proto\";\n\
+             service Lists { rpc Put(google.protobuf.ListValue) returns (google.protobuf.ListValue); }",
+        )
+        .unwrap();
+        let m = super::super::find_method(&super::super::source::compile(&proto, &[]).unwrap(), "Lists/Put").unwrap();
+        let source = json(&m, r#"[1, "two"]"#).unwrap();
+        assert_eq!(source.records(), 1);
+        assert_eq!(decoded(&source, &m, 0, 0), serde_json::json!([1.0, "two"]));
     }
 
     #[test]
@@ -491,11 +585,62 @@ mod tests {
     }
 
     #[test]
+    fn uuid_template_is_a_fresh_version_4_uuid_per_call() {
+        let m = put();
+        let source = json(&m, r#"{"key": "{{.UUID}}"}"#).unwrap();
+        let ids: Vec<uuid::Uuid> = (0..3)
+            .map(|call| uuid::Uuid::parse_str(decoded(&source, &m, call, 0)["key"].as_str().unwrap()).unwrap())
+            .collect();
+        for id in &ids {
+            assert_eq!(id.get_version(), Some(uuid::Version::Random), "{id}");
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{id}");
+            // The hyphenated lowercase form, as ghz renders it.
+            assert_eq!(id.to_string(), id.hyphenated().to_string());
+        }
+        assert!(ids[0] != ids[1] && ids[1] != ids[2], "{ids:?}");
+    }
+
+    #[test]
+    fn a_malformed_known_template_says_what_is_wrong() {
+        let e = err(&put(), r#"{"key": "{{randomInt 5 1}}"}"#);
+        assert_eq!(e, "-d: field \"key\": template \"{{randomInt 5 1}}\": MIN must not exceed MAX (5 > 1)");
+        let e = err(&put(), r#"{"key": "{{randomInt x 1}}"}"#);
+        assert!(e.ends_with("MIN must be a 64-bit integer, not \"x\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomInt 1 99999999999999999999}}"}"#);
+        assert!(e.ends_with("MAX must be a 64-bit integer, not \"99999999999999999999\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomInt 1}}"}"#);
+        assert!(e.ends_with("template \"{{randomInt 1}}\": expected {{randomInt MIN MAX}}"), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomString abc}}"}"#);
+        assert_eq!(e, "-d: field \"key\": template \"{{randomString abc}}\": N must be a whole number, not \"abc\"");
+        let e = err(&put(), r#"{"key": "{{randomString -3}}"}"#);
+        assert!(e.ends_with("N must be a whole number, not \"-3\""), "{e}");
+        let e = err(&put(), r#"{"key": "{{randomString}}"}"#);
+        assert!(e.ends_with("expected {{randomString N}}"), "{e}");
+        // Equal bounds are a constant, not an error.
+        assert!(json(&put(), r#"{"key": "{{randomInt 3 3}}"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_huge_random_string_is_refused_at_parse_time() {
+        // Used to abort the whole process with "memory allocation failed".
+        for n in ["99999999999", "99999999999999999999999", "4194305"] {
+            let e = err(&put(), &format!(r#"{{"key": "{{{{randomString {n}}}}}"}}"#));
+            assert_eq!(
+                e,
+                format!(
+                    "-d: field \"key\": template \"{{{{randomString {n}}}}}\": N must be at most 4194304 \
+                     (4 MiB, the usual gRPC max message size), not {n}"
+                )
+            );
+        }
+        // The cap itself is allowed (checked without rendering 4 MiB, slow in debug builds).
+        assert_eq!(string_length("4194304"), Ok(MAX_RANDOM_STRING));
+    }
+
+    #[test]
     fn template_errors_are_caught_before_the_run() {
         let e = err(&put(), r#"{"key": "{{.Nope}}"}"#);
         assert!(e.starts_with("-d: field \"key\": unknown template \"{{.Nope}}\" (known: {{.RequestNumber}}"), "{e}");
-        let e = err(&put(), r#"{"key": "{{randomInt 9 1}}"}"#);
-        assert!(e.contains("unknown template \"{{randomInt 9 1}}\""), "{e}");
         let e = err(&put(), r#"{"key": "{{.RequestNumber"}"#);
         assert!(e.contains("unclosed"), "{e}");
         // Rendered values are checked against the field's type, at both random bounds.

@@ -26,7 +26,12 @@ pub(super) fn compile(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<D
         includes.push(dir.to_owned());
     } else if !import_paths.iter().any(|dir| dir.join(file).is_file()) {
         // protox would say "not in any include path", which hides the real problem.
-        return Err(bad_input(format!("--proto {}: no such file", file.display())));
+        let problem = if file.is_dir() || import_paths.iter().any(|dir| dir.join(file).is_dir()) {
+            "is a directory; expected a .proto file (import directories go in -i)"
+        } else {
+            "no such file"
+        };
+        return Err(bad_input(format!("--proto {}: {problem}", file.display())));
     }
     let fail = |e: protox::Error| bad_input(format!("--proto {}: {}", file.display(), one_line(&format!("{e:?}"))));
     let mut compiler = protox::Compiler::new(&includes).map_err(fail)?;
@@ -284,6 +289,24 @@ mod tests {
     fn missing_proto_file_names_the_path() {
         let e = compile(Path::new("/no/such/dir/x.proto"), &[]).unwrap_err().to_string();
         assert_eq!(e, "--proto /no/such/dir/x.proto: no such file");
+    }
+
+    #[test]
+    fn a_directory_given_as_proto_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = compile(dir.path(), &[]).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--proto {}: is a directory; expected a .proto file (import directories go in -i)",
+                dir.path().display()
+            )
+        );
+        // Named relative to an import path, as a file would be.
+        std::fs::create_dir(dir.path().join("api")).unwrap();
+        let e = compile(Path::new("api"), &[dir.path().to_owned()]).unwrap_err().to_string();
+        assert!(e.starts_with("--proto api: is a directory; expected a .proto file"), "{e}");
     }
 
     #[test]
