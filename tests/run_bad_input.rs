@@ -1,6 +1,6 @@
 //! `rpcmeter run` with bad input, against the built binary: each case must exit with the
-//! code DESIGN.md gives (2 bad usage or input, 1 the run failed), say what is wrong on
-//! exactly one stderr line, print no report and never panic.
+//! code docs/design.md, "Exit codes", gives (2 bad usage or input, 1 the run failed), say
+//! what is wrong on exactly one stderr line, print no report and never panic.
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,8 +116,14 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
         case("unreachable target, reflection", 1, target, run(&["--call", "EchoService/echo", "-n", "1"])),
     ];
 
+    assert!(cases.len() >= 20);
+    check(&cases);
+}
+
+/// Runs every case; fails the test with a list of the cases that went wrong.
+fn check(cases: &[Case]) {
     let mut failures = Vec::new();
-    for c in &cases {
+    for c in cases {
         let args: Vec<String> = ["run".to_owned()].into_iter().chain(c.args.iter().cloned()).collect();
         let (code, stdout, stderr) = rpcmeter(&args);
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -131,8 +137,8 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
         if !stderr.contains(&c.keyword) {
             problems.push(format!("stderr does not name {:?}", c.keyword));
         }
-        if stderr.contains("panicked") {
-            problems.push("panicked".to_owned());
+        if stderr.contains("panicked") || stderr.contains("memory allocation") {
+            problems.push("panicked or aborted".to_owned());
         }
         if c.code == 2 && !stdout.is_empty() {
             problems.push(format!("printed on stdout: {stdout:?}"));
@@ -146,6 +152,92 @@ fn bad_input_is_one_line_and_the_right_exit_code() {
             ));
         }
     }
-    assert!(cases.len() >= 20);
     assert!(failures.is_empty(), "{} of {} cases wrong:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// Usage errors keep clap's whole message (names, did-you-mean) on one line; flags that
+/// would be ignored in a combination are refused; extreme numbers are refused or run, never
+/// panic, wrap or abort. Valid extremes reach the (closed) target and fail with 1.
+#[test]
+fn usage_errors_ignored_flags_and_extreme_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/echo.proto").display().to_string();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let target = closed.as_str();
+    let same = dir.path().join("same.out").display().to_string();
+    let proto_dir = dir.path().display().to_string();
+    let args = |extra: &[&str], with_target: bool| -> Vec<String> {
+        let base = ["--plaintext", "--proto", echo.as_str(), "--call", "EchoService/echo"];
+        let mut all: Vec<String> = base.iter().chain(extra).map(|a| a.to_string()).collect();
+        if with_target {
+            all.push(target.to_string());
+        }
+        all
+    };
+    let echo = |extra: &[&str]| args(extra, true);
+    let huge = "{\"content\": \"{{randomString 99999999999}}\"}";
+    let cases = vec![
+        // Usage errors name what is missing or wrong.
+        case("missing --call", 2, "--call", vec!["--plaintext".into(), target.into()]),
+        case("missing target", 2, "<TARGET>", args(&[], false)),
+        case("--burst without --rounds", 2, "--rounds", echo(&["--burst", "4"])),
+        case("--cert without --key", 2, "--key", args(&["--cert", "c.pem"], true)[1..].to_vec()),
+        case("misspelled flag", 2, "--plaintext", echo(&["--plaintxt"])),
+        case("error rate without %", 2, "error_rate<50", echo(&["--assert", "error_rate<50"])),
+        case("unknown percentile", 2, "p0", echo(&["--assert", "p0<1ms"])),
+        case("threads named as given", 2, "--threads 64", echo(&["--threads", "64", "--connections", "64"])),
+        case(
+            "randomInt min above max",
+            2,
+            "MIN must not exceed MAX",
+            echo(&["-d", "{\"content\": \"{{randomInt 5 1}}\"}"]),
+        ),
+        case(
+            "--proto DIR",
+            2,
+            "directory",
+            vec!["--plaintext".into(), "--proto".into(), proto_dir, "--call".into(), "E/e".into(), target.into()],
+        ),
+        case("retry on OK", 2, "never retried", echo(&["--retry-on", "OK"])),
+        case("zero deadline", 2, "--deadline", echo(&["--deadline", "0s"])),
+        case("unknown export format", 2, "xml", echo(&["--export", "xml=out.xml"])),
+        case("unix target", 2, "unix", args(&[], false).into_iter().chain(["unix:/tmp/x.sock".to_string()]).collect()),
+        case("one file for two outputs", 2, "overwrite", echo(&["-o", &same, "--hdr-log", &same])),
+        // Flags that would be silently ignored in a combination.
+        case("-c with --rps", 2, "--rps", echo(&["-c", "4", "--rps", "10"])),
+        case("-n with --burst", 2, "--burst", echo(&["--burst", "4", "--rounds", "1", "-n", "5"])),
+        case("-z with --burst", 2, "--burst", echo(&["--burst", "4", "--rounds", "1", "-z", "1s"])),
+        case("--ramp with --rps", 2, "--rps", echo(&["--ramp", "1s", "--rps", "10"])),
+        case("--max-in-flight in closed loop", 2, "--rps", echo(&["--max-in-flight", "10"])),
+        // Extreme numbers: refused with one line...
+        case("endless -z", 2, "longer than", echo(&["-z", "99999999999h"])),
+        case("endless warm-up", 2, "longer than", echo(&["--warmup", "1000000days"])),
+        case("endless drain", 2, "longer than", echo(&["--drain", "99999999h"])),
+        case("endless ramp", 2, "longer than", echo(&["--ramp", "99999999h"])),
+        case("endless interval", 2, "longer than", echo(&["--interval", "99999999h"])),
+        case("endless deadline", 2, "longer than", echo(&["--deadline", "99999999h"])),
+        case("endless backoff", 2, "--retry-ms", echo(&["--retry-ms", "18446744073709551615"])),
+        case("rate beyond reach", 2, "--rps", echo(&["--rps", "1e308"])),
+        case("rate ramp over nothing", 2, "--rps", echo(&["--rps", "1:2:0s"])),
+        case(
+            "bursts beyond counting",
+            2,
+            "counted",
+            echo(&["--burst", "4294967295", "--rounds", "18446744073709551615"]),
+        ),
+        case("a burst beyond memory", 2, "MiB", echo(&["--burst", "100000000", "--rounds", "1"])),
+        case("workers beyond memory", 2, "MiB", echo(&["-c", "100000000", "-z", "1s"])),
+        case("connections beyond calls", 2, "--connections", echo(&["--connections", "4294967295"])),
+        case("a huge random string", 2, "4194304", echo(&["-d", huge])),
+        case("count beyond u64", 2, "--total", echo(&["-n", "18446744073709551616"])),
+        // ...or valid: they reach the closed target and fail there (1), without panicking.
+        case("many workers, few calls", 1, target, echo(&["-c", "4294967295", "-n", "10"])),
+        case("huge max-in-flight", 1, target, echo(&["--rps", "100", "--max-in-flight", "4294967295", "-n", "10"])),
+        case("largest count", 1, target, echo(&["-n", "18446744073709551615"])),
+        case("largest loop", 1, target, echo(&["--loop", "18446744073709551615", "-c", "1"])),
+        case("largest retries", 1, target, echo(&["--max-retries", "4294967295", "-n", "1"])),
+        case("slowest rate", 1, target, echo(&["--rps", "0.001", "-z", "30days"])),
+        case("http:// target", 1, target, args(&[], false).into_iter().chain([format!("http://{target}")]).collect()),
+    ];
+    check(&cases);
 }

@@ -357,3 +357,40 @@ fn bad_tls_files_are_bad_input() {
         assert_eq!(rpcmeter::error::exit_code(&err), 2, "{options:?}: {err}");
     }
 }
+
+/// A certificate as `openssl req -x509` makes it: self-signed and marked as a CA. webpki
+/// refuses such a certificate as a server's ("CA used as end entity"); given as --cacert, as
+/// grpcurl and ghz users give it, it must be accepted, and only that certificate.
+#[tokio::test]
+async fn a_self_signed_server_certificate_given_as_cacert_is_accepted() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let self_signed = || {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        (params.self_signed(&key).unwrap(), key)
+    };
+    let (cert, key) = self_signed();
+    let (other, _) = self_signed();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("other.pem"), other.pem()).unwrap();
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let server = serve_tls(config);
+    let options = |file: &str| TlsOptions {
+        cacert: Some(dir.path().join(file)),
+        servername: Some("localhost".into()),
+        ..Default::default()
+    };
+    assert_eq!(tls_call(&target(server.addr, Some(options("server.pem")))).await, Ok(Code::Ok));
+    let refused = tls_call(&target(server.addr, Some(options("other.pem")))).await;
+    assert!(refused.is_err(), "{refused:?}");
+}

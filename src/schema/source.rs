@@ -150,6 +150,11 @@ impl Reflection {
                 deadline: Some(Duration::from_secs(10)),
             };
             let reply = self.conn.unary(&spec, body.clone(), true).await;
+            // An HTTP/2 server that is no gRPC server answers with an HTTP status (404 maps
+            // to UNIMPLEMENTED): that is the target's doing, as an unreachable one is.
+            if let Some(http) = reply.message.as_deref().filter(|m| m.starts_with("HTTP status")) {
+                return Err(run_failed(format!("{} does not answer as a gRPC server ({http})", self.addr)));
+            }
             let problem = match reply.status {
                 tonic::Code::Ok => return self.decode(reply.response.unwrap_or_default()),
                 tonic::Code::Unimplemented if self.version == Version::V1 => {
