@@ -1,0 +1,163 @@
+//! What a new user of ghz or grpcurl expects of `run`'s outputs, against a real server on
+//! 127.0.0.1: memory that follows the calls in flight, a report that survives a failing side
+//! output, no empty file after a failed run, Ctrl-C while reflection waits, every breached
+//! assertion named with units, errors grouped by the server's message, result metadata,
+//! an HDR log HdrHistogram's reader accepts, exports beside the report.
+mod common;
+use common::*;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn output(mut cmd: Command) -> (Option<i32>, String, String) {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn memory_follows_calls_in_flight_not_the_flags() {
+    let server = TestServer::start(Behaviour::Echo);
+    // 100,000 workers once cost 850 MB for 10 calls; 10 calls need 10 workers.
+    let r = json_of(run_echo(server.addr, &["-c", "100000", "-n", "10"]));
+    assert_eq!(r["requests"]["total"], 10);
+    let rss = r["client"]["max_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 100 << 20, "max RSS {} MiB", rss >> 20);
+    // An open loop starts workers as calls need them, whatever --max-in-flight allows.
+    let r = json_of(run_echo(server.addr, &["--rps", "200", "--max-in-flight", "100000000", "-n", "20"]));
+    assert_eq!(r["requests"]["total"], 20);
+    let rss = r["client"]["max_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 100 << 20, "max RSS {} MiB", rss >> 20);
+}
+
+#[test]
+fn a_failing_side_output_keeps_the_report_and_exits_1() {
+    let server = TestServer::start(Behaviour::Echo);
+    let cmd = run_echo(server.addr, &["-n", "50", "--csv-details", "/dev/full"]);
+    let (code, stdout, stderr) = output(cmd);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.contains("Summary:") && stdout.contains("Calls:       50"), "{stdout}");
+    assert!(stderr.contains("/dev/full") && stderr.lines().count() == 1, "{stderr}");
+}
+
+#[test]
+fn a_failed_run_leaves_no_empty_result_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.json");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut cmd = run_echo(closed, &["-n", "1", "-o"]);
+    cmd.arg(&out);
+    let (code, _, stderr) = output(cmd);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(!out.exists(), "a 0-byte result was left behind");
+}
+
+#[test]
+fn ctrl_c_while_reflection_waits_ends_at_once() {
+    // Accepts connections and never answers: reflection would wait for --connect-timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let _ = conn.read(&mut [0; 64]);
+        std::thread::sleep(Duration::from_secs(5));
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--call", "EchoService/echo", &addr.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(sent.elapsed() < Duration::from_secs(3), "Ctrl-C ignored while reflection connects");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    drop(held);
+}
+
+#[test]
+fn every_breached_assertion_is_named_with_units() {
+    let server = TestServer::start(Behaviour::Echo);
+    let cmd = run_echo(server.addr, &["-n", "100", "--assert", "p99<1ns,p42<1h,rps>1000000000,error_rate<=0%"]);
+    let (code, stdout, stderr) = output(cmd);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("p99<1ns") && stderr.contains("rps>1000000000"), "{stderr}");
+    assert!(!stderr.contains("p42<1h") && !stderr.contains("error_rate"), "{stderr}");
+    assert!(stdout.contains("Assert p42<1h: ok (") && stdout.contains(" µs)") || stdout.contains(" ms)"), "{stdout}");
+    assert!(stdout.contains("calls/s)"), "{stdout}");
+}
+
+#[test]
+fn errors_are_grouped_by_the_servers_message() {
+    let server = TestServer::start(Behaviour::RejectUnlessMultipleOf { every: 2 });
+    let r = json_of(run_echo(server.addr, &["-n", "40", "-c", "1"]));
+    let errors = r["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["status"], "RESOURCE_EXHAUSTED");
+    assert_eq!(errors[0]["message"], "rejected by the test server");
+    assert_eq!(errors[0]["count"], 20);
+}
+
+#[test]
+fn results_carry_metadata_and_more_percentiles() {
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["-n", "30", "--name", "baseline", "--tag", "host=ci", "--tag", "build=7"]));
+    let meta = &r["meta"];
+    assert_eq!(meta["name"], "baseline");
+    assert_eq!(meta["tags"]["host"], "ci");
+    assert_eq!(meta["tags"]["build"], "7");
+    assert_eq!(meta["ended"], "completed");
+    assert_eq!(meta["rpcmeter_version"], env!("CARGO_PKG_VERSION"));
+    assert!(meta["arguments"].as_array().unwrap().iter().any(|a| a == "--name"));
+    assert!(meta["started_at"].as_str().unwrap().ends_with('Z'));
+    for key in ["p10", "p25", "p50", "p999", "p9999"] {
+        assert!(r["latency_us"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+}
+
+#[test]
+fn exports_beside_the_report_and_a_readable_hdr_log() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv, hlog) = (dir.path().join("r.json"), dir.path().join("r.csv"), dir.path().join("r.hlog"));
+    let mut cmd = run_echo(server.addr, &["--rps", "400", "-z", "1s", "--interval", "250ms"]);
+    cmd.arg("--export").arg(format!("json={}", json.display()));
+    cmd.arg("--export").arg(format!("csv={}", csv.display()));
+    cmd.arg("--hdr-log").arg(&hlog);
+    let (code, stdout, stderr) = output(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("Latency histogram (log scale"), "{stdout}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let total = r["requests"]["total"].as_u64().unwrap();
+    assert!((390..=410).contains(&total), "{total}");
+    // Interval rows: no float noise such as 1.3489849999999999 in any cell.
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    for cell in rows.lines().skip(1).flat_map(|l| l.split(',')) {
+        let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 6, "{cell} in\n{rows}");
+    }
+    // HdrHistogram's own reader accepts the log, with the header its tools write.
+    let log = std::fs::read(&hlog).unwrap();
+    assert!(log.starts_with(b"#[Histogram log format version 1.3]\n"));
+    assert!(String::from_utf8_lossy(&log).contains("\"StartTimestamp\",\"Interval_Length\""));
+    let mut deserializer = hdrhistogram::serialization::Deserializer::new();
+    let mut calls = 0;
+    for entry in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&log) {
+        if let hdrhistogram::serialization::interval_log::LogEntry::Interval(h) = entry.unwrap() {
+            let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, h.encoded_histogram()).unwrap();
+            let hist: hdrhistogram::Histogram<u64> = deserializer.deserialize(&mut bytes.as_slice()).unwrap();
+            calls += hist.len();
+        }
+    }
+    assert_eq!(calls, total);
+}
