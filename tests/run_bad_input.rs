@@ -2,8 +2,7 @@
 //! code docs/design.md, "Exit codes", gives (2 bad usage or input, 1 the run failed), say
 //! what is wrong on exactly one stderr line, print no report and never panic.
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Case {
     name: &'static str,
@@ -19,22 +18,11 @@ fn case(name: &'static str, code: i32, keyword: &str, args: Vec<String>) -> Case
 
 /// Runs rpcmeter; returns (exit code, stdout, stderr). Killed after 60 s: a hang is a failure.
 fn rpcmeter(args: &[String]) -> (Option<i32>, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+    let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
         .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .timeout(Duration::from_secs(60))
+        .output()
         .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

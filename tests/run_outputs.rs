@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 
 fn output(mut cmd: Command) -> (Option<i32>, String, String) {
     let out = cmd.stdin(Stdio::null()).output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -154,7 +158,8 @@ fn exports_beside_the_report_and_a_readable_hdr_log() {
     let mut calls = 0;
     for entry in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&log) {
         if let hdrhistogram::serialization::interval_log::LogEntry::Interval(h) = entry.unwrap() {
-            let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, h.encoded_histogram()).unwrap();
+            let bytes =
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, h.encoded_histogram()).unwrap();
             let hist: hdrhistogram::Histogram<u64> = deserializer.deserialize(&mut bytes.as_slice()).unwrap();
             calls += hist.len();
         }

@@ -29,8 +29,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = LabConfig::default().fib)]
     pub fib: u32,
     /// Database-side sleep of each Db call, holding its pooled connection.
-    #[arg(long, default_value_t = LabConfig::default().db_sleep.into())]
-    pub db_sleep: humantime::Duration,
+    #[arg(long, value_parser = crate::app::parse::duration, default_value = "250ms")]
+    pub db_sleep: std::time::Duration,
     /// sqlite:PATH (kept) or postgres://… [default: a temporary SQLite file, removed at exit].
     #[arg(long)]
     pub db: Option<DbSpec>,
@@ -55,7 +55,7 @@ impl ServeArgs {
             per_thread: self.per_thread.unwrap_or(defaults.per_thread),
             queue: self.queue,
             fib: self.fib,
-            db_sleep: self.db_sleep.into(),
+            db_sleep: self.db_sleep,
             db: self.db.unwrap_or(defaults.db),
             db_pool: self.db_pool,
             relax: self.relax,
