@@ -44,7 +44,13 @@ async fn serve(reflection: Reflection, files: Vec<u8>) -> Target {
 }
 
 fn target(addr: SocketAddr) -> Target {
-    Target { host: addr.ip().to_string(), port: addr.port(), tls: None, connect_timeout: CONNECT_TIMEOUT }
+    Target {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        tls: None,
+        authority: None,
+        connect_timeout: CONNECT_TIMEOUT,
+    }
 }
 
 fn lab() -> Vec<u8> {

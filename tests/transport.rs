@@ -133,7 +133,7 @@ impl AsyncWrite for TlsConn {
 }
 
 fn target(addr: SocketAddr, tls: Option<TlsOptions>) -> Target {
-    Target { host: addr.ip().to_string(), port: addr.port(), tls, connect_timeout: CONNECT_TIMEOUT }
+    Target { host: addr.ip().to_string(), port: addr.port(), tls, authority: None, connect_timeout: CONNECT_TIMEOUT }
 }
 
 async fn connect(target: &Target) -> Connection {
@@ -211,7 +211,8 @@ async fn deadline_is_deadline_exceeded() {
 #[tokio::test]
 async fn unreachable_port_fails_to_connect_with_exit_code_1() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let target = Target { host: "127.0.0.1".into(), port, tls: None, connect_timeout: CONNECT_TIMEOUT };
+    let target =
+        Target { host: "127.0.0.1".into(), port, tls: None, authority: None, connect_timeout: CONNECT_TIMEOUT };
     let err = Connector::new(&target).unwrap().connect().await.err().expect("nothing listens there");
     assert_eq!(rpcmeter::error::exit_code(&err), 1, "{err}");
 }
@@ -393,4 +394,26 @@ async fn a_self_signed_server_certificate_given_as_cacert_is_accepted() {
     assert_eq!(tls_call(&target(server.addr, Some(options("server.pem")))).await, Ok(Code::Ok));
     let refused = tls_call(&target(server.addr, Some(options("other.pem")))).await;
     assert!(refused.is_err(), "{refused:?}");
+}
+
+/// `--authority`: every call carries the given :authority (a raw h2 server reads it).
+#[tokio::test]
+async fn the_authority_is_sent_as_given() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut conn = h2::server::handshake(tcp).await.unwrap();
+        let (request, mut respond) = conn.accept().await.unwrap().unwrap();
+        let authority = request.uri().authority().map(|a| a.to_string());
+        let response = http::Response::builder().header("grpc-status", "12").body(()).unwrap();
+        respond.send_response(response, true).unwrap();
+        // Keep the connection driven until the client has read the answer.
+        let _ = tokio::time::timeout(Duration::from_millis(200), conn.accept()).await;
+        authority
+    });
+    let target = Target { authority: Some("api.example.com".into()), ..target(addr, None) };
+    let conn = connect(&target).await;
+    assert_eq!(conn.unary(&echo_spec(), request("x"), false).await.status, Code::Unimplemented);
+    assert_eq!(seen.await.unwrap().as_deref(), Some("api.example.com"));
 }

@@ -61,6 +61,7 @@ impl Settings {
             host: args.target.host.clone(),
             port: args.target.port,
             tls,
+            authority: args.authority.clone(),
             connect_timeout: args.connect_timeout,
         };
         let schema = match (&args.proto, &args.protoset) {

@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// Accept any server certificate (the handshake is still checked)
     #[arg(long, conflicts_with = "plaintext")]
     pub skip_verify: bool,
+    /// The :authority header of every call (default: the target's HOST:PORT), as a virtual
+    /// host or a proxy expects it
+    #[arg(long)]
+    pub authority: Option<String>,
     /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,

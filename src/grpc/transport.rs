@@ -29,6 +29,8 @@ pub struct Target {
     pub port: u16,
     /// None: plaintext (h2c with prior knowledge).
     pub tls: Option<TlsOptions>,
+    /// The :authority of every call (`--authority`), when not HOST:PORT.
+    pub authority: Option<String>,
     /// Dial plus TLS plus HTTP/2 handshake: a target that does not answer within this is unreachable.
     pub connect_timeout: Duration,
 }
@@ -112,10 +114,13 @@ impl Connector {
     /// Resolves the target and loads TLS material; bad files are `bad_input` errors.
     pub fn new(target: &Target) -> anyhow::Result<Connector> {
         let host = target.host.trim_start_matches('[').trim_end_matches(']');
-        let authority =
-            if host.contains(':') { format!("[{host}]:{}", target.port) } else { format!("{host}:{}", target.port) };
-        let authority =
-            Authority::try_from(authority.as_str()).map_err(|e| bad_input(format!("bad target {authority}: {e}")))?;
+        let authority = match &target.authority {
+            Some(given) => given.clone(),
+            None if host.contains(':') => format!("[{host}]:{}", target.port),
+            None => format!("{host}:{}", target.port),
+        };
+        let authority = Authority::try_from(authority.as_str())
+            .map_err(|e| bad_input(format!("bad authority {authority}: {e}")))?;
         let addrs: Vec<SocketAddr> = (host, target.port)
             .to_socket_addrs()
             .map_err(|e| run_failed(format!("cannot resolve {host}: {e}")))?
