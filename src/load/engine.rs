@@ -85,9 +85,15 @@ pub struct RunResult {
     pub warmup_window: Duration,
     /// Burst mode: each round's wall time.
     pub rounds: Vec<Duration>,
-    /// The client's own cost over the whole run (warm-up included).
+    /// The client's own CPU time from the start of the clock to the end (warm-up included;
+    /// connecting before the clock is not).
     pub cpu: Duration,
+    /// Wall time over which `cpu` was measured.
+    pub elapsed: Duration,
     pub max_rss_bytes: u64,
+    /// Open loop ended by -z: calls due before the end that were never sent (the client or
+    /// the in-flight limit could not keep the rate).
+    pub unsent: u64,
     pub ended: Ended,
     /// Calls started but never answered (abandoned at a hard stop).
     pub abandoned: u64,
@@ -182,7 +188,6 @@ pub fn run(
         handles.push(handle);
     }
     drop(report_tx);
-    let usage_before = resource::usage();
 
     // Every connection is up before the clock starts; the first failure (or Ctrl-C) ends the run.
     let mut connected = 0;
@@ -200,6 +205,7 @@ pub fn run(
             return Err(run_failed(format!("{err:#}")));
         }
     }
+    let usage_before = resource::usage();
     let start = Instant::now();
     shared.phase.send_replace(Phase::Go(start));
     let collected = collect(&shared, start, &reports, sinks, control, threads);
@@ -208,22 +214,35 @@ pub fn run(
             let _ = handle.join();
         }
     }
-    let usage_after = resource::usage();
+    let plan = &shared.plan;
     let rounds = round_lengths(start, &shared.round_ends.lock().unwrap());
-    // Open loop: the window covers the schedule of every call sent, so n calls at rate r
-    // span n/r even when the last answer comes back early.
+    // Open loop: n calls at rate r take n/r of schedule, even when the last answer comes back
+    // early; the run lasts that long, so that its window never exceeds the run.
     let sent = shared.started.load(Relaxed);
-    let window_end = match shared.plan.pacer.intended(sent).and_then(|due| start.checked_add(due)) {
-        Some(due) if sent > 0 => collected.last_answer.max(due),
-        _ => collected.last_answer,
-    };
+    let slot_end = plan.pacer.intended(sent).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
+    if let Some(wait) = slot_end.map(|end| end.saturating_duration_since(Instant::now())) {
+        if collected.ended == Ended::Completed {
+            std::thread::sleep(wait.min(plan.drain));
+        }
+    }
+    let finished = Instant::now();
+    let usage_after = resource::usage();
+    let window_end = collected.last_answer.max(slot_end.unwrap_or(start)).min(finished);
     let ran = window_end.saturating_duration_since(start);
-    let warmup_window = shared.plan.warmup.min(ran);
+    let warmup_window = plan.warmup.min(ran);
+    let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
+        (Some(d), None, Ended::Completed) => {
+            plan.pacer.due_by(plan.warmup.saturating_add(d)).map_or(0, |due| due.saturating_sub(sent))
+        }
+        _ => 0,
+    };
     Ok(RunResult {
-        window: ran.saturating_sub(shared.plan.warmup),
+        window: ran.saturating_sub(plan.warmup),
         warmup_window,
         rounds,
         cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
+        elapsed: finished - start,
+        unsent,
         max_rss_bytes: usage_after.max_rss_bytes,
         ended: collected.ended,
         abandoned: shared.started.load(Relaxed) - shared.completed.load(Relaxed),
@@ -382,6 +401,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
             idle: std::cell::Cell::new(0),
             more_workers: Notify::new(),
+            margin: Default::default(),
         });
         // Closed loop and bursts keep every worker busy from the start; an open loop starts
         // one per thread and adds one whenever none is left free for the next due call, so
@@ -450,6 +470,8 @@ struct Local {
     idle: std::cell::Cell<u32>,
     /// Asks the thread's driver to start one more worker.
     more_workers: Notify,
+    /// How early the open loop's timers wake before a due time (learned on this thread).
+    margin: super::timer::Margin,
 }
 
 impl Local {
@@ -469,8 +491,18 @@ impl Local {
         }
     }
 
-    /// Waits to send at `at`; false as soon as the run stops sending.
-    async fn wait_to_send(&self, at: Instant) -> bool {
+    /// Waits to send at `at`, precisely; false as soon as the run stops sending.
+    async fn wait_to_send(&self, at: Instant, timer: &super::timer::Timer) -> bool {
+        let mut phase = self.phase.clone();
+        let sent = tokio::select! {
+            _ = timer.sleep_until(at, &self.margin) => true,
+            _ = phase.wait_for(|p| matches!(p, Phase::Stop | Phase::Abort)) => false,
+        };
+        sent && !self.shared.stopping.load(Relaxed)
+    }
+
+    /// Waits until a worker's ramp start; false as soon as the run stops sending.
+    async fn wait_to_start(&self, at: Instant) -> bool {
         self.sleep_until(at, |p| matches!(p, Phase::Stop | Phase::Abort)).await && !self.shared.stopping.load(Relaxed)
     }
 
@@ -520,11 +552,13 @@ async fn worker(local: Rc<Local>, id: u32) {
     let Some(warmup_end) = far(plan.warmup) else { return };
     let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
     let Some(ramp_start) = far(plan.ramp.mul_f64(id as f64 / plan.workers as f64)) else { return };
-    if !plan.ramp.is_zero() && (end.is_some_and(|e| ramp_start >= e) || !local.wait_to_send(ramp_start).await) {
+    if !plan.ramp.is_zero() && (end.is_some_and(|e| ramp_start >= e) || !local.wait_to_start(ramp_start).await) {
         return;
     }
     let mut done = 0u64;
     let mut idle = Idle::new(&local.idle);
+    // Open loop: this worker's precise timer (made once, on its first wait).
+    let mut timer: Option<super::timer::Timer> = None;
     while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
         let ticket = shared.tickets.fetch_add(1, Relaxed);
         // Bursts: wait until the previous round has fully ended.
@@ -551,12 +585,13 @@ async fn worker(local: Rc<Local>, id: u32) {
         let origin = match intended {
             None => Origin::Sent,
             // Every slot was busy when this call was due: the wait is the server's doing.
-            Some(due) if now > due => Origin::Behind(due),
+            Some(due) if now > due => Origin::Intended { due, behind: true },
             Some(due) => {
-                if !local.wait_to_send(due).await {
+                let timer = timer.get_or_insert_with(super::timer::Timer::new);
+                if !local.wait_to_send(due, timer).await {
                     break;
                 }
-                Origin::OnTime(due)
+                Origin::Intended { due, behind: false }
             }
         };
         let warmup = send_at < warmup_end;
@@ -627,13 +662,10 @@ impl Drop for Idle<'_> {
 enum Origin {
     /// Closed loop and bursts: the actual send.
     Sent,
-    /// Open loop, the sender was waiting for this time: the actual send. The timer's own
-    /// overshoot (tokio's timer has 1 ms resolution) is the client's noise, shown as schedule
-    /// lag, not added to the server's latency.
-    OnTime(Instant),
-    /// Open loop, every in-flight slot was busy when the call was due: the intended time, so
-    /// that the wait a slow server caused counts (coordinated omission corrected, as wrk2).
-    Behind(Instant),
+    /// Open loop: always the intended send time, as wrk2 counts it, so that any wait a slow
+    /// server caused counts (coordinated omission corrected). `behind`: every in-flight slot
+    /// was busy when the call was due (the sender fell behind, not just a timer's overshoot).
+    Intended { due: Instant, behind: bool },
 }
 
 /// One call: attempts with backoff until a final answer, recorded once.
@@ -645,12 +677,8 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     let first_send = Instant::now();
     let start = match origin {
         Origin::Sent => first_send,
-        Origin::OnTime(due) => {
-            local.shard(warmup).record_lag(first_send - due, false);
-            first_send
-        }
-        Origin::Behind(due) => {
-            local.shard(warmup).record_lag(first_send - due, true);
+        Origin::Intended { due, behind } => {
+            local.shard(warmup).record_lag(first_send.saturating_duration_since(due), behind);
             due
         }
     };
@@ -667,6 +695,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     };
     let answered = Instant::now();
     let latency = answered - start;
+    local.shard(warmup).record_service_time(answered - first_send);
     {
         let mut shard = local.shard(warmup);
         shard.counts.request_bytes += request.len() as u64 * attempts as u64;

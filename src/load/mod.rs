@@ -3,3 +3,4 @@ pub mod engine;
 pub mod pacer;
 pub mod plan;
 pub mod retry;
+pub mod timer;

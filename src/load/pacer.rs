@@ -80,6 +80,18 @@ impl Pacer {
         }
     }
 
+    /// Open loop: how many calls are due before `t` from the start (the count whose
+    /// intended time is earlier than `t`); `None` for the other pacers.
+    pub fn due_by(&self, t: Duration) -> Option<u64> {
+        match self {
+            Pacer::Open(rate) => {
+                let due = rate.calls_due(t);
+                Some(if due >= u64::MAX as f64 { u64::MAX } else { due.ceil() as u64 })
+            }
+            Pacer::Closed | Pacer::Burst { .. } => None,
+        }
+    }
+
     /// How many calls must have ended before call `k` may start (the round barrier of bursts).
     pub fn completed_before(&self, k: u64) -> u64 {
         match self {
@@ -97,6 +109,19 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn due_by_counts_the_calls_intended_before_a_time() {
+        let p = Pacer::Open(RateSchedule::constant(10.0));
+        // Calls at 0, 0.1, ..., 0.9 s are due before 1 s; the one at exactly 1 s is not.
+        assert_eq!(p.due_by(Duration::from_secs(1)), Some(10));
+        assert_eq!(p.due_by(Duration::from_millis(1001)), Some(11));
+        assert_eq!(p.due_by(Duration::ZERO), Some(0));
+        for k in [0u64, 1, 7, 999] {
+            assert_eq!(p.due_by(p.intended(k).unwrap()), Some(k), "call {k}");
+        }
+        assert_eq!(Pacer::Closed.due_by(Duration::from_secs(1)), None);
+    }
 
     fn secs(d: Duration) -> f64 {
         d.as_secs_f64()

@@ -68,6 +68,9 @@ pub struct Shard {
     pub attempt_latency: Histogram<u64>,
     /// Open loop: how late each send left behind its intended time.
     pub schedule_lag: Histogram<u64>,
+    /// From the actual first send to the final answer: what the server took, without the
+    /// time a call waited to be sent (equal to call latency in closed loop).
+    pub service_time: Histogram<u64>,
     pub counts: Counts,
     /// Failed calls by status and the server's `grpc-message` (or the transport's error),
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
@@ -84,6 +87,7 @@ impl Default for Shard {
             call_latency: new_histogram(),
             attempt_latency: new_histogram(),
             schedule_lag: new_histogram(),
+            service_time: new_histogram(),
             counts: Counts::default(),
             errors: BTreeMap::new(),
         }
@@ -113,6 +117,10 @@ impl Shard {
         add_error(&mut self.errors, (status as i32, message), 1);
     }
 
+    pub fn record_service_time(&mut self, took: Duration) {
+        self.service_time.saturating_record(nanos(took));
+    }
+
     /// `behind`: the call was due before a slot was free to send it.
     pub fn record_lag(&mut self, lag: Duration, behind: bool) {
         self.schedule_lag.saturating_record(nanos(lag));
@@ -124,6 +132,7 @@ impl Shard {
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
         self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
         self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
+        self.service_time.add(&other.service_time).expect("same histogram bounds");
         self.counts.add(&other.counts);
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
@@ -136,6 +145,7 @@ impl Shard {
         self.call_latency.reset();
         self.attempt_latency.reset();
         self.schedule_lag.reset();
+        self.service_time.reset();
         self.counts = Counts::default();
         self.errors.clear();
         taken

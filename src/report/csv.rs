@@ -5,7 +5,7 @@ use super::{Export, Summary};
 
 pub struct Csv;
 
-const HEADER: [&str; 12] = [
+const HEADER: [&str; 13] = [
     "t_s",
     "phase",
     "calls",
@@ -18,6 +18,7 @@ const HEADER: [&str; 12] = [
     "max_us",
     "client_cpu_total_s",
     "client_rss_bytes",
+    "service_p99_us",
 ];
 
 impl Export for Csv {
@@ -37,6 +38,7 @@ impl Export for Csv {
                 micros(row.max).to_string(),
                 secs(row.client_cpu_total).to_string(),
                 row.client_rss_bytes.to_string(),
+                micros(row.service_p99).to_string(),
             ];
             out += &cells.join(",");
             out.push('\n');

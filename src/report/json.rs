@@ -45,6 +45,7 @@ pub fn value(s: &Summary) -> Value {
             "attempts": r.attempts,
             "retry_exhausted": r.retry_exhausted,
             "abandoned": r.abandoned,
+            "unsent": r.unsent,
         },
         "statuses": statuses(&s.statuses),
         "attempt_statuses": statuses(&s.attempt_statuses),
@@ -56,6 +57,7 @@ pub fn value(s: &Summary) -> Value {
         "ok_rps": s.ok_rps,
         "latency_us": latency(&s.latency),
         "attempt_latency_us": latency(&s.attempt_latency),
+        "service_time_us": latency(&s.service_time),
         "late_sends": s.late_sends,
         "client": {
             "cpu_s": units::secs(c.cpu),

@@ -66,6 +66,8 @@ pub struct Requests {
     pub retry_exhausted: u64,
     /// Calls started but never answered (abandoned at a hard stop); not in `total`.
     pub abandoned: u64,
+    /// Open loop: calls due before the end that were never sent; not in `total`.
+    pub unsent: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +134,8 @@ pub struct Summary {
     pub ok_rps: f64,
     pub latency: Latency,
     pub attempt_latency: Latency,
+    /// Actual first send to final answer (open loop: without the wait to be sent).
+    pub service_time: Latency,
     pub schedule_lag: Option<Latency>,
     pub late_sends: u64,
     pub warmup: Option<Phase>,
@@ -157,7 +161,7 @@ impl Summary {
         let m = &result.measured;
         let c = &m.counts;
         let all_calls = c.calls + result.warmup.counts.calls;
-        let wall = result.window + result.warmup_window;
+        let wall = result.elapsed;
         let threads = plan.threads.max(1);
         let client = Client {
             cpu: result.cpu,
@@ -191,6 +195,7 @@ impl Summary {
                 attempts: c.attempts,
                 retry_exhausted: c.retry_exhausted,
                 abandoned: result.abandoned,
+                unsent: result.unsent,
             },
             statuses: c.call_status,
             attempt_statuses: c.attempt_status,
@@ -200,6 +205,7 @@ impl Summary {
             ok_rps: stats::rate(c.ok(), result.window),
             latency: Latency::of(&m.call_latency),
             attempt_latency: Latency::of(&m.attempt_latency),
+            service_time: Latency::of(&m.service_time),
             schedule_lag: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
             late_sends: c.late_sends,
             warmup: (!plan.warmup.is_zero()).then(|| Phase {
@@ -288,7 +294,15 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
             plan.workers
         ));
     }
-    if s.client.utilization > 0.85 {
+    if s.requests.unsent > 0 {
+        out.push(format!(
+            "{} calls were due before the end but never sent: the rate was not kept (the client or \
+             --max-in-flight {} could not keep up); they are not in the totals",
+            s.requests.unsent, plan.workers
+        ));
+    }
+    // Utilisation over a short run is mostly start-up: no verdict on less than a second.
+    if s.client.utilization > 0.85 && wall_enough(s) {
         out.push(format!(
             "client CPU at {:.0}% of its {} thread(s): the client, not the server, may be the bottleneck",
             s.client.utilization * 100.0,
@@ -302,6 +316,11 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Whether the run was long enough to judge the client's CPU use.
+fn wall_enough(s: &Summary) -> bool {
+    s.duration + s.warmup.as_ref().map_or(Duration::ZERO, |w| w.duration) >= Duration::from_secs(1)
 }
 
 /// The mode as words: "closed loop, 8 workers".

@@ -23,6 +23,15 @@ fn percentile_rows(out: &mut String, l: &Latency) {
     let _ = writeln!(out, "  {:<8} {}", "max", duration(l.max));
 }
 
+/// Open loop: call latency (from the intended send) beside service time (from the actual send).
+fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
+    let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "", "call", "service");
+    for (&(p, v), &(_, w)) in call.percentiles.iter().zip(&service.percentiles) {
+        let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", Statistic::Percentile(p).label(), duration(v), duration(w));
+    }
+    let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "max", duration(call.max), duration(service.max));
+}
+
 fn render(s: &Summary) -> String {
     let mut o = String::new();
     let r = &s.requests;
@@ -41,6 +50,9 @@ fn render(s: &Summary) -> String {
         "  Calls:       {} (ok {}, failed {}), attempts {}, retries {}, out of retries {}",
         r.total, r.ok, r.failed, r.attempts, r.retries, r.retry_exhausted
     );
+    if r.unsent > 0 {
+        let _ = writeln!(o, "  Unsent:      {} calls due before the end were never sent", r.unsent);
+    }
     let _ = writeln!(o, "  Duration:    {:.2} s", s.duration.as_secs_f64());
     let _ = writeln!(o, "  Throughput:  {:.1} calls/s ({:.1} ok/s)", s.throughput_rps, s.ok_rps);
     let l = &s.latency;
@@ -63,12 +75,19 @@ fn render(s: &Summary) -> String {
             duration(w.latency.percentile(99.0))
         );
     }
-    let origin = match s.pacer {
-        Pacer::Open(_) => ", or its intended time when sent behind schedule,",
-        _ => "",
-    };
-    let _ = writeln!(o, "\nLatency percentiles (call: first send{origin} to final answer):");
-    percentile_rows(&mut o, l);
+    match s.pacer {
+        Pacer::Open(_) => {
+            let _ = writeln!(
+                o,
+                "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
+            );
+            percentile_pairs(&mut o, l, &s.service_time);
+        }
+        _ => {
+            let _ = writeln!(o, "\nLatency percentiles (call: first send to final answer):");
+            percentile_rows(&mut o, l);
+        }
+    }
     if r.retries > 0 {
         let _ = writeln!(o, "\nAttempt latency percentiles (each attempt alone):");
         percentile_rows(&mut o, &s.attempt_latency);

@@ -17,6 +17,8 @@ pub struct IntervalRow {
     pub p90: Duration,
     pub p99: Duration,
     pub max: Duration,
+    /// Service time (actual send to answer) p99: in open loop, what the server took.
+    pub service_p99: Duration,
     /// The client's CPU time from its start to the end of this interval.
     pub client_cpu_total: Duration,
     pub client_rss_bytes: u64,
@@ -37,6 +39,7 @@ impl IntervalRow {
             p90: Statistic::Percentile(90.0).of(h),
             p99: Statistic::Percentile(99.0).of(h),
             max: Statistic::Max.of(h),
+            service_p99: Statistic::Percentile(99.0).of(&iv.shard.service_time),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
         }
