@@ -519,7 +519,8 @@ fn null_rpc() -> anyhow::Result<Grpc> {
         closed_loop(THROUGHPUT_WARMUP).await?;
         let start = Instant::now();
         let calls: u64 = closed_loop(THROUGHPUT_WINDOW).await?.iter().sum();
-        let calls_per_s = crate::stats::rate(calls, start.elapsed());
+        // To 0.1 call/s: more digits would be noise.
+        let calls_per_s = (crate::stats::rate(calls, start.elapsed()) * 10.0).round() / 10.0;
         anyhow::Ok(Grpc { null_rpc: Floor::of(&h), calls_per_s })
     });
     // The connection's driver task lives on this runtime: gone first, so that the server's
