@@ -5,6 +5,7 @@
 //! `record` (histograms, counts, own cost) -> `sink` (live consumers) and `stats` + `report`
 //! (numbers, then text). `lab` holds the reference services that `serve` runs.
 pub mod app;
+pub mod calibrate;
 pub mod cli;
 pub mod error;
 pub mod grpc;

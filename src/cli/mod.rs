@@ -3,6 +3,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod calibrate;
 pub mod demo;
 pub mod protos;
 pub mod run;
@@ -26,6 +27,8 @@ pub enum Command {
     Protos(protos::ProtosArgs),
     /// Self-contained demo: serve the lab in-process, measure it, print the tables.
     Demo(demo::DemoArgs),
+    /// Measure the floors of this machine and of rpcmeter (clock, timers, loopback, a null call).
+    Calibrate(calibrate::CalibrateArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -45,6 +48,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_command(args),
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
+        Command::Calibrate(args) => calibrate::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -13,6 +13,15 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// `duration`, but below 1 µs in whole nanoseconds (`23 ns`): for costs such as a clock read.
+pub fn fine_duration(d: Duration) -> String {
+    if d < Duration::from_micros(1) {
+        format!("{} ns", d.as_nanos())
+    } else {
+        duration(d)
+    }
+}
+
 /// Bytes in binary units, as the kernel counts memory: `15.2 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -48,6 +57,8 @@ mod tests {
         assert_eq!(duration(Duration::from_nanos(437_500)), "437.5 µs");
         assert_eq!(duration(Duration::from_micros(12_345)), "12.35 ms");
         assert_eq!(duration(Duration::from_millis(1500)), "1.500 s");
+        assert_eq!(fine_duration(Duration::from_nanos(23)), "23 ns");
+        assert_eq!(fine_duration(Duration::from_nanos(1_500)), "1.5 µs");
         assert_eq!(bytes(15_938_355), "15.2 MiB");
         assert_eq!(bytes(512), "512 B");
         assert_eq!(micros(Duration::from_nanos(1_348_985)), 1348.985);

@@ -1,0 +1,125 @@
+//! `rpcmeter calibrate` as a user runs it, with the cache in a temporary XDG_CACHE_HOME.
+//! The runs measure this machine, so they take turns (a lock), and every check on the
+//! numbers is an order or a generous factor, never a wall-clock bound.
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One measuring run at a time: two at once would measure each other.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+fn calibrate(cache: &Path, args: &[&str]) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .arg("calibrate")
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    assert!(out.status.success(), "calibrate failed ({:?}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+    (out, took)
+}
+
+fn json(cache: &Path, args: &[&str]) -> (Value, Duration) {
+    let (out, took) = calibrate(cache, &[&["--format", "json"], args].concat());
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (v, took)
+}
+
+fn us(v: &Value, floor: &str, stat: &str) -> f64 {
+    v[floor][stat].as_f64().unwrap_or_else(|| panic!("no {floor}.{stat} in {v}"))
+}
+
+#[test]
+fn floors_are_ordered_as_physics_demands_even_without_a_cache() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // A file where the cache directory should be: the cache cannot be written.
+    let blocked = dir.path().join("not-a-dir");
+    std::fs::write(&blocked, "").unwrap();
+    let (v, _) = json(&blocked, &["--fresh"]);
+    assert_eq!(v["source"], "measured");
+    let notices = v["notices"].to_string();
+    assert!(notices.contains("cache not written"), "{notices}");
+
+    let clock = us(&v, "clock_read_us", "p50");
+    let rtt = us(&v, "loopback_rtt_busy_us", "p50");
+    let rpc = us(&v, "null_rpc_us", "p50");
+    // A clock read is part of every RTT sample; a gRPC call is at least one loopback RTT.
+    assert!(clock < rtt && rtt < rpc, "clock {clock} µs, RTT {rtt} µs, null RPC {rpc} µs");
+    for floor in ["clock_read_us", "tokio_sleep_overshoot_us", "thread_sleep_overshoot_us", "idle_wakeup_us"] {
+        assert!(v[floor]["count"].as_u64().unwrap() > 0, "{floor}: {v}");
+        assert!(us(&v, floor, "p50") <= us(&v, floor, "p99") && us(&v, floor, "p99") <= us(&v, floor, "max"));
+    }
+    for floor in ["loopback_rtt_idle_us", "null_rpc_us", "hiccup_us"] {
+        assert!(v[floor]["count"].as_u64().unwrap() > 0, "{floor}: {v}");
+    }
+    // tokio's timer has 1 ms resolution: sleep(1 ms) never ends early, and the overshoot is recorded.
+    assert!(us(&v, "tokio_sleep_overshoot_us", "max") > 0.0);
+    // IN_FLIGHT calls pipelined on one thread do at least about what one call at a time
+    // does (1 / p50); factor 2 of slack for a busy machine.
+    let calls_per_s = v["max_calls_per_s"].as_f64().unwrap();
+    assert!(calls_per_s > 0.0 && calls_per_s >= 0.5 * 1e6 / rpc, "{calls_per_s} calls/s, null RPC p50 {rpc} µs");
+
+    let m = &v["machine"];
+    assert!(m["cores"].as_u64().unwrap() >= 1);
+    assert!(m["hypervisor"].is_boolean() && !m["governor"].as_str().unwrap().is_empty());
+    assert!(v["fingerprint"].as_str().unwrap().contains(m["kernel"].as_str().unwrap()));
+}
+
+#[test]
+fn cache_is_written_then_reused_until_fresh() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (first, measuring) = json(dir.path(), &[]);
+    assert_eq!(first["source"], "measured");
+    let file = dir.path().join("rpcmeter/calibration.json");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(stored, first);
+
+    let (second, reading) = json(dir.path(), &[]);
+    assert_eq!(second["source"], "cached");
+    let mut same = second.clone();
+    same["source"] = first["source"].clone();
+    assert_eq!(same, first, "the cached run gives the measured values");
+    assert!(reading < measuring, "cached {reading:?}, measured {measuring:?}");
+
+    let (table, _) = calibrate(dir.path(), &[]);
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(table.contains("(cached, measured at") && table.contains("floor here: null RPC p50"), "{table}");
+
+    let (third, _) = json(dir.path(), &["--fresh"]);
+    assert_eq!(third["source"], "measured");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(stored, third, "a fresh calibration replaces the cached one");
+}
+
+#[test]
+fn two_fresh_runs_agree_within_a_factor_of_3() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = json(dir.path(), &["--fresh"]);
+    let (b, _) = json(dir.path(), &["--fresh"]);
+    let (a, b) = (us(&a, "null_rpc_us", "p50"), us(&b, "null_rpc_us", "p50"));
+    // Tolerance: factor 3 either way, wide enough for a shared 2-core machine's neighbours,
+    // narrow enough to catch a floor that is noise (a calibration worth caching repeats).
+    assert!(a < 3.0 * b && b < 3.0 * a, "null RPC p50: {a} µs then {b} µs");
+}
+
+#[test]
+fn an_unknown_format_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["calibrate", "--format", "csv"])
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("csv") && stderr.lines().count() == 1, "{stderr}");
+    assert!(!dir.path().join("rpcmeter").exists(), "nothing measured, nothing cached");
+}
