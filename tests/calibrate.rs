@@ -123,3 +123,31 @@ fn an_unknown_format_is_a_usage_error() {
     assert!(stderr.contains("csv") && stderr.lines().count() == 1, "{stderr}");
     assert!(!dir.path().join("rpcmeter").exists(), "nothing measured, nothing cached");
 }
+
+/// `run` prints the cached floor beside its results (and carries it in JSON); before any
+/// calibration it says how to make one; `--no-calibrate` leaves it out. It never measures.
+#[test]
+fn run_shows_the_cached_floor() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let lab =
+        rpcmeter::lab::LabServer::start(rpcmeter::lab::LabConfig { addr: "127.0.0.1:0".into(), ..Default::default() })
+            .unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["run", "--plaintext", "-q", "--call", "EchoService/echo", "-n", "20"])
+            .args(extra)
+            .arg(lab.local_addr().to_string())
+            .env("XDG_CACHE_HOME", dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(run(&[]).contains("Floor: this machine is not calibrated"));
+    let (calibration, _) = json(dir.path(), &[]);
+    assert!(run(&[]).contains("Floor: floor here: null RPC p50"));
+    let r: Value = serde_json::from_str(&run(&["--format", "json"])).unwrap();
+    assert_eq!(r["calibration"]["null_rpc_us"], calibration["null_rpc_us"]);
+    assert!(!run(&["--no-calibrate"]).contains("Floor:"));
+}

@@ -38,6 +38,8 @@ pub struct Settings {
     pub outputs: OutputSettings,
     pub checks: Vec<Assertion>,
     pub progress: bool,
+    /// Print the machine's floor (the calibration cache) beside the results.
+    pub floor: bool,
     pub name: Option<String>,
     pub tags: Vec<(String, String)>,
     pub arguments: Vec<String>,
@@ -96,6 +98,7 @@ impl Settings {
             },
             checks: args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default(),
             progress: !args.quiet && std::io::stderr().is_terminal(),
+            floor: !args.no_calibrate,
             name: args.name.clone(),
             tags: args.tag.clone(),
             arguments,
@@ -272,7 +275,10 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
         tags: settings.tags.clone(),
         arguments: settings.arguments.clone(),
     };
-    let summary = Summary::new(&plan, meta, method.full_name(), &result, &settings.checks, rows);
+    let mut summary = Summary::new(&plan, meta, method.full_name(), &result, &settings.checks, rows);
+    if settings.floor {
+        summary.floor = Some(crate::calibrate::cached());
+    }
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
     problems.extend(sinks_finished.err());
     verdict(&summary, problems)

@@ -174,6 +174,14 @@ pub fn cached_or_measure(fresh: bool) -> anyhow::Result<Calibration> {
     Ok(calibration)
 }
 
+/// The cached calibration of this machine, if `rpcmeter calibrate` has made one; never
+/// measures (a run must not load the machine for seconds before it starts).
+pub fn cached() -> Option<Calibration> {
+    let machine = Machine::read();
+    let path = cache_path(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))?;
+    read_cache(&path, &machine.fingerprint())
+}
+
 /// One line for other reports, e.g. "floor here: null RPC p50 45.0 µs p99 90.0 µs,
 /// loopback RTT 20.0 µs, timer overshoot p99 1.06 ms, hiccup p99 80.0 µs" (loopback RTT:
 /// busy p50; timer: tokio's, the one `run --rps` paces with).

@@ -145,6 +145,9 @@ pub struct RunArgs {
     /// Longest wait for calls in flight after the end or the first Ctrl-C
     #[arg(long, value_parser = parse::duration, default_value = "5s")]
     pub drain: Duration,
+    /// Leave out the machine's floor (from `rpcmeter calibrate`'s cache) beside the results
+    #[arg(long)]
+    pub no_calibrate: bool,
     /// No progress line
     #[arg(short = 'q', long)]
     pub quiet: bool,

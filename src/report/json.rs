@@ -79,6 +79,11 @@ pub fn value(s: &Summary) -> Value {
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
+    if let Some(floor) = &s.floor {
+        let calibration =
+            floor.as_ref().and_then(|c| serde_json::from_str::<Value>(&crate::calibrate::to_json(c)).ok());
+        fields.insert("calibration".into(), calibration.unwrap_or(Value::Null));
+    }
     if let Some(lag) = &s.schedule_lag {
         fields.insert("schedule_lag_us".into(), latency(lag));
     }

@@ -147,6 +147,9 @@ pub struct Summary {
     pub histogram: Histogram<u64>,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
+    /// The machine's floor beside the results: None when left out (`--no-calibrate`),
+    /// Some(None) when the machine was never calibrated.
+    pub floor: Option<Option<crate::calibrate::Calibration>>,
 }
 
 impl Summary {
@@ -224,6 +227,7 @@ impl Summary {
             assertions: Vec::new(),
             histogram: m.call_latency.clone(),
             intervals,
+            floor: None,
         };
         summary.assertions = assertions
             .iter()

@@ -142,6 +142,18 @@ fn render(s: &Summary) -> String {
         c.threads,
         bytes(c.max_rss_bytes)
     );
+    match &s.floor {
+        Some(Some(c)) => {
+            let _ = writeln!(o, "Floor: {}", crate::calibrate::floor_line(c));
+        }
+        Some(None) => {
+            let _ = writeln!(
+                o,
+                "Floor: this machine is not calibrated (`rpcmeter calibrate` measures it once, in seconds)"
+            );
+        }
+        None => {}
+    }
     for a in &s.assertions {
         let _ = writeln!(o, "Assert {}: {} ({})", a.assertion.text, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
