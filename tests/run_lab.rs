@@ -83,3 +83,25 @@ fn test_service_rejections_seen_by_the_client_are_the_servers() {
     assert_eq!(q["total"], 20);
     assert_eq!(q["retries"].as_u64().unwrap(), db.received - 20);
 }
+
+#[test]
+fn run_shows_the_servers_own_count_beside_its_own() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let echo = ["--call", "EchoService.echo", "-c", "4", "-n", "500"];
+    let first = run(&addr, &echo);
+    let s = &first["server"];
+    assert_eq!(s["received"], 500, "{first}");
+    assert_eq!(s["ok"], 500);
+    assert!(s["throughput_rps"].as_f64().unwrap() > 0.0);
+    assert!(s["rss_bytes"].as_u64().unwrap() > 0);
+    let notices = first["notices"].to_string();
+    assert!(!notices.contains("the server counted"), "{notices}");
+    // A second run counts only its own calls (a difference, not a reset), and cannot claim
+    // the server's first-to-last rate as its own.
+    let second = run(&addr, &echo);
+    assert_eq!(second["server"]["received"], 500);
+    assert!(second["server"]["throughput_rps"].is_null());
+    let stats = server.shutdown();
+    assert_eq!(method(&stats, "/EchoService/echo").received, 1000, "Stats were not reset");
+}

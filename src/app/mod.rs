@@ -4,3 +4,4 @@
 pub mod outputs;
 pub mod parse;
 pub mod run;
+pub mod server_side;

@@ -38,6 +38,8 @@ pub struct Settings {
     pub outputs: OutputSettings,
     pub checks: Vec<Assertion>,
     pub progress: bool,
+    /// Read the target's Stats before and after (the lab's) to show the server's count.
+    pub server_stats: bool,
     /// Print the machine's floor (the calibration cache) beside the results.
     pub floor: bool,
     pub name: Option<String>,
@@ -99,6 +101,7 @@ impl Settings {
             checks: args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default(),
             progress: !args.quiet && std::io::stderr().is_terminal(),
             floor: !args.no_calibrate,
+            server_stats: !args.no_server_stats,
             name: args.name.clone(),
             tags: args.tag.clone(),
             arguments,
@@ -264,6 +267,7 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
         sinks.add(Box::new(DetailsWriter::start(path.clone(), file, &method)));
     }
+    let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
     let started_at = SystemTime::now();
     let result = engine::run(plan.clone(), requests, &mut sinks, &control);
     let (rows, sinks_finished) = sinks.finish();
@@ -278,6 +282,9 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     let mut summary = Summary::new(&plan, meta, method.full_name(), &result, &settings.checks, rows);
     if settings.floor {
         summary.floor = Some(crate::calibrate::cached());
+    }
+    if let Some(server) = stats.and_then(|probe| probe.read(plan.spec.path.as_str())) {
+        summary = summary.with_server(server);
     }
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
     problems.extend(sinks_finished.err());

@@ -148,6 +148,10 @@ pub struct RunArgs {
     /// Leave out the machine's floor (from `rpcmeter calibrate`'s cache) beside the results
     #[arg(long)]
     pub no_calibrate: bool,
+    /// Do not read the target's rpcmeter.lab.v1.Stats before and after the run (when it serves them) to show
+    /// the server's own count beside the client's
+    #[arg(long)]
+    pub no_server_stats: bool,
     /// No progress line
     #[arg(short = 'q', long)]
     pub quiet: bool,

@@ -79,6 +79,20 @@ pub fn value(s: &Summary) -> Value {
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
+    if let Some(server) = &s.server {
+        fields.insert(
+            "server".into(),
+            json!({
+                "received": server.received,
+                "ok": server.ok,
+                "failed": server.failed,
+                "rejected": server.rejected,
+                "throughput_rps": server.throughput_rps,
+                "cpu_s": units::secs(server.cpu),
+                "rss_bytes": server.rss_bytes,
+            }),
+        );
+    }
     if let Some(floor) = &s.floor {
         let calibration =
             floor.as_ref().and_then(|c| serde_json::from_str::<Value>(&crate::calibrate::to_json(c)).ok());

@@ -103,6 +103,21 @@ pub struct Checked {
     pub ok: bool,
 }
 
+/// What the server counted (the lab's Stats), beside what the client counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSide {
+    /// Attempts that reached the server (warm-up included).
+    pub received: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    /// (received - 1) / (last - first arrival), when the run's method was the only one.
+    pub throughput_rps: Option<f64>,
+    /// The server process's CPU time over the run.
+    pub cpu: Duration,
+    pub rss_bytes: u64,
+}
+
 /// Failed calls of one status and message.
 #[derive(Debug, Clone)]
 pub struct ErrorKind {
@@ -150,6 +165,12 @@ pub struct Summary {
     /// The machine's floor beside the results: None when left out (`--no-calibrate`),
     /// Some(None) when the machine was never calibrated.
     pub floor: Option<Option<crate::calibrate::Calibration>>,
+    /// The server's own count, when the target serves the lab's Stats.
+    pub server: Option<ServerSide>,
+    /// Every attempt of the run by status, warm-up included: what a server counts.
+    pub all_attempts: PerStatus,
+    /// Wall time of the whole run (warm-up included).
+    pub elapsed: Duration,
 }
 
 impl Summary {
@@ -228,6 +249,13 @@ impl Summary {
             histogram: m.call_latency.clone(),
             intervals,
             floor: None,
+            server: None,
+            all_attempts: {
+                let mut all = c.attempt_status;
+                all.add(&result.warmup.counts.attempt_status);
+                all
+            },
+            elapsed: result.elapsed,
         };
         summary.assertions = assertions
             .iter()
@@ -247,6 +275,13 @@ impl Summary {
             Metric::Rps => Value::PerSecond(self.throughput_rps),
             Metric::Latency(stat) => Value::Latency(stat.of(&self.histogram)),
         }
+    }
+
+    /// Adds the server's count and the checks that compare it with the client's.
+    pub fn with_server(mut self, server: ServerSide) -> Summary {
+        self.notices.extend(cross_check(&self, &server));
+        self.server = Some(server);
+        self
     }
 
     pub fn partial(&self) -> bool {
@@ -313,6 +348,7 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
             s.client.threads
         ));
     }
+    out.extend(littles_law(plan, s));
     if s.requests.abandoned > 0 {
         out.push(format!(
             "{} calls were still in flight when the run was stopped and are not counted",
@@ -320,6 +356,50 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Where the client's and the server's counts disagree, and why that may be.
+fn cross_check(s: &Summary, server: &ServerSide) -> Vec<String> {
+    let mut out = Vec::new();
+    let client_ok = s.all_attempts.get(Code::Ok);
+    let client_attempts = s.all_attempts.total();
+    if server.ok != client_ok || server.received != client_attempts {
+        out.push(format!(
+            "the server counted {} calls ({} ok) where the client sent {} ({} ok): another client is \
+             calling it, or calls were lost between them",
+            server.received, server.ok, client_attempts, client_ok
+        ));
+    }
+    if let Some(server_rps) = server.throughput_rps.filter(|_| wall_enough(s)) {
+        let client_rps = stats::rate(client_attempts, s.elapsed);
+        if client_rps > 0.0 && (server_rps - client_rps).abs() / client_rps > 0.02 {
+            out.push(format!(
+                "server-side throughput {server_rps:.1} calls/s differs from the client's {client_rps:.1} by {:.1}%: \
+                 the client's window includes its start and drain, the server's only first to last arrival",
+                (server_rps - client_rps).abs() / client_rps * 100.0
+            ));
+        }
+    }
+    out
+}
+
+/// Closed loop keeps `workers` calls in flight, so throughput x mean latency must equal
+/// them (Little's law); less means workers spent time outside calls: the client's own.
+fn littles_law(plan: &Plan, s: &Summary) -> Option<String> {
+    let closed = matches!(plan.pacer, Pacer::Closed) && plan.ramp.is_zero() && wall_enough(s);
+    if !closed || s.requests.total < 100 {
+        return None;
+    }
+    let in_flight = s.throughput_rps * s.latency.mean.as_secs_f64();
+    let off = (in_flight - plan.workers as f64).abs() / plan.workers as f64;
+    (off > 0.02).then(|| {
+        format!(
+            "Little's law: {} workers, but throughput x mean latency = {in_flight:.2} in flight ({:.1}% off): \
+             workers spent that share of the time outside calls, in the client itself",
+            plan.workers,
+            off * 100.0
+        )
+    })
 }
 
 /// Whether the run was long enough to judge the client's CPU use.

@@ -142,6 +142,19 @@ fn render(s: &Summary) -> String {
         c.threads,
         bytes(c.max_rss_bytes)
     );
+    if let Some(server) = &s.server {
+        let rps = server.throughput_rps.map_or(String::new(), |r| format!(", {r:.1} calls/s"));
+        let _ = writeln!(
+            o,
+            "Server's count (its Stats): {} received (ok {}, failed {}, rejected {}){rps}, CPU {:.3} s, RSS {}",
+            server.received,
+            server.ok,
+            server.failed,
+            server.rejected,
+            server.cpu.as_secs_f64(),
+            bytes(server.rss_bytes)
+        );
+    }
     match &s.floor {
         Some(Some(c)) => {
             let _ = writeln!(o, "Floor: {}", crate::calibrate::floor_line(c));

@@ -1,0 +1,64 @@
+//! The server's own count beside the client's: when the target serves the lab's
+//! `rpcmeter.lab.v1.Stats`, `run` reads them before and after the run and takes the
+//! difference (never resets them: others may be reading them too). A target without them is
+//! simply not cross-checked.
+use crate::grpc::wire::frame;
+use crate::grpc::{CallSpec, Connection, Connector, Target};
+use crate::lab::proto::lab::{StatsReply, StatsRequest};
+use crate::report::ServerSide;
+use prost::Message;
+use std::time::Duration;
+
+/// A connection to the target's Stats, on a runtime of its own (outside the engine's threads).
+pub struct StatsProbe {
+    runtime: tokio::runtime::Runtime,
+    connection: Connection,
+    /// The Stats before the run.
+    before: StatsReply,
+}
+
+/// Stats answers quickly or not at all: a target without it must not delay the run.
+const STATS_DEADLINE: Duration = Duration::from_secs(2);
+
+impl StatsProbe {
+    /// Reads the target's Stats; `None` when the target does not serve them.
+    pub fn before(target: &Target) -> Option<StatsProbe> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        let connector = Connector::new(target).ok()?;
+        let connection =
+            runtime.block_on(async { tokio::time::timeout(STATS_DEADLINE, connector.connect()).await }).ok()?.ok()?;
+        let before = runtime.block_on(ask(&connection, "Get"))?;
+        Some(StatsProbe { runtime, connection, before })
+    }
+
+    /// The server's side of the run for `method` (the wire path, "/pkg.Service/Method").
+    pub fn read(self, method: &str) -> Option<ServerSide> {
+        let after = self.runtime.block_on(ask(&self.connection, "Get"))?;
+        let m = after.methods.iter().find(|m| m.method == method)?;
+        let zero = Default::default();
+        let b = self.before.methods.iter().find(|m| m.method == method).unwrap_or(&zero);
+        let cpu = (after.cpu_seconds - self.before.cpu_seconds).max(0.0);
+        Some(ServerSide {
+            received: m.received.saturating_sub(b.received),
+            ok: m.ok.saturating_sub(b.ok),
+            failed: m.failed.saturating_sub(b.failed),
+            rejected: m.rejected.saturating_sub(b.rejected),
+            // The server's first-to-last-arrival rate is this run's only when the server had
+            // seen no call before it and every arrival since was this run's method.
+            throughput_rps: (self.before.received == 0 && after.received == m.received).then_some(after.server_rps),
+            cpu: Duration::try_from_secs_f64(cpu).unwrap_or_default(),
+            rss_bytes: after.rss_bytes,
+        })
+    }
+}
+
+async fn ask(connection: &Connection, method: &str) -> Option<StatsReply> {
+    let spec = CallSpec {
+        path: format!("/rpcmeter.lab.v1.Stats/{method}").parse().ok()?,
+        metadata: http::HeaderMap::new(),
+        deadline: Some(STATS_DEADLINE),
+    };
+    let reply = connection.unary(&spec, frame(&StatsRequest {}.encode_to_vec()), true).await;
+    (reply.status == tonic::Code::Ok).then_some(())?;
+    StatsReply::decode(reply.response?).ok()
+}
