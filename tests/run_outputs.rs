@@ -124,6 +124,11 @@ fn results_carry_metadata_and_more_percentiles() {
     assert_eq!(meta["rpcmeter_version"], env!("CARGO_PKG_VERSION"));
     assert!(meta["arguments"].as_array().unwrap().iter().any(|a| a == "--name"));
     assert!(meta["started_at"].as_str().unwrap().ends_with('Z'));
+    // Every notice also comes as a structured warning; a loopback target shares our cores.
+    let warnings = r["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), r["notices"].as_array().unwrap().len());
+    assert!(warnings.iter().any(|w| w["kind"] == "shared_cores"), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w["kind"] == "closed_loop"), "{warnings:?}");
     for key in ["p10", "p25", "p50", "p999", "p9999"] {
         assert!(r["latency_us"][key].as_f64().unwrap() > 0.0, "{key}");
     }

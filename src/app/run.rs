@@ -257,7 +257,7 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     let mut sinks = Sinks::default();
     if settings.progress {
         let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
-        sinks.add(Box::new(Progress::new(planned)));
+        sinks.add(Box::new(Progress::new(planned, plan.threads)));
     }
     if let Some(path) = &settings.outputs.hdr_log {
         let file = outputs.take(path).ok_or_else(|| internal("--hdr-log was not opened"))?;

@@ -38,6 +38,15 @@ pub struct Target {
 /// The default of `--connect-timeout`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+impl Target {
+    /// Whether the target is this machine (a loopback address or localhost): then client
+    /// and server share its cores.
+    pub fn is_loopback(&self) -> bool {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.host.contains(':') {

@@ -66,7 +66,8 @@ pub fn value(s: &Summary) -> Value {
             "threads": c.threads,
             "utilization": c.utilization,
         },
-        "notices": s.notices,
+        "notices": s.notices.iter().map(|n| n.text.clone()).collect::<Vec<_>>(),
+        "warnings": s.notices.iter().map(|n| json!({"kind": n.kind.as_str(), "message": n.text})).collect::<Vec<_>>(),
         "assertions": s.assertions.iter().map(|a| json!({
             "assertion": a.assertion.text, "value": a.value.to_string(), "ok": a.ok,
         })).collect::<Vec<_>>(),

@@ -118,6 +118,50 @@ pub struct ServerSide {
     pub rss_bytes: u64,
 }
 
+/// What qualifies the numbers, by kind, so that scripts can act on it (JSON `warnings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeKind {
+    Partial,
+    ClosedLoop,
+    BehindSchedule,
+    ScheduleLag,
+    Unsent,
+    ClientCpu,
+    SharedCores,
+    LittlesLaw,
+    Abandoned,
+    ServerCount,
+    ServerThroughput,
+}
+
+impl NoticeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Partial => "partial",
+            NoticeKind::ClosedLoop => "closed_loop",
+            NoticeKind::BehindSchedule => "behind_schedule",
+            NoticeKind::ScheduleLag => "schedule_lag",
+            NoticeKind::Unsent => "unsent",
+            NoticeKind::ClientCpu => "client_cpu",
+            NoticeKind::SharedCores => "shared_cores",
+            NoticeKind::LittlesLaw => "littles_law",
+            NoticeKind::Abandoned => "abandoned",
+            NoticeKind::ServerCount => "server_count",
+            NoticeKind::ServerThroughput => "server_throughput",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub kind: NoticeKind,
+    pub text: String,
+}
+
+fn notice(kind: NoticeKind, text: impl Into<String>) -> Notice {
+    Notice { kind, text: text.into() }
+}
+
 /// Failed calls of one status and message.
 #[derive(Debug, Clone)]
 pub struct ErrorKind {
@@ -156,7 +200,7 @@ pub struct Summary {
     pub warmup: Option<Phase>,
     pub rounds: Vec<Round>,
     pub client: Client,
-    pub notices: Vec<String>,
+    pub notices: Vec<Notice>,
     pub assertions: Vec<Checked>,
     /// Call latency in nanoseconds: what `--format json` carries so runs merge exactly.
     pub histogram: Histogram<u64>,
@@ -307,76 +351,114 @@ fn errors(result: &RunResult) -> Vec<ErrorKind> {
 
 /// What a sceptical reader must know to trust (or not) the numbers (docs/design.md,
 /// "Measurement rules").
-fn notices(plan: &Plan, s: &Summary) -> Vec<String> {
+fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
     let mut out = Vec::new();
     match s.ended {
-        Ended::Interrupted => out.push("partial result: the run was stopped before its end".into()),
-        Ended::DrainTimedOut => out.push(format!(
-            "partial result: calls were still in flight {} after the end (--drain)",
-            units::duration(plan.drain)
+        Ended::Interrupted => {
+            out.push(notice(NoticeKind::Partial, "partial result: the run was stopped before its end"))
+        }
+        Ended::DrainTimedOut => out.push(notice(
+            NoticeKind::Partial,
+            format!(
+                "partial result: calls were still in flight {} after the end (--drain)",
+                units::duration(plan.drain)
+            ),
         )),
         Ended::Completed => {}
     }
     if !plan.pacer.is_open() {
-        out.push(
+        out.push(notice(
+            NoticeKind::ClosedLoop,
             "closed loop: a slow answer delays the next send, so coordinated omission is invisible here; \
-             use --rps for an open loop that measures from the intended send time"
-                .into(),
-        );
+             use --rps for an open loop that measures from the intended send time",
+        ));
     }
     if plan.pacer.is_open() && s.requests.total > 0 && s.late_sends * 100 > s.requests.total {
-        out.push(format!(
+        out.push(notice(NoticeKind::BehindSchedule, format!(
             "{} calls ({:.1}%) were sent more than 1 ms behind schedule because all --max-in-flight {} slots were busy: \
              the rate was not kept (their latency counts from the intended send time)",
             s.late_sends,
             100.0 * s.late_sends as f64 / s.requests.total as f64,
             plan.workers
+        )));
+    }
+    if let Some(lag) = s.schedule_lag.as_ref().filter(|l| l.percentile(99.0) > Duration::from_millis(1)) {
+        out.push(notice(
+            NoticeKind::ScheduleLag,
+            format!(
+                "schedule lag p99 {}: sends left late even with free slots (a busy or descheduled client); \
+                 latency still counts from the intended time",
+                units::duration(lag.percentile(99.0))
+            ),
         ));
     }
     if s.requests.unsent > 0 {
-        out.push(format!(
-            "{} calls were due before the end but never sent: the rate was not kept (the client or \
+        out.push(notice(
+            NoticeKind::Unsent,
+            format!(
+                "{} calls were due before the end but never sent: the rate was not kept (the client or \
              --max-in-flight {} could not keep up); they are not in the totals",
-            s.requests.unsent, plan.workers
+                s.requests.unsent, plan.workers
+            ),
         ));
     }
     // Utilisation over a short run is mostly start-up: no verdict on less than a second.
     if s.client.utilization > 0.85 && wall_enough(s) {
-        out.push(format!(
-            "client CPU at {:.0}% of its {} thread(s): the client, not the server, may be the bottleneck",
-            s.client.utilization * 100.0,
-            s.client.threads
+        out.push(notice(
+            NoticeKind::ClientCpu,
+            format!(
+                "client CPU at {:.0}% of its {} thread(s): the client, not the server, may be the bottleneck",
+                s.client.utilization * 100.0,
+                s.client.threads
+            ),
+        ));
+    }
+    if plan.target.is_loopback() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        out.push(notice(
+            NoticeKind::SharedCores,
+            format!(
+                "client and server share this machine's {cores} core(s): the client's CPU ({}/call) is taken \
+                 from the server",
+                units::duration(s.client.cpu_per_call)
+            ),
         ));
     }
     out.extend(littles_law(plan, s));
     if s.requests.abandoned > 0 {
-        out.push(format!(
-            "{} calls were still in flight when the run was stopped and are not counted",
-            s.requests.abandoned
+        out.push(notice(
+            NoticeKind::Abandoned,
+            format!("{} calls were still in flight when the run was stopped and are not counted", s.requests.abandoned),
         ));
     }
     out
 }
 
 /// Where the client's and the server's counts disagree, and why that may be.
-fn cross_check(s: &Summary, server: &ServerSide) -> Vec<String> {
+fn cross_check(s: &Summary, server: &ServerSide) -> Vec<Notice> {
     let mut out = Vec::new();
     let client_ok = s.all_attempts.get(Code::Ok);
     let client_attempts = s.all_attempts.total();
     if server.ok != client_ok || server.received != client_attempts {
-        out.push(format!(
-            "the server counted {} calls ({} ok) where the client sent {} ({} ok): another client is \
+        out.push(notice(
+            NoticeKind::ServerCount,
+            format!(
+                "the server counted {} calls ({} ok) where the client sent {} ({} ok): another client is \
              calling it, or calls were lost between them",
-            server.received, server.ok, client_attempts, client_ok
+                server.received, server.ok, client_attempts, client_ok
+            ),
         ));
     }
     if let Some(server_rps) = server.throughput_rps.filter(|_| wall_enough(s)) {
         let client_rps = stats::rate(client_attempts, s.elapsed);
         if client_rps > 0.0 && (server_rps - client_rps).abs() / client_rps > 0.02 {
-            out.push(format!(
+            out.push(notice(
+                NoticeKind::ServerThroughput,
+                format!(
                 "server-side throughput {server_rps:.1} calls/s differs from the client's {client_rps:.1} by {:.1}%: \
                  the client's window includes its start and drain, the server's only first to last arrival",
                 (server_rps - client_rps).abs() / client_rps * 100.0
+            ),
             ));
         }
     }
@@ -385,7 +467,7 @@ fn cross_check(s: &Summary, server: &ServerSide) -> Vec<String> {
 
 /// Closed loop keeps `workers` calls in flight, so throughput x mean latency must equal
 /// them (Little's law); less means workers spent time outside calls: the client's own.
-fn littles_law(plan: &Plan, s: &Summary) -> Option<String> {
+fn littles_law(plan: &Plan, s: &Summary) -> Option<Notice> {
     let closed = matches!(plan.pacer, Pacer::Closed) && plan.ramp.is_zero() && wall_enough(s);
     if !closed || s.requests.total < 100 {
         return None;
@@ -393,11 +475,14 @@ fn littles_law(plan: &Plan, s: &Summary) -> Option<String> {
     let in_flight = s.throughput_rps * s.latency.mean.as_secs_f64();
     let off = (in_flight - plan.workers as f64).abs() / plan.workers as f64;
     (off > 0.02).then(|| {
-        format!(
-            "Little's law: {} workers, but throughput x mean latency = {in_flight:.2} in flight ({:.1}% off): \
+        notice(
+            NoticeKind::LittlesLaw,
+            format!(
+                "Little's law: {} workers, but throughput x mean latency = {in_flight:.2} in flight ({:.1}% off): \
              workers spent that share of the time outside calls, in the client itself",
-            plan.workers,
-            off * 100.0
+                plan.workers,
+                off * 100.0
+            ),
         )
     })
 }

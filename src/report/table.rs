@@ -171,7 +171,7 @@ fn render(s: &Summary) -> String {
         let _ = writeln!(o, "Assert {}: {} ({})", a.assertion.text, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
     for n in &s.notices {
-        let _ = writeln!(o, "Note: {n}");
+        let _ = writeln!(o, "Note: {}", n.text);
     }
     o
 }

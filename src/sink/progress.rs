@@ -14,17 +14,28 @@ pub struct Progress {
     calls: u64,
     warmup_calls: u64,
     failed: u64,
+    threads: u32,
+    /// The client's CPU time at the end of the last interval.
+    cpu_before: Duration,
 }
 
 impl Progress {
-    pub fn new(planned: Option<Duration>) -> Progress {
+    pub fn new(planned: Option<Duration>, threads: u32) -> Progress {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        Progress { bar, planned, calls: 0, warmup_calls: 0, failed: 0 }
+        Progress {
+            bar,
+            planned,
+            calls: 0,
+            warmup_calls: 0,
+            failed: 0,
+            threads: threads.max(1),
+            cpu_before: Duration::ZERO,
+        }
     }
 }
 
@@ -44,9 +55,19 @@ impl Sink for Progress {
             }
             _ => String::new(),
         };
+        // The client's own load, live: a busy client measures itself, not the server.
+        let cpu = row.client_cpu_total.saturating_sub(self.cpu_before).as_secs_f64()
+            / row.length.as_secs_f64().max(1e-9)
+            / self.threads as f64;
+        self.cpu_before = row.client_cpu_total;
+        let busy = if cpu > 0.85 {
+            format!(", client CPU {:.0}%: the client may be the bottleneck", cpu * 100.0)
+        } else {
+            String::new()
+        };
         let warmup = if self.warmup_calls > 0 { format!(" (+{} warm-up)", self.warmup_calls) } else { String::new() };
         self.bar.set_message(format!(
-            "{done} {} calls{warmup}, {rate:.0} calls/s, {} errors, p99 {}",
+            "{done} {} calls{warmup}, {rate:.0} calls/s, {} errors, p99 {}{busy}",
             self.calls,
             self.failed,
             duration(row.p99)
