@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# How exactly `rpcmeter run --rps` keeps its schedule: schedule lag (actual - intended send)
+# p50/p99/max and client CPU per call at 10, 100, 1k and 10k calls/s and at 80% of the
+# closed-loop maximum, against `rpcmeter serve` echo on 127.0.0.1. ROUNDS interleaved rounds
+# (default 3): each rate once per round, so a busy moment of the machine spreads over all of
+# them; the table gives the median and the range of the rounds.
+#
+#   bench/pacing.sh                 SECS per run (default 5), ROUNDS (default 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${SECS:-5}
+ROUNDS=${ROUNDS:-3}
+source bench/lib.sh
+have python3 || apt_install python3
+cargo build --release --quiet --bin rpcmeter
+rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
+start_serve
+call=(--plaintext --call EchoService/echo -d '{"content":"hi"}' -q --format json --no-calibrate --no-server-stats)
+
+# The closed-loop maximum on this machine now (c=8, one connection).
+"$rpcmeter" run "${call[@]}" -c 8 -z "${SECS}s" "$serve_addr" >"$work/closed.json"
+max=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["throughput_rps"]))' "$work/closed.json")
+eighty=$((max * 8 / 10))
+rates=(10 100 1000 10000 "$eighty")
+
+for round in $(seq "$ROUNDS"); do
+  for rate in "${rates[@]}"; do
+    "$rpcmeter" run "${call[@]}" --rps "$rate" -z "${SECS}s" --max-in-flight 256 "$serve_addr" \
+      >"$work/r$round-$rate.json"
+  done
+done
+
+python3 - "$work" "$ROUNDS" "$max" "${rates[@]}" <<'PY'
+import json, statistics, sys
+work, rounds, closed_max, rates = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+print(f"closed-loop maximum (c=8): {closed_max} calls/s; {rounds} interleaved rounds, median [min-max]")
+print(f"{'rate':>8} {'sent/s':>9} {'lag p50 µs':>18} {'lag p99 µs':>22} {'lag max µs':>22} {'CPU µs/call':>18} {'late':>6}")
+def cell(values, fmt="{:.1f}"):
+    return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
+for rate in rates:
+    runs = [json.load(open(f"{work}/r{r}-{rate}.json")) for r in range(1, rounds + 1)]
+    lag = lambda k: [r["schedule_lag_us"][k] for r in runs]
+    print(f"{rate:>8} {statistics.median(r['throughput_rps'] for r in runs):>9.1f} {cell(lag('p50')):>18} "
+          f"{cell(lag('p99')):>22} {cell(lag('max'), '{:.0f}'):>22} "
+          f"{cell([r['client']['cpu_us_per_request'] for r in runs]):>18} {max(r['late_sends'] for r in runs):>6}")
+PY
