@@ -80,6 +80,13 @@ pub fn value(s: &Summary) -> Value {
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
+    fields.insert("steady_state".into(), steady_state(&s.steady));
+    if let Some(rounds) = s.warm_rounds {
+        fields.insert("warm_rounds".into(), verdict(rounds).into());
+        if let crate::stats::steady::Steadiness::Steady { from } = rounds {
+            fields.insert("warmup_rounds".into(), from.into());
+        }
+    }
     if let Some(server) = &s.server {
         fields.insert(
             "server".into(),
@@ -118,6 +125,25 @@ pub fn value(s: &Summary) -> Value {
         fields.insert("rounds".into(), rounds.collect::<Vec<_>>().into());
     }
     out
+}
+
+fn verdict(v: crate::stats::steady::Steadiness) -> &'static str {
+    use crate::stats::steady::Steadiness::*;
+    match v {
+        Steady { .. } => "steady",
+        NoSteadyState => "no steady state",
+        TooShort => "too short to judge",
+        NotFinite { .. } => "an interval without calls",
+    }
+}
+
+fn steady_state(s: &super::SteadyState) -> Value {
+    json!({
+        "verdict": verdict(s.verdict),
+        "steady_after_s": s.after.map(units::secs),
+        "intervals": s.intervals,
+        "series": "p50 call latency per interval",
+    })
 }
 
 fn statuses(counts: &PerStatus) -> Value {

@@ -13,6 +13,7 @@ use crate::load::pacer::Pacer;
 use crate::load::plan::Plan;
 use crate::sink::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
+use crate::stats::steady::{self, Steadiness};
 use crate::stats::{self, Latency};
 use hdrhistogram::Histogram;
 use std::time::{Duration, SystemTime};
@@ -132,6 +133,8 @@ pub enum NoticeKind {
     Abandoned,
     ServerCount,
     ServerThroughput,
+    WarmUp,
+    NoSteadyState,
 }
 
 impl NoticeKind {
@@ -148,6 +151,8 @@ impl NoticeKind {
             NoticeKind::Abandoned => "abandoned",
             NoticeKind::ServerCount => "server_count",
             NoticeKind::ServerThroughput => "server_throughput",
+            NoticeKind::WarmUp => "warm_up",
+            NoticeKind::NoSteadyState => "no_steady_state",
         }
     }
 }
@@ -215,6 +220,33 @@ pub struct Summary {
     pub all_attempts: PerStatus,
     /// Wall time of the whole run (warm-up included).
     pub elapsed: Duration,
+    /// Where the run's per-interval p50 latency stopped changing (warm-up included).
+    pub steady: SteadyState,
+    /// Bursts: which rounds were warm-up, by the same method on the rounds' times.
+    pub warm_rounds: Option<Steadiness>,
+}
+
+/// The steady-state verdict on the interval series, with what it was computed from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteadyState {
+    pub verdict: Steadiness,
+    /// Where the steady part starts, from the start of the run.
+    pub after: Option<Duration>,
+    /// Full intervals analysed.
+    pub intervals: usize,
+}
+
+/// PELT on the per-interval p50 latency of the full intervals (the last, shorter one is
+/// left out: its few calls are no level). docs/design.md, "Measurement rules".
+fn steady_state(rows: &[IntervalRow], interval: Duration) -> SteadyState {
+    let full: Vec<&IntervalRow> = rows.iter().filter(|r| r.length >= interval).collect();
+    let p50s: Vec<f64> = full.iter().map(|r| if r.calls == 0 { f64::NAN } else { r.p50.as_secs_f64() }).collect();
+    let verdict = steady::steadiness(&p50s);
+    let after = match verdict {
+        Steadiness::Steady { from } => Some(full.get(from).map_or(Duration::ZERO, |r| r.at.saturating_sub(r.length))),
+        _ => None,
+    };
+    SteadyState { verdict, after, intervals: full.len() }
 }
 
 impl Summary {
@@ -291,7 +323,7 @@ impl Summary {
             notices: Vec::new(),
             assertions: Vec::new(),
             histogram: m.call_latency.clone(),
-            intervals,
+            intervals: intervals.clone(),
             floor: None,
             server: None,
             all_attempts: {
@@ -300,6 +332,8 @@ impl Summary {
                 all
             },
             elapsed: result.elapsed,
+            steady: steady_state(&intervals, plan.interval),
+            warm_rounds: (!result.rounds.is_empty()).then(|| steady::warm_rounds(&result.rounds)),
         };
         summary.assertions = assertions
             .iter()
@@ -425,6 +459,28 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
         ));
     }
     out.extend(littles_law(plan, s));
+    match (s.steady.verdict, s.steady.after) {
+        (Steadiness::NoSteadyState, _) => out.push(notice(
+            NoticeKind::NoSteadyState,
+            "no steady state reached: the per-interval p50 latency was still changing at the end; \
+             a longer run (or a longer --warmup) may tell more",
+        )),
+        (Steadiness::Steady { .. }, Some(after)) if after > plan.warmup + plan.interval => out.push(notice(
+            NoticeKind::WarmUp,
+            format!(
+                "the per-interval p50 latency was steady only after {:.1} s{}: the result includes that warm-up \
+                 (--warmup {} excludes it)",
+                after.as_secs_f64(),
+                if plan.warmup.is_zero() {
+                    String::new()
+                } else {
+                    format!(", not after the {} of --warmup", units::duration(plan.warmup))
+                },
+                humantime::format_duration(Duration::from_secs(after.as_secs_f64().ceil() as u64))
+            ),
+        )),
+        _ => {}
+    }
     if s.requests.abandoned > 0 {
         out.push(notice(
             NoticeKind::Abandoned,

@@ -4,6 +4,7 @@ use super::units::{bytes, duration};
 use super::{describe_load, Export, Summary};
 use crate::grpc::status;
 use crate::load::pacer::Pacer;
+use crate::stats::steady::Steadiness;
 use crate::stats::{Latency, Statistic};
 use hdrhistogram::Histogram;
 use std::fmt::Write;
@@ -109,10 +110,34 @@ fn render(s: &Summary) -> String {
     }
     if !s.rounds.is_empty() {
         let _ = writeln!(o, "\nRounds:");
-        for round in &s.rounds {
-            let _ = writeln!(o, "  Took: {:.3} ms  RPS: {:.1}", round.took.as_secs_f64() * 1e3, round.rps);
+        let warm = match s.warm_rounds {
+            Some(Steadiness::Steady { from }) => from,
+            _ => 0,
+        };
+        for (i, round) in s.rounds.iter().enumerate() {
+            let tag = if i < warm { "  (warm-up)" } else { "" };
+            let _ = writeln!(o, "  Took: {:.3} ms  RPS: {:.1}{tag}", round.took.as_secs_f64() * 1e3, round.rps);
         }
+        let verdict = match s.warm_rounds {
+            Some(Steadiness::Steady { from: 0 }) => "steady from the first round".to_string(),
+            Some(Steadiness::Steady { from }) => format!("the first {from} round(s) were warm-up, steady after"),
+            Some(Steadiness::NoSteadyState) => "no steady state: the rounds' times were still changing".to_string(),
+            _ => "too few rounds to tell warm-up from steady state".to_string(),
+        };
+        let _ = writeln!(o, "  Rounds: {verdict}");
     }
+    let _ = writeln!(
+        o,
+        "\nSteady state ({} intervals of p50 latency): {}",
+        s.steady.intervals,
+        match (s.steady.verdict, s.steady.after) {
+            (Steadiness::Steady { .. }, Some(after)) if after.is_zero() => "steady from the start".to_string(),
+            (Steadiness::Steady { .. }, Some(after)) => format!("steady after {:.1} s", after.as_secs_f64()),
+            (Steadiness::NoSteadyState, _) => "no steady state reached".to_string(),
+            (Steadiness::TooShort, _) => "too few intervals to judge".to_string(),
+            _ => "not judged: an interval had no calls".to_string(),
+        }
+    );
     let _ = writeln!(o, "\nStatus (per call):");
     for (code, n) in s.statuses.nonzero() {
         let _ = writeln!(o, "  {:<20} {n}", status::name(code));

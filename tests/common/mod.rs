@@ -24,19 +24,38 @@ pub enum Behaviour {
     RejectUnlessMultipleOf {
         every: u64,
     },
+    /// Each call takes `slow` until `warm` after the first call, then `fast` (a warm-up).
+    WarmsUp {
+        slow: Duration,
+        fast: Duration,
+        warm: Duration,
+    },
+    /// Each call takes `base + per_second x seconds since the first call` (never steady).
+    Drifts {
+        base: Duration,
+        per_second: Duration,
+    },
 }
 
 struct Echo {
     behaviour: Behaviour,
     calls: AtomicU64,
     stalled_until: Mutex<Option<Instant>>,
+    first_call: std::sync::OnceLock<Instant>,
 }
 
 #[tonic::async_trait]
 impl EchoService for Echo {
     async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
         let n = self.calls.fetch_add(1, SeqCst) + 1;
+        let since_first = self.first_call.get_or_init(Instant::now).elapsed();
         match self.behaviour {
+            Behaviour::WarmsUp { slow, fast, warm } => {
+                tokio::time::sleep(if since_first < warm { slow } else { fast }).await;
+            }
+            Behaviour::Drifts { base, per_second } => {
+                tokio::time::sleep(base + per_second.mul_f64(since_first.as_secs_f64())).await;
+            }
             Behaviour::Echo => {}
             Behaviour::StallAt { at, stall } => {
                 let until = {
@@ -69,7 +88,12 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start(behaviour: Behaviour) -> TestServer {
-        let echo = Arc::new(Echo { behaviour, calls: AtomicU64::new(0), stalled_until: Mutex::new(None) });
+        let echo = Arc::new(Echo {
+            behaviour,
+            calls: AtomicU64::new(0),
+            stalled_until: Mutex::new(None),
+            first_call: std::sync::OnceLock::new(),
+        });
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let service = EchoServiceServer::from_arc(echo.clone());

@@ -1,0 +1,54 @@
+//! Warm-up and steady state found in the run's interval series (PELT on the per-interval
+//! p50 latency), against servers whose warm-up is known: the ground truth.
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// Open loop, 100 calls/s for 8 s in half-second intervals: 16 points.
+/// Returns the verdict, and the interval rows to show when it is wrong.
+fn steady_state(behaviour: Behaviour) -> (serde_json::Value, String) {
+    let server = TestServer::start(behaviour);
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.csv");
+    let mut cmd = run_echo(server.addr, &["--rps", "100", "-z", "8s", "--interval", "500ms"]);
+    cmd.arg("--export").arg(format!("csv={}", rows.display()));
+    let r = json_of(cmd);
+    (r["steady_state"].clone(), std::fs::read_to_string(rows).unwrap())
+}
+
+#[test]
+fn a_server_slow_for_its_first_3_s_warms_up_in_3_s() {
+    let ms = Duration::from_millis;
+    let (s, rows) = steady_state(Behaviour::WarmsUp { slow: ms(10), fast: ms(2), warm: Duration::from_secs(3) });
+    assert_eq!(s["verdict"], "steady", "{s}\n{rows}");
+    let after = s["steady_after_s"].as_f64().unwrap();
+    assert!((after - 3.0).abs() <= 1.0, "steady after {after} s, truth 3 s\n{rows}");
+}
+
+#[test]
+fn a_flat_server_has_no_warm_up_longer_than_a_second() {
+    let (s, rows) = steady_state(Behaviour::WarmsUp {
+        slow: Duration::from_millis(2),
+        fast: Duration::from_millis(2),
+        warm: Duration::ZERO,
+    });
+    assert_eq!(s["verdict"], "steady", "{s}\n{rows}");
+    assert!(s["steady_after_s"].as_f64().unwrap() <= 1.0, "{s}\n{rows}");
+}
+
+#[test]
+fn a_server_drifting_the_whole_run_reaches_no_steady_state() {
+    let ms = Duration::from_millis;
+    let (s, rows) = steady_state(Behaviour::Drifts { base: ms(1), per_second: ms(4) });
+    assert_eq!(s["verdict"], "no steady state", "{s}\n{rows}");
+}
+
+#[test]
+fn burst_rounds_name_their_warm_up() {
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["--burst", "200", "--rounds", "6"]));
+    assert!(r["warm_rounds"].is_string(), "{r}");
+    let table = run_echo(server.addr, &["--burst", "200", "--rounds", "6"]).output().unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("  Rounds: "), "{text}");
+}
