@@ -71,7 +71,15 @@ pub fn value(s: &Summary) -> Value {
         "assertions": s.assertions.iter().map(|a| json!({
             "assertion": a.assertion.text, "value": a.value.to_string(), "ok": a.ok,
         })).collect::<Vec<_>>(),
-        "histogram": encode_histogram(&s.histogram),
+        "histogram": encode_histogram(&s.measured.call_latency),
+        "histograms": {
+            "call_latency": encode_histogram(&s.measured.call_latency),
+            "attempt_latency": encode_histogram(&s.measured.attempt_latency),
+            "service_time": encode_histogram(&s.measured.service_time),
+            "schedule_lag": encode_histogram(&s.measured.schedule_lag),
+        },
+        "interval_s": units::secs(s.interval),
+        "intervals": s.intervals.iter().map(interval_row).collect::<Vec<_>>(),
     });
     let fields = out.as_object_mut().expect("built as an object");
     if let Pacer::Open(rate) = s.pacer {
@@ -143,6 +151,26 @@ fn steady_state(s: &super::SteadyState) -> Value {
         "steady_after_s": s.after.map(units::secs),
         "intervals": s.intervals,
         "series": "p50 call latency per interval",
+    })
+}
+
+/// One row of the interval series (the same columns as `--format csv`).
+fn interval_row(row: &crate::sink::intervals::IntervalRow) -> Value {
+    json!({
+        "t_s": units::secs(row.at),
+        "length_s": units::secs(row.length),
+        "phase": row.phase(),
+        "calls": row.calls,
+        "ok": row.ok,
+        "failed": row.failed,
+        "rps": crate::stats::rate(row.calls, row.length),
+        "p50_us": units::micros(row.p50),
+        "p90_us": units::micros(row.p90),
+        "p99_us": units::micros(row.p99),
+        "max_us": units::micros(row.max),
+        "service_p99_us": units::micros(row.service_p99),
+        "client_cpu_total_s": units::secs(row.client_cpu_total),
+        "client_rss_bytes": row.client_rss_bytes,
     })
 }
 

@@ -15,7 +15,6 @@ use crate::sink::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::steady::{self, Steadiness};
 use crate::stats::{self, Latency};
-use hdrhistogram::Histogram;
 use std::time::{Duration, SystemTime};
 use tonic::Code;
 
@@ -207,10 +206,13 @@ pub struct Summary {
     pub client: Client,
     pub notices: Vec<Notice>,
     pub assertions: Vec<Checked>,
-    /// Call latency in nanoseconds: what `--format json` carries so runs merge exactly.
-    pub histogram: Histogram<u64>,
+    /// The measured histograms (ns) and counts: what `--format json` carries so that runs
+    /// merge exactly.
+    pub measured: crate::record::Shard,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
+    /// The length of a full interval.
+    pub interval: Duration,
     /// The machine's floor beside the results: None when left out (`--no-calibrate`),
     /// Some(None) when the machine was never calibrated.
     pub floor: Option<Option<crate::calibrate::Calibration>>,
@@ -322,8 +324,9 @@ impl Summary {
             client,
             notices: Vec::new(),
             assertions: Vec::new(),
-            histogram: m.call_latency.clone(),
+            measured: m.clone(),
             intervals: intervals.clone(),
+            interval: plan.interval,
             floor: None,
             server: None,
             all_attempts: {
@@ -351,7 +354,7 @@ impl Summary {
             Metric::ErrorRate if self.requests.total == 0 => Value::Fraction(0.0),
             Metric::ErrorRate => Value::Fraction(self.requests.failed as f64 / self.requests.total as f64),
             Metric::Rps => Value::PerSecond(self.throughput_rps),
-            Metric::Latency(stat) => Value::Latency(stat.of(&self.histogram)),
+            Metric::Latency(stat) => Value::Latency(stat.of(&self.measured.call_latency)),
         }
     }
 

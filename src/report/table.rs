@@ -104,9 +104,9 @@ fn render(s: &Summary) -> String {
             s.late_sends
         );
     }
-    if !s.histogram.is_empty() {
+    if !s.measured.call_latency.is_empty() {
         let _ = writeln!(o, "\nLatency histogram (log scale: each bar's upper bound is a fixed ratio above the last):");
-        bars(&mut o, &s.histogram);
+        bars(&mut o, &s.measured.call_latency);
     }
     if !s.rounds.is_empty() {
         let _ = writeln!(o, "\nRounds:");
