@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod calibrate;
 pub mod demo;
+pub mod merge;
 pub mod protos;
 pub mod run;
 pub mod serve;
@@ -29,6 +30,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the floors of this machine and of rpcmeter (clock, timers, loopback, a null call).
     Calibrate(calibrate::CalibrateArgs),
+    /// Merge results (the shards of one run, or runs of one call) into one, exactly.
+    Merge(merge::MergeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -48,6 +51,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_command(args),
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
+        Command::Merge(args) => merge::main(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());

@@ -179,7 +179,7 @@ fn statuses(counts: &PerStatus) -> Value {
 }
 
 /// A latency summary in µs, keyed by each statistic's JSON key (p50, p999, ...).
-fn latency(l: &Latency) -> Value {
+pub fn latency(l: &Latency) -> Value {
     let mut out = Map::new();
     out.insert("count".into(), l.count.into());
     for (stat, value) in l.statistics() {
@@ -194,4 +194,10 @@ pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
     // Serializing into a Vec cannot fail for a valid histogram.
     let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
     base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// The inverse of `encode_histogram`; `None` for text that is not one.
+pub fn decode_histogram(text: &str) -> Option<hdrhistogram::Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
+    hdrhistogram::serialization::Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
 }

@@ -68,7 +68,9 @@ impl Statistic {
             Statistic::Mean => h.mean(),
             Statistic::Stdev => h.stdev(),
             Statistic::Max => h.max() as f64,
-            Statistic::Percentile(p) => h.value_at_quantile(p / 100.0) as f64,
+            // p / 100 rounded to 8 decimals: 99.9 / 100 is 0.9990000000000001 in floating
+            // point, which moves the percentile to the next sample at a bucket boundary.
+            Statistic::Percentile(p) => h.value_at_quantile((p * 1e6).round() / 1e8) as f64,
         };
         Duration::from_nanos(nanos.round() as u64)
     }
@@ -141,6 +143,12 @@ mod tests {
         assert!(near(l.percentile(10.0), 10.0));
         assert!(near(l.max, 100.0) && near(l.min, 1.0) && near(l.mean, 50.5));
         assert!(near(Statistic::Percentile(42.0).of(&s.call_latency), 42.0));
+        // 99.9 % of 1000 samples is the 999th, not the 1000th (99.9 / 100 > 0.999 in f64).
+        let mut h = crate::record::shard::new_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        assert_eq!(Statistic::Percentile(99.9).of(&h), Duration::from_nanos(h.value_at_quantile(0.999)));
         assert_eq!(rate(100, Duration::from_secs(4)), 25.0);
         assert_eq!(rate(100, Duration::ZERO), 0.0);
     }

@@ -1,0 +1,40 @@
+//! `rpcmeter merge RESULT.json...`: several results (shards of one run) as one, exactly.
+use crate::app::merge;
+use crate::error::output_failed;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct MergeArgs {
+    /// Results of `rpcmeter run --format json` (or --export json=...), at least one
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// Write the merged result (JSON) here; the table goes to standard output
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// What standard output gets: the merged result as JSON, or a short table
+    #[arg(long, value_enum, default_value_t = MergeFormat::Table)]
+    pub format: MergeFormat,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergeFormat {
+    Table,
+    Json,
+}
+
+pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
+    let inputs = args.results.iter().map(|p| merge::read(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let merged = merge::merge(&inputs)?;
+    let json = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
+    if let Some(path) = &args.output {
+        std::fs::write(path, &json).map_err(|e| output_failed(path, e))?;
+    }
+    let text = match args.format {
+        MergeFormat::Json => json,
+        MergeFormat::Table => merge::table(&merged),
+    };
+    std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?;
+    Ok(ExitCode::SUCCESS)
+}
