@@ -6,3 +6,4 @@ pub mod outputs;
 pub mod parse;
 pub mod run;
 pub mod server_side;
+pub mod shards;

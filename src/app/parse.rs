@@ -67,6 +67,31 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `I/N`: shard I (from 0) of N.
+pub fn shard(text: &str) -> Result<crate::load::plan::ShardOf, String> {
+    let bad = || format!("{text:?}: expected I/N with 0 <= I < N <= {MAX_SHARDS} (e.g. 0/4)");
+    let (index, count) = text.split_once('/').ok_or_else(bad)?;
+    let (index, count): (u32, u32) =
+        (index.trim().parse().map_err(|_| bad())?, count.trim().parse().map_err(|_| bad())?);
+    if count == 0 || count > MAX_SHARDS || index >= count {
+        return Err(bad());
+    }
+    Ok(crate::load::plan::ShardOf { index, count })
+}
+
+/// More shards than this is a typo, not a load.
+pub const MAX_SHARDS: u32 = 10_000;
+
+/// A wall-clock time: Unix seconds (`1767225600.5`) or RFC 3339 (`2026-01-01T00:00:00Z`).
+pub fn start_at(text: &str) -> Result<std::time::SystemTime, String> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        let since = Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} is not a time"))?;
+        return std::time::UNIX_EPOCH.checked_add(since).ok_or_else(|| format!("{text:?} is not a time"));
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|_| format!("{text:?}: expected Unix seconds or an RFC 3339 time"))
+}
+
 /// What the user typed as a target, before any name is resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetText {

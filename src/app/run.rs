@@ -120,10 +120,19 @@ fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
 /// How the load flags combine into a Plan; every limit that cannot be met is refused here.
 fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let shard = args.shard.unwrap_or_default();
+    if let Some(at) = args.start_at {
+        if let Ok(late) = std::time::SystemTime::now().duration_since(at) {
+            return Err(bad_input(format!(
+                "--start-at: the clock is already {:.3} s past it (clocks of the shards' machines must agree)",
+                late.as_secs_f64()
+            )));
+        }
+    }
     let connections = positive("--connections", args.connections as u64)? as u32;
     let warmup = args.warmup.unwrap_or_default();
     let mut stop = StopAt {
-        total: args.total.map(|n| positive("-n/--total", n)).transpose()?,
+        total: args.total.map(|n| positive("-n/--total", n)).transpose()?.map(|n| shard.share(n)),
         per_worker: args.loop_count.map(|n| positive("--loop", n)).transpose()?,
         duration: args.duration,
     };
@@ -140,6 +149,16 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         }
         (None, None) => (Pacer::Closed, positive("-c/--concurrency", args.concurrency.unwrap_or(8) as u64)?),
     };
+    if stop.total == Some(0) {
+        return Err(bad_input(format!("-n: shard {}/{} has no call of its own", shard.index, shard.count)));
+    }
+    let asked = shard.share(asked);
+    if asked == 0 {
+        return Err(bad_input(format!(
+            "shard {}/{} has no worker of its own: more shards than workers (-c or --max-in-flight)",
+            shard.index, shard.count
+        )));
+    }
     if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() {
         stop.duration = Some(Duration::from_secs(5));
     }
@@ -213,6 +232,8 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         interval: args.interval,
         drain: args.drain,
         keep_responses: args.csv_details.is_some(),
+        shard,
+        start_at: args.start_at,
     })
 }
 

@@ -152,6 +152,18 @@ pub struct RunArgs {
     /// the server's own count beside the client's
     #[arg(long)]
     pub no_server_stats: bool,
+    /// Run only share I of N (I from 0) of the load the other flags describe as a whole:
+    /// rate/N with the whole schedule's intended times interleaved, workers/N, -n/N; the
+    /// shards' results merge exactly (`rpcmeter merge`)
+    #[arg(long, value_parser = parse::shard, conflicts_with = "burst")]
+    pub shard: Option<crate::load::plan::ShardOf>,
+    /// Start the clock at this wall-clock time (Unix seconds, or RFC 3339), so that shards on
+    /// several machines start together
+    #[arg(long, value_parser = parse::start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Split the load over N local processes (shards) and print their merged result
+    #[arg(long, conflicts_with_all = ["shard", "burst", "csv_details", "hdr_log", "export"])]
+    pub shards: Option<u32>,
     /// No progress line
     #[arg(short = 'q', long)]
     pub quiet: bool,

@@ -205,6 +205,16 @@ pub fn run(
             return Err(run_failed(format!("{err:#}")));
         }
     }
+    // --start-at: every shard starts its clock at the same wall-clock instant.
+    if let Some(at) = shared.plan.start_at {
+        while let Ok(left) = at.duration_since(SystemTime::now()) {
+            if control.interrupts.load(Relaxed) > 0 {
+                shared.phase.send_replace(Phase::Abort);
+                return Err(run_failed("interrupted while waiting for --start-at"));
+            }
+            std::thread::sleep(left.min(Duration::from_millis(20)));
+        }
+    }
     let usage_before = resource::usage();
     let start = Instant::now();
     shared.phase.send_replace(Phase::Go(start));
@@ -219,7 +229,8 @@ pub fn run(
     // Open loop: n calls at rate r take n/r of schedule, even when the last answer comes back
     // early; the run lasts that long, so that its window never exceeds the run.
     let sent = shared.started.load(Relaxed);
-    let slot_end = plan.pacer.intended(sent).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
+    let slot_end =
+        plan.pacer.intended(plan.shard.global(sent)).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
     if let Some(wait) = slot_end.map(|end| end.saturating_duration_since(Instant::now())) {
         if collected.ended == Ended::Completed {
             std::thread::sleep(wait.min(plan.drain));
@@ -232,7 +243,8 @@ pub fn run(
     let warmup_window = plan.warmup.min(ran);
     let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
         (Some(d), None, Ended::Completed) => {
-            plan.pacer.due_by(plan.warmup.saturating_add(d)).map_or(0, |due| due.saturating_sub(sent))
+            let due = plan.pacer.due_by(plan.warmup.saturating_add(d));
+            due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
         }
         _ => 0,
     };
@@ -570,7 +582,7 @@ async fn worker(local: Rc<Local>, id: u32) {
             }
             notified.await;
         }
-        let intended = match plan.pacer.intended(ticket) {
+        let intended = match plan.pacer.intended(plan.shard.global(ticket)) {
             Some(due) => match far(due) {
                 Some(at) => Some(at),
                 None => break,

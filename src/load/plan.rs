@@ -15,6 +15,42 @@ pub struct StopAt {
     pub duration: Option<Duration>,
 }
 
+/// This process's part of a load that several processes share (`--shard I/N`): ticket k of
+/// shard I is ticket k*N + I of the whole schedule, so the shards together keep the whole
+/// run's intended times exactly, interleaved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardOf {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Default for ShardOf {
+    fn default() -> Self {
+        ShardOf { index: 0, count: 1 }
+    }
+}
+
+impl ShardOf {
+    /// The whole run's ticket of this shard's ticket `k`.
+    pub fn global(&self, k: u64) -> u64 {
+        k.saturating_mul(self.count as u64).saturating_add(self.index as u64)
+    }
+
+    /// Of the whole run's first `due` tickets, how many are this shard's.
+    pub fn local_due(&self, due: u64) -> u64 {
+        due.saturating_sub(self.index as u64).div_ceil(self.count as u64)
+    }
+
+    /// This shard's share of `n` (workers, calls): n/N, the remainder spread over the first shards.
+    pub fn share(&self, n: u64) -> u64 {
+        n / self.count as u64 + ((self.index as u64) < n % self.count as u64) as u64
+    }
+
+    pub fn is_whole(&self) -> bool {
+        self.count == 1
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub target: Target,
@@ -38,4 +74,39 @@ pub struct Plan {
     pub drain: Duration,
     /// Keep response bodies for per-call details.
     pub keep_responses: bool,
+    /// This process's share of a load split over several (`--shard`).
+    pub shard: ShardOf,
+    /// Wait until this wall-clock time to start the clock (`--start-at`), so that shards on
+    /// several machines start together.
+    pub start_at: Option<std::time::SystemTime>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::pacer::{Pacer, RateSchedule};
+
+    #[test]
+    fn shards_together_keep_the_whole_schedule() {
+        let whole = Pacer::Open(RateSchedule { from: 100.0, to: 700.0, over: std::time::Duration::from_secs(2) });
+        let mut times: Vec<_> = (0..3u32)
+            .flat_map(|index| {
+                let shard = ShardOf { index, count: 3 };
+                (0..100u64).map(move |k| whole.intended(shard.global(k)).unwrap())
+            })
+            .collect();
+        times.sort();
+        let expected: Vec<_> = (0..300u64).map(|k| whole.intended(k).unwrap()).collect();
+        assert_eq!(times, expected);
+    }
+
+    #[test]
+    fn shares_add_up() {
+        for n in [0u64, 1, 7, 10, 1001] {
+            let total: u64 = (0..4).map(|index| ShardOf { index, count: 4 }.share(n)).sum();
+            assert_eq!(total, n);
+            let due: u64 = (0..4).map(|index| ShardOf { index, count: 4 }.local_due(n)).sum();
+            assert_eq!(due, n, "due {n}");
+        }
+    }
 }

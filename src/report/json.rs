@@ -29,6 +29,7 @@ pub fn value(s: &Summary) -> Value {
             "tags": s.meta.tags.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<Map<_, _>>(),
             "arguments": s.meta.arguments,
             "ended": s.ended.as_str(),
+            "shard": s.shard.map(|sh| format!("{}/{}", sh.index, sh.count)),
         },
         "target": s.target,
         "call": s.call,

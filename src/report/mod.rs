@@ -213,6 +213,8 @@ pub struct Summary {
     pub intervals: Vec<IntervalRow>,
     /// The length of a full interval.
     pub interval: Duration,
+    /// `--shard`: which share of a split load this result is.
+    pub shard: Option<crate::load::plan::ShardOf>,
     /// The machine's floor beside the results: None when left out (`--no-calibrate`),
     /// Some(None) when the machine was never calibrated.
     pub floor: Option<Option<crate::calibrate::Calibration>>,
@@ -327,6 +329,7 @@ impl Summary {
             measured: m.clone(),
             intervals: intervals.clone(),
             interval: plan.interval,
+            shard: (!plan.shard.is_whole()).then_some(plan.shard),
             floor: None,
             server: None,
             all_attempts: {
