@@ -25,15 +25,45 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
     let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
     let result: Value =
         serde_json::from_str(&text).map_err(|e| bad_input(format!("{}: not JSON: {e}", path.display())))?;
+    checked(Input { label: path.display().to_string(), result })
+}
+
+fn checked(input: Input) -> anyhow::Result<Input> {
     for key in ["requests", "histograms", "meta", "duration_s"] {
-        if result.get(key).is_none() {
+        if input.result.get(key).is_none() {
             return Err(bad_input(format!(
                 "{}: not a result of rpcmeter run --format json (no \"{key}\")",
-                path.display()
+                input.label
             )));
         }
     }
-    Ok(Input { label: path.display().to_string(), result })
+    Ok(input)
+}
+
+/// Results one after the other in one text, as `kubectl logs` of several pods gives them:
+/// every JSON object that starts a line is read; other lines (a pod's error) are returned
+/// apart, to be shown.
+pub fn read_stream(text: &str, label: &str) -> anyhow::Result<(Vec<Input>, Vec<String>)> {
+    let (mut inputs, mut skipped) = (Vec::new(), Vec::new());
+    let mut rest = text;
+    while !rest.trim().is_empty() {
+        let line_end = rest.find('\n').map_or(rest.len(), |i| i + 1);
+        if rest.starts_with('{') {
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            if let Some(Ok(result)) = values.next() {
+                let used = values.byte_offset();
+                inputs.push(checked(Input { label: format!("{label} #{}", inputs.len() + 1), result })?);
+                rest = rest[used..].trim_start_matches([' ', '\t', '\r', '\n']);
+                continue;
+            }
+        }
+        let line = rest[..line_end].trim();
+        if !line.is_empty() {
+            skipped.push(line.to_string());
+        }
+        rest = &rest[line_end..];
+    }
+    Ok((inputs, skipped))
 }
 
 const HISTOGRAMS: [(&str, &str); 4] = [

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct MergeArgs {
-    /// Results of `rpcmeter run --format json` (or --export json=...), at least one
+    /// Results of `rpcmeter run --format json` (or --export json=...), at least one; "-" reads
+    /// results one after the other from standard input (`kubectl logs` of a sharded run)
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// Write the merged result (JSON) here; the table goes to standard output
@@ -25,8 +26,24 @@ pub enum MergeFormat {
 }
 
 pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
-    let inputs = args.results.iter().map(|p| merge::read(p)).collect::<anyhow::Result<Vec<_>>>()?;
-    let merged = merge::merge(&inputs)?;
+    let mut inputs = Vec::new();
+    let mut skipped = Vec::new();
+    for path in &args.results {
+        if path == std::path::Path::new("-") {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| crate::error::bad_input(format!("standard input: {e}")))?;
+            let (read, other) = merge::read_stream(&text, "stdin")?;
+            inputs.extend(read);
+            skipped.extend(other);
+        } else {
+            inputs.push(merge::read(path)?);
+        }
+    }
+    let mut merged = merge::merge(&inputs)?;
+    if let Some(notices) = merged["notices"].as_array_mut() {
+        notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}").into()));
+    }
     let json = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
     if let Some(path) = &args.output {
         std::fs::write(path, &json).map_err(|e| output_failed(path, e))?;

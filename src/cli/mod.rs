@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod calibrate;
 pub mod demo;
+pub mod kube;
 pub mod merge;
 pub mod protos;
 pub mod run;
@@ -32,6 +33,8 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Merge results (the shards of one run, or runs of one call) into one, exactly.
     Merge(merge::MergeArgs),
+    /// Print the Kubernetes manifest (an Indexed Job) of one run spread over N pods.
+    Kube(kube::KubeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -52,6 +55,7 @@ pub fn main() -> ExitCode {
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
         Command::Merge(args) => merge::main(args),
+        Command::Kube(args) => kube::main(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());

@@ -1,0 +1,107 @@
+//! `rpcmeter kube --shards N run RUN-ARGS...`: the Kubernetes manifest of one run spread over
+//! N pods: an Indexed Job whose pod I runs `rpcmeter run RUN-ARGS --shard I/N` (Kubernetes
+//! puts the index in $(JOB_COMPLETION_INDEX)), all starting on one instant, each printing
+//! its result as JSON; `kubectl logs ... | rpcmeter merge -` gives the one exact result.
+//! Kubernetes runs the pods; rpcmeter has no coordinator of its own.
+use super::run::RunArgs;
+use clap::Parser;
+use serde_json::json;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(clap::Args, Debug)]
+pub struct KubeArgs {
+    /// Pods, each running its share of the load
+    #[arg(long)]
+    pub shards: u32,
+    /// Container image with rpcmeter as entrypoint (built from the repository's Dockerfile)
+    #[arg(long, default_value = "rpcmeter:latest")]
+    pub image: String,
+    /// Name of the Job (its pods are labelled job-name=NAME)
+    #[arg(long, default_value = "rpcmeter")]
+    pub name: String,
+    /// Start the load this long after printing: time to apply the manifest and start the pods
+    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "2m")]
+    pub start_in: Duration,
+    /// `run` and its flags, meaning the whole load (as for `run --shard`)
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub run: Vec<String>,
+}
+
+#[derive(Parser)]
+struct RunOnly {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
+    use crate::error::bad_input;
+    if args.shards == 0 || args.shards > crate::app::parse::MAX_SHARDS {
+        return Err(bad_input(format!("--shards must be from 1 to {}", crate::app::parse::MAX_SHARDS)));
+    }
+    if args.run.first().map(String::as_str) != Some("run") {
+        return Err(bad_input("kube: give the run after the kube flags: rpcmeter kube --shards N run RUN-ARGS..."));
+    }
+    let run_args = &args.run[1..];
+    // The run's flags are checked here, once, as a pod would read them.
+    let parsed =
+        RunOnly::try_parse_from(std::iter::once("run").chain(run_args.iter().map(String::as_str))).map_err(|e| {
+            bad_input(format!("kube run: {}", e.render().to_string().lines().next().unwrap_or("bad run flags")))
+        })?;
+    if parsed.args.shard.is_some() || parsed.args.shards.is_some() || parsed.args.start_at.is_some() {
+        return Err(bad_input("kube run: --shard, --shards and --start-at are set by kube itself"));
+    }
+    let start = (SystemTime::now() + args.start_in).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let mut container_args: Vec<String> = vec!["run".into()];
+    container_args.extend(run_args.iter().cloned());
+    container_args.extend(
+        [
+            "--shard",
+            &format!("$(JOB_COMPLETION_INDEX)/{}", args.shards),
+            "--start-at",
+            &format!("{start:.3}"),
+            "--format",
+            "json",
+            "-q",
+            "--no-calibrate",
+        ]
+        .map(String::from),
+    );
+    let job = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": args.name, "labels": {"app.kubernetes.io/name": "rpcmeter"}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": args.shards,
+            "parallelism": args.shards,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "rpcmeter"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "rpcmeter",
+                        "image": args.image,
+                        "args": container_args,
+                    }],
+                },
+            },
+        },
+    });
+    let text = serde_json::to_string_pretty(&job).unwrap_or_default();
+    let how = format!(
+        "# kubectl apply -f - ; the load starts at {} (Unix {start:.3}), in {} from now.\n\
+         # then: kubectl wait --for=condition=complete job/{name} --timeout=1h && \
+         kubectl logs -l job-name={name} --tail=-1 | rpcmeter merge -\n",
+        humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(start)),
+        humantime::format_duration(args.start_in),
+        name = args.name
+    );
+    eprint!("{how}");
+    std::io::stdout()
+        .write_all((text + "\n").as_bytes())
+        .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
+    Ok(ExitCode::SUCCESS)
+}
