@@ -141,7 +141,12 @@ async fn connect(target: &Target) -> Connection {
 }
 
 fn echo_spec() -> CallSpec {
-    CallSpec { path: "/EchoService/echo".parse().unwrap(), metadata: Default::default(), deadline: None }
+    CallSpec {
+        path: "/EchoService/echo".parse().unwrap(),
+        metadata: Default::default(),
+        deadline: None,
+        limits: Default::default(),
+    }
 }
 
 fn request(content: &str) -> Bytes {
@@ -416,4 +421,23 @@ async fn the_authority_is_sent_as_given() {
     let conn = connect(&target).await;
     assert_eq!(conn.unary(&echo_spec(), request("x"), false).await.status, Code::Unimplemented);
     assert_eq!(seen.await.unwrap().as_deref(), Some("api.example.com"));
+}
+
+/// `--max-msg-size`: a message above the limit fails the call with RESOURCE_EXHAUSTED, as
+/// gRPC does: unsent when it is the request, unread when it is the response.
+#[tokio::test]
+async fn messages_above_the_limit_fail_the_call() {
+    use rpcmeter::grpc::transport::MessageLimits;
+    let server = serve_plaintext();
+    let conn = connect(&target(server.addr, None)).await;
+    let small_send = CallSpec { limits: MessageLimits { send: 4, receive: 1 << 20 }, ..echo_spec() };
+    let reply = conn.unary(&small_send, request("more than four bytes"), false).await;
+    assert_eq!(reply.status, Code::ResourceExhausted);
+    assert!(reply.message.unwrap().contains("trying to send message larger than max"));
+    let small_receive = CallSpec { limits: MessageLimits { send: 1 << 20, receive: 4 }, ..echo_spec() };
+    let reply = conn.unary(&small_receive, request("more than four bytes"), false).await;
+    assert_eq!(reply.status, Code::ResourceExhausted);
+    assert!(reply.message.unwrap().contains("received message larger than max"));
+    // Within the limits, the connection still serves calls.
+    assert_eq!(conn.unary(&echo_spec(), request("ok"), false).await.status, Code::Ok);
 }

@@ -83,6 +83,10 @@ impl Settings {
             path: http::uri::PathAndQuery::from_static("/"),
             metadata: metadata.clone(),
             deadline: args.deadline,
+            limits: crate::grpc::transport::MessageLimits {
+                send: args.max_msg_size as usize,
+                receive: args.max_msg_size as usize,
+            },
         };
         Ok(Settings {
             schema,

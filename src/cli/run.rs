@@ -58,6 +58,10 @@ pub struct RunArgs {
     /// host or a proxy expects it
     #[arg(long)]
     pub authority: Option<String>,
+    /// Largest message sent or received, in bytes (a larger one fails the call with
+    /// RESOURCE_EXHAUSTED, as gRPC does); at most 2 GiB
+    #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u32).range(1..=(i32::MAX as i64)))]
+    pub max_msg_size: u32,
     /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,

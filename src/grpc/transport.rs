@@ -64,6 +64,20 @@ pub struct CallSpec {
     pub path: http::uri::PathAndQuery,
     pub metadata: http::HeaderMap,
     pub deadline: Option<Duration>,
+    pub limits: MessageLimits,
+}
+
+/// The largest message a call may send and receive (`--max-msg-size`); gRPC's usual 4 MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageLimits {
+    pub send: usize,
+    pub receive: usize,
+}
+
+impl Default for MessageLimits {
+    fn default() -> Self {
+        MessageLimits { send: 4 << 20, receive: 4 << 20 }
+    }
 }
 
 /// The outcome of one call. Transport failures map to a gRPC code (UNAVAILABLE, ...).
@@ -92,6 +106,7 @@ pub struct PreparedCall {
     path: PathAndQuery,
     headers: HeaderMap,
     deadline: Option<Duration>,
+    limits: MessageLimits,
 }
 
 impl PreparedCall {
@@ -106,7 +121,7 @@ impl PreparedCall {
         for (name, value) in &spec.metadata {
             headers.append(name, value.clone());
         }
-        PreparedCall { path: spec.path.clone(), headers, deadline: spec.deadline }
+        PreparedCall { path: spec.path.clone(), headers, deadline: spec.deadline, limits: spec.limits }
     }
 }
 
@@ -319,12 +334,13 @@ impl Connection {
     /// One unary call with an already framed request body.
     pub async fn unary(&self, spec: &CallSpec, framed_request: Bytes, keep_response: bool) -> Reply {
         let call = PreparedCall::new(spec);
-        self.send(&call.path, call.headers, call.deadline, framed_request, keep_response).await
+        let headers = call.headers.clone();
+        self.send(&call, headers, framed_request, keep_response).await
     }
 
     /// `unary` for the hot path: the call's headers are cloned from `call`, not rebuilt.
     pub async fn call(&self, call: &PreparedCall, framed_request: Bytes, keep_response: bool) -> Reply {
-        self.send(&call.path, call.headers.clone(), call.deadline, framed_request, keep_response).await
+        self.send(call, call.headers.clone(), framed_request, keep_response).await
     }
 
     /// True once the connection can carry no more calls (peer gone, GOAWAY).
@@ -332,16 +348,15 @@ impl Connection {
         self.closed.load(Ordering::Relaxed)
     }
 
-    async fn send(
-        &self,
-        path: &PathAndQuery,
-        headers: HeaderMap,
-        deadline: Option<Duration>,
-        body: Bytes,
-        keep: bool,
-    ) -> Reply {
-        let exchange = self.exchange(path, headers, body, keep);
-        match deadline {
+    async fn send(&self, call: &PreparedCall, headers: HeaderMap, body: Bytes, keep: bool) -> Reply {
+        let size = body.len().saturating_sub(5);
+        if size > call.limits.send {
+            // As grpc-go says it: the call fails without being sent.
+            let why = format!("trying to send message larger than max ({size} vs. {})", call.limits.send);
+            return Reply::error(Code::ResourceExhausted, why);
+        }
+        let exchange = self.exchange(&call.path, headers, body, keep, call.limits.receive);
+        match call.deadline {
             None => exchange.await,
             // Dropping the exchange on expiry resets the stream (RST_STREAM CANCEL).
             Some(d) => tokio::time::timeout(d, exchange)
@@ -350,7 +365,7 @@ impl Connection {
         }
     }
 
-    async fn exchange(&self, path: &PathAndQuery, headers: HeaderMap, body: Bytes, keep: bool) -> Reply {
+    async fn exchange(&self, path: &PathAndQuery, headers: HeaderMap, body: Bytes, keep: bool, max: usize) -> Reply {
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(self.scheme.clone());
         uri.authority = Some(self.authority.clone());
@@ -393,6 +408,11 @@ impl Connection {
                 Err(e) => return self.failure(&e),
             };
             messages.feed(&chunk, kept.as_mut());
+            if messages.largest > max {
+                // Dropping the stream resets it: the rest is not read.
+                let why = format!("received message larger than max ({} vs. {max})", messages.largest);
+                return Reply::error(Code::ResourceExhausted, why);
+            }
             let _ = body.flow_control().release_capacity(chunk.len());
         }
         let trailers = match body.trailers().await {

@@ -18,6 +18,8 @@ pub struct Deframer {
     pub payload: u64,
     /// Whole or started messages seen.
     pub count: u64,
+    /// The largest message length announced by a prefix so far.
+    pub largest: usize,
 }
 
 impl Deframer {
@@ -39,6 +41,7 @@ impl Deframer {
                 if self.have == 5 {
                     let len = [self.prefix[1], self.prefix[2], self.prefix[3], self.prefix[4]];
                     self.left = u32::from_be_bytes(len) as usize;
+                    self.largest = self.largest.max(self.left);
                     self.have = 0;
                     self.count += 1;
                 }
