@@ -5,8 +5,13 @@ use common::*;
 use std::time::Duration;
 
 /// Open loop, 100 calls/s for 8 s in half-second intervals: 16 points.
+/// These tests' truth is timing: one at a time, so that they do not load the 2 cores for
+/// each other (a busy machine moves a p50 by more than the levels they tell apart).
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Returns the verdict, and the interval rows to show when it is wrong.
 fn steady_state(behaviour: Behaviour) -> (serde_json::Value, String) {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let server = TestServer::start(behaviour);
     let dir = tempfile::tempdir().unwrap();
     let rows = dir.path().join("rows.csv");
@@ -19,7 +24,7 @@ fn steady_state(behaviour: Behaviour) -> (serde_json::Value, String) {
 #[test]
 fn a_server_slow_for_its_first_3_s_warms_up_in_3_s() {
     let ms = Duration::from_millis;
-    let (s, rows) = steady_state(Behaviour::WarmsUp { slow: ms(10), fast: ms(2), warm: Duration::from_secs(3) });
+    let (s, rows) = steady_state(Behaviour::WarmsUp { slow: ms(12), fast: ms(3), warm: Duration::from_secs(3) });
     assert_eq!(s["verdict"], "steady", "{s}\n{rows}");
     let after = s["steady_after_s"].as_f64().unwrap();
     assert!((after - 3.0).abs() <= 1.0, "steady after {after} s, truth 3 s\n{rows}");
@@ -51,4 +56,21 @@ fn burst_rounds_name_their_warm_up() {
     let table = run_echo(server.addr, &["--burst", "200", "--rounds", "6"]).output().unwrap();
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("  Rounds: "), "{text}");
+}
+
+#[test]
+fn warmup_auto_takes_the_found_warm_up_out_of_the_result() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let ms = Duration::from_millis;
+    let server = TestServer::start(Behaviour::WarmsUp { slow: ms(12), fast: ms(3), warm: Duration::from_secs(3) });
+    let r = json_of(run_echo(server.addr, &["--rps", "100", "-z", "8s", "--interval", "500ms", "--warmup", "auto"]));
+    let warmup = r["warmup"]["duration_s"].as_f64().unwrap();
+    assert!((warmup - 3.0).abs() <= 1.0, "warm-up taken out: {warmup} s, truth 3 s");
+    // What is left is the fast server: its p90 is far below the slow 10 ms.
+    let p90 = r["latency_us"]["p90"].as_f64().unwrap();
+    assert!(p90 < 9_000.0, "measured p90 {p90} µs still holds the warm-up: {} {}", r["latency_us"], r["steady_state"]);
+    // Nothing lost: measured + warm-up calls are every call the server answered.
+    let (measured, warm) = (r["requests"]["total"].as_u64().unwrap(), r["warmup"]["calls"].as_u64().unwrap());
+    assert_eq!(measured + warm, server.calls());
+    assert!((f64::from(warm as u32) - 100.0 * warmup).abs() <= 60.0, "{warm} warm-up calls over {warmup} s");
 }

@@ -67,6 +67,20 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--warmup`: a fixed time, or `auto` (found by steady-state detection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Warmup {
+    Fixed(Duration),
+    Auto,
+}
+
+pub fn warmup(text: &str) -> Result<Warmup, String> {
+    match text.trim() {
+        "auto" => Ok(Warmup::Auto),
+        other => duration(other).map(Warmup::Fixed),
+    }
+}
+
 /// `I/N`: shard I (from 0) of N.
 pub fn shard(text: &str) -> Result<crate::load::plan::ShardOf, String> {
     let bad = || format!("{text:?}: expected I/N with 0 <= I < N <= {MAX_SHARDS} (e.g. 0/4)");

@@ -134,7 +134,11 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         }
     }
     let connections = positive("--connections", args.connections as u64)? as u32;
-    let warmup = args.warmup.unwrap_or_default();
+    let (warmup, warmup_auto) = match args.warmup {
+        Some(super::parse::Warmup::Fixed(d)) => (d, false),
+        Some(super::parse::Warmup::Auto) => (Duration::ZERO, true),
+        None => (Duration::ZERO, false),
+    };
     let mut stop = StopAt {
         total: args.total.map(|n| positive("-n/--total", n)).transpose()?.map(|n| shard.share(n)),
         per_worker: args.loop_count.map(|n| positive("--loop", n)).transpose()?,
@@ -238,6 +242,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         keep_responses: args.csv_details.is_some(),
         shard,
         start_at: args.start_at,
+        warmup_auto,
     })
 }
 
@@ -280,6 +285,9 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     let (method, requests, plan) = prepared.inspect_err(|_| outputs.discard())?;
 
     let mut sinks = Sinks::default();
+    if plan.warmup_auto {
+        sinks.early = Some(Default::default());
+    }
     if settings.progress {
         let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
         sinks.add(Box::new(Progress::new(planned, plan.threads)));
@@ -295,8 +303,12 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
     let started_at = SystemTime::now();
     let result = engine::run(plan.clone(), requests, &mut sinks, &control);
-    let (rows, sinks_finished) = sinks.finish();
-    let result = result.inspect_err(|_| outputs.discard())?;
+    let finished = sinks.finish();
+    let mut result = result.inspect_err(|_| outputs.discard())?;
+    let (mut rows, mut plan) = (finished.rows, plan);
+    if let Some(early) = &finished.early {
+        exclude_found_warmup(&mut result, &mut rows, &mut plan, early);
+    }
 
     let meta = Meta {
         started_at,
@@ -312,8 +324,29 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
         summary = summary.with_server(server);
     }
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
-    problems.extend(sinks_finished.err());
+    problems.extend(finished.result.err());
     verdict(&summary, problems)
+}
+
+/// `--warmup auto`: the warm-up that steady-state detection finds in the interval series is
+/// taken out of the result exactly (the first intervals were kept whole) and shown as the
+/// warm-up, as a fixed `--warmup` would have.
+fn exclude_found_warmup(
+    result: &mut engine::RunResult,
+    rows: &mut [crate::sink::intervals::IntervalRow],
+    plan: &mut Plan,
+    early: &crate::sink::early::EarlyIntervals,
+) {
+    let found = crate::report::steady_state(rows, plan.interval);
+    let crate::stats::steady::Steadiness::Steady { from } = found.verdict else { return };
+    // Only full intervals were judged; `from` counts among them, which are the first rows.
+    if let Some((part, length)) = early.first(from).filter(|_| from > 0) {
+        result.exclude_warmup(&part, length);
+        for row in rows.iter_mut().take(from) {
+            row.warmup = true;
+        }
+        plan.warmup = length;
+    }
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

@@ -95,9 +95,10 @@ pub struct RunArgs {
     /// Closed loop: start the workers evenly over this time
     #[arg(long, value_parser = parse::duration, conflicts_with = "rps")]
     pub ramp: Option<Duration>,
-    /// Run this long first: measured and shown apart, excluded from the result
-    #[arg(long, value_parser = parse::duration, conflicts_with = "burst")]
-    pub warmup: Option<Duration>,
+    /// Run this long first: measured and shown apart, excluded from the result; `auto`:
+    /// exclude the warm-up that steady-state detection finds in the interval series
+    #[arg(long, value_parser = parse::warmup, conflicts_with = "burst")]
+    pub warmup: Option<parse::Warmup>,
     /// Retries after the first attempt of a call on a retryable status
     #[arg(long, default_value_t = 0)]
     pub max_retries: u32,

@@ -64,6 +64,13 @@ impl PerStatus {
         }
     }
 
+    /// Takes out counts that `other` added before (saturating: never below zero).
+    pub fn subtract(&mut self, other: &PerStatus) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine = mine.saturating_sub(theirs);
+        }
+    }
+
     /// The statuses that occurred, in code order.
     pub fn nonzero(&self) -> impl Iterator<Item = (Code, u64)> + '_ {
         self.0.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| (Code::from_i32(i as i32), n))

@@ -79,6 +79,8 @@ pub struct Plan {
     /// Wait until this wall-clock time to start the clock (`--start-at`), so that shards on
     /// several machines start together.
     pub start_at: Option<std::time::SystemTime>,
+    /// `--warmup auto`: exclude the warm-up that steady-state detection finds.
+    pub warmup_auto: bool,
 }
 
 #[cfg(test)]

@@ -47,6 +47,17 @@ impl Counts {
     pub fn retries(&self) -> u64 {
         self.attempts - self.calls
     }
+    fn subtract(&mut self, o: &Counts) {
+        self.calls = self.calls.saturating_sub(o.calls);
+        self.attempts = self.attempts.saturating_sub(o.attempts);
+        self.retry_exhausted = self.retry_exhausted.saturating_sub(o.retry_exhausted);
+        self.late_sends = self.late_sends.saturating_sub(o.late_sends);
+        self.request_bytes = self.request_bytes.saturating_sub(o.request_bytes);
+        self.response_bytes = self.response_bytes.saturating_sub(o.response_bytes);
+        self.call_status.subtract(&o.call_status);
+        self.attempt_status.subtract(&o.attempt_status);
+    }
+
     fn add(&mut self, o: &Counts) {
         self.calls += o.calls;
         self.attempts += o.attempts;
@@ -139,6 +150,23 @@ impl Shard {
         }
     }
 
+    /// Takes out what `part` recorded, when `part` was added into this shard before (a
+    /// warm-up found afterwards). Histograms subtract exactly (they cannot fail: every
+    /// count of `part` is in this shard); nothing goes below zero.
+    pub fn subtract(&mut self, part: &Shard) {
+        let _ = self.call_latency.subtract(&part.call_latency);
+        let _ = self.attempt_latency.subtract(&part.attempt_latency);
+        let _ = self.schedule_lag.subtract(&part.schedule_lag);
+        let _ = self.service_time.subtract(&part.service_time);
+        self.counts.subtract(&part.counts);
+        for (key, n) in &part.errors {
+            if let Some(mine) = self.errors.get_mut(key) {
+                *mine = mine.saturating_sub(*n);
+            }
+        }
+        self.errors.retain(|_, n| *n > 0);
+    }
+
     /// Hands over what was recorded since the last call and starts afresh.
     pub fn take(&mut self) -> Shard {
         let taken = self.clone();
@@ -221,6 +249,21 @@ mod tests {
         let mut all = Shard::default();
         all.add(&s);
         assert_eq!(all.errors, s.errors);
+    }
+
+    #[test]
+    fn a_part_added_before_subtracts_exactly() {
+        let (mut whole, mut early) = (Shard::default(), Shard::default());
+        for i in 1..=100u64 {
+            let part = if i <= 30 { &mut early } else { &mut whole };
+            part.record_attempt(Duration::from_micros(i), Code::Ok);
+            part.record_call(Duration::from_micros(i), Code::Ok, false);
+        }
+        let late = whole.clone();
+        whole.add(&early);
+        whole.subtract(&early);
+        assert_eq!(whole.counts, late.counts);
+        assert_eq!(whole.call_latency, late.call_latency);
     }
 
     #[test]

@@ -242,7 +242,7 @@ pub struct SteadyState {
 
 /// PELT on the per-interval p50 latency of the full intervals (the last, shorter one is
 /// left out: its few calls are no level). docs/design.md, "Measurement rules".
-fn steady_state(rows: &[IntervalRow], interval: Duration) -> SteadyState {
+pub fn steady_state(rows: &[IntervalRow], interval: Duration) -> SteadyState {
     let full: Vec<&IntervalRow> = rows.iter().filter(|r| r.length >= interval).collect();
     let p50s: Vec<f64> = full.iter().map(|r| if r.calls == 0 { f64::NAN } else { r.p50.as_secs_f64() }).collect();
     let verdict = steady::steadiness(&p50s);

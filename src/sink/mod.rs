@@ -2,6 +2,7 @@
 //! the HDR log, per-call details; next: history, live metrics), behind one trait. The engine
 //! feeds them; none of them measures, and a failing one never loses the report.
 pub mod details;
+pub mod early;
 pub mod hdr_log;
 pub mod intervals;
 pub mod progress;
@@ -31,6 +32,8 @@ pub trait Sink {
 pub struct Sinks {
     list: Vec<Box<dyn Sink>>,
     pub rows: Vec<IntervalRow>,
+    /// `--warmup auto`: the first intervals kept whole.
+    pub early: Option<early::EarlyIntervals>,
 }
 
 impl Sinks {
@@ -40,6 +43,9 @@ impl Sinks {
 
     pub fn interval(&mut self, interval: &Interval) {
         let row = IntervalRow::of(interval);
+        if let Some(early) = &mut self.early {
+            early.keep(interval);
+        }
         for sink in &mut self.list {
             sink.interval(interval, &row);
         }
@@ -52,13 +58,21 @@ impl Sinks {
     }
 
     /// Finishes every sink; the first failure is returned after all have finished.
-    pub fn finish(self) -> (Vec<IntervalRow>, anyhow::Result<()>) {
+    pub fn finish(self) -> Finished {
         let mut first = Ok(());
         for sink in self.list {
             if let (Err(e), true) = (sink.finish(), first.is_ok()) {
                 first = Err(e);
             }
         }
-        (self.rows, first)
+        Finished { rows: self.rows, early: self.early, result: first }
     }
+}
+
+/// What the sinks leave after a run.
+pub struct Finished {
+    pub rows: Vec<IntervalRow>,
+    pub early: Option<early::EarlyIntervals>,
+    /// The first sink failure, naming its output.
+    pub result: anyhow::Result<()>,
 }

@@ -81,8 +81,12 @@ pub const MIN_STEADY_POINTS: usize = 3;
 /// ... and at least this share of the series, so a changepoint in the final quarter means
 /// "no steady state": the run ended before the new level could show that it holds.
 pub const MIN_STEADY_FRACTION: f64 = 0.25;
-/// Segments whose means differ by at most this fraction of the larger are the same level.
-pub const EQUIVALENT: f64 = 0.05;
+/// Segments whose means differ by at most this fraction of the larger are the same level:
+/// 20%, because on a shared 2-core machine the p50 of one interval of a steady service moves
+/// by up to 15% from the next (measured against `rpcmeter serve` at 100 calls/s); a smaller
+/// tolerance calls such runs "not steady". Warm-ups worth the name (JIT, caches, pools) are
+/// several times slower, far beyond it.
+pub const EQUIVALENT: f64 = 0.20;
 /// The PELT penalty per segment is this times `ln(n)`, in units of the noise variance.
 pub const PENALTY_PER_LN_N: f64 = 4.0;
 /// A point is an outlier when it is more than this many noise standard deviations beyond
@@ -603,7 +607,8 @@ mod tests {
             values[i] = 186.0;
         }
         values[..5].copy_from_slice(&[900.0, 420.0, 260.0, 210.0, 200.0]);
-        assert_eq!(steady_from(&values), 5);
+        // 210 and 200 are within EQUIVALENT of the 185 level: steady from the fourth round.
+        assert_eq!(steady_from(&values), 3);
     }
 
     #[test]

@@ -51,10 +51,10 @@ impl EchoService for Echo {
         let since_first = self.first_call.get_or_init(Instant::now).elapsed();
         match self.behaviour {
             Behaviour::WarmsUp { slow, fast, warm } => {
-                tokio::time::sleep(if since_first < warm { slow } else { fast }).await;
+                take(if since_first < warm { slow } else { fast }).await;
             }
             Behaviour::Drifts { base, per_second } => {
-                tokio::time::sleep(base + per_second.mul_f64(since_first.as_secs_f64())).await;
+                take(base + per_second.mul_f64(since_first.as_secs_f64())).await;
             }
             Behaviour::Echo => {}
             Behaviour::StallAt { at, stall } => {
@@ -77,6 +77,12 @@ impl EchoService for Echo {
         }
         Ok(Response::new(request.into_inner()))
     }
+}
+
+/// Holds a call for `d` without taking a core (tokio's timer: up to a millisecond more;
+/// a spin would take from the 2 cores the client measures with).
+async fn take(d: Duration) {
+    tokio::time::sleep(d).await;
 }
 
 pub struct TestServer {
@@ -102,7 +108,8 @@ impl TestServer {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                // No Nagle: a response written in parts must not wait for the client's delayed ACK.
+                let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
                 tonic::transport::Server::builder()
                     .add_service(service)
                     .serve_with_incoming_shutdown(incoming, async {

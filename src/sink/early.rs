@@ -1,0 +1,99 @@
+//! The first intervals of a run kept whole (every histogram, compressed), so that a warm-up
+//! found afterwards (`--warmup auto`) can be taken out of the result exactly. Bounded: only
+//! the first `KEPT` intervals, a few KB each.
+use crate::load::engine::Interval;
+use crate::record::shard::new_histogram;
+use crate::record::{Counts, Shard};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Warm-ups longer than this many intervals are not taken out (2 minutes at 1 s).
+pub const KEPT: usize = 120;
+
+struct Kept {
+    length: Duration,
+    histograms: [Vec<u8>; 4],
+    counts: Counts,
+    errors: BTreeMap<(i32, String), u64>,
+}
+
+#[derive(Default)]
+pub struct EarlyIntervals {
+    kept: Vec<Kept>,
+}
+
+fn pack(h: &Histogram<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Serializing into a Vec cannot fail for a valid histogram.
+    let _ = V2DeflateSerializer::new().serialize(h, &mut out);
+    out
+}
+
+fn unpack(bytes: &[u8]) -> Histogram<u64> {
+    let mut h = new_histogram();
+    if let Ok(read) = Deserializer::new().deserialize::<u64, _>(&mut &bytes[..]) {
+        let _ = h.add(&read);
+    }
+    h
+}
+
+impl EarlyIntervals {
+    pub fn keep(&mut self, iv: &Interval) {
+        if self.kept.len() < KEPT {
+            let s = iv.shard;
+            self.kept.push(Kept {
+                length: iv.length,
+                histograms: [
+                    pack(&s.call_latency),
+                    pack(&s.attempt_latency),
+                    pack(&s.schedule_lag),
+                    pack(&s.service_time),
+                ],
+                counts: s.counts.clone(),
+                errors: s.errors.clone(),
+            });
+        }
+    }
+
+    /// The first `n` intervals as one shard, with their total length; `None` when fewer
+    /// were kept.
+    pub fn first(&self, n: usize) -> Option<(Shard, Duration)> {
+        if n > self.kept.len() {
+            return None;
+        }
+        let mut sum = Shard::default();
+        let mut length = Duration::ZERO;
+        for k in &self.kept[..n] {
+            let part = Shard {
+                call_latency: unpack(&k.histograms[0]),
+                attempt_latency: unpack(&k.histograms[1]),
+                schedule_lag: unpack(&k.histograms[2]),
+                service_time: unpack(&k.histograms[3]),
+                counts: k.counts.clone(),
+                errors: k.errors.clone(),
+            };
+            sum.add(&part);
+            length += k.length;
+        }
+        Some((sum, length))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn kept_histograms_come_back_exactly() {
+        let mut h = new_histogram();
+        for v in [1000u64, 2_000_000, 12_000_000] {
+            h.record(v).unwrap();
+        }
+        let back = unpack(&pack(&h));
+        assert_eq!(back.len(), 3);
+        let mut whole = h.clone();
+        whole.subtract(&back).unwrap();
+        assert_eq!(whole.len(), 0);
+    }
+}
