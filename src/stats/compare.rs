@@ -148,7 +148,7 @@ pub fn z_score_outliers(xs: &[f64], threshold: f64) -> ZScorePasses {
         let mean = kept.iter().map(|&i| xs[i]).sum::<f64>() / m;
         let var = kept.iter().map(|&i| (xs[i] - mean).powi(2)).sum::<f64>() / (m - 1.0);
         let sd = var.sqrt();
-        if !(sd > 0.0) {
+        if sd.is_nan() || sd <= 0.0 {
             break;
         }
         let (flagged, rest): (Vec<usize>, Vec<usize>) =
