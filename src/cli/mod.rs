@@ -4,6 +4,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod calibrate;
+pub mod compare;
 pub mod demo;
 pub mod protos;
 pub mod run;
@@ -29,6 +30,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the floors of this machine and of rpcmeter (clock, timers, loopback, a null call).
     Calibrate(calibrate::CalibrateArgs),
+    /// Compare two JSON results interval by interval: medians, bootstrap intervals, Mann-Whitney U, a verdict.
+    Compare(compare::CompareArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
         Command::Calibrate(args) => calibrate::main(args),
+        Command::Compare(args) => compare::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
