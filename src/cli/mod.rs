@@ -4,6 +4,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod calibrate;
+pub mod compare;
 pub mod demo;
 pub mod kube;
 pub mod merge;
@@ -35,6 +36,8 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Print the Kubernetes manifest (an Indexed Job) of one run spread over N pods.
     Kube(kube::KubeArgs),
+    /// Compare two JSON results interval by interval: medians, bootstrap intervals, Mann-Whitney U, a verdict.
+    Compare(compare::CompareArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -57,6 +60,7 @@ pub fn main() -> ExitCode {
         Command::Merge(args) => merge::main(args),
         Command::Kube(args) => kube::main(args),
         Command::Calibrate(args) => calibrate::main(args),
+        Command::Compare(args) => compare::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

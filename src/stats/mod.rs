@@ -1,6 +1,7 @@
 //! Statistics: the one vocabulary of latency statistics (reports, assertions and the JSON
 //! keys all come from `Statistic`), and the summaries made from recorded histograms.
 pub mod assertions;
+pub mod compare;
 pub mod steady;
 
 use hdrhistogram::Histogram;

@@ -1,0 +1,58 @@
+//! `rpcmeter compare A.json B.json`: is run B better or worse than run A, interval by
+//! interval, beyond noise? (`app::compare` reads, computes and renders.)
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A metric compared per interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricArg {
+    /// Calls per second of each full measured interval.
+    Throughput,
+    /// Each interval's median call latency.
+    P50,
+    /// Each interval's 99th percentile of call latency.
+    P99,
+    /// Each interval's failed calls over its calls.
+    #[value(alias = "error_rate", alias = "errors")]
+    ErrorRate,
+}
+
+/// How the comparison is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: a result of `rpcmeter run --format json` (or `--export json=FILE`).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The candidate, judged against A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Metrics to compare, repeatable or comma-separated (default: all).
+    #[arg(long = "metric", value_enum, value_delimiter = ',')]
+    pub metrics: Vec<MetricArg>,
+    /// Significance level of the Mann-Whitney U test, in (0, 1).
+    #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
+    pub alpha: f64,
+    /// Exit 1 when any metric of B is a significant regression against A.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+}
+
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(alpha) if alpha > 0.0 && alpha < 1.0 => Ok(alpha),
+        _ => Err("a significance level between 0 and 1, such as 0.05".into()),
+    }
+}
+
+pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    crate::app::compare::run(&crate::app::compare::Settings::from_args(&args))
+}
