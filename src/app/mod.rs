@@ -3,5 +3,6 @@
 //! layer reads flags; nothing in it measures or renders.
 pub mod outputs;
 pub mod parse;
+pub mod report;
 pub mod run;
 pub mod server_side;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 pub mod calibrate;
 pub mod demo;
 pub mod protos;
+pub mod report;
 pub mod run;
 pub mod serve;
 
@@ -29,6 +30,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the floors of this machine and of rpcmeter (clock, timers, loopback, a null call).
     Calibrate(calibrate::CalibrateArgs),
+    /// Draw result JSON files as one self-contained HTML report (inline SVG plots, no network).
+    Report(report::ReportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
         Command::Calibrate(args) => calibrate::main(args),
+        Command::Report(args) => report::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
