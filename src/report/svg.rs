@@ -38,9 +38,11 @@ pub fn num(x: f64) -> String {
     }
 }
 
-/// A latency given in µs, in the unit that reads best: `250 µs`, `1.5 ms`, `2 s`.
+/// A latency given in µs, in the unit that reads best: `250 µs`, `1.5 ms`, `2 s` (zero: `0`).
 pub fn latency_us(us: f64) -> String {
-    if us >= 1e6 {
+    if us == 0.0 {
+        "0".to_string()
+    } else if us >= 1e6 {
         format!("{} s", num(us / 1e6))
     } else if us >= 1e3 {
         format!("{} ms", num(us / 1e3))
