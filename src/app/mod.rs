@@ -5,6 +5,7 @@ pub mod compare;
 pub mod merge;
 pub mod outputs;
 pub mod parse;
+pub mod report;
 pub mod run;
 pub mod server_side;
 pub mod shards;

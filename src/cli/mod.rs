@@ -9,6 +9,7 @@ pub mod demo;
 pub mod kube;
 pub mod merge;
 pub mod protos;
+pub mod report;
 pub mod run;
 pub mod serve;
 
@@ -38,6 +39,8 @@ pub enum Command {
     Kube(kube::KubeArgs),
     /// Compare two JSON results interval by interval: medians, bootstrap intervals, Mann-Whitney U, a verdict.
     Compare(compare::CompareArgs),
+    /// Draw result JSON files as one self-contained HTML report (inline SVG plots, no network).
+    Report(report::ReportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Kube(args) => kube::main(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
+        Command::Report(args) => report::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

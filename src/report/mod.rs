@@ -2,8 +2,10 @@
 //! format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
 //! here measures, and units (µs, MiB) appear only in the renderers.
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod rmeter;
+pub mod svg;
 pub mod table;
 pub mod units;
 

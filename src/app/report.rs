@@ -1,0 +1,33 @@
+//! `rpcmeter report`: result files in, one HTML page out. Every file is read and checked
+//! before anything is written; a file that cannot be read or is no result is named (exit 2).
+use crate::error::{bad_input, output_failed};
+use crate::report::html;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Reads the results, in the order given.
+pub fn load(files: &[PathBuf]) -> anyhow::Result<Vec<html::Run>> {
+    files
+        .iter()
+        .map(|path| {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("{name}: cannot read: {e}")))?;
+            html::parse(&name, &text).map_err(|why| bad_input(format!("{name}: {why}")))
+        })
+        .collect()
+}
+
+/// Writes the report of `files` to `output` (`-`: standard output).
+pub fn report(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
+    let runs = load(files)?;
+    let page = html::render(&runs);
+    let written = if output == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        out.write_all(page.as_bytes()).and_then(|_| out.flush())
+    } else {
+        std::fs::write(output, page.as_bytes())
+    };
+    written.map_err(|e| output_failed(output, e))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,18 @@
+//! `rpcmeter report RESULT.json... -o report.html`: one self-contained HTML page (inline CSS
+//! and SVG, nothing fetched) with each run's plots and, for several runs, their comparison.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// Result files written by `rpcmeter run --format json` (or `--export json=FILE`).
+    #[arg(required = true, value_name = "RESULT.json")]
+    pub files: Vec<PathBuf>,
+    /// The HTML file to write (`-`: standard output).
+    #[arg(short = 'o', long, default_value = "report.html")]
+    pub output: PathBuf,
+}
+
+pub fn main(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    crate::app::report::report(&args.files, &args.output)
+}

@@ -1,0 +1,682 @@
+//! `rpcmeter report`: result JSON files (`run --format json`) as one self-contained HTML page:
+//! inline CSS and inline SVG drawn by `svg`, no scripts, no fonts, nothing fetched. Every
+//! string that comes from a file is escaped.
+use super::svg::{esc, latency_us, num, Axis, Mark, Plot, Scale};
+use base64::Engine as _;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// Run colours, in file order (Tableau 10, readable on white and by most colour-blind readers).
+const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+fn color(i: usize) -> &'static str {
+    COLORS[i % COLORS.len()]
+}
+
+/// One row of the interval series.
+#[derive(Debug, Clone, Default)]
+pub struct IntervalPoint {
+    pub t_s: f64,
+    pub length_s: f64,
+    pub warmup: bool,
+    pub calls: f64,
+    pub failed: f64,
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub client_cpu_total_s: f64,
+    pub client_rss_bytes: f64,
+}
+
+/// One result file, as much of it as the report shows.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// `meta.name`, else the file name.
+    pub label: String,
+    pub file: String,
+    pub started_at: String,
+    pub tags: Vec<(String, String)>,
+    pub target: String,
+    pub call: String,
+    pub mode: String,
+    pub load: String,
+    pub concurrency: Option<f64>,
+    pub total: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub throughput_rps: f64,
+    /// `latency_us` as given: p50, p99, p999, ...
+    pub latency_us: serde_json::Map<String, Value>,
+    pub cpu_us_per_call: Option<f64>,
+    pub max_rss_bytes: Option<f64>,
+    pub notices: Vec<String>,
+    pub steady: String,
+    pub steady_after_s: Option<f64>,
+    pub server_rps: Option<f64>,
+    pub intervals: Vec<IntervalPoint>,
+    /// Call latency in ns, decoded from `histograms.call_latency`.
+    pub histogram: Histogram<u64>,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads one result; the error says what makes it no rpcmeter result (the caller names the file).
+pub fn parse(file: &str, json: &str) -> Result<Run, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("not JSON ({e})"))?;
+    let not_result = |what: &str| format!("not an rpcmeter result (`run --format json`): {what}");
+    let obj = v.as_object().ok_or_else(|| not_result("not a JSON object"))?;
+    let requests = obj.get("requests").and_then(Value::as_object).ok_or_else(|| not_result("no \"requests\""))?;
+    let latency = obj.get("latency_us").and_then(Value::as_object).ok_or_else(|| not_result("no \"latency_us\""))?;
+    let encoded = v
+        .pointer("/histograms/call_latency")
+        .or_else(|| obj.get("histogram"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_result("no \"histograms\".\"call_latency\""))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|e| format!("histograms.call_latency is not base64: {e}"))?;
+    let histogram: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histograms.call_latency is not an HdrHistogram: {e:?}"))?;
+    let u = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let f = |p: &str| v.pointer(p).and_then(Value::as_f64);
+    let intervals = obj
+        .get("intervals")
+        .and_then(Value::as_array)
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    let g = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+                    IntervalPoint {
+                        t_s: g("t_s"),
+                        length_s: g("length_s"),
+                        warmup: r.get("phase").and_then(Value::as_str) == Some("warmup"),
+                        calls: g("calls"),
+                        failed: g("failed"),
+                        rps: g("rps"),
+                        p50_us: g("p50_us"),
+                        p99_us: g("p99_us"),
+                        client_cpu_total_s: g("client_cpu_total_s"),
+                        client_rss_bytes: g("client_rss_bytes"),
+                    }
+                })
+                .filter(|p| p.t_s.is_finite())
+                .collect()
+        })
+        .unwrap_or_default();
+    let name = v.pointer("/meta/name").map(text).filter(|n| !n.is_empty());
+    Ok(Run {
+        label: name.unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file).to_string()),
+        file: file.to_string(),
+        started_at: v.pointer("/meta/started_at").map(text).unwrap_or_default(),
+        tags: v
+            .pointer("/meta/tags")
+            .and_then(Value::as_object)
+            .map(|t| t.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+            .unwrap_or_default(),
+        target: obj.get("target").map(text).unwrap_or_default(),
+        call: obj.get("call").map(text).unwrap_or_default(),
+        mode: obj.get("mode").map(text).unwrap_or_default(),
+        load: obj.get("load").map(text).unwrap_or_default(),
+        concurrency: obj.get("concurrency").and_then(Value::as_f64),
+        total: u(requests, "total"),
+        ok: u(requests, "ok"),
+        failed: u(requests, "failed"),
+        throughput_rps: obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0),
+        latency_us: latency.clone(),
+        cpu_us_per_call: f("/client/cpu_us_per_request"),
+        max_rss_bytes: f("/client/max_rss_bytes"),
+        notices: obj.get("notices").and_then(Value::as_array).map(|n| n.iter().map(text).collect()).unwrap_or_default(),
+        steady: v.pointer("/steady_state/verdict").map(text).unwrap_or_default(),
+        steady_after_s: f("/steady_state/steady_after_s"),
+        server_rps: f("/server/throughput_rps"),
+        intervals,
+        histogram,
+    })
+}
+
+impl Run {
+    /// A percentile of the call latency in µs, from the decoded histogram.
+    fn q_us(&self, percent: f64) -> f64 {
+        self.histogram.value_at_quantile(percent / 100.0) as f64 / 1e3
+    }
+
+    /// A `latency_us` key as text (from the file), else from the histogram.
+    fn stat(&self, key: &str, percent: f64) -> String {
+        match self.latency_us.get(key).and_then(Value::as_f64) {
+            Some(us) => latency_us(us),
+            None if self.histogram.is_empty() => "–".into(),
+            None => latency_us(self.q_us(percent)),
+        }
+    }
+}
+
+const CSS: &str = r#"
+body { font-family: "DejaVu Sans", "Liberation Sans", Arial, Helvetica, sans-serif; margin: 24px 32px; color: #222; background: #fafafa; font-size: 14px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 28px 0 8px; border-bottom: 2px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 14px 0 6px; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
+p.small, .meta { color: #555; font-size: 13px; }
+table { border-collapse: collapse; background: #fff; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
+.grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
+svg.plot { width: 100%; height: auto; background: #fff; border: 1px solid #ddd; border-radius: 4px; }
+svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, Helvetica, sans-serif; fill: #222; }
+svg text.title { font-size: 15px; font-weight: bold; } svg text.axis { font-size: 13px; }
+svg text.tick, svg text.legend-text { font-size: 12px; } svg text.note { font-size: 11px; } svg text.empty { font-size: 14px; fill: #888; }
+"#;
+
+const W: f64 = 620.0;
+const H: f64 = 320.0;
+
+/// The whole report for the runs, in the order given.
+pub fn render(runs: &[Run]) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rpcmeter report</title><style>{CSS}</style></head><body>\n"
+    );
+    let _ = writeln!(
+        h,
+        "<h1>rpcmeter report</h1><p class=\"meta\">{} run(s), rpcmeter {}. Latency is call latency (first send to final answer; open loop: from the intended send time).</p>",
+        runs.len(),
+        env!("CARGO_PKG_VERSION")
+    );
+    h.push_str(&summary_table(runs));
+    if runs.len() > 1 {
+        h.push_str("<h2>Across runs</h2>\n");
+        h.push_str(
+            "<p class=\"small\">Box plots come from each run's whole call-latency histogram (not from the per-interval p50s): \
+             box p25–p75, line p50, whiskers p10–p90, dots p99 and p99.9. The violins are the same histograms as densities \
+             over log latency, each scaled to its own widest point.</p>\n<div class=\"grid\">",
+        );
+        h.push_str(&box_plot(runs));
+        h.push_str(&violins(runs));
+        h.push_str(&percentile_plot("pct-all", "Latency by percentile, all runs", runs.iter().enumerate().collect()));
+        if let Some(svg) = throughput_vs_concurrency(runs) {
+            h.push_str(&svg);
+        }
+        h.push_str("</div>\n");
+    }
+    for (i, run) in runs.iter().enumerate() {
+        h.push_str(&run_section(i, run));
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+fn summary_table(runs: &[Run]) -> String {
+    let mut t = String::from(
+        "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>run</th><th>target</th><th>call</th><th>mode</th><th>calls</th><th>ok</th>\
+         <th>failed</th><th>throughput</th><th>p50</th><th>p99</th><th>p99.9</th><th>client CPU/call</th><th>steady state</th><th>notices</th></tr>\n",
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let steady = match r.steady_after_s {
+            Some(s) => format!("{} after {} s", r.steady, num(s)),
+            None => r.steady.clone(),
+        };
+        let _ = writeln!(
+            t,
+            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span><a href=\"#run-{i}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} calls/s</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
+            color(i),
+            esc(&r.label),
+            esc(&r.target),
+            esc(&r.call),
+            esc(if r.load.is_empty() { &r.mode } else { &r.load }),
+            r.total,
+            r.ok,
+            r.failed,
+            r.throughput_rps,
+            r.stat("p50", 50.0),
+            r.stat("p99", 99.0),
+            r.stat("p999", 99.9),
+            r.cpu_us_per_call.map_or("–".into(), latency_us),
+            esc(&steady),
+            r.notices.len(),
+        );
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+fn run_section(i: usize, r: &Run) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<section class=\"run\" id=\"run-{i}\"><h2><span class=\"swatch\" style=\"background:{}\"></span>{}</h2>\n<p class=\"meta\">{} · {} · {} · {} · started {}{}</p>\n",
+        color(i),
+        esc(&r.label),
+        esc(&r.file),
+        esc(&r.target),
+        esc(&r.call),
+        esc(&r.load),
+        esc(&r.started_at),
+        if r.tags.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " · tags: {}",
+                r.tags.iter().map(|(k, v)| format!("{}={}", esc(k), esc(v))).collect::<Vec<_>>().join(", ")
+            )
+        }
+    );
+    if !r.notices.is_empty() {
+        s.push_str("<h3>Notices</h3><ul class=\"notices\">");
+        for n in &r.notices {
+            let _ = write!(s, "<li>{}</li>", esc(n));
+        }
+        s.push_str("</ul>\n");
+    }
+    s.push_str("<div class=\"grid\">");
+    s.push_str(&histogram_plot(i, r));
+    s.push_str(&percentile_plot(&format!("pct-{i}"), &format!("Latency by percentile: {}", r.label), vec![(i, r)]));
+    s.push_str(&series_plots(i, r));
+    s.push_str("</div></section>\n");
+    s
+}
+
+/// Log-spaced bins over the recorded values: (low µs, high µs, count).
+fn log_bins(h: &Histogram<u64>, per_decade: f64) -> Vec<(f64, f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let lo = (h.min().max(1) as f64 / 1e3).log10();
+    let hi = (h.max().max(1) as f64 / 1e3).log10();
+    let first = (lo * per_decade).floor();
+    let last = (hi * per_decade).floor();
+    let n = (last - first) as usize + 1;
+    let mut bins: Vec<(f64, f64, u64)> = (0..n)
+        .map(|k| (10f64.powf((first + k as f64) / per_decade), 10f64.powf((first + k as f64 + 1.0) / per_decade), 0))
+        .collect();
+    for v in h.iter_recorded() {
+        let us = (h.median_equivalent(v.value_iterated_to()).max(1) as f64 / 1e3).log10();
+        let k = ((us * per_decade).floor() - first).clamp(0.0, (n - 1) as f64) as usize;
+        bins[k].2 += v.count_at_value();
+    }
+    bins
+}
+
+fn histogram_plot(i: usize, r: &Run) -> String {
+    let h = &r.histogram;
+    let bins = log_bins(h, 10.0);
+    let total = h.len().max(1) as f64;
+    let (lo, hi) = match (bins.first(), bins.last()) {
+        (Some(a), Some(b)) => (a.0, b.1),
+        _ => (1.0, 1e3),
+    };
+    let top = bins.iter().map(|b| b.2 as f64 / total * 100.0).fold(0.0, f64::max).max(1.0);
+    let x = Axis::log(lo, hi, "call latency (log scale)", latency_us);
+    let y = Axis::linear(0.0, top * 1.5, "share of calls per bin (%)", |v| num(v) + "%");
+    let mut p =
+        Plot::new(&format!("hist-{i}"), "plot-histogram", &format!("Latency histogram: {}", r.label), W, H, x, y);
+    for &(a, b, n) in &bins {
+        if n > 0 {
+            let tip = format!("{} – {}: {} calls ({:.2}%)", latency_us(a), latency_us(b), n, n as f64 / total * 100.0);
+            p.rect(a, b, 0.0, n as f64 / total * 100.0, color(i), 0.75, Some(&tip));
+        }
+    }
+    if h.is_empty() {
+        p.centered_note("no calls");
+    } else {
+        p.legend(&format!("{} calls, 10 bins per decade", h.len()), color(i), Mark::Area);
+        for (q, name, c) in [(50.0, "p50", "#222"), (99.0, "p99", "#e67e22"), (99.9, "p99.9", "#8e44ad")] {
+            let v = r.q_us(q);
+            p.vline(v, c, "");
+            p.legend(&format!("{name} {}", latency_us(v)), c, Mark::Dashed);
+        }
+    }
+    p.finish()
+}
+
+/// The HdrHistogram percentile plot: latency against percentile on a log 1/(1-q) axis.
+fn percentile_plot(id: &str, title: &str, runs: Vec<(usize, &Run)>) -> String {
+    let most = runs.iter().map(|(_, r)| r.histogram.len()).max().unwrap_or(0) as f64;
+    // Show as many nines as the calls can support (at least 99.9%, at most 99.9999%).
+    let nines = (most.max(1.0).log10().ceil() as i32).clamp(3, 6);
+    let x_max = 10f64.powi(nines);
+    let label = |d: i32| match d {
+        0 => "0%".to_string(),
+        1 => "90%".to_string(),
+        d => format!("99.{}%", "9".repeat(d as usize - 2)).replace("99.%", "99%"),
+    };
+    let ticks = (0..=nines).map(|d| (10f64.powi(d), Some(label(d)))).collect();
+    let x = Axis::with_ticks(1.0, x_max, Scale::Log, ticks, "percentile (log scale of 1/(1−q))");
+    let y_max = runs.iter().map(|(_, r)| r.histogram.max() as f64 / 1e3).fold(0.0, f64::max);
+    let y = Axis::linear(0.0, y_max.max(1.0) * 1.05, "call latency", latency_us);
+    let mut p = Plot::new(id, "plot-percentiles", title, W, H, x, y);
+    p.legend_left = true;
+    for (i, r) in &runs {
+        let h = &r.histogram;
+        if h.is_empty() {
+            continue;
+        }
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        for v in h.iter_quantiles(5) {
+            let q = v.quantile_iterated_to();
+            if q >= 1.0 {
+                break;
+            }
+            pts.push((1.0 / (1.0 - q), h.highest_equivalent(v.value_iterated_to()) as f64 / 1e3));
+        }
+        pts.push((x_max, h.max() as f64 / 1e3));
+        p.line(&pts, color(*i), 2.0, false);
+        p.legend(&format!("{} (max {})", r.label, latency_us(h.max() as f64 / 1e3)), color(*i), Mark::Line);
+    }
+    p.finish()
+}
+
+fn series_plots(i: usize, r: &Run) -> String {
+    let iv = &r.intervals;
+    let mut out = String::new();
+    let t_max = iv.iter().map(|p| p.t_s).fold(0.0, f64::max).max(0.001);
+    let x = || Axis::linear(0.0, t_max, "time since start (s)", num);
+    let shade = |p: &mut Plot| {
+        let mut any = false;
+        for w in iv.iter().filter(|p| p.warmup) {
+            p.band(w.t_s - w.length_s, w.t_s, "#f0ad4e", 0.25);
+            any = true;
+        }
+        if any {
+            p.legend("warm-up", "#f0ad4e", Mark::Area);
+        }
+        if let Some(after) = r.steady_after_s.filter(|&a| a > 0.0) {
+            p.vline(after, "#2a7", &format!("steady after {} s", num(after)));
+        }
+    };
+    let max_of = |f: &dyn Fn(&IntervalPoint) -> f64| iv.iter().map(f).filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let empty = |p: &mut Plot| {
+        if iv.is_empty() {
+            p.centered_note("no interval series in this file");
+        }
+    };
+
+    // Throughput.
+    let y = Axis::linear(0.0, max_of(&|p| p.rps).max(1.0) * 1.1, "throughput (calls/s)", num);
+    let mut p = Plot::new(&format!("ts-rps-{i}"), "plot-series", "Throughput per interval", W, H, x(), y);
+    p.legend_bottom = true;
+    shade(&mut p);
+    p.line(&iv.iter().map(|p| (p.t_s, p.rps)).collect::<Vec<_>>(), color(i), 2.0, false);
+    p.legend("calls/s", color(i), Mark::Line);
+    empty(&mut p);
+    out.push_str(&p.finish());
+
+    // Latency p50 and p99.
+    let y = Axis::linear(0.0, max_of(&|p| p.p99_us).max(1.0) * 1.1, "call latency", latency_us);
+    let mut p = Plot::new(&format!("ts-latency-{i}"), "plot-series", "Latency per interval", W, H, x(), y);
+    shade(&mut p);
+    p.line(&iv.iter().map(|p| (p.t_s, p.p50_us)).collect::<Vec<_>>(), color(i), 2.0, false);
+    p.line(&iv.iter().map(|p| (p.t_s, p.p99_us)).collect::<Vec<_>>(), color(i), 1.6, true);
+    p.legend("p50", color(i), Mark::Line);
+    p.legend("p99", color(i), Mark::Dashed);
+    empty(&mut p);
+    out.push_str(&p.finish());
+
+    // Errors.
+    let failed = max_of(&|p| p.failed);
+    let y = Axis::linear(0.0, failed.max(1.0) * 1.1, "failed calls per interval", num);
+    let mut p = Plot::new(&format!("ts-errors-{i}"), "plot-series", "Failed calls per interval", W, H, x(), y);
+    shade(&mut p);
+    for w in iv.iter().filter(|p| p.failed > 0.0) {
+        let tip = format!("{} failed of {} calls", w.failed, w.calls);
+        p.rect(w.t_s - w.length_s, w.t_s, 0.0, w.failed, "#c0392b", 0.8, Some(&tip));
+    }
+    p.legend("failed calls", "#c0392b", Mark::Area);
+    if failed == 0.0 && !iv.is_empty() {
+        p.centered_note("no failed calls");
+    }
+    empty(&mut p);
+    out.push_str(&p.finish());
+
+    // Client CPU: the delta of the cumulative CPU over each interval's length.
+    let mut last = 0.0;
+    let cpu: Vec<(f64, f64)> = iv
+        .iter()
+        .map(|p| {
+            let pct = (p.client_cpu_total_s - last) / p.length_s * 100.0;
+            last = p.client_cpu_total_s;
+            (p.t_s, if pct.is_finite() { pct.max(0.0) } else { f64::NAN })
+        })
+        .collect();
+    let top = cpu.iter().map(|c| c.1).filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let y = Axis::linear(0.0, top.max(10.0) * 1.1, "client CPU (% of one core)", |v| num(v) + "%");
+    let mut p = Plot::new(&format!("ts-cpu-{i}"), "plot-series", "Client CPU per interval", W, H, x(), y);
+    shade(&mut p);
+    p.line(&cpu, "#555", 2.0, false);
+    p.legend("user+sys CPU / interval length", "#555", Mark::Line);
+    empty(&mut p);
+    out.push_str(&p.finish());
+
+    // Client memory.
+    let mib = |b: f64| b / (1024.0 * 1024.0);
+    let y = Axis::linear(0.0, mib(max_of(&|p| p.client_rss_bytes)).max(1.0) * 1.1, "client RSS (MiB)", num);
+    let mut p = Plot::new(&format!("ts-rss-{i}"), "plot-series", "Client memory (RSS)", W, H, x(), y);
+    p.legend_bottom = true;
+    shade(&mut p);
+    p.line(&iv.iter().map(|p| (p.t_s, mib(p.client_rss_bytes))).collect::<Vec<_>>(), "#8e44ad", 2.0, false);
+    p.legend("resident set size", "#8e44ad", Mark::Line);
+    empty(&mut p);
+    out.push_str(&p.finish());
+    out
+}
+
+/// A latency axis covering every run's p10..p99.9 (box plot) or min..max (violins).
+fn latency_axis(runs: &[Run], low: f64, high: f64) -> Axis {
+    let nonempty = || runs.iter().filter(|r| !r.histogram.is_empty());
+    let lo = nonempty().map(|r| r.q_us(low).max(0.001)).fold(f64::INFINITY, f64::min);
+    let hi = nonempty().map(|r| r.q_us(high)).fold(0.0, f64::max);
+    Axis::log(lo, hi, "call latency (log scale)", latency_us)
+}
+
+fn run_axis(runs: &[Run]) -> Axis {
+    let ticks = runs.iter().enumerate().map(|(i, r)| (i as f64, Some(short(&r.label)))).collect();
+    Axis::with_ticks(-0.6, runs.len() as f64 - 0.4, Scale::Linear, ticks, "run")
+}
+
+fn short(label: &str) -> String {
+    if label.chars().count() > 24 {
+        label.chars().take(23).collect::<String>() + "…"
+    } else {
+        label.to_string()
+    }
+}
+
+fn box_plot(runs: &[Run]) -> String {
+    let mut p = Plot::new(
+        "box-runs",
+        "plot-box",
+        "Call latency per run (box p25–p75, whiskers p10–p90)",
+        W,
+        H,
+        run_axis(runs),
+        latency_axis(runs, 10.0, 99.9),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        if r.histogram.is_empty() {
+            continue;
+        }
+        let x = i as f64;
+        let q = |p: f64| r.q_us(p);
+        let c = color(i);
+        let tip = format!(
+            "{}: p10 {} · p25 {} · p50 {} · p75 {} · p90 {} · p99 {} · p99.9 {}",
+            r.label,
+            latency_us(q(10.0)),
+            latency_us(q(25.0)),
+            latency_us(q(50.0)),
+            latency_us(q(75.0)),
+            latency_us(q(90.0)),
+            latency_us(q(99.0)),
+            latency_us(q(99.9))
+        );
+        p.segment((x, q(10.0)), (x, q(25.0)), c, 1.5);
+        p.segment((x, q(75.0)), (x, q(90.0)), c, 1.5);
+        p.segment((x - 0.08, q(10.0)), (x + 0.08, q(10.0)), c, 1.5);
+        p.segment((x - 0.08, q(90.0)), (x + 0.08, q(90.0)), c, 1.5);
+        p.rect(x - 0.2, x + 0.2, q(25.0), q(75.0), c, 0.35, Some(&tip));
+        p.segment((x - 0.2, q(50.0)), (x + 0.2, q(50.0)), c, 3.0);
+        p.dot(x, q(99.0), 4.0, c, Some(&format!("{} p99 {}", r.label, latency_us(q(99.0)))));
+        p.dot(x, q(99.9), 4.0, "#333", Some(&format!("{} p99.9 {}", r.label, latency_us(q(99.9)))));
+    }
+    p.legend("p99 (run colour)", "#888", Mark::Dot);
+    p.legend("p99.9", "#333", Mark::Dot);
+    p.finish()
+}
+
+fn violins(runs: &[Run]) -> String {
+    let mut p = Plot::new(
+        "violin-runs",
+        "plot-violin",
+        "Call latency density per run",
+        W,
+        H,
+        run_axis(runs),
+        latency_axis(runs, 0.0, 100.0),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let bins = log_bins(&r.histogram, 20.0);
+        let peak = bins.iter().map(|b| b.2).max().unwrap_or(0) as f64;
+        if peak == 0.0 {
+            continue;
+        }
+        // Smooth over neighbouring bins (1-2-1) so that the shape is a density, not a comb.
+        let counts: Vec<f64> = (0..bins.len())
+            .map(|k| {
+                let at = |j: usize| bins.get(j).map_or(0.0, |b| b.2 as f64);
+                (k.checked_sub(1).map_or(0.0, at) + 2.0 * at(k) + at(k + 1)) / 4.0
+            })
+            .collect();
+        let peak = counts.iter().cloned().fold(0.0, f64::max);
+        let x = i as f64;
+        let half = |c: f64| 0.42 * c / peak;
+        let mut outline: Vec<(f64, f64)> =
+            bins.iter().zip(&counts).map(|(b, &c)| (x + half(c), (b.0 * b.1).sqrt())).collect();
+        let back: Vec<(f64, f64)> = outline.iter().rev().map(|&(px, y)| (2.0 * x - px, y)).collect();
+        outline.extend(back);
+        p.polygon(&outline, color(i), 0.45, color(i));
+        let med = r.q_us(50.0);
+        p.segment((x - 0.12, med), (x + 0.12, med), "#222", 2.5);
+    }
+    p.legend("p50", "#222", Mark::Line);
+    p.finish()
+}
+
+/// Throughput against concurrency, when the runs differ in it: client-side, and the
+/// server's own count when the files carry one.
+fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
+    let mut points: Vec<(f64, &Run, usize)> =
+        runs.iter().enumerate().filter_map(|(i, r)| r.concurrency.map(|c| (c, r, i))).collect();
+    let (lo, hi) = points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    if points.len() < 2 || lo == hi {
+        return None;
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let x = if hi / lo.max(1.0) >= 8.0 {
+        Axis::log(lo.max(1.0), hi, "concurrency (workers or most calls in flight; log scale)", num)
+    } else {
+        Axis::linear(0.0, hi, "concurrency (workers or most calls in flight)", num)
+    };
+    let top = points.iter().map(|p| p.1.throughput_rps.max(p.1.server_rps.unwrap_or(0.0))).fold(0.0, f64::max);
+    let y = Axis::linear(0.0, top.max(1.0) * 1.15, "throughput (calls/s)", num);
+    let mut p = Plot::new("tput-concurrency", "plot-scaling", "Throughput vs concurrency", W, H, x, y);
+    p.legend_bottom = true;
+    p.line(&points.iter().map(|(c, r, _)| (*c, r.throughput_rps)).collect::<Vec<_>>(), "#1f77b4", 2.0, false);
+    for (c, r, i) in &points {
+        let tip = format!("{}: concurrency {}, {:.1} calls/s", r.label, num(*c), r.throughput_rps);
+        p.dot(*c, r.throughput_rps, 5.0, color(*i), Some(&tip));
+    }
+    p.legend("client-side throughput", "#1f77b4", Mark::Line);
+    let server: Vec<(f64, f64)> = points.iter().filter_map(|(c, r, _)| r.server_rps.map(|s| (*c, s))).collect();
+    if !server.is_empty() {
+        p.line(&server, "#444", 1.6, true);
+        for &(c, s) in &server {
+            p.ring(c, s, 7.0, "#444", Some(&format!("server-side {s:.1} calls/s")));
+        }
+        p.legend("server-side throughput (lab Stats)", "#444", Mark::Ring);
+    }
+    Some(p.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(notice: &str, concurrency: u32) -> String {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(100_000 + v * 1_000).unwrap();
+        }
+        let encoded = crate::report::json::encode_histogram(&h);
+        serde_json::json!({
+            "meta": {"name": "<b>run</b>", "tags": {"k": "<i>v</i>"}, "started_at": "2024-01-01T00:00:00Z"},
+            "target": "127.0.0.1:1", "call": "EchoService/echo", "mode": "open", "concurrency": concurrency,
+            "requests": {"total": 1000, "ok": 999, "failed": 1},
+            "throughput_rps": 500.0, "latency_us": {"p50": 600.0, "p99": 1090.0, "p999": 1099.0},
+            "notices": [notice],
+            "steady_state": {"verdict": "steady", "steady_after_s": 0.4},
+            "intervals": [
+                {"t_s": 0.2, "length_s": 0.2, "phase": "warmup", "calls": 100, "ok": 100, "failed": 0, "rps": 500.0,
+                 "p50_us": 700.0, "p99_us": 900.0, "client_cpu_total_s": 0.05, "client_rss_bytes": 10_000_000},
+                {"t_s": 0.4, "length_s": 0.2, "phase": "measured", "calls": 100, "ok": 99, "failed": 1, "rps": 500.0,
+                 "p50_us": 600.0, "p99_us": 800.0, "client_cpu_total_s": 0.08, "client_rss_bytes": 11_000_000}
+            ],
+            "histograms": {"call_latency": encoded},
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn strings_from_files_are_escaped_and_every_plot_is_drawn() {
+        let a = parse("a.json", &result("<script>alert(1)</script>", 4)).unwrap();
+        let b = parse("b.json", &result("fine", 16)).unwrap();
+        let html = render(&[a, b]);
+        assert!(!html.contains("<script"), "unescaped notice");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("&lt;b&gt;run&lt;/b&gt;") && html.contains("&lt;i&gt;v&lt;/i&gt;"));
+        for id in [
+            "summary",
+            "box-runs",
+            "violin-runs",
+            "pct-all",
+            "tput-concurrency",
+            "hist-0",
+            "pct-0",
+            "ts-rps-0",
+            "ts-latency-0",
+            "ts-errors-0",
+            "ts-cpu-0",
+            "ts-rss-1",
+        ] {
+            assert!(html.contains(&format!("id=\"{id}\"")), "no {id}");
+        }
+        assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+
+    #[test]
+    fn what_is_no_result_says_so() {
+        assert!(parse("x", "{").unwrap_err().contains("not JSON"));
+        assert!(parse("x", "{\"a\":1}").unwrap_err().contains("not an rpcmeter result"));
+    }
+
+    #[test]
+    fn log_bins_count_every_call() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in [1_000u64, 2_000, 50_000, 1_000_000] {
+            h.record(v).unwrap();
+        }
+        let bins = log_bins(&h, 10.0);
+        assert_eq!(bins.iter().map(|b| b.2).sum::<u64>(), 4);
+        assert!(bins.first().unwrap().0 <= 1.0 && bins.last().unwrap().1 >= 1000.0);
+    }
+}

@@ -1,0 +1,562 @@
+//! Hand-written SVG for the HTML report: axes (linear or log10) with ticks and grid, lines,
+//! bars, areas, dots and a legend, as plain strings. No fonts are measured here: the browser
+//! lays out the text, so nothing depends on the fonts of the machine that writes the report.
+use std::fmt::Write as _;
+
+/// Escapes text for HTML and SVG (element content and quoted attributes alike).
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number with about three significant digits and no trailing zeros: `2.5`, `120`, `0.05`.
+pub fn num(x: f64) -> String {
+    let a = x.abs();
+    let text = if a >= 100.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    };
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// A latency given in µs, in the unit that reads best: `250 µs`, `1.5 ms`, `2 s` (zero: `0`).
+pub fn latency_us(us: f64) -> String {
+    if us == 0.0 {
+        "0".to_string()
+    } else if us >= 1e6 {
+        format!("{} s", num(us / 1e6))
+    } else if us >= 1e3 {
+        format!("{} ms", num(us / 1e3))
+    } else {
+        format!("{} µs", num(us))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scale {
+    Linear,
+    Log,
+}
+
+/// One axis: its range, scale, ticks (a label, or none for a minor grid line) and title.
+#[derive(Clone, Debug)]
+pub struct Axis {
+    pub min: f64,
+    pub max: f64,
+    pub scale: Scale,
+    pub ticks: Vec<(f64, Option<String>)>,
+    pub title: String,
+}
+
+/// A step of 1, 2, 2.5 or 5 times a power of ten, giving about `target` steps over `range`.
+fn nice_step(range: f64, target: f64) -> f64 {
+    let raw = range / target;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = match raw / magnitude {
+        n if n <= 1.0 => 1.0,
+        n if n <= 2.0 => 2.0,
+        n if n <= 2.5 => 2.5,
+        n if n <= 5.0 => 5.0,
+        _ => 10.0,
+    };
+    step * magnitude
+}
+
+impl Axis {
+    /// A linear axis over [min, max], widened to round ticks.
+    pub fn linear(min: f64, max: f64, title: &str, label: impl Fn(f64) -> String) -> Axis {
+        let (min, max) = if !(min.is_finite() && max.is_finite()) {
+            (0.0, 1.0)
+        } else if max - min <= f64::EPSILON * max.abs().max(1.0) {
+            (min - 0.5 * min.abs().max(1.0), max + 0.5 * max.abs().max(1.0))
+        } else {
+            (min, max)
+        };
+        let step = nice_step(max - min, 5.0);
+        let lo = (min / step).floor() * step;
+        let hi = (max / step).ceil() * step;
+        let n = ((hi - lo) / step).round() as usize;
+        let ticks = (0..=n)
+            .map(|i| {
+                let v = lo + i as f64 * step;
+                let v = if v.abs() < step * 1e-9 { 0.0 } else { v };
+                (v, Some(label(v)))
+            })
+            .collect();
+        Axis { min: lo, max: hi, scale: Scale::Linear, ticks, title: title.to_string() }
+    }
+
+    /// A log10 axis over [min, max] (both > 0), widened to whole decades; decades are
+    /// labelled, and 2x and 5x too when the axis spans at most two decades.
+    pub fn log(min: f64, max: f64, title: &str, label: impl Fn(f64) -> String) -> Axis {
+        let min = if min.is_finite() && min > 0.0 { min } else { 1.0 };
+        let max = if max.is_finite() && max > min { max } else { min * 10.0 };
+        let lo = min.log10().floor() as i32;
+        let mut hi = max.log10().ceil() as i32;
+        if hi <= lo {
+            hi = lo + 1;
+        }
+        let mut ticks = Vec::new();
+        let few = hi - lo <= 2;
+        for d in lo..=hi {
+            let decade = 10f64.powi(d);
+            ticks.push((decade, Some(label(decade))));
+            if d == hi {
+                break;
+            }
+            for m in 2..=9 {
+                let v = decade * m as f64;
+                ticks.push((v, (few && (m == 2 || m == 5)).then(|| label(v))));
+            }
+        }
+        Axis { min: 10f64.powi(lo), max: 10f64.powi(hi), scale: Scale::Log, ticks, title: title.to_string() }
+    }
+
+    /// Explicit ticks over [min, max].
+    pub fn with_ticks(min: f64, max: f64, scale: Scale, ticks: Vec<(f64, Option<String>)>, title: &str) -> Axis {
+        Axis { min, max, scale, ticks, title: title.to_string() }
+    }
+
+    /// Where `v` falls on the axis, 0.0 at min and 1.0 at max (outside when out of range).
+    pub fn frac(&self, v: f64) -> f64 {
+        match self.scale {
+            Scale::Linear => (v - self.min) / (self.max - self.min),
+            Scale::Log => (v.max(self.min * 1e-3).log10() - self.min.log10()) / (self.max.log10() - self.min.log10()),
+        }
+    }
+}
+
+/// How a legend entry is drawn.
+#[derive(Clone, Copy, Debug)]
+pub enum Mark {
+    Line,
+    Dashed,
+    Area,
+    Dot,
+    Ring,
+}
+
+/// One plot being drawn: an `<svg>` with a title, axes, and data clipped to the plot area.
+pub struct Plot {
+    id: String,
+    body: String,
+    legend: Vec<(String, String, Mark)>,
+    pub width: f64,
+    pub height: f64,
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+    pub x: Axis,
+    pub y: Axis,
+    /// Legend at the top left instead of the top right.
+    pub legend_left: bool,
+    /// Legend at the bottom instead of the top.
+    pub legend_bottom: bool,
+}
+
+const FRAME: &str = "#444";
+const GRID: &str = "#e3e3e3";
+const MINOR: &str = "#f2f2f2";
+
+impl Plot {
+    /// A plot `width` x `height` (SVG units, scaled by the page) with an id and extra classes.
+    pub fn new(id: &str, class: &str, title: &str, width: f64, height: f64, x: Axis, y: Axis) -> Plot {
+        let mut p = Plot {
+            id: id.to_string(),
+            body: String::new(),
+            legend: Vec::new(),
+            width,
+            height,
+            left: 74.0,
+            right: 34.0,
+            top: 36.0,
+            bottom: 50.0,
+            x,
+            y,
+            legend_left: false,
+            legend_bottom: false,
+        };
+        let _ = write!(
+            p.body,
+            r#"<svg id="{id}" class="plot {class}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="{t}"><title>{t}</title>"#,
+            id = esc(id),
+            class = esc(class),
+            t = esc(title),
+        );
+        let _ = write!(
+            p.body,
+            r##"<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/><text class="title" x="{x}" y="22" text-anchor="middle">{t}</text>"##,
+            x = width / 2.0,
+            t = esc(title),
+        );
+        let _ = write!(
+            p.body,
+            r#"<clipPath id="{}-clip"><rect x="{}" y="{}" width="{}" height="{}"/></clipPath>"#,
+            esc(id),
+            p.left,
+            p.top,
+            p.plot_width(),
+            p.plot_height()
+        );
+        p.axes();
+        p
+    }
+
+    fn plot_width(&self) -> f64 {
+        self.width - self.left - self.right
+    }
+
+    fn plot_height(&self) -> f64 {
+        self.height - self.top - self.bottom
+    }
+
+    /// The x pixel of a data value.
+    pub fn px(&self, x: f64) -> f64 {
+        self.left + self.x.frac(x) * self.plot_width()
+    }
+
+    /// The y pixel of a data value.
+    pub fn py(&self, y: f64) -> f64 {
+        self.top + (1.0 - self.y.frac(y)) * self.plot_height()
+    }
+
+    fn axes(&mut self) {
+        let (l, t, w, h) = (self.left, self.top, self.plot_width(), self.plot_height());
+        let mut s = String::new();
+        for (v, label) in &self.x.ticks {
+            let x = self.px(*v);
+            if !(l - 0.5..=l + w + 0.5).contains(&x) {
+                continue;
+            }
+            let color = if label.is_some() { GRID } else { MINOR };
+            let _ = write!(s, r#"<line x1="{x:.1}" y1="{t}" x2="{x:.1}" y2="{}" stroke="{color}"/>"#, t + h);
+            if let Some(label) = label {
+                let _ = write!(
+                    s,
+                    r#"<line x1="{x:.1}" y1="{b}" x2="{x:.1}" y2="{b5}" stroke="{FRAME}"/><text class="tick" x="{x:.1}" y="{ty}" text-anchor="middle">{}</text>"#,
+                    esc(label),
+                    b = t + h,
+                    b5 = t + h + 5.0,
+                    ty = t + h + 18.0,
+                );
+            }
+        }
+        for (v, label) in &self.y.ticks {
+            let y = self.py(*v);
+            if !(t - 0.5..=t + h + 0.5).contains(&y) {
+                continue;
+            }
+            let color = if label.is_some() { GRID } else { MINOR };
+            let _ = write!(s, r#"<line x1="{l}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="{color}"/>"#, l + w);
+            if let Some(label) = label {
+                let _ = write!(
+                    s,
+                    r#"<line x1="{l5}" y1="{y:.1}" x2="{l}" y2="{y:.1}" stroke="{FRAME}"/><text class="tick" x="{tx}" y="{ty:.1}" text-anchor="end">{}</text>"#,
+                    esc(label),
+                    l5 = l - 5.0,
+                    tx = l - 8.0,
+                    ty = y + 4.0,
+                );
+            }
+        }
+        let _ = write!(
+            s,
+            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            l + w / 2.0,
+            self.height - 10.0,
+            esc(&self.x.title)
+        );
+        let _ = write!(
+            s,
+            r#"<text class="axis" x="0" y="0" text-anchor="middle" transform="translate(16 {:.1}) rotate(-90)">{}</text>"#,
+            t + h / 2.0,
+            esc(&self.y.title)
+        );
+        self.body.push_str(&s);
+    }
+
+    fn clip(&self) -> String {
+        format!(r#" clip-path="url(#{}-clip)""#, esc(&self.id))
+    }
+
+    /// A line through the points; a non-finite value breaks it.
+    pub fn line(&mut self, points: &[(f64, f64)], color: &str, width: f64, dashed: bool) {
+        let mut d = String::new();
+        let mut pen_down = false;
+        for &(x, y) in points {
+            if !(x.is_finite() && y.is_finite()) || (self.y.scale == Scale::Log && y <= 0.0) {
+                pen_down = false;
+                continue;
+            }
+            let _ = write!(d, "{}{:.1},{:.1} ", if pen_down { "L" } else { "M" }, self.px(x), self.py(y));
+            pen_down = true;
+        }
+        if d.is_empty() {
+            return;
+        }
+        let dash = if dashed { r#" stroke-dasharray="6 4""# } else { "" };
+        let _ = write!(
+            self.body,
+            r#"<path d="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-linejoin="round"{dash}{}/>"#,
+            d.trim_end(),
+            self.clip()
+        );
+    }
+
+    /// A rectangle in data coordinates, with an optional tooltip.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rect(&mut self, x0: f64, x1: f64, y0: f64, y1: f64, fill: &str, opacity: f64, tip: Option<&str>) {
+        let (a, b) = (self.px(x0), self.px(x1));
+        let (c, d) = (self.py(y0), self.py(y1));
+        let _ = write!(
+            self.body,
+            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}" fill-opacity="{opacity}"{}>"#,
+            a.min(b),
+            c.min(d),
+            (b - a).abs().max(0.5),
+            (d - c).abs(),
+            self.clip()
+        );
+        if let Some(tip) = tip {
+            let _ = write!(self.body, "<title>{}</title>", esc(tip));
+        }
+        self.body.push_str("</rect>");
+    }
+
+    /// A band over the whole height between two x values (a phase, such as the warm-up).
+    pub fn band(&mut self, x0: f64, x1: f64, fill: &str, opacity: f64) {
+        let (a, b) = (self.px(x0), self.px(x1));
+        let _ = write!(
+            self.body,
+            r#"<rect x="{:.1}" y="{}" width="{:.1}" height="{}" fill="{fill}" fill-opacity="{opacity}"{}/>"#,
+            a.min(b),
+            self.top,
+            (b - a).abs(),
+            self.plot_height(),
+            self.clip()
+        );
+    }
+
+    /// A dashed vertical line at `x`, with a label at its top unless the label is empty.
+    pub fn vline(&mut self, x: f64, color: &str, label: &str) {
+        let px = self.px(x);
+        if !(self.left..=self.left + self.plot_width()).contains(&px) {
+            return;
+        }
+        let _ = write!(
+            self.body,
+            r#"<line x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{}" stroke="{color}" stroke-width="1.5" stroke-dasharray="5 3"/>"#,
+            self.top,
+            self.top + self.plot_height(),
+        );
+        if !label.is_empty() {
+            let _ = write!(
+                self.body,
+                r#"<text class="note" x="{:.1}" y="{}" style="fill:{color}">{}</text>"#,
+                px + 4.0,
+                self.top + 14.0,
+                esc(label)
+            );
+        }
+    }
+
+    /// A closed polygon in data coordinates.
+    pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str, opacity: f64, stroke: &str) {
+        let mut d = String::new();
+        for &(x, y) in points.iter().filter(|(x, y)| x.is_finite() && y.is_finite()) {
+            let _ = write!(d, "{:.1},{:.1} ", self.px(x), self.py(y));
+        }
+        let _ = write!(
+            self.body,
+            r#"<polygon points="{}" fill="{fill}" fill-opacity="{opacity}" stroke="{stroke}"{}/>"#,
+            d.trim_end(),
+            self.clip()
+        );
+    }
+
+    /// A dot with an optional tooltip.
+    pub fn dot(&mut self, x: f64, y: f64, r: f64, color: &str, tip: Option<&str>) {
+        if !(x.is_finite() && y.is_finite()) {
+            return;
+        }
+        let _ = write!(
+            self.body,
+            r##"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{color}" stroke="#fff" stroke-width="1"{}>"##,
+            self.px(x),
+            self.py(y),
+            self.clip()
+        );
+        if let Some(tip) = tip {
+            let _ = write!(self.body, "<title>{}</title>", esc(tip));
+        }
+        self.body.push_str("</circle>");
+    }
+
+    /// An open circle (a marker that lets another one underneath show).
+    pub fn ring(&mut self, x: f64, y: f64, r: f64, color: &str, tip: Option<&str>) {
+        if !(x.is_finite() && y.is_finite()) {
+            return;
+        }
+        let _ = write!(
+            self.body,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="none" stroke="{color}" stroke-width="2">"#,
+            self.px(x),
+            self.py(y)
+        );
+        if let Some(tip) = tip {
+            let _ = write!(self.body, "<title>{}</title>", esc(tip));
+        }
+        self.body.push_str("</circle>");
+    }
+
+    /// A pixel-placed line segment in data coordinates (no clipping), e.g. a box plot's parts.
+    pub fn segment(&mut self, (x0, y0): (f64, f64), (x1, y1): (f64, f64), color: &str, width: f64) {
+        let _ = write!(
+            self.body,
+            r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="{width}"/>"#,
+            self.px(x0),
+            self.py(y0),
+            self.px(x1),
+            self.py(y1)
+        );
+    }
+
+    /// Text at a data position.
+    pub fn text(&mut self, x: f64, y: f64, anchor: &str, text: &str) {
+        let _ = write!(
+            self.body,
+            r#"<text class="note" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
+            self.px(x),
+            self.py(y),
+            esc(text)
+        );
+    }
+
+    /// Text in the middle of the plot area (e.g. "no failed calls").
+    pub fn centered_note(&mut self, text: &str) {
+        let _ = write!(
+            self.body,
+            r#"<text class="empty" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            self.left + self.plot_width() / 2.0,
+            self.top + self.plot_height() / 2.0,
+            esc(text)
+        );
+    }
+
+    /// Adds a legend entry.
+    pub fn legend(&mut self, label: &str, color: &str, mark: Mark) {
+        self.legend.push((label.to_string(), color.to_string(), mark));
+    }
+
+    /// The finished `<svg>`: frame and legend on top of the data.
+    pub fn finish(mut self) -> String {
+        let _ = write!(
+            self.body,
+            r#"<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="{FRAME}"/>"#,
+            self.left,
+            self.top,
+            self.plot_width(),
+            self.plot_height()
+        );
+        if !self.legend.is_empty() {
+            // The browser lays the text out; 6.4 units a character fits DejaVu Sans at 12px.
+            let longest = self.legend.iter().map(|(l, _, _)| l.chars().count()).max().unwrap_or(0) as f64;
+            let w = 40.0 + longest * 6.4;
+            let h = 8.0 + 17.0 * self.legend.len() as f64;
+            let x = if self.legend_left { self.left + 8.0 } else { self.left + self.plot_width() - w - 8.0 };
+            let y = if self.legend_bottom { self.top + self.plot_height() - h - 8.0 } else { self.top + 8.0 };
+            let _ = write!(
+                self.body,
+                r##"<g class="legend"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="#fff" fill-opacity="0.85" stroke="#ccc"/>"##
+            );
+            for (i, (label, color, mark)) in self.legend.iter().enumerate() {
+                let cy = y + 13.0 + 17.0 * i as f64;
+                let (sx, ex) = (x + 6.0, x + 26.0);
+                let swatch = match mark {
+                    Mark::Line => format!(
+                        r#"<line x1="{sx:.1}" y1="{cy:.1}" x2="{ex:.1}" y2="{cy:.1}" stroke="{color}" stroke-width="2.5"/>"#
+                    ),
+                    Mark::Dashed => format!(
+                        r#"<line x1="{sx:.1}" y1="{cy:.1}" x2="{ex:.1}" y2="{cy:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="5 3"/>"#
+                    ),
+                    Mark::Area => format!(
+                        r#"<rect x="{sx:.1}" y="{:.1}" width="20" height="10" fill="{color}" fill-opacity="0.5"/>"#,
+                        cy - 5.0
+                    ),
+                    Mark::Dot => format!(r#"<circle cx="{:.1}" cy="{cy:.1}" r="4" fill="{color}"/>"#, (sx + ex) / 2.0),
+                    Mark::Ring => format!(
+                        r#"<circle cx="{:.1}" cy="{cy:.1}" r="5" fill="none" stroke="{color}" stroke-width="2"/>"#,
+                        (sx + ex) / 2.0
+                    ),
+                };
+                let _ = write!(
+                    self.body,
+                    r#"{swatch}<text class="legend-text" x="{:.1}" y="{:.1}">{}</text>"#,
+                    ex + 6.0,
+                    cy + 4.0,
+                    esc(label)
+                );
+            }
+            self.body.push_str("</g>");
+        }
+        self.body.push_str("</svg>");
+        self.body
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc(r#"<script>alert("x&'y")</script>"#),
+            "&lt;script&gt;alert(&quot;x&amp;&#39;y&quot;)&lt;/script&gt;"
+        );
+    }
+
+    #[test]
+    fn numbers_and_latencies_read_well() {
+        assert_eq!(num(2.5), "2.5");
+        assert_eq!(num(120.0), "120");
+        assert_eq!(num(0.05), "0.05");
+        assert_eq!(latency_us(250.0), "250 µs");
+        assert_eq!(latency_us(1500.0), "1.5 ms");
+        assert_eq!(latency_us(2e6), "2 s");
+    }
+
+    #[test]
+    fn axes_round_to_nice_ticks() {
+        let a = Axis::linear(0.0, 937.0, "", num);
+        assert_eq!((a.min, a.max), (0.0, 1000.0));
+        assert_eq!(a.ticks.iter().filter(|t| t.1.is_some()).count(), 6);
+        let l = Axis::log(35.0, 4200.0, "", latency_us);
+        assert_eq!((l.min, l.max), (10.0, 10_000.0));
+        assert_eq!(
+            l.ticks.iter().filter_map(|t| t.1.clone()).collect::<Vec<_>>(),
+            ["10 µs", "100 µs", "1 ms", "10 ms"]
+        );
+        assert!((l.frac(100.0) - 1.0 / 3.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,168 @@
+//! `rpcmeter report`: two real runs against the lab, one HTML page with every plot, nothing
+//! fetched, every string from the files escaped; then, when Chromium is installed (CI installs
+//! it), a headless screenshot that must show a drawn page.
+use rpcmeter::lab::{LabConfig, LabServer};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn rpcmeter(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(args).output().unwrap()
+}
+
+fn run_to(addr: &str, in_flight: &str, name: &str, warmup: &[&str], out: &Path) {
+    let mut args = vec![
+        "run",
+        "--plaintext",
+        "--quiet",
+        "--call",
+        "EchoService/echo",
+        "-n",
+        "2000",
+        "--rps",
+        "1000",
+        "--max-in-flight",
+        in_flight,
+        "--interval",
+        "200ms",
+        "--name",
+        name,
+        "--tag",
+        "note=<b>bold</b>",
+        "--format",
+        "json",
+        "-o",
+        out.to_str().unwrap(),
+        addr,
+    ];
+    args.extend(warmup);
+    let o = rpcmeter(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Every plot the page must draw, by id.
+const PLOTS: [&str; 11] = [
+    "box-runs",
+    "violin-runs",
+    "pct-all",
+    "tput-concurrency",
+    "hist-0",
+    "pct-0",
+    "ts-rps-0",
+    "ts-latency-0",
+    "ts-errors-0",
+    "ts-cpu-0",
+    "ts-rss-0",
+];
+
+#[test]
+fn report_draws_two_lab_runs_self_contained_and_escaped() {
+    let server = LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    run_to(&addr, "4", "in-flight 4", &["--warmup", "400ms"], &a);
+    run_to(&addr, "32", "in-flight 32", &[], &b);
+    server.shutdown();
+
+    // A hostile notice, as a file from elsewhere could carry it.
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    json["notices"].as_array_mut().unwrap().push("<script>alert('x')</script> & more".into());
+    std::fs::write(&a, serde_json::to_vec(&json).unwrap()).unwrap();
+
+    let page = dir.path().join("r.html");
+    let o = rpcmeter(&["report", a.to_str().unwrap(), b.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+
+    // Self-contained: no scripts, nothing fetched (no http(s) reference, no import, no url()).
+    assert!(!html.contains("http://") && !html.contains("https://"), "a network reference");
+    assert!(!html.contains("@import") && !html.contains("<link") && !html.contains("<img"));
+    assert!(!html.to_lowercase().contains("<script"), "a script, or an unescaped notice");
+    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"));
+    assert!(html.contains("note=&lt;b&gt;bold&lt;/b&gt;"), "tags escaped");
+    assert!(html.contains("id=\"summary\""));
+    for i in 0..2 {
+        for id in PLOTS.iter().map(|p| p.replace("-0", &format!("-{i}"))) {
+            let tag = format!("<svg id=\"{id}\"");
+            assert!(html.contains(&tag), "no {tag}");
+        }
+    }
+    assert_eq!(html.matches("<svg ").count(), html.matches("</svg>").count());
+
+    screenshot(&page);
+}
+
+#[test]
+fn report_names_a_missing_or_foreign_file_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("foreign.json");
+    std::fs::write(&foreign, r#"{"hello": "world"}"#).unwrap();
+    let missing = dir.path().join("missing.json");
+    let out = dir.path().join("r.html");
+    for (file, why) in [(&missing, "cannot read"), (&foreign, "not an rpcmeter result")] {
+        let o = rpcmeter(&["report", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(file.to_str().unwrap()) && err.contains(why), "{err}");
+    }
+    assert!(!out.exists(), "a report was written from bad input");
+}
+
+fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser", "google-chrome"].into_iter().map(String::from).find(|c| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// Headless Chromium renders the page; the screenshot must be a real picture.
+fn screenshot(page: &Path) {
+    let Some(browser) = chromium() else {
+        eprintln!("report_html: skipped the screenshot: no chromium on PATH (CI installs it)");
+        return;
+    };
+    let shot = page.with_file_name("shot.png");
+    let profile = page.with_file_name("chromium-profile");
+    let mut child = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            &format!("--user-data-dir={}", profile.display()),
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,4000",
+            &format!("file://{}", page.display()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{browser} took more than 120 s to take a screenshot");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 20_000, "screenshot {} is {size} bytes", shot.display());
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let pixel = info.color_type.samples() * (info.bit_depth as usize).div_ceil(8);
+    let colours: std::collections::HashSet<&[u8]> = buf[..info.buffer_size()].chunks(pixel).collect();
+    assert!(colours.len() > 50, "the screenshot has {} colours: nothing drawn", colours.len());
+    // To look at it: RPCMETER_KEEP_SCREENSHOT=/tmp/shot.png keeps the picture and the page.
+    if let Ok(keep) = std::env::var("RPCMETER_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, &keep).unwrap();
+        std::fs::copy(page, Path::new(&keep).with_extension("html")).unwrap();
+    }
+}
