@@ -1,6 +1,7 @@
 //! The application layer: raw flags (`cli`) become validated settings here, and one function
 //! per subcommand orchestrates the parts (schema, load, sinks, report). Nothing below this
 //! layer reads flags; nothing in it measures or renders.
+pub mod history;
 pub mod outputs;
 pub mod parse;
 pub mod run;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod calibrate;
 pub mod demo;
+pub mod history;
 pub mod protos;
 pub mod run;
 pub mod serve;
@@ -29,6 +30,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the floors of this machine and of rpcmeter (clock, timers, loopback, a null call).
     Calibrate(calibrate::CalibrateArgs),
+    /// The recorded runs: list them, show one (its whole JSON result), remove one.
+    History(history::HistoryArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Protos(args) => protos::main(args),
         Command::Demo(args) => demo::main(args),
         Command::Calibrate(args) => calibrate::main(args),
+        Command::History(args) => history::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
