@@ -196,6 +196,45 @@ impl History {
     }
 }
 
+/// Where `rpcmeter run` records its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SaveTo {
+    /// `--history PATH`: asked for, so failing to record is an output failure.
+    Explicit(PathBuf),
+    /// The user's default history (None: neither XDG_DATA_HOME nor HOME is set).
+    Default(Option<PathBuf>),
+}
+
+impl SaveTo {
+    /// From `run`'s flags: None with --no-save.
+    pub fn from_flags(no_save: bool, history: Option<&Path>) -> Option<SaveTo> {
+        match (no_save, history) {
+            (true, _) => None,
+            (false, Some(path)) => Some(SaveTo::Explicit(path.to_path_buf())),
+            (false, None) => Some(SaveTo::Default(default_path())),
+        }
+    }
+
+    pub fn explicit(&self) -> bool {
+        matches!(self, SaveTo::Explicit(_))
+    }
+
+    /// Records `result` and returns its id; the error is an output failure naming the file.
+    pub fn record(&self, result: &Value) -> anyhow::Result<i64> {
+        let path = match self {
+            SaveTo::Explicit(path) | SaveTo::Default(Some(path)) => path,
+            SaveTo::Default(None) => {
+                let why = std::io::Error::other("neither XDG_DATA_HOME nor HOME is set");
+                return Err(crate::error::output_failed(Path::new("the run history"), why));
+            }
+        };
+        History::open(path).and_then(|h| h.save(result)).map_err(|e| {
+            let why = std::io::Error::other(format!("run not recorded in this history: {}", e.root_cause()));
+            crate::error::output_failed(path, why)
+        })
+    }
+}
+
 /// A run id as people write it: `42` or `#42`.
 pub fn parse_id(arg: &str) -> Option<i64> {
     let digits = arg.strip_prefix('#').unwrap_or(arg);
@@ -356,6 +395,26 @@ mod tests {
         assert_eq!(p(Some("rel"), Some("/h")), Some(PathBuf::from("/h/.local/share/rpcmeter/history.sqlite3")));
         assert_eq!(p(Some(""), Some("/h")), Some(PathBuf::from("/h/.local/share/rpcmeter/history.sqlite3")));
         assert_eq!(p(None, None), None);
+    }
+
+    #[test]
+    fn runs_record_where_the_flags_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sqlite3");
+        assert_eq!(SaveTo::from_flags(true, Some(&path)), None);
+        let to = SaveTo::from_flags(false, Some(&path)).unwrap();
+        assert!(to.explicit());
+        let saved = result("2024-05-01T10:00:00.000Z", "a", 1.0);
+        let id = to.record(&saved).unwrap();
+        assert_eq!(History::open(&path).unwrap().get(id).unwrap(), Some(saved.clone()));
+        assert!(!SaveTo::from_flags(false, None).unwrap().explicit());
+        // A history that cannot be written: an output failure (exit 1) naming the file.
+        let blocked = dir.path().join("file");
+        std::fs::write(&blocked, "").unwrap();
+        let err = SaveTo::Explicit(blocked.join("h.sqlite3")).record(&saved).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 1);
+        assert!(format!("{err:#}").starts_with(&blocked.join("h.sqlite3").display().to_string()), "{err:#}");
+        assert_eq!(crate::error::exit_code(&SaveTo::Default(None).record(&saved).unwrap_err()), 1);
     }
 
     #[test]
