@@ -126,6 +126,16 @@ fn list_table(rows: &[RunRow]) -> String {
     out
 }
 
+/// A word as a shell would need it to get it back: quoted when it holds anything but
+/// `[A-Za-z0-9_./:=,@%+-]`.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "_./:=,@%+-".contains(c));
+    match plain {
+        true => word.to_string(),
+        false => format!("'{}'", word.replace('\'', r"'\''")),
+    }
+}
+
 /// A few lines on one run: what was measured, how it went, where the whole result is.
 fn summary(id: i64, r: &Value, path: &Path) -> String {
     let text = |p: &str| r.pointer(p).and_then(Value::as_str);
@@ -145,7 +155,7 @@ fn summary(id: i64, r: &Value, path: &Path) -> String {
         out += &format!("tags:       {}\n", tags.join(" "));
     }
     if let Some(arguments) = r.pointer("/meta/arguments").and_then(Value::as_array) {
-        let words: Vec<&str> = arguments.iter().filter_map(Value::as_str).collect();
+        let words: Vec<String> = arguments.iter().filter_map(Value::as_str).map(shell_word).collect();
         out += &format!("command:    rpcmeter {}\n", words.join(" "));
     }
     out += &format!("target:     {} {}\n", or_dash(text("/target")), or_dash(text("/call")));
@@ -217,6 +227,8 @@ mod tests {
         let table = run(Some(path), Action::Show { id, format: ShowFormat::Table }).unwrap();
         assert!(table.starts_with(&format!("run #{id} \"base\", started 2024-05-01 10:00:00 UTC")), "{table}");
         assert!(table.contains("p99 12.35 ms"), "{table}");
+        assert!(table.contains("command:    rpcmeter run -n 5\n"), "{table}");
+        assert_eq!(shell_word(r#"{"content":"it's"}"#), r#"'{"content":"it'\''s"}'"#);
     }
 
     #[test]
