@@ -14,8 +14,8 @@ pub enum Failure {
     RunFailed(String),
     /// A result could not be written (disk full, closed pipe); what was measured is still
     /// in the primary report when that one could be written.
-    #[error("{path}: {source}")]
-    Output { path: String, source: std::io::Error },
+    #[error("{path}: {error}")]
+    Output { path: String, error: std::io::Error },
     /// rpcmeter itself could not go on (no thread or runtime could be started).
     #[error("internal error: {0}")]
     Internal(String),
@@ -44,7 +44,7 @@ pub fn run_failed(message: impl Into<String>) -> anyhow::Error {
 /// An output that could not be written, named: exit code 1.
 pub fn output_failed(path: &Path, source: std::io::Error) -> anyhow::Error {
     let path = if path == Path::new("-") { "standard output".to_string() } else { path.display().to_string() };
-    Failure::Output { path, source }.into()
+    Failure::Output { path, error: source }.into()
 }
 
 /// An internal failure: exit code 3.

@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod cli;
 pub mod error;
 pub mod grpc;
+pub mod history;
 pub mod lab;
 pub mod load;
 pub mod record;

@@ -135,7 +135,7 @@ fn run_shows_the_cached_floor() {
             .unwrap();
     let run = |extra: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-            .args(["run", "--plaintext", "-q", "--call", "EchoService/echo", "-n", "20"])
+            .args(["run", "--plaintext", "-q", "--no-save", "--call", "EchoService/echo", "-n", "20"])
             .args(extra)
             .arg(lab.local_addr().to_string())
             .env("XDG_CACHE_HOME", dir.path())

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 fn run(addr: &str, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["run", "--plaintext", "--quiet", "--format", "json", addr])
+        .args(["run", "--plaintext", "--quiet", "--no-save", "--format", "json", addr])
         .args(args)
         .output()
         .unwrap();

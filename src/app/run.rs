@@ -45,6 +45,8 @@ pub struct Settings {
     pub name: Option<String>,
     pub tags: Vec<(String, String)>,
     pub arguments: Vec<String>,
+    /// Where the result is recorded (None: --no-save).
+    pub history: Option<crate::history::SaveTo>,
 }
 
 impl Settings {
@@ -109,6 +111,7 @@ impl Settings {
             name: args.name.clone(),
             tags: args.tag.clone(),
             arguments,
+            history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
         })
     }
 }
@@ -324,6 +327,18 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
         summary = summary.with_server(server);
     }
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    // Recorded after the reports, so a history that fails never costs one. A --history asked
+    // for is an output like --export: failing it exits 1. The default history is a
+    // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
+    // code stays what the measurement says.
+    if let Some(to) = &settings.history {
+        if let Err(e) = to.record(&crate::report::json::value(&summary)) {
+            match to.explicit() {
+                true => problems.push(e),
+                false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
+            }
+        }
+    }
     problems.extend(finished.result.err());
     verdict(&summary, problems)
 }

@@ -14,8 +14,16 @@ const LEAD: Duration = Duration::from_secs(3);
 
 /// Flags of the whole run that the children must not get as they are (each child writes its
 /// own JSON result) and whether each takes a value.
-const PARENT_ONLY: [(&str, bool); 6] =
-    [("--shards", true), ("-o", true), ("--output", true), ("--format", true), ("-q", false), ("--quiet", false)];
+const PARENT_ONLY: [(&str, bool); 8] = [
+    ("--shards", true),
+    ("-o", true),
+    ("--output", true),
+    ("--format", true),
+    ("-q", false),
+    ("--quiet", false),
+    ("--history", true),
+    ("--no-save", false),
+];
 
 /// The user's `run` arguments without the parent's own flags.
 fn child_arguments(arguments: &[String]) -> Vec<String> {
@@ -51,7 +59,8 @@ pub fn run_local(
             .arg("run")
             .args(&common)
             .args(["--shard", &format!("{index}/{shards}"), "--start-at", &format!("{start:.6}")])
-            .args(["--format", "json", "-q", "-o"])
+            // A shard's result is a part: only the whole run is worth recording.
+            .args(["--format", "json", "-q", "--no-save", "-o"])
             .arg(&result)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 pub mod calibrate;
 pub mod compare;
 pub mod demo;
+pub mod history;
 pub mod kube;
 pub mod merge;
 pub mod protos;
@@ -41,6 +42,8 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Draw result JSON files as one self-contained HTML report (inline SVG plots, no network).
     Report(report::ReportArgs),
+    /// The recorded runs: list them, show one (its whole JSON result), remove one.
+    History(history::HistoryArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),
+        Command::History(args) => history::main(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

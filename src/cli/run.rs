@@ -144,6 +144,13 @@ pub struct RunArgs {
     /// A KEY=VALUE label carried into the results (repeatable)
     #[arg(long, value_parser = parse::key_value)]
     pub tag: Vec<(String, String)>,
+    /// Do not record this run in the history (`rpcmeter history`)
+    #[arg(long, conflicts_with = "history")]
+    pub no_save: bool,
+    /// The history this run is recorded in [default: $XDG_DATA_HOME/rpcmeter/history.sqlite3,
+    /// else ~/.local/share/rpcmeter/history.sqlite3]
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
     /// Length of the intervals of progress, CSV rows and HDR log
     #[arg(long, value_parser = parse::positive_duration, default_value = "1s")]
     pub interval: Duration,

@@ -152,7 +152,8 @@ pub fn echo_proto() -> PathBuf {
 /// `rpcmeter run` against `addr` on the echo method, with extra arguments.
 pub fn run_echo(addr: SocketAddr, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
-    cmd.args(["run", "--plaintext", "--quiet", "--proto"])
+    // --no-save: tests never record into the user's run history.
+    cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--proto"])
         .arg(echo_proto())
         .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
         .arg(addr.to_string())
