@@ -118,3 +118,28 @@ fn the_default_history_follows_xdg_data_home_and_never_fails_a_run() {
     assert!(stderr.contains(&db.display().to_string()), "{stderr}");
     serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap();
 }
+
+/// compare, report and merge take history ids ("1", "#2") as well as files.
+#[test]
+fn compare_report_and_merge_read_history_ids() {
+    let server = LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let data_home = dir.path().join("data");
+    for _ in 0..2 {
+        let out = rpcmeter(&data_home, &run_args(&addr, &["--interval", "100ms"]));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let merged = rpcmeter(&data_home, &["merge", "1", "#2", "--format", "json"]);
+    assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+    let merged: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"], 100);
+    let compare = rpcmeter(&data_home, &["compare", "1", "2"]);
+    assert!(compare.status.success(), "{}", String::from_utf8_lossy(&compare.stderr));
+    let page = dir.path().join("r.html");
+    let report = rpcmeter(&data_home, &["report", "1", "2", "-o", page.to_str().unwrap()]);
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<svg"));
+    let missing = rpcmeter(&data_home, &["compare", "1", "99"]);
+    assert_eq!(missing.status.code(), Some(2));
+}

@@ -72,8 +72,7 @@ pub enum ResultRef {
 }
 
 impl ResultRef {
-    /// What a command-line argument names. Only paths for now: a history id resolver
-    /// would try the argument as an id here.
+    /// What a command-line argument names: a file, or a history id (read in `load`).
     pub fn resolve(arg: &Path) -> ResultRef {
         ResultRef::Path(arg.to_path_buf())
     }
@@ -89,7 +88,8 @@ impl ResultRef {
     pub fn load(&self) -> anyhow::Result<RunResult> {
         match self {
             ResultRef::Path(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("{}: {e}", self.label())))?;
+                // A history id ("42", "#42") or a file.
+                let text = crate::history::resolve_text(&path.to_string_lossy())?;
                 RunResult::parse(&text, self.label())
             }
         }

@@ -22,7 +22,8 @@ pub struct Input {
 
 /// Reads a result file; anything that is not a result of `run --format json` is bad input.
 pub fn read(path: &Path) -> anyhow::Result<Input> {
-    let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
+    // A history id ("42", "#42") or a file.
+    let text = crate::history::resolve_text(&path.to_string_lossy())?;
     let result: Value =
         serde_json::from_str(&text).map_err(|e| bad_input(format!("{}: not JSON: {e}", path.display())))?;
     checked(Input { label: path.display().to_string(), result })

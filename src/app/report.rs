@@ -12,7 +12,8 @@ pub fn load(files: &[PathBuf]) -> anyhow::Result<Vec<html::Run>> {
         .iter()
         .map(|path| {
             let name = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("{name}: cannot read: {e}")))?;
+            // A history id ("42", "#42") or a file.
+            let text = crate::history::resolve_text(&name)?;
             html::parse(&name, &text).map_err(|why| bad_input(format!("{name}: {why}")))
         })
         .collect()

@@ -248,6 +248,15 @@ pub fn resolve(arg: &str) -> anyhow::Result<Value> {
     resolve_in(arg, None)
 }
 
+/// The text of a result named on the command line: a history id's saved JSON, or a file's
+/// content as it is (its readers check it). `compare`, `report` and `merge` read through this.
+pub fn resolve_text(arg: &str) -> anyhow::Result<String> {
+    match parse_id(arg) {
+        Some(_) => Ok(serde_json::to_string(&resolve(arg)?).unwrap_or_default()),
+        None => std::fs::read_to_string(arg).map_err(|e| bad_input(format!("{arg}: {e}"))),
+    }
+}
+
 /// `resolve`, with ids looked up in `history` (None: the user's default history).
 pub fn resolve_in(arg: &str, history: Option<&Path>) -> anyhow::Result<Value> {
     let Some(id) = parse_id(arg) else {
