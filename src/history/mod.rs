@@ -253,7 +253,7 @@ pub fn resolve(arg: &str) -> anyhow::Result<Value> {
 pub fn resolve_text(arg: &str) -> anyhow::Result<String> {
     match parse_id(arg) {
         Some(_) => Ok(serde_json::to_string(&resolve(arg)?).unwrap_or_default()),
-        None => std::fs::read_to_string(arg).map_err(|e| bad_input(format!("{arg}: {e}"))),
+        None => std::fs::read_to_string(arg).map_err(|e| bad_input(format!("{arg}: cannot read: {e}"))),
     }
 }
 
