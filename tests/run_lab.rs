@@ -105,3 +105,14 @@ fn run_shows_the_servers_own_count_beside_its_own() {
     let stats = server.shutdown();
     assert_eq!(method(&stats, "/EchoService/echo").received, 1000, "Stats were not reset");
 }
+
+#[test]
+fn gzip_compressed_requests_reach_the_lab() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let content = format!(r#"{{"content":"{}"}}"#, "a".repeat(4000));
+    let r = run(&addr, &["--call", "EchoService.echo", "-d", &content, "-n", "50", "--compression", "gzip"]);
+    assert_eq!(r["requests"]["ok"], 50, "{r}");
+    let stats = server.shutdown();
+    assert_eq!(method(&stats, "/EchoService/echo").ok, 50);
+}

@@ -145,7 +145,7 @@ fn echo_spec() -> CallSpec {
         path: "/EchoService/echo".parse().unwrap(),
         metadata: Default::default(),
         deadline: None,
-        limits: Default::default(),
+        messages: Default::default(),
     }
 }
 
@@ -427,17 +427,41 @@ async fn the_authority_is_sent_as_given() {
 /// gRPC does: unsent when it is the request, unread when it is the response.
 #[tokio::test]
 async fn messages_above_the_limit_fail_the_call() {
-    use rpcmeter::grpc::transport::MessageLimits;
+    use rpcmeter::grpc::transport::MessageOptions;
     let server = serve_plaintext();
     let conn = connect(&target(server.addr, None)).await;
-    let small_send = CallSpec { limits: MessageLimits { send: 4, receive: 1 << 20 }, ..echo_spec() };
+    let small_send = CallSpec { messages: MessageOptions { send: 4, ..Default::default() }, ..echo_spec() };
     let reply = conn.unary(&small_send, request("more than four bytes"), false).await;
     assert_eq!(reply.status, Code::ResourceExhausted);
     assert!(reply.message.unwrap().contains("trying to send message larger than max"));
-    let small_receive = CallSpec { limits: MessageLimits { send: 1 << 20, receive: 4 }, ..echo_spec() };
+    let small_receive = CallSpec { messages: MessageOptions { receive: 4, ..Default::default() }, ..echo_spec() };
     let reply = conn.unary(&small_receive, request("more than four bytes"), false).await;
     assert_eq!(reply.status, Code::ResourceExhausted);
     assert!(reply.message.unwrap().contains("received message larger than max"));
     // Within the limits, the connection still serves calls.
     assert_eq!(conn.unary(&echo_spec(), request("ok"), false).await.status, Code::Ok);
+}
+
+/// `--compression gzip`: the request says `grpc-encoding: gzip` and its frame's flag is set.
+#[tokio::test]
+async fn gzip_requests_are_marked_and_compressed() {
+    use rpcmeter::grpc::transport::MessageOptions;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut conn = h2::server::handshake(tcp).await.unwrap();
+        let (request, mut respond) = conn.accept().await.unwrap().unwrap();
+        let encoding = request.headers().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
+        let mut body = request.into_body();
+        let first = body.data().await.unwrap().unwrap();
+        let response = http::Response::builder().header("grpc-status", "12").body(()).unwrap();
+        respond.send_response(response, true).unwrap();
+        let _ = tokio::time::timeout(Duration::from_millis(200), conn.accept()).await;
+        (encoding, first[0])
+    });
+    let conn = connect(&target(addr, None)).await;
+    let spec = CallSpec { messages: MessageOptions { gzip: true, ..Default::default() }, ..echo_spec() };
+    conn.unary(&spec, request(&"x".repeat(1000)), false).await;
+    assert_eq!(seen.await.unwrap(), (Some("gzip".to_owned()), 1));
 }

@@ -2,7 +2,7 @@
 //! or the disk is touched), then `run` orchestrates: outputs, schema, engine, sinks, reports,
 //! verdict. Testable without clap: build a `Settings` and call `run`.
 use super::outputs::{OutputSettings, Outputs};
-use crate::cli::run::RunArgs;
+use crate::cli::run::{Compression, RunArgs};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::tls::TlsOptions;
 use crate::grpc::{CallSpec, Target};
@@ -85,9 +85,10 @@ impl Settings {
             path: http::uri::PathAndQuery::from_static("/"),
             metadata: metadata.clone(),
             deadline: args.deadline,
-            limits: crate::grpc::transport::MessageLimits {
+            messages: crate::grpc::transport::MessageOptions {
                 send: args.max_msg_size as usize,
                 receive: args.max_msg_size as usize,
+                gzip: args.compression == Some(Compression::Gzip),
             },
         };
         Ok(Settings {

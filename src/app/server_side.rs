@@ -57,7 +57,7 @@ async fn ask(connection: &Connection, method: &str) -> Option<StatsReply> {
         path: format!("/rpcmeter.lab.v1.Stats/{method}").parse().ok()?,
         metadata: http::HeaderMap::new(),
         deadline: Some(STATS_DEADLINE),
-        limits: Default::default(),
+        messages: Default::default(),
     };
     let reply = connection.unary(&spec, frame(&StatsRequest {}.encode_to_vec()), true).await;
     (reply.status == tonic::Code::Ok).then_some(())?;

@@ -476,7 +476,7 @@ fn null_rpc() -> anyhow::Result<Grpc> {
         path: "/EchoService/echo".parse().expect("a valid path"),
         metadata: Default::default(),
         deadline: None,
-        limits: Default::default(),
+        messages: Default::default(),
     };
     let call = PreparedCall::new(&spec);
     let body = wire::frame(&[]);

@@ -62,6 +62,9 @@ pub struct RunArgs {
     /// RESOURCE_EXHAUSTED, as gRPC does); at most 2 GiB
     #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u32).range(1..=(i32::MAX as i64)))]
     pub max_msg_size: u32,
+    /// Compress every request (`grpc-encoding`); the server must accept it
+    #[arg(long, value_enum)]
+    pub compression: Option<Compression>,
     /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,
@@ -179,6 +182,11 @@ pub struct RunArgs {
     /// No progress line
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    Gzip,
 }
 
 /// `FORMAT=FILE` for --export.

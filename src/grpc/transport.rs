@@ -64,19 +64,21 @@ pub struct CallSpec {
     pub path: http::uri::PathAndQuery,
     pub metadata: http::HeaderMap,
     pub deadline: Option<Duration>,
-    pub limits: MessageLimits,
+    pub messages: MessageOptions,
 }
 
-/// The largest message a call may send and receive (`--max-msg-size`); gRPC's usual 4 MiB.
+/// How a call's messages travel: the largest sent and received (`--max-msg-size`, gRPC's
+/// usual 4 MiB) and whether requests are gzip-compressed (`--compression gzip`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MessageLimits {
+pub struct MessageOptions {
     pub send: usize,
     pub receive: usize,
+    pub gzip: bool,
 }
 
-impl Default for MessageLimits {
+impl Default for MessageOptions {
     fn default() -> Self {
-        MessageLimits { send: 4 << 20, receive: 4 << 20 }
+        MessageOptions { send: 4 << 20, receive: 4 << 20, gzip: false }
     }
 }
 
@@ -106,7 +108,7 @@ pub struct PreparedCall {
     path: PathAndQuery,
     headers: HeaderMap,
     deadline: Option<Duration>,
-    limits: MessageLimits,
+    messages: MessageOptions,
 }
 
 impl PreparedCall {
@@ -121,7 +123,10 @@ impl PreparedCall {
         for (name, value) in &spec.metadata {
             headers.append(name, value.clone());
         }
-        PreparedCall { path: spec.path.clone(), headers, deadline: spec.deadline, limits: spec.limits }
+        if spec.messages.gzip {
+            headers.insert(HeaderName::from_static("grpc-encoding"), HeaderValue::from_static("gzip"));
+        }
+        PreparedCall { path: spec.path.clone(), headers, deadline: spec.deadline, messages: spec.messages }
     }
 }
 
@@ -350,12 +355,13 @@ impl Connection {
 
     async fn send(&self, call: &PreparedCall, headers: HeaderMap, body: Bytes, keep: bool) -> Reply {
         let size = body.len().saturating_sub(5);
-        if size > call.limits.send {
+        if size > call.messages.send {
             // As grpc-go says it: the call fails without being sent.
-            let why = format!("trying to send message larger than max ({size} vs. {})", call.limits.send);
+            let why = format!("trying to send message larger than max ({size} vs. {})", call.messages.send);
             return Reply::error(Code::ResourceExhausted, why);
         }
-        let exchange = self.exchange(&call.path, headers, body, keep, call.limits.receive);
+        let body = if call.messages.gzip { super::wire::gzip_frame(&body) } else { body };
+        let exchange = self.exchange(&call.path, headers, body, keep, call.messages.receive);
         match call.deadline {
             None => exchange.await,
             // Dropping the exchange on expiry resets the stream (RST_STREAM CANCEL).

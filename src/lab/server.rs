@@ -17,6 +17,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::sync::watch;
+use tonic::codec::CompressionEncoding::Gzip;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
@@ -282,9 +283,10 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
         let _ = stopped.wait_for(|stop| *stop).await;
     };
     let server = Server::builder()
-        .add_service(EchoServiceServer::new(lab.clone()))
-        .add_service(TestServiceServer::new(lab.clone()))
-        .add_service(StorageServer::new(lab.clone()))
+        // Clients may compress requests (`run --compression gzip`); answers go uncompressed.
+        .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(TestServiceServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(StorageServer::new(lab.clone()).accept_compressed(Gzip))
         .add_service(StatsServer::new(lab))
         .add_service(health_service)
         .add_service(reflection_v1)

@@ -148,7 +148,7 @@ impl Reflection {
                 path: http::uri::PathAndQuery::from_static(path),
                 metadata: http::HeaderMap::new(),
                 deadline: Some(Duration::from_secs(10)),
-                limits: Default::default(),
+                messages: Default::default(),
             };
             let reply = self.conn.unary(&spec, body.clone(), true).await;
             // An HTTP/2 server that is no gRPC server answers with an HTTP status (404 maps
