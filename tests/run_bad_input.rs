@@ -189,7 +189,12 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("retry on OK", 2, "never retried", echo(&["--retry-on", "OK"])),
         case("zero deadline", 2, "--deadline", echo(&["--deadline", "0s"])),
         case("unknown export format", 2, "xml", echo(&["--export", "xml=out.xml"])),
-        case("unix target", 2, "unix", args(&[], false).into_iter().chain(["unix:/tmp/x.sock".to_string()]).collect()),
+        case(
+            "absent unix socket",
+            1,
+            "x.sock",
+            args(&[], false).into_iter().chain(["unix:/nonexistent/x.sock".to_string()]).collect(),
+        ),
         case("one file for two outputs", 2, "overwrite", echo(&["-o", &same, "--hdr-log", &same])),
         // Flags that would be silently ignored in a combination.
         case("-c with --rps", 2, "--rps", echo(&["-c", "4", "--rps", "10"])),

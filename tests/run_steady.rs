@@ -66,9 +66,11 @@ fn warmup_auto_takes_the_found_warm_up_out_of_the_result() {
     let r = json_of(run_echo(server.addr, &["--rps", "100", "-z", "8s", "--interval", "500ms", "--warmup", "auto"]));
     let warmup = r["warmup"]["duration_s"].as_f64().unwrap();
     assert!((warmup - 3.0).abs() <= 1.0, "warm-up taken out: {warmup} s, truth 3 s");
-    // What is left is the fast server: its p90 is far below the slow 10 ms.
+    // What is left is the fast server: its p90 is below the warm-up's p10 (the levels are
+    // 12 ms and 3 ms; compared with each other, not with a clock, as a busy machine moves both).
     let p90 = r["latency_us"]["p90"].as_f64().unwrap();
-    assert!(p90 < 9_000.0, "measured p90 {p90} µs still holds the warm-up: {} {}", r["latency_us"], r["steady_state"]);
+    let warm_p10 = r["warmup"]["latency_us"]["p10"].as_f64().unwrap();
+    assert!(p90 < warm_p10, "measured p90 {p90} µs not below the warm-up's p10 {warm_p10} µs: {}", r["latency_us"]);
     // Nothing lost: measured + warm-up calls are every call the server answered.
     let (measured, warm) = (r["requests"]["total"].as_u64().unwrap(), r["warmup"]["calls"].as_u64().unwrap());
     assert_eq!(measured + warm, server.calls());

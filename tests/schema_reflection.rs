@@ -1,7 +1,7 @@
 //! Schema from server reflection: a tonic server with the lab's echo service and
 //! tonic-reflection (v1, or v1alpha only) on 127.0.0.1, asked through rpcmeter's own transport.
 use prost::Message as _;
-use rpcmeter::grpc::transport::{Target, CONNECT_TIMEOUT};
+use rpcmeter::grpc::transport::Target;
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
 use rpcmeter::schema::{resolve_method, SchemaSource};
@@ -44,13 +44,7 @@ async fn serve(reflection: Reflection, files: Vec<u8>) -> Target {
 }
 
 fn target(addr: SocketAddr) -> Target {
-    Target {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        tls: None,
-        authority: None,
-        connect_timeout: CONNECT_TIMEOUT,
-    }
+    Target::new(addr.ip().to_string(), addr.port())
 }
 
 fn lab() -> Vec<u8> {

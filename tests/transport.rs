@@ -3,7 +3,6 @@
 use bytes::Bytes;
 use prost::Message as _;
 use rpcmeter::grpc::tls::TlsOptions;
-use rpcmeter::grpc::transport::CONNECT_TIMEOUT;
 use rpcmeter::grpc::wire::frame;
 use rpcmeter::grpc::{CallSpec, Connection, Connector, PreparedCall, Target};
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
@@ -133,7 +132,7 @@ impl AsyncWrite for TlsConn {
 }
 
 fn target(addr: SocketAddr, tls: Option<TlsOptions>) -> Target {
-    Target { host: addr.ip().to_string(), port: addr.port(), tls, authority: None, connect_timeout: CONNECT_TIMEOUT }
+    Target { tls, ..Target::new(addr.ip().to_string(), addr.port()) }
 }
 
 async fn connect(target: &Target) -> Connection {
@@ -216,8 +215,7 @@ async fn deadline_is_deadline_exceeded() {
 #[tokio::test]
 async fn unreachable_port_fails_to_connect_with_exit_code_1() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let target =
-        Target { host: "127.0.0.1".into(), port, tls: None, authority: None, connect_timeout: CONNECT_TIMEOUT };
+    let target = Target::new("127.0.0.1", port);
     let err = Connector::new(&target).unwrap().connect().await.err().expect("nothing listens there");
     assert_eq!(rpcmeter::error::exit_code(&err), 1, "{err}");
 }
@@ -464,4 +462,25 @@ async fn gzip_requests_are_marked_and_compressed() {
     let spec = CallSpec { messages: MessageOptions { gzip: true, ..Default::default() }, ..echo_spec() };
     conn.unary(&spec, request(&"x".repeat(1000)), false).await;
     assert_eq!(seen.await.unwrap(), (Some("gzip".to_owned()), 1));
+}
+
+/// `unix:PATH` targets: calls over a Unix socket, with keepalive PINGs on (answered, so the
+/// connection stays up across an idle stretch longer than the keepalive period).
+#[tokio::test]
+async fn unix_socket_targets_with_keepalive() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("echo.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    let server = tokio::spawn(tonic_server().add_service(EchoServiceServer::new(Echo)).serve_with_incoming(incoming));
+    let target =
+        Target { unix: Some(path.clone()), keepalive: Some(Duration::from_millis(50)), ..Target::new("localhost", 0) };
+    assert_eq!(target.to_string(), format!("unix:{}", path.display()));
+    assert!(target.is_loopback());
+    let conn = connect(&target).await;
+    assert_eq!(conn.unary(&echo_spec(), request("over a socket"), false).await.status, Code::Ok);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!conn.is_closed(), "answered keepalive PINGs must not close the connection");
+    assert_eq!(conn.unary(&echo_spec(), request("still"), false).await.status, Code::Ok);
+    server.abort();
 }

@@ -113,6 +113,8 @@ pub struct TargetText {
     pub port: u16,
     /// `http://` (plaintext) or `https://` (TLS) was written before the address.
     pub scheme_plaintext: Option<bool>,
+    /// `unix:PATH`: a Unix socket.
+    pub unix: Option<std::path::PathBuf>,
 }
 
 /// `HOST:PORT`, `[IPv6]:PORT`, also as grpcurl and browser users type it: `dns:///HOST:PORT`,
@@ -125,8 +127,12 @@ pub fn target(text: &str) -> Result<TargetText, String> {
         (r, Some(false))
     } else if let Some(r) = text.strip_prefix("dns:///") {
         (r, None)
-    } else if text.starts_with("unix:") {
-        return Err(format!("target {text:?}: unix sockets are not supported yet; give HOST:PORT"));
+    } else if let Some(path) = text.strip_prefix("unix://").or_else(|| text.strip_prefix("unix:")) {
+        if path.is_empty() {
+            return Err(format!("target {text:?}: expected unix:PATH"));
+        }
+        let unix = Some(std::path::PathBuf::from(path));
+        return Ok(TargetText { host: "localhost".into(), port: 0, scheme_plaintext: None, unix });
     } else {
         (text, None)
     };
@@ -137,7 +143,7 @@ pub fn target(text: &str) -> Result<TargetText, String> {
     if host.is_empty() || port == 0 || host.contains('/') {
         return Err(bad());
     }
-    Ok(TargetText { host: host.to_string(), port, scheme_plaintext })
+    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None })
 }
 
 #[cfg(test)]
@@ -171,7 +177,9 @@ mod tests {
         assert_eq!(target("https://example.com:443/").unwrap().scheme_plaintext, Some(false));
         assert_eq!(target("dns:///example.com:443").unwrap().host, "example.com");
         assert_eq!(target("[::1]:9000").unwrap().host, "::1");
-        for bad in ["9000", "host:0", ":9000", "host:99999", "unix:/tmp/s", "http://a/b:1"] {
+        assert_eq!(target("unix:/tmp/lab.sock").unwrap().unix, Some("/tmp/lab.sock".into()));
+        assert_eq!(target("unix:///tmp/lab.sock").unwrap().unix, Some("/tmp/lab.sock".into()));
+        for bad in ["9000", "host:0", ":9000", "host:99999", "unix:", "http://a/b:1"] {
             assert!(target(bad).is_err(), "{bad}");
         }
     }

@@ -69,6 +69,8 @@ impl Settings {
             tls,
             authority: args.authority.clone(),
             connect_timeout: args.connect_timeout,
+            keepalive: args.keepalive,
+            unix: args.target.unix.clone(),
         };
         let schema = match (&args.proto, &args.protoset) {
             (Some(file), _) => SchemaSource::Proto { file: file.clone(), import_paths: args.import_paths.clone() },

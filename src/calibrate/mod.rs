@@ -3,7 +3,6 @@
 //! hiccups), each from an HDR histogram, cached per machine. Durations here, units only in
 //! `report::units`.
 use crate::error::internal;
-use crate::grpc::transport::CONNECT_TIMEOUT;
 use crate::grpc::{wire, CallSpec, Connector, PreparedCall, Target};
 use crate::lab::{LabConfig, LabServer};
 use crate::report::units::{duration, fine_duration};
@@ -465,13 +464,7 @@ fn null_rpc() -> anyhow::Result<Grpc> {
     let config =
         LabConfig { addr: "127.0.0.1:0".into(), threads: 1, per_thread: 64, db_pool: 1, ..LabConfig::default() };
     let server = LabServer::start(config).map_err(|e| internal(format!("cannot start the lab server: {e:#}")))?;
-    let target = Target {
-        host: "127.0.0.1".into(),
-        port: server.local_addr().port(),
-        tls: None,
-        authority: None,
-        connect_timeout: CONNECT_TIMEOUT,
-    };
+    let target = Target::new("127.0.0.1", server.local_addr().port());
     let spec = CallSpec {
         path: "/EchoService/echo".parse().expect("a valid path"),
         metadata: Default::default(),

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The server: HOST:PORT (also [IPv6]:PORT, dns:///HOST:PORT, http://HOST:PORT for plaintext)
+    /// The server: HOST:PORT (also [IPv6]:PORT, dns:///HOST:PORT, http://HOST:PORT for
+    /// plaintext, unix:PATH for a Unix socket)
     #[arg(value_parser = parse::target)]
     pub target: parse::TargetText,
     /// A .proto file, compiled at run time (no protoc needed); without it, server reflection
@@ -65,6 +66,9 @@ pub struct RunArgs {
     /// Compress every request (`grpc-encoding`); the server must accept it
     #[arg(long, value_enum)]
     pub compression: Option<Compression>,
+    /// Send an HTTP/2 PING this often on each connection; one unanswered in 20 s closes it
+    #[arg(long, value_parser = parse::positive_duration)]
+    pub keepalive: Option<Duration>,
     /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,

@@ -33,23 +33,48 @@ pub struct Target {
     pub authority: Option<String>,
     /// Dial plus TLS plus HTTP/2 handshake: a target that does not answer within this is unreachable.
     pub connect_timeout: Duration,
+    /// Send an HTTP/2 PING this often on every connection; one unanswered within
+    /// `KEEPALIVE_TIMEOUT` closes the connection (`--keepalive`).
+    pub keepalive: Option<Duration>,
+    /// Dial this Unix socket instead of HOST:PORT (`unix:PATH`); the :authority is `localhost`.
+    pub unix: Option<std::path::PathBuf>,
 }
+
+/// How long a keepalive PING may go unanswered.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The default of `--connect-timeout`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Target {
+    /// A plaintext target with every other choice at its default.
+    pub fn new(host: impl Into<String>, port: u16) -> Target {
+        Target {
+            host: host.into(),
+            port,
+            tls: None,
+            authority: None,
+            connect_timeout: CONNECT_TIMEOUT,
+            keepalive: None,
+            unix: None,
+        }
+    }
+
     /// Whether the target is this machine (a loopback address or localhost): then client
     /// and server share its cores.
     pub fn is_loopback(&self) -> bool {
         let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        self.unix.is_some()
+            || host.eq_ignore_ascii_case("localhost")
+            || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
 }
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.host.contains(':') {
+        if let Some(path) = &self.unix {
+            write!(f, "unix:{}", path.display())
+        } else if self.host.contains(':') {
             write!(f, "[{}]:{}", self.host, self.port)
         } else {
             write!(f, "{}:{}", self.host, self.port)
@@ -132,31 +157,46 @@ impl PreparedCall {
 
 /// Built once per run: resolved address, TLS configuration, authority.
 pub struct Connector {
-    addrs: Vec<SocketAddr>,
+    dial: Dial,
     scheme: Scheme,
     authority: Authority,
     tls: Option<(tokio_rustls::TlsConnector, pki_types::ServerName<'static>)>,
     timeout: Duration,
+    keepalive: Option<Duration>,
+}
+
+/// Where connections are dialled.
+enum Dial {
+    /// Each resolved address in turn, the first that accepts.
+    Tcp(Vec<SocketAddr>),
+    Unix(std::path::PathBuf),
 }
 
 impl Connector {
     /// Resolves the target and loads TLS material; bad files are `bad_input` errors.
     pub fn new(target: &Target) -> anyhow::Result<Connector> {
         let host = target.host.trim_start_matches('[').trim_end_matches(']');
-        let authority = match &target.authority {
-            Some(given) => given.clone(),
-            None if host.contains(':') => format!("[{host}]:{}", target.port),
-            None => format!("{host}:{}", target.port),
+        let authority = match (&target.authority, &target.unix) {
+            (Some(given), _) => given.clone(),
+            (None, Some(_)) => "localhost".to_owned(),
+            (None, None) if host.contains(':') => format!("[{host}]:{}", target.port),
+            (None, None) => format!("{host}:{}", target.port),
         };
         let authority = Authority::try_from(authority.as_str())
             .map_err(|e| bad_input(format!("bad authority {authority}: {e}")))?;
-        let addrs: Vec<SocketAddr> = (host, target.port)
-            .to_socket_addrs()
-            .map_err(|e| run_failed(format!("cannot resolve {host}: {e}")))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(run_failed(format!("{host} resolves to no address")));
-        }
+        let dial = match &target.unix {
+            Some(path) => Dial::Unix(path.clone()),
+            None => {
+                let addrs: Vec<SocketAddr> = (host, target.port)
+                    .to_socket_addrs()
+                    .map_err(|e| run_failed(format!("cannot resolve {host}: {e}")))?
+                    .collect();
+                if addrs.is_empty() {
+                    return Err(run_failed(format!("{host} resolves to no address")));
+                }
+                Dial::Tcp(addrs)
+            }
+        };
         let (scheme, tls) = match &target.tls {
             None => (Scheme::HTTP, None),
             Some(options) => {
@@ -167,7 +207,7 @@ impl Connector {
                 (Scheme::HTTPS, Some((tokio_rustls::TlsConnector::from(Arc::new(config)), name)))
             }
         };
-        Ok(Connector { addrs, scheme, authority, tls, timeout: target.connect_timeout })
+        Ok(Connector { dial, scheme, authority, tls, timeout: target.connect_timeout, keepalive: target.keepalive })
     }
 
     /// Opens one HTTP/2 connection; its driver task is spawned on the current runtime.
@@ -180,15 +220,31 @@ impl Connector {
     }
 
     async fn open(&self) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String> {
-        // Each resolved address in turn, the first that accepts.
-        let tcp = TcpStream::connect(&self.addrs[..]).await.map_err(|e| e.to_string())?;
-        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        match &self.dial {
+            Dial::Tcp(addrs) => {
+                let tcp = TcpStream::connect(&addrs[..]).await.map_err(|e| e.to_string())?;
+                tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+                self.over(tcp).await
+            }
+            Dial::Unix(path) => {
+                let socket =
+                    tokio::net::UnixStream::connect(path).await.map_err(|e| format!("{}: {e}", path.display()))?;
+                self.over(socket).await
+            }
+        }
+    }
+
+    /// TLS (when asked) and HTTP/2 over a connected stream.
+    async fn over<S>(&self, io: S) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         match &self.tls {
-            None => handshake(Coalesce::new(tcp))
+            None => handshake(Coalesce::new(io), self.keepalive)
                 .await
                 .map_err(|e| format!("{e} (a TLS server? then drop --plaintext; gRPC also needs HTTP/2, not HTTP/1)")),
             Some((connector, name)) => {
-                let tls = connector.connect(name.clone(), tcp).await.map_err(|e| match e.to_string() {
+                let tls = connector.connect(name.clone(), io).await.map_err(|e| match e.to_string() {
                     // What rustls reads when the server answers in plaintext HTTP/2 or HTTP/1.
                     text if text.contains("InvalidContentType") || text.contains("corrupt message") => {
                         format!("TLS: {text} (the server speaks plaintext, not TLS: add --plaintext)")
@@ -197,7 +253,7 @@ impl Connector {
                 })?;
                 // No ALPN answer is tolerated (some servers speak h2 without saying so).
                 match tls.get_ref().1.alpn_protocol() {
-                    None | Some(b"h2") => handshake(Coalesce::new(tls)).await,
+                    None | Some(b"h2") => handshake(Coalesce::new(tls), self.keepalive).await,
                     Some(other) => Err(format!("server chose {} instead of h2", String::from_utf8_lossy(other))),
                 }
             }
@@ -205,7 +261,7 @@ impl Connector {
     }
 }
 
-async fn handshake<T>(io: T) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String>
+async fn handshake<T>(io: T, keepalive: Option<Duration>) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -227,6 +283,21 @@ where
     // One round trip before the first call: the server's SETTINGS precede its PONG, so the
     // calls then keep to its stream limit instead of being refused while it is unknown.
     ping.ping(h2::Ping::opaque()).await.map_err(|e| format!("HTTP/2: {e}"))?;
+    if let Some(every) = keepalive {
+        // A PING every `every`; one unanswered in time means the peer is gone: the connection
+        // is closed, and the next call reconnects.
+        let flag = closed.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let answered = tokio::time::timeout(KEEPALIVE_TIMEOUT, ping.ping(h2::Ping::opaque())).await;
+                if !matches!(answered, Ok(Ok(_))) || flag.load(Ordering::Relaxed) {
+                    flag.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+        });
+    }
     Ok((sender, closed))
 }
 
