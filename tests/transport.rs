@@ -399,26 +399,35 @@ async fn a_self_signed_server_certificate_given_as_cacert_is_accepted() {
     assert!(refused.is_err(), "{refused:?}");
 }
 
-/// `--authority`: every call carries the given :authority (a raw h2 server reads it).
-#[tokio::test]
-async fn the_authority_is_sent_as_given() {
+/// A raw HTTP/2 server for one call: it answers UNIMPLEMENTED and hands back what the call
+/// sent: its request head and the first chunk of its body.
+async fn one_raw_call() -> (SocketAddr, tokio::task::JoinHandle<(http::request::Parts, Bytes)>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
         let mut conn = h2::server::handshake(tcp).await.unwrap();
         let (request, mut respond) = conn.accept().await.unwrap().unwrap();
-        let authority = request.uri().authority().map(|a| a.to_string());
+        let (head, mut body) = request.into_parts();
+        let first = body.data().await.unwrap().unwrap();
         let response = http::Response::builder().header("grpc-status", "12").body(()).unwrap();
         respond.send_response(response, true).unwrap();
         // Keep the connection driven until the client has read the answer.
         let _ = tokio::time::timeout(Duration::from_millis(200), conn.accept()).await;
-        authority
+        (head, first)
     });
+    (addr, seen)
+}
+
+/// `--authority`: every call carries the given :authority.
+#[tokio::test]
+async fn the_authority_is_sent_as_given() {
+    let (addr, seen) = one_raw_call().await;
     let target = Target { authority: Some("api.example.com".into()), ..target(addr, None) };
     let conn = connect(&target).await;
     assert_eq!(conn.unary(&echo_spec(), request("x"), false).await.status, Code::Unimplemented);
-    assert_eq!(seen.await.unwrap().as_deref(), Some("api.example.com"));
+    let (head, _) = seen.await.unwrap();
+    assert_eq!(head.uri.authority().map(|a| a.as_str()), Some("api.example.com"));
 }
 
 /// `--max-msg-size`: a message above the limit fails the call with RESOURCE_EXHAUSTED, as
@@ -444,24 +453,13 @@ async fn messages_above_the_limit_fail_the_call() {
 #[tokio::test]
 async fn gzip_requests_are_marked_and_compressed() {
     use rpcmeter::grpc::transport::MessageOptions;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await.unwrap();
-        let mut conn = h2::server::handshake(tcp).await.unwrap();
-        let (request, mut respond) = conn.accept().await.unwrap().unwrap();
-        let encoding = request.headers().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
-        let mut body = request.into_body();
-        let first = body.data().await.unwrap().unwrap();
-        let response = http::Response::builder().header("grpc-status", "12").body(()).unwrap();
-        respond.send_response(response, true).unwrap();
-        let _ = tokio::time::timeout(Duration::from_millis(200), conn.accept()).await;
-        (encoding, first[0])
-    });
+    let (addr, seen) = one_raw_call().await;
     let conn = connect(&target(addr, None)).await;
     let spec = CallSpec { messages: MessageOptions { gzip: true, ..Default::default() }, ..echo_spec() };
     conn.unary(&spec, request(&"x".repeat(1000)), false).await;
-    assert_eq!(seen.await.unwrap(), (Some("gzip".to_owned()), 1));
+    let (head, first) = seen.await.unwrap();
+    assert_eq!(head.headers.get("grpc-encoding").map(|v| v.to_str().unwrap()), Some("gzip"));
+    assert_eq!(first[0], 1, "the frame's compressed flag");
 }
 
 /// `unix:PATH` targets: calls over a Unix socket, with keepalive PINGs on (answered, so the
