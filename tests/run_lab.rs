@@ -116,3 +116,35 @@ fn gzip_compressed_requests_reach_the_lab() {
     let stats = server.shutdown();
     assert_eq!(method(&stats, "/EchoService/echo").ok, 50);
 }
+
+/// `sweep --clients`: against a lab with one thread of CPU-bound calls, throughput rises
+/// while more clients hide the round trip, then stays flat: the knee is found early.
+#[test]
+fn a_sweep_of_clients_finds_the_knee() {
+    let server = lab(LabConfig { threads: 1, ..LabConfig::default() });
+    let addr = server.local_addr().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["sweep", "--clients", "1..4", "--json", "run", "--plaintext", "--quiet", "--no-save"])
+        .args(["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":22}"#, "-z", "1s", &addr])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rps: Vec<f64> =
+        sweep["steps"].as_array().unwrap().iter().map(|s| s["result"]["throughput_rps"].as_f64().unwrap()).collect();
+    assert_eq!(rps.len(), 4);
+    let best = rps.iter().copied().fold(0.0, f64::max);
+    // One server thread: four clients get no more than a little over what two get.
+    assert!(rps[3] < rps[1] * 1.25, "{rps:?}");
+    assert!(rps[0] > 0.0 && best > 0.0);
+    // The knee: one or two clients, the most a single server thread can use.
+    assert!(sweep["knee"] == "-c 1" || sweep["knee"] == "-c 2", "knee {} for {rps:?}", sweep["knee"]);
+    let table = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["sweep", "--clients", "1..3", "run", "--plaintext", "--quiet", "--no-save"])
+        .args(["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":22}"#, "-z", "1s", &addr])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("Knee: "), "{text}");
+    assert!(text.contains("-c 1") && text.contains("-c 3"), "{text}");
+}

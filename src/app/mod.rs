@@ -10,3 +10,4 @@ pub mod report;
 pub mod run;
 pub mod server_side;
 pub mod shards;
+pub mod sweep;

@@ -281,8 +281,34 @@ fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_refle
 /// Runs `settings` to the end and says how it went: the exit code, or the error to print.
 pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode> {
     let mut outputs = Outputs::open(&settings.outputs)?;
+    let (summary, sinks_failed) = measure(&settings, &control, &mut outputs)?;
+    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    // Recorded after the reports, so a history that fails never costs one. A --history asked
+    // for is an output like --export: failing it exits 1. The default history is a
+    // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
+    // code stays what the measurement says.
+    if let Some(to) = &settings.history {
+        if let Err(e) = to.record(&crate::report::json::value(&summary)) {
+            match to.explicit() {
+                true => problems.push(e),
+                false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
+            }
+        }
+    }
+    problems.extend(sinks_failed);
+    verdict(&summary, problems)
+}
+
+/// The run itself, up to its `Summary`: schema, engine, sinks, the server's count. Writes no
+/// report (`run` does; `sweep` gathers the summaries of its steps). The second value is a
+/// side output that failed while the run went on.
+pub fn measure(
+    settings: &Settings,
+    control: &Arc<Control>,
+    outputs: &mut Outputs,
+) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
     let prepared = (|| {
-        let method = resolve(&settings, &control)?;
+        let method = resolve(settings, control)?;
         let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
         let mut plan = settings.plan.clone();
         plan.spec.path = path(&method)?;
@@ -308,7 +334,7 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
     let started_at = SystemTime::now();
-    let result = engine::run(plan.clone(), requests, &mut sinks, &control);
+    let result = engine::run(plan.clone(), requests, &mut sinks, control);
     let finished = sinks.finish();
     let mut result = result.inspect_err(|_| outputs.discard())?;
     let (mut rows, mut plan) = (finished.rows, plan);
@@ -329,21 +355,7 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     if let Some(server) = stats.and_then(|probe| probe.read(plan.spec.path.as_str())) {
         summary = summary.with_server(server);
     }
-    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
-    // Recorded after the reports, so a history that fails never costs one. A --history asked
-    // for is an output like --export: failing it exits 1. The default history is a
-    // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
-    // code stays what the measurement says.
-    if let Some(to) = &settings.history {
-        if let Err(e) = to.record(&crate::report::json::value(&summary)) {
-            match to.explicit() {
-                true => problems.push(e),
-                false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
-            }
-        }
-    }
-    problems.extend(finished.result.err());
-    verdict(&summary, problems)
+    Ok((summary, finished.result.err()))
 }
 
 /// `--warmup auto`: the warm-up that steady-state detection finds in the interval series is

@@ -13,6 +13,7 @@ pub mod protos;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod sweep;
 
 #[derive(Parser, Debug)]
 #[command(name = "rpcmeter", version, about = "A gRPC measurement lab: load, serve, measure truthfully")]
@@ -44,6 +45,8 @@ pub enum Command {
     Report(report::ReportArgs),
     /// The recorded runs: list them, show one (its whole JSON result), remove one.
     History(history::HistoryArgs),
+    /// Run a series of loads (clients, rates or presets) as one result, with the knee.
+    Sweep(sweep::SweepArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::main(args),
         Command::Merge(args) => merge::main(args),
         Command::Kube(args) => kube::main(args),
+        Command::Sweep(args) => sweep::main(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),

@@ -1,0 +1,103 @@
+//! `rpcmeter sweep`: a series of loads as one result: a range of closed-loop clients
+//! (`--clients 1..25`), a list of open-loop rates (`--rates 100,200,400`), or the test_service
+//! experiment's presets (`--preset S,M,L,XL,XXL` = 5/10/20/40/80 tasks x `--loop 20`; see
+//! docs/experiments.md, "Threaded vs async servers"). Each step is a plain `run` with the
+//! other flags given; the table shows client- and server-side throughput, latency, errors and
+//! retries per step, and names the knee: where throughput stops growing with load.
+use super::run::RunArgs;
+use crate::app::sweep::{self, Step};
+use crate::error::bad_input;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct SweepArgs {
+    /// Closed-loop clients: FROM..TO (every count) or FROM..TO:STEP
+    #[arg(long, conflicts_with_all = ["rates", "preset"])]
+    pub clients: Option<String>,
+    /// Open-loop rates, comma-separated calls/s
+    #[arg(long, value_delimiter = ',', conflicts_with = "preset")]
+    pub rates: Vec<f64>,
+    /// Presets of the test_service experiment: S, M, L, XL, XXL (5, 10, 20, 40, 80 tasks, 20 calls each)
+    #[arg(long, value_delimiter = ',')]
+    pub preset: Vec<String>,
+    /// Print the steps' results and the knee as JSON instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// `run` and its flags (without -c, --rps or --loop, which the sweep sets)
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub run: Vec<String>,
+}
+
+#[derive(clap::Parser)]
+struct RunOnly {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
+    if args.run.first().map(String::as_str) != Some("run") {
+        return Err(bad_input(
+            "sweep: give the run after the sweep flags: rpcmeter sweep --clients 1..8 run RUN-ARGS...",
+        ));
+    }
+    let steps = steps(&args)?;
+    let run_args = &args.run[1..];
+    let parse = |extra: &[String]| -> anyhow::Result<RunArgs> {
+        let argv = std::iter::once("run".to_string()).chain(run_args.iter().cloned()).chain(extra.iter().cloned());
+        <RunOnly as clap::Parser>::try_parse_from(argv).map(|r| r.args).map_err(|e| {
+            bad_input(format!("sweep run: {}", e.render().to_string().lines().next().unwrap_or("bad run flags")))
+        })
+    };
+    // Every step's flags are checked before the first step runs.
+    let parsed: Vec<(Step, RunArgs)> =
+        steps.into_iter().map(|step| Ok((step.clone(), parse(&step.flags)?))).collect::<anyhow::Result<_>>()?;
+    let control = super::interruptible()?;
+    sweep::run(parsed, control, args.json)
+}
+
+fn steps(args: &SweepArgs) -> anyhow::Result<Vec<Step>> {
+    let flags = |pairs: &[(&str, String)]| pairs.iter().flat_map(|(f, v)| [f.to_string(), v.clone()]).collect();
+    if let Some(range) = &args.clients {
+        let bad = || bad_input(format!("--clients {range:?}: expected FROM..TO or FROM..TO:STEP (e.g. 1..25)"));
+        let (span, step) = range.split_once(':').map_or((range.as_str(), "1"), |(a, b)| (a, b));
+        let (from, to) = span.split_once("..").ok_or_else(bad)?;
+        let (from, to, step): (u32, u32, u32) =
+            (from.parse().map_err(|_| bad())?, to.parse().map_err(|_| bad())?, step.parse().map_err(|_| bad())?);
+        if from == 0 || to < from || step == 0 || (to - from) / step >= 1000 {
+            return Err(bad());
+        }
+        return Ok((from..=to)
+            .step_by(step as usize)
+            .map(|c| Step { label: format!("-c {c}"), load: c as f64, flags: flags(&[("-c", c.to_string())]) })
+            .collect());
+    }
+    if !args.rates.is_empty() {
+        return Ok(args
+            .rates
+            .iter()
+            .map(|r| Step { label: format!("--rps {r}"), load: *r, flags: flags(&[("--rps", r.to_string())]) })
+            .collect());
+    }
+    if !args.preset.is_empty() {
+        return args
+            .preset
+            .iter()
+            .map(|name| {
+                let tasks = match name.trim().to_ascii_uppercase().as_str() {
+                    "S" => 5,
+                    "M" => 10,
+                    "L" => 20,
+                    "XL" => 40,
+                    "XXL" => 80,
+                    other => return Err(bad_input(format!("--preset {other:?}: expected S, M, L, XL or XXL"))),
+                };
+                Ok(Step {
+                    label: format!("{} ({tasks} x 20)", name.trim().to_ascii_uppercase()),
+                    load: tasks as f64,
+                    flags: flags(&[("-c", tasks.to_string()), ("--loop", "20".into())]),
+                })
+            })
+            .collect();
+    }
+    Err(bad_input("sweep: give --clients, --rates or --preset"))
+}
