@@ -7,7 +7,8 @@
 use crate::error::bad_input;
 use crate::grpc::status;
 use crate::record::shard::new_histogram;
-use crate::report::json::{decode_histogram, encode_histogram, latency};
+use crate::record::shard::{from_text, to_text};
+use crate::report::json::latency;
 use crate::stats::Latency;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -90,13 +91,12 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         let mut sum = new_histogram();
         for input in inputs {
             let text = input.result["histograms"][key].as_str().unwrap_or("");
-            let h = decode_histogram(text)
-                .ok_or_else(|| bad_input(format!("{}: histograms.{key} is not an HdrHistogram", input.label)))?;
+            let h = from_text(text).map_err(|why| bad_input(format!("{}: histograms.{key} {why}", input.label)))?;
             sum.add(&h).map_err(|e| bad_input(format!("{}: histograms.{key}: {e}", input.label)))?;
         }
-        histograms.insert(key.into(), encode_histogram(&sum).into());
+        histograms.insert(key.into(), to_text(&sum).into());
         if key == "call_latency" {
-            out.insert("histogram".into(), encode_histogram(&sum).into());
+            out.insert("histogram".into(), to_text(&sum).into());
         }
         if key != "schedule_lag" || first.result.get(summary_key).is_some() {
             out.insert(summary_key.into(), latency(&Latency::of(&sum)));

@@ -2,6 +2,8 @@
 //! HDR histograms and counters. Recording never allocates or locks; shards merge
 //! losslessly, so intervals, phases and (later) machines add up exactly.
 use crate::grpc::status::PerStatus;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +15,32 @@ const MAX_NANOS: u64 = 3_600_000_000_000;
 pub fn new_histogram() -> Histogram<u64> {
     // 3 significant digits over 1 ns..1 h: fixed size, so recording never resizes.
     Histogram::new_with_bounds(1, MAX_NANOS, 3).expect("static histogram bounds are valid")
+}
+
+/// A histogram in HdrHistogram's V2 format with deflate: what every result, log and kept
+/// interval holds, so that any HdrHistogram implementation reads it and merges are exact.
+pub fn pack(h: &Histogram<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Serializing into a Vec cannot fail for a valid histogram.
+    let _ = V2DeflateSerializer::new().serialize(h, &mut out);
+    out
+}
+
+/// The inverse of `pack`; the error says what is wrong with the bytes.
+pub fn unpack(mut bytes: &[u8]) -> Result<Histogram<u64>, String> {
+    Deserializer::new().deserialize(&mut bytes).map_err(|e| format!("is not an HdrHistogram: {e:?}"))
+}
+
+/// `pack` as base64 text, as JSON results and interval logs carry it.
+pub fn to_text(h: &Histogram<u64>) -> String {
+    base64::engine::general_purpose::STANDARD.encode(pack(h))
+}
+
+/// The inverse of `to_text`.
+pub fn from_text(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes =
+        base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| format!("is not base64: {e}"))?;
+    unpack(&bytes)
 }
 
 /// Counters of one shard. Every call ends with exactly one final status, so
@@ -249,6 +277,17 @@ mod tests {
         let mut all = Shard::default();
         all.add(&s);
         assert_eq!(all.errors, s.errors);
+    }
+
+    #[test]
+    fn histograms_round_trip_through_text() {
+        let mut h = new_histogram();
+        for v in [1000u64, 2_000_000, 12_000_000] {
+            h.record(v).unwrap();
+        }
+        assert_eq!(from_text(&to_text(&h)).unwrap(), h);
+        assert!(from_text("%%%").unwrap_err().contains("not base64"));
+        assert!(from_text("aGVsbG8=").unwrap_err().contains("not an HdrHistogram"));
     }
 
     #[test]

@@ -2,8 +2,6 @@
 //! inline CSS and inline SVG drawn by `svg`, no scripts, no fonts, nothing fetched. Every
 //! string that comes from a file is escaped.
 use super::svg::{esc, latency_us, num, Axis, Mark, Plot, Scale};
-use base64::Engine as _;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -80,12 +78,7 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
         .or_else(|| obj.get("histogram"))
         .and_then(Value::as_str)
         .ok_or_else(|| not_result("no \"histograms\".\"call_latency\""))?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .map_err(|e| format!("histograms.call_latency is not base64: {e}"))?;
-    let histogram: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histograms.call_latency is not an HdrHistogram: {e:?}"))?;
+    let histogram = crate::record::shard::from_text(encoded).map_err(|why| format!("histograms.call_latency {why}"))?;
     let u = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0);
     let f = |p: &str| v.pointer(p).and_then(Value::as_f64);
     let intervals = obj
@@ -617,7 +610,7 @@ mod tests {
         for v in 1..=1000u64 {
             h.record(100_000 + v * 1_000).unwrap();
         }
-        let encoded = crate::report::json::encode_histogram(&h);
+        let encoded = crate::record::shard::to_text(&h);
         serde_json::json!({
             "meta": {"name": "<b>run</b>", "tags": {"k": "<i>v</i>"}, "started_at": "2024-01-01T00:00:00Z"},
             "target": "127.0.0.1:1", "call": "EchoService/echo", "mode": "open", "concurrency": concurrency,

@@ -4,9 +4,8 @@
 use super::{describe_load, units, Export, Summary};
 use crate::grpc::status::{self, PerStatus};
 use crate::load::pacer::Pacer;
+use crate::record::shard::to_text;
 use crate::stats::Latency;
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde_json::{json, Map, Value};
 
 pub struct Json;
@@ -72,12 +71,12 @@ pub fn value(s: &Summary) -> Value {
         "assertions": s.assertions.iter().map(|a| json!({
             "assertion": a.assertion.text, "value": a.value.to_string(), "ok": a.ok,
         })).collect::<Vec<_>>(),
-        "histogram": encode_histogram(&s.measured.call_latency),
+        "histogram": to_text(&s.measured.call_latency),
         "histograms": {
-            "call_latency": encode_histogram(&s.measured.call_latency),
-            "attempt_latency": encode_histogram(&s.measured.attempt_latency),
-            "service_time": encode_histogram(&s.measured.service_time),
-            "schedule_lag": encode_histogram(&s.measured.schedule_lag),
+            "call_latency": to_text(&s.measured.call_latency),
+            "attempt_latency": to_text(&s.measured.attempt_latency),
+            "service_time": to_text(&s.measured.service_time),
+            "schedule_lag": to_text(&s.measured.schedule_lag),
         },
         "interval_s": units::secs(s.interval),
         "intervals": s.intervals.iter().map(interval_row).collect::<Vec<_>>(),
@@ -187,18 +186,4 @@ pub fn latency(l: &Latency) -> Value {
         out.insert(stat.key(), units::micros(value).into());
     }
     out.into()
-}
-
-/// HdrHistogram V2 with deflate, base64: readable by every HdrHistogram implementation.
-pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
-    let mut buf = Vec::new();
-    // Serializing into a Vec cannot fail for a valid histogram.
-    let _ = V2DeflateSerializer::new().serialize(h, &mut buf);
-    base64::engine::general_purpose::STANDARD.encode(buf)
-}
-
-/// The inverse of `encode_histogram`; `None` for text that is not one.
-pub fn decode_histogram(text: &str) -> Option<hdrhistogram::Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
-    hdrhistogram::serialization::Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
 }

@@ -2,9 +2,8 @@
 //! found afterwards (`--warmup auto`) can be taken out of the result exactly. Bounded: only
 //! the first `KEPT` intervals, a few KB each.
 use crate::load::engine::Interval;
-use crate::record::shard::new_histogram;
+use crate::record::shard::{new_histogram, pack, unpack};
 use crate::record::{Counts, Shard};
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,16 +23,10 @@ pub struct EarlyIntervals {
     kept: Vec<Kept>,
 }
 
-fn pack(h: &Histogram<u64>) -> Vec<u8> {
-    let mut out = Vec::new();
-    // Serializing into a Vec cannot fail for a valid histogram.
-    let _ = V2DeflateSerializer::new().serialize(h, &mut out);
-    out
-}
-
-fn unpack(bytes: &[u8]) -> Histogram<u64> {
+/// A kept histogram back, in the shard's bounds, so that it subtracts from the run's.
+fn unpacked(bytes: &[u8]) -> Histogram<u64> {
     let mut h = new_histogram();
-    if let Ok(read) = Deserializer::new().deserialize::<u64, _>(&mut &bytes[..]) {
+    if let Ok(read) = unpack(bytes) {
         let _ = h.add(&read);
     }
     h
@@ -67,10 +60,10 @@ impl EarlyIntervals {
         let mut length = Duration::ZERO;
         for k in &self.kept[..n] {
             let part = Shard {
-                call_latency: unpack(&k.histograms[0]),
-                attempt_latency: unpack(&k.histograms[1]),
-                schedule_lag: unpack(&k.histograms[2]),
-                service_time: unpack(&k.histograms[3]),
+                call_latency: unpacked(&k.histograms[0]),
+                attempt_latency: unpacked(&k.histograms[1]),
+                schedule_lag: unpacked(&k.histograms[2]),
+                service_time: unpacked(&k.histograms[3]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
             };
@@ -90,7 +83,7 @@ mod tests {
         for v in [1000u64, 2_000_000, 12_000_000] {
             h.record(v).unwrap();
         }
-        let back = unpack(&pack(&h));
+        let back = unpacked(&pack(&h));
         assert_eq!(back.len(), 3);
         let mut whole = h.clone();
         whole.subtract(&back).unwrap();

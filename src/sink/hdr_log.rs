@@ -3,8 +3,6 @@
 use super::intervals::IntervalRow;
 use super::Sink;
 use crate::load::engine::Interval;
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -13,8 +11,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub struct HdrLog {
     path: PathBuf,
     out: BufWriter<File>,
-    serializer: V2DeflateSerializer,
-    buffer: Vec<u8>,
     /// The first write error; later intervals are not written.
     error: Option<std::io::Error>,
 }
@@ -36,15 +32,13 @@ impl HdrLog {
             out.flush()
         })();
         header.map_err(|e| crate::error::output_failed(&path, e))?;
-        Ok(HdrLog { path, out, serializer: V2DeflateSerializer::new(), buffer: Vec::new(), error: None })
+        Ok(HdrLog { path, out, error: None })
     }
 
     /// One line as HdrHistogram's interval log writers write it: tag, start and length in s
     /// (from the base time), the max in ms, the histogram.
     fn write(&mut self, iv: &Interval) -> std::io::Result<()> {
         let h = &iv.shard.call_latency;
-        self.buffer.clear();
-        self.serializer.serialize(h, &mut self.buffer).map_err(std::io::Error::other)?;
         writeln!(
             self.out,
             "Tag={},{:.3},{:.3},{:.3},{}",
@@ -52,7 +46,7 @@ impl HdrLog {
             iv.at.saturating_sub(iv.length).as_secs_f64(),
             iv.length.as_secs_f64(),
             h.max() as f64 / MAX_VALUE_DIVISOR,
-            base64::engine::general_purpose::STANDARD.encode(&self.buffer)
+            crate::record::shard::to_text(h)
         )
     }
 }
