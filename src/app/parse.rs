@@ -96,6 +96,14 @@ pub fn shard(text: &str) -> Result<crate::load::plan::ShardOf, String> {
 /// More shards than this is a typo, not a load.
 pub const MAX_SHARDS: u32 = 10_000;
 
+/// `--shards N`: from 1 to `MAX_SHARDS`.
+pub fn shard_count(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_SHARDS).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?}: expected a number of shards from 1 to {MAX_SHARDS}")),
+    }
+}
+
 /// A wall-clock time: Unix seconds (`1767225600.5`) or RFC 3339 (`2026-01-01T00:00:00Z`).
 pub fn start_at(text: &str) -> Result<std::time::SystemTime, String> {
     let text = text.trim();

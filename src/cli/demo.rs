@@ -3,10 +3,8 @@
 //! loop, echo and CPU, and the server's own count beside the client's. Each step is a plain
 //! `rpcmeter run`. The server is a child process so that the client's cost printed is the
 //! client's alone.
-use super::run::RunArgs;
 use crate::app::run::{run, Settings};
 use anyhow::Context;
-use clap::Parser;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 
@@ -15,13 +13,6 @@ pub struct DemoArgs {
     /// Measured time of each step
     #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "3s")]
     pub duration: std::time::Duration,
-}
-
-/// Parses `rpcmeter run` arguments, so that the demo shows commands a user can copy.
-#[derive(Parser)]
-struct RunOnly {
-    #[command(flatten)]
-    args: RunArgs,
 }
 
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -64,8 +55,9 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         argv.extend(flags);
         argv.push(&addr);
         println!("\n=== {title}\n$ {} ", argv.join(" ").replace(r#"{"content":"hello"}"#, r#"'{"content":"hello"}'"#));
-        let parsed = RunOnly::try_parse_from(&argv)?;
-        let settings = Settings::from_args(&parsed.args, argv.iter().skip(1).map(|a| a.to_string()).collect())?;
+        // Read as `rpcmeter run` reads them, so that the demo shows commands a user can copy.
+        let parsed = super::run::parse_words(&argv)?;
+        let settings = Settings::from_args(&parsed, argv.iter().skip(1).map(|a| a.to_string()).collect())?;
         run(settings, control.clone())?;
     }
     println!("\n=== The server's own count (server-side throughput beside the client's)");

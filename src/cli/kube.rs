@@ -3,8 +3,6 @@
 //! puts the index in $(JOB_COMPLETION_INDEX)), all starting on one instant, each printing
 //! its result as JSON; `kubectl logs ... | rpcmeter merge -` gives the one exact result.
 //! Kubernetes runs the pods; rpcmeter has no coordinator of its own.
-use super::run::RunArgs;
-use clap::Parser;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
@@ -13,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(clap::Args, Debug)]
 pub struct KubeArgs {
     /// Pods, each running its share of the load
-    #[arg(long)]
+    #[arg(long, value_parser = crate::app::parse::shard_count)]
     pub shards: u32,
     /// Container image with rpcmeter as entrypoint (built from the repository's Dockerfile)
     #[arg(long, default_value = "rpcmeter:latest")]
@@ -29,27 +27,12 @@ pub struct KubeArgs {
     pub run: Vec<String>,
 }
 
-#[derive(Parser)]
-struct RunOnly {
-    #[command(flatten)]
-    args: RunArgs,
-}
-
 pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     use crate::error::bad_input;
-    if args.shards == 0 || args.shards > crate::app::parse::MAX_SHARDS {
-        return Err(bad_input(format!("--shards must be from 1 to {}", crate::app::parse::MAX_SHARDS)));
-    }
-    if args.run.first().map(String::as_str) != Some("run") {
-        return Err(bad_input("kube: give the run after the kube flags: rpcmeter kube --shards N run RUN-ARGS..."));
-    }
-    let run_args = &args.run[1..];
     // The run's flags are checked here, once, as a pod would read them.
-    let parsed =
-        RunOnly::try_parse_from(std::iter::once("run").chain(run_args.iter().map(String::as_str))).map_err(|e| {
-            bad_input(format!("kube run: {}", e.render().to_string().lines().next().unwrap_or("bad run flags")))
-        })?;
-    if parsed.args.shard.is_some() || parsed.args.shards.is_some() || parsed.args.start_at.is_some() {
+    let parsed = super::run::nested("kube", &args.run, &[])?;
+    let run_args = &args.run[1..];
+    if parsed.shard.is_some() || parsed.shards.is_some() || parsed.start_at.is_some() {
         return Err(bad_input("kube run: --shard, --shards and --start-at are set by kube itself"));
     }
     let start = (SystemTime::now() + args.start_in).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();

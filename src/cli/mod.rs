@@ -96,14 +96,8 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(shards) = args.shards {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.
         let mut first = args.clone();
-        first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards.max(1) });
+        first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
         crate::app::run::Settings::from_args(&first, arguments.clone())?;
-        if shards == 0 || shards > crate::app::parse::MAX_SHARDS {
-            return Err(crate::error::bad_input(format!(
-                "--shards must be from 1 to {}",
-                crate::app::parse::MAX_SHARDS
-            )));
-        }
         return crate::app::shards::run_local(shards, args.format, args.output.clone(), &arguments);
     }
     let settings = crate::app::run::Settings::from_args(&args, arguments)?;

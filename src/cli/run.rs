@@ -181,7 +181,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse::start_at)]
     pub start_at: Option<std::time::SystemTime>,
     /// Split the load over N local processes (shards) and print their merged result
-    #[arg(long, conflicts_with_all = ["shard", "burst", "csv_details", "hdr_log", "export"])]
+    #[arg(long, value_parser = parse::shard_count, conflicts_with_all = ["shard", "burst", "csv_details", "hdr_log", "export"])]
     pub shards: Option<u32>,
     /// No progress line
     #[arg(short = 'q', long)]
@@ -191,6 +191,38 @@ pub struct RunArgs {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
     Gzip,
+}
+
+/// `run`'s flags alone, for the subcommands that run a `run` of their own (demo, kube, sweep).
+#[derive(clap::Parser)]
+struct RunOnly {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+/// Reads `run`'s flags from words as `rpcmeter run` would (the first word is the program's).
+pub fn parse_words<I, T>(words: I) -> Result<RunArgs, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    <RunOnly as clap::Parser>::try_parse_from(words).map(|r| r.args)
+}
+
+/// `run RUN-ARGS...` given after another subcommand's own flags (`kube`, `sweep`), with `extra`
+/// flags appended; a usage error names `what` in one line.
+pub fn nested(what: &str, words: &[String], extra: &[String]) -> anyhow::Result<RunArgs> {
+    use crate::error::bad_input;
+    if words.first().map(String::as_str) != Some("run") {
+        return Err(bad_input(format!(
+            "{what}: give the run after the {what} flags: rpcmeter {what} ... run RUN-ARGS..."
+        )));
+    }
+    parse_words(words.iter().chain(extra)).map_err(|e| {
+        let text = e.render().to_string();
+        let first = text.lines().next().unwrap_or("bad run flags").trim_start_matches("error: ").to_string();
+        bad_input(format!("{what} run: {first}"))
+    })
 }
 
 /// `FORMAT=FILE` for --export.

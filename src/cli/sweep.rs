@@ -28,29 +28,13 @@ pub struct SweepArgs {
     pub run: Vec<String>,
 }
 
-#[derive(clap::Parser)]
-struct RunOnly {
-    #[command(flatten)]
-    args: RunArgs,
-}
-
 pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
-    if args.run.first().map(String::as_str) != Some("run") {
-        return Err(bad_input(
-            "sweep: give the run after the sweep flags: rpcmeter sweep --clients 1..8 run RUN-ARGS...",
-        ));
-    }
     let steps = steps(&args)?;
-    let run_args = &args.run[1..];
-    let parse = |extra: &[String]| -> anyhow::Result<RunArgs> {
-        let argv = std::iter::once("run".to_string()).chain(run_args.iter().cloned()).chain(extra.iter().cloned());
-        <RunOnly as clap::Parser>::try_parse_from(argv).map(|r| r.args).map_err(|e| {
-            bad_input(format!("sweep run: {}", e.render().to_string().lines().next().unwrap_or("bad run flags")))
-        })
-    };
     // Every step's flags are checked before the first step runs.
-    let parsed: Vec<(Step, RunArgs)> =
-        steps.into_iter().map(|step| Ok((step.clone(), parse(&step.flags)?))).collect::<anyhow::Result<_>>()?;
+    let parsed: Vec<(Step, RunArgs)> = steps
+        .into_iter()
+        .map(|step| Ok((step.clone(), super::run::nested("sweep", &args.run, &step.flags)?)))
+        .collect::<anyhow::Result<_>>()?;
     let control = super::interruptible()?;
     sweep::run(parsed, control, args.json)
 }
