@@ -5,6 +5,9 @@ use prost::Message;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = ["echo.proto", "rpcmeter/lab/v1/lab.proto"];
     println!("cargo:rerun-if-changed=proto");
+    // The labs' servers are embedded (include_dir! in src/experiments/servers.rs), which cargo
+    // does not track by itself.
+    println!("cargo:rerun-if-changed=labs/servers");
     let fds = protox::compile(files, ["proto"])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("lab_descriptor.bin"), fds.encode_to_vec())?;

@@ -8,6 +8,7 @@ pub mod app;
 pub mod calibrate;
 pub mod cli;
 pub mod error;
+pub mod experiments;
 pub mod grpc;
 pub mod history;
 pub mod lab;

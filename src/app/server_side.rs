@@ -52,6 +52,13 @@ impl StatsProbe {
     }
 }
 
+/// Resets the target's Stats: for a lab that owns its server, so that each step's server-side
+/// throughput is its own. False when the target has no Stats.
+pub fn reset(target: &Target) -> bool {
+    let Some(probe) = StatsProbe::before(target) else { return false };
+    probe.runtime.block_on(ask(&probe.connection, "Reset")).is_some()
+}
+
 async fn ask(connection: &Connection, method: &str) -> Option<StatsReply> {
     let spec = CallSpec {
         path: format!("/rpcmeter.lab.v1.Stats/{method}").parse().ok()?,

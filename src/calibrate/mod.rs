@@ -253,13 +253,19 @@ pub fn table(c: &Calibration, cache: Option<&Path>) -> String {
     o
 }
 
-/// `$XDG_CACHE_HOME/rpcmeter/calibration.json` (an absolute XDG_CACHE_HOME only, as the XDG
-/// Base Directory specification says), else `$HOME/.cache/rpcmeter/calibration.json`.
+/// `$XDG_CACHE_HOME/rpcmeter/calibration.json` (see `cache_dir`).
 pub fn cache_path(xdg_cache_home: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    Some(cache_dir(xdg_cache_home, home)?.join("calibration.json"))
+}
+
+/// rpcmeter's cache directory: `$XDG_CACHE_HOME/rpcmeter` (an absolute XDG_CACHE_HOME only, as
+/// the XDG Base Directory specification says), else `$HOME/.cache/rpcmeter`; None when neither
+/// is set. The calibration and the labs' built servers live there.
+pub fn cache_dir(xdg_cache_home: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) -> Option<PathBuf> {
     let nonempty = |v: Option<std::ffi::OsString>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
     let base =
         nonempty(xdg_cache_home).filter(|p| p.is_absolute()).or_else(|| nonempty(home).map(|h| h.join(".cache")))?;
-    Some(base.join("rpcmeter").join("calibration.json"))
+    Some(base.join("rpcmeter"))
 }
 
 /// The cached calibration, when the file parses and was measured on this machine.

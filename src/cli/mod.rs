@@ -8,6 +8,7 @@ pub mod compare;
 pub mod demo;
 pub mod history;
 pub mod kube;
+pub mod lab;
 pub mod merge;
 pub mod protos;
 pub mod report;
@@ -47,6 +48,8 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Run a series of loads (clients, rates or presets) as one result, with the knee.
     Sweep(sweep::SweepArgs),
+    /// Rerun an experiment of docs/experiments.md on this machine (Go, Java, Python servers too): markdown + HTML.
+    Lab(lab::LabArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -69,6 +72,7 @@ pub fn main() -> ExitCode {
         Command::Merge(args) => merge::main(args),
         Command::Kube(args) => kube::main(args),
         Command::Sweep(args) => sweep::main(args),
+        Command::Lab(args) => lab::main(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 /// Run colours, in file order (Tableau 10, readable on white and by most colour-blind readers).
 const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
-fn color(i: usize) -> &'static str {
+pub fn color(i: usize) -> &'static str {
     COLORS[i % COLORS.len()]
 }
 
@@ -163,6 +163,7 @@ th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-al
 th { background: #f0f0f0; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
+figure { margin: 12px 0; max-width: 900px; } table.lab td { font-variant-numeric: tabular-nums; }
 svg.plot { width: 100%; height: auto; background: #fff; border: 1px solid #ddd; border-radius: 4px; }
 svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, Helvetica, sans-serif; fill: #222; }
 svg text.title { font-size: 15px; font-weight: bold; } svg text.axis { font-size: 13px; }
@@ -174,14 +175,25 @@ const H: f64 = 320.0;
 
 /// The whole report for the runs, in the order given.
 pub fn render(runs: &[Run]) -> String {
+    render_page("rpcmeter report", "", runs)
+}
+
+/// A page titled `title`: a write-up (HTML, every outside string in it already escaped; the
+/// labs' pages) above the runs' report.
+pub fn render_page(title: &str, write_up: &str, runs: &[Run]) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rpcmeter report</title><style>{CSS}</style></head><body>\n"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{CSS}</style></head><body>\n<h1>{t}</h1>\n{write_up}",
+        t = esc(title)
     );
+    if runs.is_empty() {
+        h.push_str("</body></html>\n");
+        return h;
+    }
     let _ = writeln!(
         h,
-        "<h1>rpcmeter report</h1><p class=\"meta\">{} run(s), rpcmeter {}. Latency is call latency (first send to final answer; open loop: from the intended send time).</p>",
+        "<p class=\"meta\">{} run(s), rpcmeter {}. Latency is call latency (first send to final answer; open loop: from the intended send time).</p>",
         runs.len(),
         env!("CARGO_PKG_VERSION")
     );

@@ -135,7 +135,7 @@ pub fn value(s: &Summary) -> Value {
     out
 }
 
-fn verdict(v: crate::stats::steady::Steadiness) -> &'static str {
+pub fn verdict(v: crate::stats::steady::Steadiness) -> &'static str {
     use crate::stats::steady::Steadiness::*;
     match v {
         Steady { .. } => "steady",

@@ -1,0 +1,31 @@
+//! `rpcmeter lab NAME`: one experiment of docs/experiments.md, rerun on this machine; a
+//! markdown summary and an HTML report per lab (see `experiments`).
+use crate::experiments::{self, servers::Runtime, Name, Options};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct LabArgs {
+    /// The experiment
+    #[arg(value_enum)]
+    pub name: Name,
+    /// Each lab in about a minute: smaller loads and fewer rounds (CI runs this)
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for the reports: DIR/NAME.md, DIR/NAME.html, and each run's JSON in DIR/NAME/
+    #[arg(long, default_value = "rpcmeter-lab")]
+    pub out: PathBuf,
+    /// Runtimes to include (the others' servers are not built, and the report says so)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "rpcmeter,go,java,python")]
+    pub runtimes: Vec<Runtime>,
+    /// postgres://... for the Db calls (SQLite otherwise)
+    #[arg(long)]
+    pub db: Option<String>,
+}
+
+pub fn main(args: LabArgs) -> anyhow::Result<ExitCode> {
+    let control = super::interruptible()?;
+    let options = Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db };
+    experiments::run(args.name, &options, control)?;
+    Ok(ExitCode::SUCCESS)
+}

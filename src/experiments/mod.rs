@@ -1,0 +1,218 @@
+//! `rpcmeter lab NAME`: the experiments of docs/experiments.md, one command each. A lab starts
+//! its servers (servers.rs), measures them with plain `run`s (the same `app::run::measure` as
+//! the CLI, so a lab's numbers are a user's numbers), and writes what it found twice: a
+//! markdown summary and an HTML report (`report::html`, with the lab's write-up on top).
+pub mod doc;
+pub mod servers;
+mod kv_throughput;
+mod threaded_vs_async;
+mod warmup;
+
+use crate::app::outputs::{OutputSettings, Outputs};
+use crate::app::run::{measure, Settings};
+use crate::error::{bad_input, output_failed};
+use crate::load::engine::Control;
+use crate::report::{html, Format, Summary};
+use doc::Doc;
+use servers::{Built, Runtime, Server};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The labs, in the order `all` runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Name {
+    /// docs/experiments.md, "Echo warm-up: the latch benchmark": cold and warm servers and clients
+    Warmup,
+    /// docs/experiments.md, "Threaded vs async servers": Cpu and Db under both models, retries counted once
+    ThreadedVsAsync,
+    /// docs/experiments.md, "Throughput measured by the client": client- vs server-side throughput
+    KvThroughput,
+    /// Every lab, one after the other
+    All,
+}
+
+impl Name {
+    pub fn slug(self) -> &'static str {
+        match self {
+            Name::Warmup => "warmup",
+            Name::ThreadedVsAsync => "threaded-vs-async",
+            Name::KvThroughput => "kv-throughput",
+            Name::All => "all",
+        }
+    }
+}
+
+/// What every lab is given.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Each lab in under a minute (smaller loads, fewer rounds), for CI and a first look.
+    pub quick: bool,
+    /// Where the reports go.
+    pub out: PathBuf,
+    /// The runtimes to include (others are skipped and the report says so).
+    pub runtimes: Vec<Runtime>,
+    /// postgres://... for the Db calls; SQLite otherwise.
+    pub db: Option<String>,
+}
+
+/// One lab in progress: its write-up, its runs, and where they are written.
+pub struct Lab {
+    pub options: Options,
+    pub doc: Doc,
+    runs: Vec<html::Run>,
+    results: PathBuf,
+    control: Arc<Control>,
+    name: &'static str,
+}
+
+impl Lab {
+    fn new(name: Name, title: &str, options: &Options, control: Arc<Control>) -> anyhow::Result<Lab> {
+        let results = options.out.join(name.slug());
+        std::fs::create_dir_all(&results).map_err(|e| output_failed(&results, e))?;
+        Ok(Lab { options: options.clone(), doc: Doc::new(title), runs: Vec::new(), results, control, name: name.slug() })
+    }
+
+    /// Where this lab's results go (DIR/NAME/).
+    pub fn results_dir(&self) -> &std::path::Path {
+        &self.results
+    }
+
+    /// Whether the user asked to stop (Ctrl-C): the lab then writes what it has.
+    pub fn interrupted(&self) -> bool {
+        self.control.interrupts.load(Relaxed) > 0
+    }
+
+    /// Builds (or finds built) each runtime the user allowed; the ones that cannot be are
+    /// listed in the write-up with the reason, and left out.
+    pub fn servers(&mut self, wanted: &[Runtime]) -> Vec<(Runtime, Built)> {
+        let mut ready = Vec::new();
+        let mut skipped = Vec::new();
+        for &runtime in wanted {
+            if !self.options.runtimes.contains(&runtime) {
+                skipped.push(format!("{}: not asked for (--runtimes)", runtime.name()));
+                continue;
+            }
+            match servers::build(runtime) {
+                Ok(built) => ready.push((runtime, built)),
+                Err(why) => {
+                    eprintln!("lab {}: skipping {}: {why}", self.name, runtime.name());
+                    skipped.push(format!("{}: {why}", runtime.name()));
+                }
+            }
+        }
+        if !skipped.is_empty() {
+            self.doc.para("Skipped here:");
+            self.doc.list(skipped);
+        }
+        ready
+    }
+
+    /// One `rpcmeter run` with `flags` against `server`, labelled `label`: its result is
+    /// written to DIR/NAME/LABEL.json and shown in the report. A run that failed as a whole
+    /// (nothing reachable) is an error; failed calls are results.
+    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Summary> {
+        let mut argv: Vec<String> = ["rpcmeter run", "--plaintext", "--quiet", "--no-save", "--name", label]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        argv.extend(flags.iter().cloned());
+        argv.push(server.addr.clone());
+        let parsed = crate::cli::run::parse_words(&argv).map_err(|e| {
+            bad_input(format!("lab {}: {label}: {}", self.name, e.render().to_string().lines().next().unwrap_or("")))
+        })?;
+        let mut settings = Settings::from_args(&parsed, argv[1..].to_vec())?;
+        // The lab writes the JSON result itself; per-call details stay when a lab asks for them.
+        let none = OutputSettings {
+            format: Format::Table,
+            primary: None,
+            exports: vec![],
+            csv_details: settings.outputs.csv_details.clone(),
+            hdr_log: None,
+        };
+        settings.outputs = none.clone();
+        settings.progress = false;
+        settings.history = None;
+        eprintln!("lab {}: {label}: rpcmeter run {}", self.name, argv[1..].join(" "));
+        // The lab owns the server: each step's server-side count and throughput start at zero.
+        if let Some(target) = server.target() {
+            crate::app::server_side::reset(&target);
+        }
+        let (summary, _) = measure(&settings, &self.control, &mut Outputs::open(&none)?)?;
+        let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
+        let file = self.results.join(format!("{}.json", file_name(label)));
+        std::fs::write(&file, &json).map_err(|e| output_failed(&file, e))?;
+        let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
+        self.runs.push(html::parse(&shown, &json).map_err(crate::error::internal)?);
+        Ok(summary)
+    }
+
+    /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.
+    fn finish(self) -> anyhow::Result<(PathBuf, PathBuf)> {
+        let md = self.options.out.join(format!("{}.md", self.name));
+        let page = self.options.out.join(format!("{}.html", self.name));
+        std::fs::write(&md, self.doc.markdown()).map_err(|e| output_failed(&md, e))?;
+        let html = html::render_page(&self.doc.title, &self.doc.html(), &self.runs);
+        std::fs::write(&page, html).map_err(|e| output_failed(&page, e))?;
+        Ok((md, page))
+    }
+}
+
+/// A label as a file name: letters, digits, '-' and '.' kept, anything else '_'.
+fn file_name(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
+}
+
+/// Runs the lab(s) `name`; prints where each report went.
+pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Result<()> {
+    let names = match name {
+        Name::All => vec![Name::Warmup, Name::ThreadedVsAsync, Name::KvThroughput],
+        one => vec![one],
+    };
+    for name in names {
+        if control.interrupts.load(Relaxed) > 0 {
+            break;
+        }
+        let (md, page) = match name {
+            Name::Warmup => warmup::run(Lab::new(name, warmup::TITLE, options, control.clone())?)?,
+            Name::ThreadedVsAsync => {
+                threaded_vs_async::run(Lab::new(name, threaded_vs_async::TITLE, options, control.clone())?)?
+            }
+            Name::KvThroughput => kv_throughput::run(Lab::new(name, kv_throughput::TITLE, options, control.clone())?)?,
+            Name::All => unreachable!("expanded above"),
+        };
+        println!("lab {}: {} and {}", name.slug(), md.display(), page.display());
+    }
+    Ok(())
+}
+
+/// A number of milliseconds as the tables show it.
+fn ms(d: std::time::Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// A rate as the tables show it.
+fn per_s(rate: f64) -> String {
+    format!("{rate:.0}")
+}
+
+/// Lines of (x, y) points, one per named series, from zero on both axes; dots carry tooltips.
+fn line_plot(id: &str, title: &str, x_title: &str, y_title: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
+    use crate::report::svg::{num, Axis, Mark, Plot};
+    let max = |f: fn(&(f64, f64)) -> f64| series.iter().flat_map(|(_, p)| p.iter().map(f)).fold(0.0, f64::max);
+    let x = Axis::linear(0.0, max(|p| p.0).max(1.0), x_title, num);
+    let y = Axis::linear(0.0, max(|p| p.1).max(1e-9) * 1.1, y_title, num);
+    let mut plot = Plot::new(id, "plot-lab", title, 720.0, 360.0, x, y);
+    plot.legend_left = true;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = html::color(i);
+        plot.line(points, color, 2.0, false);
+        if points.len() <= 40 {
+            for &(x, y) in points {
+                plot.dot(x, y, 3.5, color, Some(&format!("{name}: {} at {}", num(y), num(x))));
+            }
+        }
+        plot.legend(name, color, Mark::Line);
+    }
+    plot.finish()
+}

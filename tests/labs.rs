@@ -1,0 +1,74 @@
+//! `rpcmeter lab`, quick, with rpcmeter's own servers only (the Go, Java and Python servers
+//! are built and run by `.ci/run`'s lab step, which needs their toolchains). Ground truths:
+//! the lab server's admission limits (5 threads; async 5 x 5) and its own Stats.
+use assert_cmd::Command;
+use std::path::Path;
+
+fn lab(name: &str, out: &Path) -> String {
+    let output = Command::cargo_bin("rpcmeter")
+        .unwrap()
+        .args(["lab", name, "--quick", "--runtimes", "rpcmeter", "--out"])
+        .arg(out)
+        .timeout(std::time::Duration::from_secs(240))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "lab {name}: {}", String::from_utf8_lossy(&output.stderr));
+    let md = std::fs::read_to_string(out.join(format!("{name}.md"))).unwrap();
+    let html = std::fs::read_to_string(out.join(format!("{name}.html"))).unwrap();
+    assert!(html.contains("<svg") && !html.contains("https://"), "no plots, or something fetched");
+    md
+}
+
+/// A table row whose first cells are `first`, split into cells.
+fn rows<'a>(md: &'a str, first: &str) -> Vec<Vec<&'a str>> {
+    md.lines()
+        .filter(|l| l.starts_with(&format!("| {first} |")))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect()
+}
+
+#[test]
+fn threaded_vs_async_counts_rejections_on_both_sides_and_other_runtimes_are_said_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = lab("threaded-vs-async", dir.path());
+    assert!(md.contains("python: not asked for (--runtimes)"), "{md}");
+    // Columns: server, Tasks, Loop, Duration, Successful, RetryMax, Retries, Retries as the
+    // write-up counted, ResExh, server rejected, Other, Throughput, Avg/Max/Min.
+    // (The memory table's rows start alike; the rmeter rows have 13 cells.)
+    let rmeter = |model: &str| rows(&md, model).into_iter().filter(|r| r.len() == 13).collect::<Vec<_>>();
+    let (threaded, asynchronous) = (rmeter("rpcmeter threaded"), rmeter("rpcmeter async"));
+    assert_eq!(threaded.len(), 4, "Cpu and Db at 5 and 40 tasks: {md}");
+    assert_eq!(asynchronous.len(), 4);
+    for row in threaded.iter().chain(&asynchronous) {
+        assert_eq!(row[8], row[9], "client ResExh and server rejections differ: {row:?}");
+        assert_eq!(row[10], "0", "statuses other than RESOURCE_EXHAUSTED: {row:?}");
+    }
+    // Db (the last two rows of each model) holds its thread 250 ms: 40 tasks overrun 5
+    // threads, and the async model's 25 slots turn fewer away.
+    let rejected = |r: &Vec<&str>| r[8].parse::<u64>().unwrap();
+    assert_eq!(rejected(&threaded[2]), 0, "5 tasks fit 5 threads: {:?}", threaded[2]);
+    assert!(rejected(&threaded[3]) > 0, "40 tasks on 5 threads: {:?}", threaded[3]);
+    assert!(rejected(&asynchronous[3]) < rejected(&threaded[3]), "{asynchronous:?} vs {threaded:?}");
+    assert!(md.contains("Server memory over time") && md.contains("| rpcmeter async |"));
+}
+
+#[test]
+fn kv_throughput_shows_three_throughputs_for_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = lab("kv-throughput", dir.path());
+    for store in ["linearizable, own keys", "relaxed, one key", "linearizable, own keys, per-call trace on"] {
+        let steps = rows(&md, store);
+        assert_eq!(steps.len(), 4, "1, 2, 4, 8 clients of {store}: {md}");
+        for row in &steps {
+            // client-side (write-up), rpcmeter's, and the server's own: all measured.
+            for col in [2, 4, 5] {
+                assert!(row[col].parse::<f64>().is_ok_and(|x| x > 0.0), "{store}: no throughput in column {col}: {row:?}");
+            }
+            assert_eq!(row[8], "0", "failed calls: {row:?}");
+        }
+    }
+    // The exact client-side figure, from every call of the trace, is computed where the trace was on.
+    assert!(rows(&md, "linearizable, own keys, per-call trace on").iter().all(|r| r[3].parse::<f64>().is_ok()));
+    let results = std::fs::read_dir(dir.path().join("kv-throughput")).unwrap().count();
+    assert_eq!(results, 20, "one JSON result per step, no trace left behind");
+}
