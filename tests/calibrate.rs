@@ -151,3 +151,44 @@ fn run_shows_the_cached_floor() {
     assert_eq!(r["calibration"]["null_rpc_us"], calibration["null_rpc_us"]);
     assert!(!run(&["--no-calibrate"]).contains("Floor:"));
 }
+
+/// A client starved of CPU (niced to 19 beside busy threads on every core) stalls: its
+/// hiccups during the run stand out against the calibrated floor and are flagged; JSON
+/// carries them either way.
+#[test]
+fn a_starved_client_flags_its_hiccups() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let lab =
+        rpcmeter::lab::LabServer::start(rpcmeter::lab::LabConfig { addr: "127.0.0.1:0".into(), ..Default::default() })
+            .unwrap();
+    json(dir.path(), &[]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs: Vec<_> = (0..cores * 2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect();
+    let out = Command::new("nice")
+        .args(["-n", "19", env!("CARGO_BIN_EXE_rpcmeter")])
+        .args(["run", "--plaintext", "-q", "--no-save", "--call", "EchoService/echo", "-c", "2", "-z", "1s", "--format", "json"])
+        .arg(lab.local_addr().to_string())
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    hogs.into_iter().for_each(|h| h.join().unwrap());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hiccups = &r["client"]["hiccup_us"];
+    assert!(hiccups["count"].as_u64().unwrap() > 0, "{hiccups}");
+    let kinds: Vec<&str> = r["warnings"].as_array().unwrap().iter().filter_map(|w| w["kind"].as_str()).collect();
+    assert!(kinds.contains(&"client_hiccups"), "starved, yet no hiccup notice: {hiccups} {kinds:?}");
+}

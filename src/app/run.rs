@@ -334,7 +334,10 @@ pub fn measure(
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
     let started_at = SystemTime::now();
+    // Beside the floor: the client's own stalls during the run, to compare with it.
+    let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), requests, &mut sinks, control);
+    let hiccups = hiccups.and_then(|meter| meter.stop());
     let finished = sinks.finish();
     let mut result = result.inspect_err(|_| outputs.discard())?;
     let (mut rows, mut plan) = (finished.rows, plan);
@@ -350,7 +353,7 @@ pub fn measure(
     };
     let mut summary = Summary::new(&plan, meta, method.full_name(), &result, &settings.checks, rows);
     if settings.floor {
-        summary.floor = Some(crate::calibrate::cached());
+        summary.set_floor(crate::calibrate::cached(), hiccups.as_ref());
     }
     if let Some(server) = stats.and_then(|probe| probe.read(plan.spec.path.as_str())) {
         summary = summary.with_server(server);

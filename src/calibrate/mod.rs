@@ -5,6 +5,7 @@
 use crate::error::internal;
 use crate::grpc::{wire, CallSpec, Connector, PreparedCall, Target};
 use crate::lab::{LabConfig, LabServer};
+use crate::record::hiccup::HiccupMeter;
 use crate::report::units::{duration, fine_duration};
 use crate::stats::Statistic;
 use hdrhistogram::Histogram;
@@ -303,7 +304,7 @@ pub fn measure(machine: Machine) -> anyhow::Result<Calibration> {
     let idle_wakeup = idle_wakeup()?;
     let (loopback_rtt_busy, loopback_rtt_idle) = loopback_rtt()?;
     let grpc = null_rpc()?;
-    let hiccup = Floor::of(&sleep_overshoots(u64::MAX, HICCUP_WINDOW));
+    let hiccup = Floor::of(&HiccupMeter::measure_for(HICCUP_WINDOW).ok_or_else(|| internal("cannot start a thread"))?);
     let mut notices = Vec::new();
     if machine.hypervisor {
         notices.push("a virtual machine (hypervisor flag): the host's scheduling is in every number".into());

@@ -203,7 +203,7 @@ fn line_plot(id: &str, title: &str, x_title: &str, y_title: &str, series: &[(Str
     let x = Axis::linear(0.0, max(|p| p.0).max(1.0), x_title, num);
     let y = Axis::linear(0.0, max(|p| p.1).max(1e-9) * 1.1, y_title, num);
     let mut plot = Plot::new(id, "plot-lab", title, 720.0, 360.0, x, y);
-    plot.legend_left = true;
+    plot.legend_bottom = true;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = html::color(i);
         plot.line(points, color, 2.0, false);

@@ -65,6 +65,9 @@ pub fn value(s: &Summary) -> Value {
             "max_rss_bytes": c.max_rss_bytes,
             "threads": c.threads,
             "utilization": c.utilization,
+            "hiccup_us": c.hiccups.map(|h| json!({
+                "count": h.count, "p50": units::micros(h.p50), "p99": units::micros(h.p99), "max": units::micros(h.max),
+            })),
         },
         "notices": s.notices.iter().map(|n| n.text.clone()).collect::<Vec<_>>(),
         "warnings": s.notices.iter().map(|n| json!({"kind": n.kind.as_str(), "message": n.text})).collect::<Vec<_>>(),

@@ -74,6 +74,8 @@ pub struct Requests {
 
 #[derive(Debug, Clone)]
 pub struct Client {
+    /// Scheduler hiccups of the client during the run (record::hiccup), when measured.
+    pub hiccups: Option<crate::calibrate::Floor>,
     pub cpu: Duration,
     pub cpu_per_call: Duration,
     pub max_rss_bytes: u64,
@@ -136,6 +138,7 @@ pub enum NoticeKind {
     ServerThroughput,
     WarmUp,
     NoSteadyState,
+    Hiccups,
 }
 
 impl NoticeKind {
@@ -154,6 +157,7 @@ impl NoticeKind {
             NoticeKind::ServerThroughput => "server_throughput",
             NoticeKind::WarmUp => "warm_up",
             NoticeKind::NoSteadyState => "no_steady_state",
+            NoticeKind::Hiccups => "client_hiccups",
         }
     }
 }
@@ -270,6 +274,7 @@ impl Summary {
         let wall = result.elapsed;
         let threads = plan.threads.max(1);
         let client = Client {
+            hiccups: None,
             cpu: result.cpu,
             cpu_per_call: if all_calls == 0 {
                 Duration::ZERO
@@ -363,6 +368,29 @@ impl Summary {
         }
     }
 
+    /// Adds the machine's floor (None: never calibrated) and the client's hiccups during the
+    /// run, flagged when well above the floor's: the client stalled, and every latency it
+    /// timed may hold up to that stall.
+    pub fn set_floor(&mut self, floor: Option<crate::calibrate::Calibration>, hiccups: Option<&hdrhistogram::Histogram<u64>>) {
+        self.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
+        if let (Some(run), Some(cal)) = (self.client.hiccups, &floor) {
+            if hiccups_stand_out(run.p99, cal.hiccup.p99) {
+                self.notices.push(notice(
+                    NoticeKind::Hiccups,
+                    format!(
+                        "client hiccups: a 1 ms sleep overshot by p99 {} (max {}) during the run, {} on this machine idle \
+                         (rpcmeter calibrate): the client's threads were held up (other load, too few cores), and its \
+                         latencies may include up to that stall",
+                        units::duration(run.p99),
+                        units::duration(run.max),
+                        units::duration(cal.hiccup.p99)
+                    ),
+                ));
+            }
+        }
+        self.floor = Some(floor);
+    }
+
     /// Adds the server's count and the checks that compare it with the client's.
     pub fn with_server(mut self, server: ServerSide) -> Summary {
         self.notices.extend(cross_check(&self, &server));
@@ -389,6 +417,12 @@ fn errors(result: &RunResult) -> Vec<ErrorKind> {
         .collect();
     kinds.sort_by_key(|k| std::cmp::Reverse(k.count));
     kinds
+}
+
+/// Hiccups worth a notice: twice the calibrated floor's p99 and at least 500 µs above it (a
+/// few hundred µs of scheduling noise is every shared machine's).
+fn hiccups_stand_out(run_p99: Duration, floor_p99: Duration) -> bool {
+    run_p99 > floor_p99 * 2 && run_p99 >= floor_p99 + Duration::from_micros(500)
 }
 
 /// What a sceptical reader must know to trust (or not) the numbers (docs/design.md,
@@ -562,5 +596,19 @@ pub fn describe_load(s: &Summary) -> String {
         Pacer::Open(rate) => format!("open loop at {} calls/s, at most {} in flight", rate, s.concurrency),
         Pacer::Burst { .. } => format!("bursts of {}", s.concurrency),
         Pacer::Closed => format!("closed loop, {} workers", s.concurrency),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hiccups_stand_out_only_well_above_the_floor() {
+        let us = Duration::from_micros;
+        assert!(hiccups_stand_out(us(5_000), us(100)));
+        assert!(!hiccups_stand_out(us(500), us(100)), "within 500 µs of the floor");
+        assert!(!hiccups_stand_out(us(1_900), us(1_000)), "under twice the floor");
+        assert!(hiccups_stand_out(us(2_100), us(1_000)));
     }
 }
