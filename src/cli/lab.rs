@@ -21,11 +21,14 @@ pub struct LabArgs {
     /// postgres://... for the Db calls (SQLite otherwise)
     #[arg(long)]
     pub db: Option<String>,
+    /// Fail (exit 1) when a runtime's server cannot be built, instead of skipping it
+    #[arg(long)]
+    pub strict: bool,
 }
 
 pub fn main(args: LabArgs) -> anyhow::Result<ExitCode> {
     let control = super::interruptible()?;
-    let options = Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db };
+    let options = Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db, strict: args.strict };
     experiments::run(args.name, &options, control)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -49,7 +49,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         humantime::format_duration(each),
         if quick { " (quick mode; 1..25 clients, 10 s each without --quick)" } else { "" }
     ));
-    let ready = lab.servers(&[Runtime::Rpcmeter]);
+    let ready = lab.servers(&[Runtime::Rpcmeter])?;
     let Some((_, built)) = ready.first() else { return lab.finish() };
     let mut results: Vec<(&Config, Vec<Point>)> = Vec::new();
     for config in CONFIGS.iter() {

@@ -54,6 +54,8 @@ pub struct Options {
     pub runtimes: Vec<Runtime>,
     /// postgres://... for the Db calls; SQLite otherwise.
     pub db: Option<String>,
+    /// A runtime asked for whose server cannot be built fails the lab (CI), instead of being skipped.
+    pub strict: bool,
 }
 
 /// One lab in progress: its write-up, its runs, and where they are written.
@@ -85,7 +87,7 @@ impl Lab {
 
     /// Builds (or finds built) each runtime the user allowed; the ones that cannot be are
     /// listed in the write-up with the reason, and left out.
-    pub fn servers(&mut self, wanted: &[Runtime]) -> Vec<(Runtime, Built)> {
+    pub fn servers(&mut self, wanted: &[Runtime]) -> anyhow::Result<Vec<(Runtime, Built)>> {
         let mut ready = Vec::new();
         let mut skipped = Vec::new();
         for &runtime in wanted {
@@ -95,6 +97,9 @@ impl Lab {
             }
             match servers::build(runtime) {
                 Ok(built) => ready.push((runtime, built)),
+                Err(why) if self.options.strict => {
+                    return Err(crate::error::run_failed(format!("lab {}: {why}", self.name)));
+                }
                 Err(why) => {
                     eprintln!("lab {}: skipping {}: {why}", self.name, runtime.name());
                     skipped.push(format!("{}: {why}", runtime.name()));
@@ -105,7 +110,7 @@ impl Lab {
             self.doc.para("Skipped here:");
             self.doc.list(skipped);
         }
-        ready
+        Ok(ready)
     }
 
     /// One `rpcmeter run` with `flags` against `server`, labelled `label`: its result is

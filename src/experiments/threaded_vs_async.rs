@@ -88,7 +88,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         if lab.options.db.is_some() { "Postgres (--db)" } else { "SQLite (no --db given; Postgres with --db postgres://...)" },
     ));
     let wanted: Vec<Runtime> = vec![Runtime::Rpcmeter, Runtime::Python];
-    let ready = lab.servers(&wanted);
+    let ready = lab.servers(&wanted)?;
     let mut steps: Vec<Step> = Vec::new();
     let mut memory: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for model in MODELS.iter() {

@@ -75,7 +75,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         s.burst,
         if lab.options.quick { " (quick mode; the write-up's sizes without --quick)" } else { "" }
     ));
-    let ready = lab.servers(&[Runtime::Rpcmeter, Runtime::Go, Runtime::Java]);
+    let ready = lab.servers(&[Runtime::Rpcmeter, Runtime::Go, Runtime::Java])?;
     let mut rounds: Vec<Rounds> = Vec::new();
     let mut open_rows = Vec::new();
     let echo = ["--call", "EchoService/echo", "-d", r#"{"content":"Hello"}"#];
