@@ -178,7 +178,20 @@ fn a_starved_client_flags_its_hiccups() {
         .collect();
     let out = Command::new("nice")
         .args(["-n", "19", env!("CARGO_BIN_EXE_rpcmeter")])
-        .args(["run", "--plaintext", "-q", "--no-save", "--call", "EchoService/echo", "-c", "2", "-z", "1s", "--format", "json"])
+        .args([
+            "run",
+            "--plaintext",
+            "-q",
+            "--no-save",
+            "--call",
+            "EchoService/echo",
+            "-c",
+            "2",
+            "-z",
+            "1s",
+            "--format",
+            "json",
+        ])
         .arg(lab.local_addr().to_string())
         .env("XDG_CACHE_HOME", dir.path())
         .output()

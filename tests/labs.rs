@@ -62,7 +62,10 @@ fn kv_throughput_shows_three_throughputs_for_every_step() {
         for row in &steps {
             // client-side (write-up), rpcmeter's, and the server's own: all measured.
             for col in [2, 4, 5] {
-                assert!(row[col].parse::<f64>().is_ok_and(|x| x > 0.0), "{store}: no throughput in column {col}: {row:?}");
+                assert!(
+                    row[col].parse::<f64>().is_ok_and(|x| x > 0.0),
+                    "{store}: no throughput in column {col}: {row:?}"
+                );
             }
             assert_eq!(row[8], "0", "failed calls: {row:?}");
         }

@@ -28,7 +28,8 @@ pub struct LabArgs {
 
 pub fn main(args: LabArgs) -> anyhow::Result<ExitCode> {
     let control = super::interruptible()?;
-    let options = Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db, strict: args.strict };
+    let options =
+        Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db, strict: args.strict };
     experiments::run(args.name, &options, control)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,9 +9,15 @@ enum Block {
     Heading(String),
     Para(String),
     List(Vec<String>),
-    Table { head: Vec<String>, rows: Vec<Vec<String>> },
+    Table {
+        head: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
     /// Already-rendered, already-escaped HTML (a plot); the markdown says where to see it.
-    Figure { html: String, caption: String },
+    Figure {
+        html: String,
+        caption: String,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -112,7 +118,8 @@ impl Doc {
                     h.push_str("</table>\n");
                 }
                 Block::Figure { html, caption } => {
-                    let _ = writeln!(h, "<figure>{html}<figcaption class=\"small\">{}</figcaption></figure>", esc(caption));
+                    let _ =
+                        writeln!(h, "<figure>{html}<figcaption class=\"small\">{}</figcaption></figure>", esc(caption));
                 }
             }
         }

@@ -127,24 +127,47 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     );
     if let Some((_, points)) = results.first() {
         let series = vec![
-            ("client-side, the write-up's first graph".to_string(), points.iter().map(|p| (p.clients as f64, client_side(&p.summary))).collect()),
-            ("rpcmeter: all calls / window".to_string(), points.iter().map(|p| (p.clients as f64, p.summary.throughput_rps)).collect()),
+            (
+                "client-side, the write-up's first graph".to_string(),
+                points.iter().map(|p| (p.clients as f64, client_side(&p.summary))).collect(),
+            ),
+            (
+                "rpcmeter: all calls / window".to_string(),
+                points.iter().map(|p| (p.clients as f64, p.summary.throughput_rps)).collect(),
+            ),
             (
                 "server-side, the write-up's second graph".to_string(),
-                points.iter().filter_map(|p| Some((p.clients as f64, p.summary.server.as_ref()?.throughput_rps?))).collect(),
+                points
+                    .iter()
+                    .filter_map(|p| Some((p.clients as f64, p.summary.server.as_ref()?.throughput_rps?)))
+                    .collect(),
             ),
         ];
         lab.doc.figure(
-            line_plot("kv-two-graphs", "Linearizable store, own keys: three throughputs", "clients", "calls/s", &series),
+            line_plot(
+                "kv-two-graphs",
+                "Linearizable store, own keys: three throughputs",
+                "clients",
+                "calls/s",
+                &series,
+            ),
             "the write-up's two graphs on one plot, with rpcmeter's system throughput",
         );
     }
     let series: Vec<(String, Vec<(f64, f64)>)> = results
         .iter()
-        .map(|(c, points)| (c.label.to_string(), points.iter().map(|p| (p.clients as f64, p.summary.throughput_rps)).collect()))
+        .map(|(c, points)| {
+            (c.label.to_string(), points.iter().map(|p| (p.clients as f64, p.summary.throughput_rps)).collect())
+        })
         .collect();
     lab.doc.figure(
-        line_plot("kv-configs", "System throughput by store and keys", "clients", "calls/s (all calls / window)", &series),
+        line_plot(
+            "kv-configs",
+            "System throughput by store and keys",
+            "clients",
+            "calls/s (all calls / window)",
+            &series,
+        ),
         "linearizable vs relaxed, own keys vs one key, and the cost of the per-call trace",
     );
     lab.doc.heading("What it shows");
@@ -155,7 +178,11 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
 /// The write-up's client-side throughput from a summary: 1 / mean call latency.
 fn client_side(s: &Summary) -> f64 {
     let mean = s.latency.mean.as_secs_f64();
-    if mean > 0.0 { 1.0 / mean } else { 0.0 }
+    if mean > 0.0 {
+        1.0 / mean
+    } else {
+        0.0
+    }
 }
 
 /// The write-up's figure exactly: per worker, calls / sum of latencies, averaged over workers,
@@ -186,7 +213,8 @@ fn findings(results: &[(&Config, Vec<Point>)]) -> Vec<String> {
     for (config, points) in results {
         let (Some(first), Some(last)) = (points.first(), points.last()) else { continue };
         let tput: Vec<f64> = points.iter().map(|p| p.summary.throughput_rps).collect();
-        let knee = knee(&tput).map_or("none within the steps".to_string(), |i| format!("{} clients", points[i].clients));
+        let knee =
+            knee(&tput).map_or("none within the steps".to_string(), |i| format!("{} clients", points[i].clients));
         out.push(format!(
             "{}: from {} to {} clients, the write-up's client-side figure went {:.0} → {:.0} calls/s while the system's went \
              {:.0} → {:.0}; knee: {knee}.",
@@ -204,9 +232,14 @@ fn findings(results: &[(&Config, Vec<Point>)]) -> Vec<String> {
         let ratios: Vec<String> = off
             .iter()
             .zip(on)
-            .map(|(a, b)| format!("{} clients {:.2}x", a.clients, b.summary.throughput_rps / a.summary.throughput_rps.max(1e-9)))
+            .map(|(a, b)| {
+                format!("{} clients {:.2}x", a.clients, b.summary.throughput_rps / a.summary.throughput_rps.max(1e-9))
+            })
             .collect();
-        out.push(format!("Per-call trace on / off, system throughput: {} (one run each: a few % is noise here).", ratios.join(", ")));
+        out.push(format!(
+            "Per-call trace on / off, system throughput: {} (one run each: a few % is noise here).",
+            ratios.join(", ")
+        ));
     }
     out
 }

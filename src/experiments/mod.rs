@@ -3,8 +3,8 @@
 //! the CLI, so a lab's numbers are a user's numbers), and writes what it found twice: a
 //! markdown summary and an HTML report (`report::html`, with the lab's write-up on top).
 pub mod doc;
-pub mod servers;
 mod kv_throughput;
+pub mod servers;
 mod threaded_vs_async;
 mod warmup;
 
@@ -72,7 +72,14 @@ impl Lab {
     fn new(name: Name, title: &str, options: &Options, control: Arc<Control>) -> anyhow::Result<Lab> {
         let results = options.out.join(name.slug());
         std::fs::create_dir_all(&results).map_err(|e| output_failed(&results, e))?;
-        Ok(Lab { options: options.clone(), doc: Doc::new(title), runs: Vec::new(), results, control, name: name.slug() })
+        Ok(Lab {
+            options: options.clone(),
+            doc: Doc::new(title),
+            runs: Vec::new(),
+            results,
+            control,
+            name: name.slug(),
+        })
     }
 
     /// Where this lab's results go (DIR/NAME/).

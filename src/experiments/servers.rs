@@ -103,7 +103,8 @@ pub fn build(runtime: Runtime) -> Result<Built, String> {
         ));
     }
     let text = String::from_utf8_lossy(&output.stdout).to_string();
-    let built = parse_commands(&text).ok_or_else(|| format!("{} build.sh printed no `server: CMD` line", runtime.name()))?;
+    let built =
+        parse_commands(&text).ok_or_else(|| format!("{} build.sh printed no `server: CMD` line", runtime.name()))?;
     std::fs::write(&commands, &text).map_err(|e| fail("cannot write", e))?;
     Ok(built)
 }
@@ -280,7 +281,8 @@ pub fn run_client(command: &str, args: &[String], limit: Duration) -> anyhow::Re
 /// The resident set of a process, from /proc (Linux); None when it has ended.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kib: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib * 1024)
 }
 
@@ -295,7 +297,8 @@ mod tests {
 
     #[test]
     fn build_output_names_server_and_client() {
-        let b = parse_commands("noise\nserver: /x/venv/bin/python /x/server.py\nclient: java -cp /x/l.jar C\n").unwrap();
+        let b =
+            parse_commands("noise\nserver: /x/venv/bin/python /x/server.py\nclient: java -cp /x/l.jar C\n").unwrap();
         assert_eq!(b.server, "/x/venv/bin/python /x/server.py");
         assert_eq!(b.client.as_deref(), Some("java -cp /x/l.jar C"));
         assert!(parse_commands("nothing here").is_none());

@@ -16,7 +16,8 @@ use tonic::Code;
 pub const TITLE: &str = "Lab: threaded vs async servers (test_service)";
 
 /// A server and its execution model, as the write-up configured them: 5 threads; async with
-/// at most 5 calls per thread.
+/// at most 5 calls per thread. Every server refuses what it cannot run at once (rpcmeter's
+/// `--queue 0`; grpcio's limit is the same), so the four differ only in their model.
 struct Model {
     label: &'static str,
     runtime: Runtime,
@@ -24,11 +25,15 @@ struct Model {
 }
 
 const MODELS: [Model; 4] = [
-    Model { label: "rpcmeter threaded", runtime: Runtime::Rpcmeter, args: &["--model", "threaded", "--threads", "5"] },
+    Model {
+        label: "rpcmeter threaded",
+        runtime: Runtime::Rpcmeter,
+        args: &["--model", "threaded", "--threads", "5", "--queue", "0"],
+    },
     Model {
         label: "rpcmeter async",
         runtime: Runtime::Rpcmeter,
-        args: &["--model", "async", "--threads", "5", "--per-thread", "5"],
+        args: &["--model", "async", "--threads", "5", "--per-thread", "5", "--queue", "0"],
     },
     Model { label: "python threaded", runtime: Runtime::Python, args: &["--model", "threaded", "--threads", "5"] },
     Model {
@@ -79,7 +84,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     lab.doc.para(format!(
         "Closed loop: {} tasks x {} calls each, retries on RESOURCE_EXHAUSTED with {} initial backoff, at most {MAX_RETRIES}; \
          Cpu computes fib({}){}; Db inserts 10 rows, counts them and sleeps 250 ms on {}. Each server: 5 threads; async \
-         at most 5 calls per thread. Calls beyond what a server admits are answered RESOURCE_EXHAUSTED at once.",
+         at most 5 calls per thread. Every server answers RESOURCE_EXHAUSTED at once to a call it cannot start (no queue: rpcmeter serve --queue 0).",
         plan.tasks.iter().map(u32::to_string).collect::<Vec<_>>().join("/"),
         plan.loops,
         humantime::format_duration(plan.retry),
@@ -124,7 +129,8 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
                 ]
                 .map(String::from)
                 .to_vec();
-                let label = format!("{}-{}-{}x{}", model.label.replace(' ', "-"), method.to_lowercase(), tasks, plan.loops);
+                let label =
+                    format!("{}-{}-{}x{}", model.label.replace(' ', "-"), method.to_lowercase(), tasks, plan.loops);
                 let summary = lab.measure(&label, &server, &flags)?;
                 steps.push(Step { model: model.label, method, tasks, summary });
             }
@@ -156,14 +162,22 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         let series: Vec<(String, Vec<(f64, f64)>)> = MODELS
             .iter()
             .map(|m| {
-                let points =
-                    steps.iter().filter(|s| s.method == method && s.model == m.label).map(|s| (s.tasks as f64, s.summary.ok_rps));
+                let points = steps
+                    .iter()
+                    .filter(|s| s.method == method && s.model == m.label)
+                    .map(|s| (s.tasks as f64, s.summary.ok_rps));
                 (m.label.to_string(), points.collect::<Vec<_>>())
             })
             .filter(|(_, p)| !p.is_empty())
             .collect();
         lab.doc.figure(
-            line_plot(&format!("tput-{}", method.to_lowercase()), &format!("{method}: throughput vs tasks"), "tasks (closed-loop workers)", "ok calls/s", &series),
+            line_plot(
+                &format!("tput-{}", method.to_lowercase()),
+                &format!("{method}: throughput vs tasks"),
+                "tasks (closed-loop workers)",
+                "ok calls/s",
+                &series,
+            ),
             format!("{method}: successful calls per second against the number of tasks, per server and model"),
         );
     }
@@ -221,9 +235,11 @@ fn findings(steps: &[Step]) -> Vec<String> {
     )];
     for method in ["Cpu", "Db"] {
         let best = |model: &str| {
-            steps.iter().filter(|s| s.method == method && s.model == model).map(|s| s.summary.ok_rps).fold(None, |m: Option<f64>, v| {
-                Some(m.map_or(v, |m| m.max(v)))
-            })
+            steps
+                .iter()
+                .filter(|s| s.method == method && s.model == model)
+                .map(|s| s.summary.ok_rps)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
         };
         for family in ["rpcmeter", "python"] {
             if let (Some(t), Some(a)) = (best(&format!("{family} threaded")), best(&format!("{family} async"))) {
@@ -239,7 +255,8 @@ fn findings(steps: &[Step]) -> Vec<String> {
         .filter_map(|s| {
             let server = s.summary.server.as_ref()?.rejected;
             let client = s.summary.attempt_statuses.get(Code::ResourceExhausted);
-            (server != client).then(|| format!("{} {} {} tasks: client {client}, server {server}", s.model, s.method, s.tasks))
+            (server != client)
+                .then(|| format!("{} {} {} tasks: client {client}, server {server}", s.model, s.method, s.tasks))
         })
         .collect();
     out.push(if disagree.is_empty() {

@@ -24,9 +24,21 @@ struct Sizes {
 
 fn sizes(quick: bool) -> Sizes {
     if quick {
-        Sizes { burst: 2000, rounds: 6, pause: Duration::from_millis(200), open_rate: 1000, open_for: Duration::from_secs(3) }
+        Sizes {
+            burst: 2000,
+            rounds: 6,
+            pause: Duration::from_millis(200),
+            open_rate: 1000,
+            open_for: Duration::from_secs(3),
+        }
     } else {
-        Sizes { burst: 10_000, rounds: 10, pause: Duration::from_secs(1), open_rate: 2000, open_for: Duration::from_secs(10) }
+        Sizes {
+            burst: 10_000,
+            rounds: 10,
+            pause: Duration::from_secs(1),
+            open_rate: 2000,
+            open_for: Duration::from_secs(10),
+        }
     }
 }
 
@@ -99,8 +111,15 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         let server = Server::start(*runtime, built, runtime.name(), &[])?;
         let mut flags: Vec<String> = echo.iter().map(|s| s.to_string()).collect();
         flags.extend(
-            ["--rps", &s.open_rate.to_string(), "-z", &humantime::format_duration(s.open_for).to_string(), "--interval", "250ms"]
-                .map(String::from),
+            [
+                "--rps",
+                &s.open_rate.to_string(),
+                "-z",
+                &humantime::format_duration(s.open_for).to_string(),
+                "--interval",
+                "250ms",
+            ]
+            .map(String::from),
         );
         let label = format!("rpcmeter-to-{}-open-loop", runtime.name());
         let summary = lab.measure(&label, &server, &flags)?;
@@ -147,7 +166,9 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         .map(|k| {
             let mut row = vec![(k + 1).to_string()];
             row.extend(rounds.iter().map(|r| {
-                r.took.get(k).map_or("–".into(), |t| format!("{} ms · {} calls/s", ms(*t), per_s(s.burst as f64 / t.as_secs_f64())))
+                r.took.get(k).map_or("–".into(), |t| {
+                    format!("{} ms · {} calls/s", ms(*t), per_s(s.burst as f64 / t.as_secs_f64()))
+                })
             }));
             row
         })
@@ -165,7 +186,14 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     lab.doc.table(&head, rows);
     lab.doc.heading("Open loop on a fresh server: when latency settles");
     lab.doc.table(
-        &["server", "load", "p99 of the first 250 ms (ms)", "p99 of the run (ms)", "steady state (changepoint on p50 per interval)", "failed"],
+        &[
+            "server",
+            "load",
+            "p99 of the first 250 ms (ms)",
+            "p99 of the run (ms)",
+            "steady state (changepoint on p50 per interval)",
+            "failed",
+        ],
         open_rows,
     );
     lab.doc.heading("What was measured");
@@ -183,7 +211,11 @@ fn conclusions(rounds: &[Rounds]) -> Vec<String> {
         } else {
             "the server's warm-up and connection start (rpcmeter's client needs none)"
         };
-        out.push(format!("{}: round 1 took {x:.2}x the warm rounds' median: {whose}; {}.", r.pairing, verdict_text(r.verdict())));
+        out.push(format!(
+            "{}: round 1 took {x:.2}x the warm rounds' median: {whose}; {}.",
+            r.pairing,
+            verdict_text(r.verdict())
+        ));
     }
     if let (Some(jvm), Some(own)) = (
         rounds.iter().find(|r| r.pairing.starts_with("JVM")).and_then(Rounds::first_over_warm),
@@ -217,7 +249,9 @@ mod tests {
 
     #[test]
     fn latch_lines_are_read() {
-        let (took, failed) = parse_latch("round 1: Took: 1830.1 ms  RPS: 5464  failed: 2\nnoise\nround 2: Took: 440.6 ms  RPS: 22698  failed: 0\n");
+        let (took, failed) = parse_latch(
+            "round 1: Took: 1830.1 ms  RPS: 5464  failed: 2\nnoise\nround 2: Took: 440.6 ms  RPS: 22698  failed: 0\n",
+        );
         assert_eq!(took, vec![Duration::from_secs_f64(1.8301), Duration::from_secs_f64(0.4406)]);
         assert_eq!(failed, 2);
     }
@@ -225,7 +259,11 @@ mod tests {
     #[test]
     fn the_write_ups_rounds_show_a_cold_first_round() {
         let ms = [1830.1, 440.6, 390.7, 318.1, 256.0, 313.4, 377.7, 252.0, 255.0, 253.4];
-        let r = Rounds { pairing: "JVM".into(), took: ms.iter().map(|m| Duration::from_secs_f64(m / 1e3)).collect(), failed: 0 };
+        let r = Rounds {
+            pairing: "JVM".into(),
+            took: ms.iter().map(|m| Duration::from_secs_f64(m / 1e3)).collect(),
+            failed: 0,
+        };
         assert!(r.first_over_warm().unwrap() > 4.0);
     }
 }

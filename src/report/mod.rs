@@ -371,7 +371,11 @@ impl Summary {
     /// Adds the machine's floor (None: never calibrated) and the client's hiccups during the
     /// run, flagged when well above the floor's: the client stalled, and every latency it
     /// timed may hold up to that stall.
-    pub fn set_floor(&mut self, floor: Option<crate::calibrate::Calibration>, hiccups: Option<&hdrhistogram::Histogram<u64>>) {
+    pub fn set_floor(
+        &mut self,
+        floor: Option<crate::calibrate::Calibration>,
+        hiccups: Option<&hdrhistogram::Histogram<u64>>,
+    ) {
         self.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
         if let (Some(run), Some(cal)) = (self.client.hiccups, &floor) {
             if hiccups_stand_out(run.p99, cal.hiccup.p99) {

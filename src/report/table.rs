@@ -168,7 +168,13 @@ fn render(s: &Summary) -> String {
         bytes(c.max_rss_bytes)
     );
     if let Some(h) = c.hiccups {
-        let _ = writeln!(o, "Client hiccups (1 ms sleep overshoot): p50 {} p99 {} max {}", duration(h.p50), duration(h.p99), duration(h.max));
+        let _ = writeln!(
+            o,
+            "Client hiccups (1 ms sleep overshoot): p50 {} p99 {} max {}",
+            duration(h.p50),
+            duration(h.p99),
+            duration(h.max)
+        );
     }
     if let Some(server) = &s.server {
         let rps = server.throughput_rps.map_or(String::new(), |r| format!(", {r:.1} calls/s"));
