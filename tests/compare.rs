@@ -198,3 +198,49 @@ fn bad_files_and_flags_exit_2_naming_the_problem() {
     let (code, _, stderr) = compare(&[a.as_os_str(), a.as_os_str(), os("--metric"), os("p42")]);
     assert_eq!(code, Some(2), "{stderr}");
 }
+
+#[test]
+fn a_significant_change_below_min_effect_is_no_meaningful_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 intervals a side make a 3 % drop in throughput significant; p99 is 20 % slower.
+    let a = write_result(dir.path(), "a", BASE, 100, 8);
+    let b = write_result(dir.path(), "b", Level { rps: 9_700.0, p99_us: 1_800.0, ..BASE }, 100, 9);
+
+    // Without --min-effect the 3 % is a regression like any other.
+    let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(row(&stdout, "throughput").contains("% lower: regression"), "{stdout}");
+
+    // With it, throughput is significant but too small to matter; p99 still fails the run.
+    let (code, stdout, stderr) =
+        compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression"), os("--min-effect"), os("5%")]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(row(&stdout, "throughput").contains("no meaningful difference"), "{stdout}");
+    assert!(row(&stdout, "p99 latency").contains("% slower: regression"), "{stdout}");
+    assert!(stdout.contains("smallest change that matters 5.0%"), "{stdout}");
+    assert!(stderr.contains("p99 latency") && !stderr.contains("throughput"), "{stderr}");
+
+    // Only throughput compared: nothing left that fails.
+    let (code, stdout, stderr) = compare(&[
+        a.as_os_str(),
+        b.as_os_str(),
+        os("--fail-on-regression"),
+        os("--min-effect=5%"),
+        os("--metric=throughput"),
+        os("--format=json"),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let throughput = metric(&report, "throughput");
+    assert_eq!(throughput["verdict"], "no meaningful difference", "{throughput}");
+    assert!(throughput["p_value"].as_f64().unwrap() < 0.05, "{throughput}");
+    assert_eq!(report["min_effect"], 0.05);
+    assert_eq!(report["regressions"], json!([]));
+
+    for bad in ["150%", "five", "-1%"] {
+        let flag = format!("--min-effect={bad}");
+        let (code, _, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os(&flag)]);
+        assert_eq!(code, Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--min-effect") && stderr.lines().count() == 1, "{stderr}");
+    }
+}

@@ -7,7 +7,9 @@
 //! bootstrap intervals (seeded: the same files always give the same numbers), the
 //! Mann-Whitney U test, and Tukey and z-score outlier flags (reported, never removed).
 //! B is a regression on a metric when the test says p < alpha and B went the bad way:
-//! lower throughput, higher latency, higher error rate.
+//! lower throughput, higher latency, higher error rate. With `--min-effect`, a significant
+//! change of the median smaller than that share of A's median is "no meaningful
+//! difference": statistically real, too small to act on (it never fails a CI run).
 //!
 //! Where results come from is [`ResultRef`]: paths today; a run history's ids can be one
 //! more variant, resolved in [`ResultRef::resolve`], without touching the rest.
@@ -34,6 +36,8 @@ pub struct Settings {
     pub b: ResultRef,
     pub metrics: Vec<Metric>,
     pub alpha: f64,
+    /// `--min-effect`: the smallest relative change of the median that counts (0.05 = 5 %).
+    pub min_effect: Option<f64>,
     pub fail_on_regression: bool,
     pub format: CompareFormat,
     pub bootstrap: Bootstrap,
@@ -57,6 +61,7 @@ impl Settings {
             b: ResultRef::resolve(&args.b),
             metrics,
             alpha: args.alpha,
+            min_effect: args.min_effect,
             fail_on_regression: args.fail_on_regression,
             format: args.format,
             bootstrap: Bootstrap::default(),
@@ -304,6 +309,8 @@ pub enum Verdict {
     /// Fewer than [`MIN_INTERVALS`] values on a side.
     TooFew,
     NoSignificantDifference,
+    /// p < alpha, but the medians differ by less than `--min-effect` of A's.
+    NoMeaningfulDifference,
     /// p < alpha and B went the good way.
     Improvement,
     /// p < alpha and B went the bad way (lower throughput, higher latency or error rate).
@@ -323,7 +330,14 @@ pub struct MetricComparison {
 }
 
 impl MetricComparison {
-    pub fn of(metric: Metric, a: &RunResult, b: &RunResult, alpha: f64, how: &Bootstrap) -> MetricComparison {
+    pub fn of(
+        metric: Metric,
+        a: &RunResult,
+        b: &RunResult,
+        alpha: f64,
+        min_effect: Option<f64>,
+        how: &Bootstrap,
+    ) -> MetricComparison {
         let (a_at, a_values): (Vec<Duration>, Vec<f64>) = metric.sample(a).into_iter().unzip();
         let (b_at, b_values): (Vec<Duration>, Vec<f64>) = metric.sample(b).into_iter().unzip();
         let numbers = Comparison::of(&a_values, &b_values, how);
@@ -332,6 +346,7 @@ impl MetricComparison {
             Some(c) => match (c.outcome(alpha, MIN_INTERVALS), metric.higher_is_better()) {
                 (Outcome::TooFew, _) => Verdict::TooFew,
                 (Outcome::NoSignificantDifference, _) => Verdict::NoSignificantDifference,
+                _ if below(min_effect, c) => Verdict::NoMeaningfulDifference,
                 (Outcome::BHigher, true) | (Outcome::BLower, false) => Verdict::Improvement,
                 (Outcome::BHigher, false) | (Outcome::BLower, true) => Verdict::Regression,
             },
@@ -363,6 +378,12 @@ impl MetricComparison {
                 )
             }
             (Verdict::NoSignificantDifference, _) => return "no significant difference".into(),
+            (Verdict::NoMeaningfulDifference, Some(c)) => {
+                return format!(
+                    "no meaningful difference (significant, but B / A = {:.3} is within --min-effect)",
+                    c.shift.ratio.unwrap_or(1.0)
+                )
+            }
             (_, Some(numbers)) => numbers,
         };
         // The direction is the test's: B's values tend to be the higher ones.
@@ -392,12 +413,22 @@ impl MetricComparison {
     }
 }
 
+/// Whether the medians differ by less than `min_effect` of A's. A ratio needs A's median
+/// above zero (an error rate of zero has none): then any significant change counts.
+fn below(min_effect: Option<f64>, c: &Comparison) -> bool {
+    match (min_effect, c.shift.ratio) {
+        (Some(min), Some(ratio)) => (ratio - 1.0).abs() < min,
+        _ => false,
+    }
+}
+
 /// A whole comparison: both runs, each metric.
 #[derive(Debug, Clone)]
 pub struct Report {
     pub a: RunResult,
     pub b: RunResult,
     pub alpha: f64,
+    pub min_effect: Option<f64>,
     pub bootstrap: Bootstrap,
     pub metrics: Vec<MetricComparison>,
 }
@@ -407,9 +438,9 @@ impl Report {
         let metrics = settings
             .metrics
             .iter()
-            .map(|&m| MetricComparison::of(m, &a, &b, settings.alpha, &settings.bootstrap))
+            .map(|&m| MetricComparison::of(m, &a, &b, settings.alpha, settings.min_effect, &settings.bootstrap))
             .collect();
-        Report { a, b, alpha: settings.alpha, bootstrap: settings.bootstrap, metrics }
+        Report { a, b, alpha: settings.alpha, min_effect: settings.min_effect, bootstrap: settings.bootstrap, metrics }
     }
 
     pub fn regressions(&self) -> impl Iterator<Item = &MetricComparison> {
@@ -500,9 +531,10 @@ pub fn table(r: &Report) -> String {
     let _ = writeln!(
         o,
         "\nPer interval: medians of the full measured intervals ({} s) and how many; B - A and B / A with \
-         {level:.0}% bootstrap intervals; Mann-Whitney U, two-sided, alpha {}:",
+         {level:.0}% bootstrap intervals; Mann-Whitney U, two-sided, alpha {}{}:",
         units::secs(r.a.interval),
-        r.alpha
+        r.alpha,
+        r.min_effect.map_or(String::new(), |m| format!(", smallest change that matters {}%", percent(m)))
     );
     let _ = writeln!(
         o,
@@ -604,6 +636,7 @@ pub fn to_json(r: &Report) -> JsonValue {
             let verdict = match m.verdict {
                 Verdict::TooFew => "too few intervals",
                 Verdict::NoSignificantDifference => "no significant difference",
+                Verdict::NoMeaningfulDifference => "no meaningful difference",
                 Verdict::Improvement => "improvement",
                 Verdict::Regression => "regression",
             };
@@ -641,6 +674,7 @@ pub fn to_json(r: &Report) -> JsonValue {
         "a": json_run(&r.a),
         "b": json_run(&r.b),
         "alpha": r.alpha,
+        "min_effect": r.min_effect,
         "test": "Mann-Whitney U, two-sided, normal approximation with tie and continuity corrections",
         "confidence": r.bootstrap.level,
         "bootstrap_resamples": r.bootstrap.resamples,

@@ -41,6 +41,10 @@ pub struct CompareArgs {
     /// Exit 1 when any metric of B is a significant regression against A.
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// Smallest change of the median that matters, e.g. 5%: a significant change smaller
+    /// than this is "no meaningful difference" and never fails --fail-on-regression
+    #[arg(long, value_parser = parse_min_effect)]
+    pub min_effect: Option<f64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
@@ -50,6 +54,19 @@ fn parse_alpha(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(alpha) if alpha > 0.0 && alpha < 1.0 => Ok(alpha),
         _ => Err("a significance level between 0 and 1, such as 0.05".into()),
+    }
+}
+
+/// `5%` (or the fraction `0.05`): a relative change of the median, from 0 to 100 %.
+fn parse_min_effect(s: &str) -> Result<f64, String> {
+    let text = s.trim();
+    let fraction = match text.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().ok().map(|p| p / 100.0),
+        None => text.parse::<f64>().ok(),
+    };
+    match fraction {
+        Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err("a relative change of the median such as 5% (from 0% to 100%)".into()),
     }
 }
 
