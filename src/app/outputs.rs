@@ -96,6 +96,22 @@ impl Outputs {
         failed
     }
 
+    /// The run failed before measuring (its files were discarded): JUnit outputs still get a
+    /// report naming why, so CI shows a failed test rather than none. Best effort: the
+    /// run's own error is what the user sees.
+    pub fn write_failed_start(&self, name: Option<&str>, call: &str, target: &str, why: &anyhow::Error) {
+        let text = crate::report::junit::failed_to_start(name, call, target, &format!("{why:#}"));
+        if self.settings.format == Format::Junit {
+            match &self.settings.primary {
+                Some(path) => drop(std::fs::write(path, &text)),
+                None => drop(std::io::stdout().write_all(text.as_bytes())),
+            }
+        }
+        for (_, path) in self.settings.exports.iter().filter(|(f, _)| *f == Format::Junit) {
+            let _ = std::fs::write(path, &text);
+        }
+    }
+
     fn write_file(&mut self, path: &Path, text: &str) -> anyhow::Result<()> {
         match self.opened.iter_mut().find(|o| o.path == path).and_then(|o| o.file.as_mut()) {
             Some(f) => f.write_all(text.as_bytes()).and_then(|_| f.flush()).map_err(|e| output_failed(path, e)),

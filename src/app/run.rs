@@ -13,7 +13,7 @@ use crate::load::retry::RetryPolicy;
 use crate::record::resource;
 use crate::report::{Meta, Summary};
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
-use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, progress::Progress, Sinks};
+use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress, Sinks};
 use crate::stats::assertions::{self, Assertion};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -47,6 +47,8 @@ pub struct Settings {
     pub arguments: Vec<String>,
     /// Where the result is recorded (None: --no-save).
     pub history: Option<crate::history::SaveTo>,
+    /// `--metrics-addr`: serve live Prometheus metrics there during the run.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Settings {
@@ -115,6 +117,7 @@ impl Settings {
             tags: args.tag.clone(),
             arguments,
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
+            metrics_addr: args.metrics_addr,
         })
     }
 }
@@ -281,7 +284,10 @@ fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_refle
 /// Runs `settings` to the end and says how it went: the exit code, or the error to print.
 pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode> {
     let mut outputs = Outputs::open(&settings.outputs)?;
-    let (summary, sinks_failed) = measure(&settings, &control, &mut outputs)?;
+    let (summary, sinks_failed) = measure(&settings, &control, &mut outputs).inspect_err(|e| {
+        let target = settings.plan.target.to_string();
+        outputs.write_failed_start(settings.name.as_deref(), &settings.call, &target, e)
+    })?;
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
     // Recorded after the reports, so a history that fails never costs one. A --history asked
     // for is an output like --export: failing it exits 1. The default history is a
@@ -331,6 +337,13 @@ pub fn measure(
     if let Some(path) = &settings.outputs.csv_details {
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
         sinks.add(Box::new(DetailsWriter::start(path.clone(), file, &method)));
+    }
+    if let Some(addr) = settings.metrics_addr {
+        let target = plan.target.to_string();
+        let live = LiveMetrics::start(addr, method.full_name(), &target, plan.pacer.is_open())
+            .inspect_err(|_| outputs.discard())?;
+        eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
+        sinks.add(Box::new(live));
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
     let started_at = SystemTime::now();

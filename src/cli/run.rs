@@ -158,6 +158,10 @@ pub struct RunArgs {
     /// else ~/.local/share/rpcmeter/history.sqlite3]
     #[arg(long, value_name = "PATH")]
     pub history: Option<PathBuf>,
+    /// Serve live Prometheus metrics on HOST:PORT/metrics during the run (port 0: any free
+    /// port, printed on stderr); updated every --interval, closed when the run ends
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "shards")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Length of the intervals of progress, CSV rows and HDR log
     #[arg(long, value_parser = parse::positive_duration, default_value = "1s")]
     pub interval: Duration,
@@ -230,8 +234,8 @@ fn export(text: &str) -> Result<(Format, PathBuf), String> {
     use clap::ValueEnum;
     let (format, path) =
         text.split_once('=').ok_or_else(|| format!("{text:?}: expected FORMAT=FILE (e.g. json=run.json)"))?;
-    let format =
-        Format::from_str(format, true).map_err(|_| format!("{format:?}: unknown format (table, json, csv, rmeter)"))?;
+    let format = Format::from_str(format, true)
+        .map_err(|_| format!("{format:?}: unknown format (table, json, csv, rmeter, prometheus, influx, junit)"))?;
     if path.is_empty() {
         return Err(format!("{text:?}: no file after ="));
     }

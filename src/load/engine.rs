@@ -42,6 +42,8 @@ pub struct Interval<'a> {
     /// Warm-up and measured calls of this interval together.
     pub shard: &'a Shard,
     pub usage: Usage,
+    /// Calls started and not yet answered when the interval closed (live metrics).
+    pub in_flight: u64,
 }
 
 /// Outside control of a run: how many times the user asked it to stop (Ctrl-C).
@@ -332,7 +334,7 @@ fn collect(
         // before the interval closes, so each lands in the interval it belongs to.
         if now.saturating_duration_since(start) >= plan.interval * (intervals_closed + 1) + HANDOVER_GRACE {
             intervals_closed += 1;
-            emit(sinks, &mut interval, plan, plan.interval * intervals_closed, plan.interval);
+            emit(sinks, &mut interval, shared, plan.interval * intervals_closed, plan.interval);
         }
         let interrupts = control.interrupts.load(Relaxed);
         if interrupts >= 1 && !stopped_by_user {
@@ -365,7 +367,7 @@ fn collect(
     // The last, shorter interval: what arrived after the last full one.
     let ran = out.last_answer.saturating_duration_since(start).max(plan.interval * intervals_closed);
     if interval.counts.calls > 0 {
-        emit(sinks, &mut interval, plan, ran, ran - plan.interval * intervals_closed);
+        emit(sinks, &mut interval, shared, ran, ran - plan.interval * intervals_closed);
     }
     out
 }
@@ -373,8 +375,10 @@ fn collect(
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
-fn emit(sinks: &mut Sinks, interval: &mut Shard, plan: &Plan, at: Duration, length: Duration) {
-    sinks.interval(&Interval { at, length, warmup: at <= plan.warmup, shard: interval, usage: resource::usage() });
+fn emit(sinks: &mut Sinks, interval: &mut Shard, shared: &Shared, at: Duration, length: Duration) {
+    let in_flight = shared.started.load(Relaxed).saturating_sub(shared.completed.load(Relaxed));
+    let warmup = at <= shared.plan.warmup;
+    sinks.interval(&Interval { at, length, warmup, shard: interval, usage: resource::usage(), in_flight });
     interval.take();
 }
 

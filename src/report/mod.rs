@@ -3,7 +3,10 @@
 //! here measures, and units (µs, MiB) appear only in the renderers.
 pub mod csv;
 pub mod html;
+pub mod influx;
 pub mod json;
+pub mod junit;
+pub mod prometheus;
 pub mod rmeter;
 pub mod svg;
 pub mod table;
@@ -27,6 +30,12 @@ pub enum Format {
     Json,
     Csv,
     Rmeter,
+    /// Prometheus text exposition of the result (as ghz's `prometheus`).
+    Prometheus,
+    /// InfluxDB line protocol: the run (as ghz's `influx-summary`) and its intervals.
+    Influx,
+    /// JUnit XML of the `--assert` checks, for CI.
+    Junit,
 }
 
 /// Renders a whole run as one document.
@@ -41,6 +50,9 @@ impl Format {
             Format::Json => &json::Json,
             Format::Csv => &csv::Csv,
             Format::Rmeter => &rmeter::Rmeter,
+            Format::Prometheus => &prometheus::Prometheus,
+            Format::Influx => &influx::Influx,
+            Format::Junit => &junit::Junit,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Sinks: everything that consumes a run while it happens (progress, the interval series,
-//! the HDR log, per-call details; next: history, live metrics), behind one trait. The engine
+//! the HDR log, per-call details, live metrics), behind one trait. The engine
 //! feeds them; none of them measures, and a failing one never loses the report.
 pub mod details;
 pub mod early;
 pub mod hdr_log;
 pub mod intervals;
+pub mod metrics;
 pub mod progress;
 
 use crate::load::engine::{CallRecord, Interval};

@@ -1,6 +1,7 @@
 //! Test servers with known behaviour (ground truth for the run engine's accuracy):
 //! a real tonic echo server on 127.0.0.1 port 0 with an optional stall or rejection rule.
 #![allow(dead_code)]
+pub mod lab_process;
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
 use std::net::SocketAddr;

@@ -1,0 +1,258 @@
+//! `--format prometheus`: the result in Prometheus' text exposition format, as ghz's
+//! `prometheus` printer writes its result (gauges `*_run_*`, a histogram and a summary of
+//! latency), for a Pushgateway or a node-exporter textfile collector. Unlike ghz, latencies
+//! are in seconds, Prometheus' base unit. The text writer and the fixed latency buckets here
+//! are also what the live endpoint (`--metrics-addr`, `sink::metrics`) serves, so a run's
+//! live and final numbers line up bucket for bucket.
+//!
+//! The format is written by hand: it is a few line shapes (`# HELP`, `# TYPE`, `name{labels}
+//! value`), and the crates that write it want their own metric objects filled one observation
+//! at a time, while ours come as HDR histograms and counters already summed.
+use super::{Export, Summary};
+use crate::grpc::status;
+use crate::load::pacer::Pacer;
+use hdrhistogram::Histogram;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+pub struct Prometheus;
+
+/// Upper bounds of the latency histogram buckets: 1-2-5 per decade from 10 µs to 50 s, fixed
+/// so that series from different runs and scrapes add up (`+Inf` follows).
+pub const LATENCY_BUCKETS: [Duration; 22] = {
+    let mut out = [Duration::ZERO; 22];
+    let mut decade = 10_000u64; // ns
+    let mut i = 0;
+    while i < 21 {
+        out[i] = Duration::from_nanos(decade);
+        out[i + 1] = Duration::from_nanos(decade * 2);
+        out[i + 2] = Duration::from_nanos(decade * 5);
+        decade *= 10;
+        i += 3;
+    }
+    out[21] = Duration::from_secs(100);
+    out
+};
+
+/// Cumulative counts of `h` (ns) at each of `LATENCY_BUCKETS`. HDR keeps 3 significant digits:
+/// a value counts in a bucket when the lowest value of its HDR bucket is within it, so a
+/// recorded 10 µs counts as `le="1e-05"` (the bounds are round and start HDR buckets).
+pub fn bucket_counts(h: &Histogram<u64>) -> [u64; LATENCY_BUCKETS.len()] {
+    let mut out = [0u64; LATENCY_BUCKETS.len()];
+    for v in h.iter_recorded() {
+        let value = Duration::from_nanos(h.lowest_equivalent(v.value_iterated_to()));
+        let first = LATENCY_BUCKETS.partition_point(|&le| le < value);
+        for count in &mut out[first..] {
+            *count += v.count_at_value();
+        }
+    }
+    out
+}
+
+/// A Prometheus text exposition being written: families with their HELP and TYPE, then
+/// samples. Label values are escaped as the format requires.
+#[derive(Default)]
+pub struct Exposition {
+    text: String,
+}
+
+pub type Labels<'a> = [(&'a str, &'a str)];
+
+impl Exposition {
+    pub fn family(&mut self, name: &str, kind: &str, help: &str) -> &mut Self {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        self
+    }
+
+    pub fn sample(&mut self, name: &str, labels: &Labels, value: f64) -> &mut Self {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (key, v)) in labels.iter().enumerate() {
+                let v = v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+                let _ = write!(self.text, "{}{key}=\"{v}\"", if i > 0 { "," } else { "" });
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {}", number(value));
+        self
+    }
+
+    /// One gauge family with one sample.
+    pub fn gauge(&mut self, name: &str, help: &str, labels: &Labels, value: f64) -> &mut Self {
+        self.family(name, "gauge", help).sample(name, labels, value)
+    }
+
+    /// A histogram family (seconds) from cumulative bucket counts, their sum and count.
+    pub fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &Labels,
+        buckets: &[u64; LATENCY_BUCKETS.len()],
+        sum: Duration,
+        count: u64,
+    ) -> &mut Self {
+        self.family(name, "histogram", help);
+        for (le, n) in LATENCY_BUCKETS.iter().zip(buckets) {
+            let le = number(le.as_secs_f64());
+            self.sample(&format!("{name}_bucket"), &with(labels, ("le", &le)), *n as f64);
+        }
+        self.sample(&format!("{name}_bucket"), &with(labels, ("le", "+Inf")), count as f64);
+        self.sample(&format!("{name}_sum"), labels, sum.as_secs_f64());
+        self.sample(&format!("{name}_count"), labels, count as f64)
+    }
+
+    pub fn finish(self) -> String {
+        self.text
+    }
+}
+
+fn with<'a>(labels: &Labels<'a>, extra: (&'a str, &'a str)) -> Vec<(&'a str, &'a str)> {
+    let mut all = labels.to_vec();
+    all.push(extra);
+    all
+}
+
+/// A sample value as the format spells it (`+Inf`, `NaN`, else Rust's shortest round trip).
+fn number(x: f64) -> String {
+    match x {
+        x if x.is_nan() => "NaN".into(),
+        x if x.is_infinite() => if x > 0.0 { "+Inf" } else { "-Inf" }.into(),
+        x => format!("{x}"),
+    }
+}
+
+/// The sum of the values in `h` (ns): its mean times its count, as HDR keeps no exact sum.
+pub fn histogram_sum(h: &Histogram<u64>) -> Duration {
+    Duration::from_secs_f64((h.mean() * h.len() as f64 / 1e9).max(0.0))
+}
+
+/// The run's mode as a label value.
+pub fn mode(pacer: &Pacer) -> &'static str {
+    match pacer {
+        Pacer::Burst { .. } => "burst",
+        p if p.is_open() => "open",
+        _ => "closed",
+    }
+}
+
+/// A label name from free text (a `--tag` key): letters, digits and `_`, not starting with a digit.
+pub fn label_name(text: &str) -> String {
+    let mut name: String = text.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    name
+}
+
+impl Export for Prometheus {
+    fn render(&self, s: &Summary) -> String {
+        let tags: Vec<(String, String)> =
+            s.meta.tags.iter().map(|(k, v)| (format!("tag_{}", label_name(k)), v.clone())).collect();
+        let mut labels: Vec<(&str, &str)> = vec![
+            ("name", s.meta.name.as_deref().unwrap_or("")),
+            ("call", &s.call),
+            ("target", &s.target),
+            ("mode", mode(&s.pacer)),
+            ("end_reason", s.ended.as_str()),
+        ];
+        labels.extend(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let r = &s.requests;
+        let h = &s.measured.call_latency;
+        let mut out = Exposition::default();
+        out.gauge("rpcmeter_run_count", "Measured calls answered", &labels, r.total as f64)
+            .gauge("rpcmeter_run_errors", "Measured calls that did not end OK", &labels, r.failed as f64)
+            .gauge("rpcmeter_run_retries", "Attempts beyond the first of each call", &labels, r.retries as f64)
+            .gauge("rpcmeter_run_duration_seconds", "The measured window", &labels, s.duration.as_secs_f64())
+            .gauge("rpcmeter_run_rps", "Calls per second of the measured window", &labels, s.throughput_rps)
+            .gauge("rpcmeter_run_average_seconds", "Mean call latency", &labels, s.latency.mean.as_secs_f64())
+            .gauge("rpcmeter_run_fastest_seconds", "Fastest call", &labels, s.latency.min.as_secs_f64())
+            .gauge("rpcmeter_run_slowest_seconds", "Slowest call", &labels, s.latency.max.as_secs_f64());
+        out.family("rpcmeter_run_calls", "gauge", "Measured calls by final gRPC status");
+        for (code, n) in s.statuses.nonzero() {
+            out.sample("rpcmeter_run_calls", &with(&labels, ("status", status::name(code))), n as f64);
+        }
+        out.histogram(
+            "rpcmeter_run_histogram_seconds",
+            "Call latency, fixed log-spaced buckets",
+            &labels,
+            &bucket_counts(h),
+            histogram_sum(h),
+            h.len(),
+        );
+        summary(&mut out, "rpcmeter_run_latency_seconds", "Call latency percentiles", &labels, &s.latency, h);
+        if let Some(lag) = &s.schedule_lag {
+            let lag_h = &s.measured.schedule_lag;
+            let help = "Open loop: actual minus intended send time";
+            summary(&mut out, "rpcmeter_run_schedule_lag_seconds", help, &labels, lag, lag_h);
+        }
+        let c = &s.client;
+        out.gauge("rpcmeter_run_client_cpu_seconds", "The client's user+system CPU time", &labels, c.cpu.as_secs_f64())
+            .gauge(
+                "rpcmeter_run_client_max_rss_bytes",
+                "The client's peak resident memory",
+                &labels,
+                c.max_rss_bytes as f64,
+            );
+        if !s.assertions.is_empty() {
+            out.family("rpcmeter_run_assertion_ok", "gauge", "1 when the --assert check held, else 0");
+            for a in &s.assertions {
+                let held = if a.ok { 1.0 } else { 0.0 };
+                out.sample("rpcmeter_run_assertion_ok", &with(&labels, ("assertion", &a.assertion.text)), held);
+            }
+        }
+        out.finish()
+    }
+}
+
+/// A summary family: the reported percentiles as quantiles, with sum and count.
+fn summary(
+    out: &mut Exposition,
+    name: &str,
+    help: &str,
+    labels: &Labels,
+    latency: &crate::stats::Latency,
+    h: &Histogram<u64>,
+) {
+    out.family(name, "summary", help);
+    for (percent, value) in &latency.percentiles {
+        let q = number(percent / 100.0);
+        out.sample(name, &with(labels, ("quantile", &q)), value.as_secs_f64());
+    }
+    out.sample(&format!("{name}_sum"), labels, histogram_sum(h).as_secs_f64());
+    out.sample(&format!("{name}_count"), labels, h.len() as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_log_spaced_and_cumulative() {
+        assert_eq!(LATENCY_BUCKETS[0], Duration::from_micros(10));
+        assert_eq!(LATENCY_BUCKETS[2], Duration::from_micros(50));
+        assert_eq!(LATENCY_BUCKETS[20], Duration::from_secs(50));
+        assert!(LATENCY_BUCKETS.windows(2).all(|w| w[0] < w[1]));
+        let mut h = crate::record::shard::new_histogram();
+        for us in [5u64, 10, 11, 150, 150, 3_000_000] {
+            h.record(us * 1000).unwrap();
+        }
+        let counts = bucket_counts(&h);
+        // <= 10 µs: 5 and 10; <= 20 µs: + 11; <= 200 µs: + both 150s; 3 s only from 5 s on.
+        assert_eq!(&counts[..6], &[2, 3, 3, 3, 5, 5]);
+        assert_eq!(counts[LATENCY_BUCKETS.iter().position(|&b| b == Duration::from_secs(2)).unwrap()], 5);
+        assert_eq!(counts[LATENCY_BUCKETS.iter().position(|&b| b == Duration::from_secs(5)).unwrap()], 6);
+    }
+
+    #[test]
+    fn label_values_and_names_are_escaped() {
+        let mut e = Exposition::default();
+        e.gauge("m", "help", &[("a", "x\"y\\z\nw")], 1.5);
+        assert_eq!(e.finish(), "# HELP m help\n# TYPE m gauge\nm{a=\"x\\\"y\\\\z\\nw\"} 1.5\n");
+        assert_eq!(label_name("team-a.b"), "team_a_b");
+        assert_eq!(label_name("1x"), "_1x");
+        assert_eq!(number(f64::INFINITY), "+Inf");
+    }
+}
