@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod history;
 pub mod lab;
 pub mod load;
+pub mod ping;
 pub mod record;
 pub mod report;
 pub mod schema;

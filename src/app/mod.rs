@@ -6,6 +6,7 @@ pub mod history;
 pub mod merge;
 pub mod outputs;
 pub mod parse;
+pub mod ping;
 pub mod report;
 pub mod run;
 pub mod server_side;

@@ -256,14 +256,14 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
 }
 
 /// The method path gRPC puts on the wire.
-fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<http::uri::PathAndQuery> {
+pub(crate) fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<http::uri::PathAndQuery> {
     format!("/{}/{}", method.parent_service().full_name(), method.name())
         .parse()
         .map_err(|_| bad_input(format!("--call: {} is not a valid path", method.full_name())))
 }
 
 /// Asks the schema for the method; a Ctrl-C while a server is being asked ends the wait.
-fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
+pub(crate) fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -10,6 +10,7 @@ pub mod history;
 pub mod kube;
 pub mod lab;
 pub mod merge;
+pub mod ping;
 pub mod protos;
 pub mod report;
 pub mod run;
@@ -50,6 +51,8 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Rerun an experiment of docs/experiments.md on this machine (Go, Java, Python servers too): markdown + HTML.
     Lab(lab::LabArgs),
+    /// A latency baseline: ICMP echo (else TCP connect) beside gRPC calls, interleaved, compared.
+    Ping(ping::PingArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -73,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::Kube(args) => kube::main(args),
         Command::Sweep(args) => sweep::main(args),
         Command::Lab(args) => lab::main(args),
+        Command::Ping(args) => ping::main(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),

@@ -2,6 +2,7 @@
 //! keys all come from `Statistic`), and the summaries made from recorded histograms.
 pub mod assertions;
 pub mod compare;
+pub mod describe;
 pub mod steady;
 
 use hdrhistogram::Histogram;

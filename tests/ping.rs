@@ -1,0 +1,105 @@
+//! `rpcmeter ping` against the lab (`rpcmeter serve` on 127.0.0.1 port 0): both protocols'
+//! tables (docs/experiments.md, "Ping vs gRPC latency"), the method used named, the
+//! difference with its interval, trimming only when asked and then stated, bad values refused.
+mod common;
+use common::lab_process::LabProcess;
+use serde_json::Value;
+use std::process::Command;
+
+const METHODS: [&str; 4] = ["icmp-datagram", "icmp-raw", "system-ping", "tcp-connect"];
+
+fn ping(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("ping").args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ping_gives_both_tables_and_the_difference() {
+    let lab = LabProcess::start(&[]);
+    let (code, stdout, stderr) = ping(&["--plaintext", "-n", "5", "--interval", "50ms", &lab.addr]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let header = stdout.lines().find(|l| l.trim_start().starts_with("count")).unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["count", "5", "5"], "{stdout}");
+    for row in ["mean", "std", "min", "25%", "50%", "75%", "max", "lost"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(row)), "no {row} row:\n{stdout}");
+    }
+    let method =
+        METHODS.iter().find(|m| stdout.contains(&format!("network: {m} ("))).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        stdout.contains(&format!("gRPC - {method} (medians): +")),
+        "gRPC is slower than the network alone:\n{stdout}"
+    );
+    assert!(stdout.contains("95% bootstrap CI") && stdout.contains("Mann-Whitney p"), "{stdout}");
+    assert!(stdout.contains("EchoService.echo on one HTTP/2 connection, warmed by one uncounted call"), "{stdout}");
+    assert!(stdout.contains("flagged, all kept"), "no trimming by default:\n{stdout}");
+
+    let (code, stdout, stderr) = ping(&[
+        "--plaintext",
+        "-n",
+        "5",
+        "--interval",
+        "50ms",
+        "--icmp",
+        "tcp",
+        "--trim",
+        "tukey",
+        "--format",
+        "json",
+        &lab.addr,
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["network"]["method"], "tcp-connect");
+    assert_eq!(r["trim"], "Tukey");
+    for side in ["network", "grpc"] {
+        assert_eq!(r[side]["answered"], 5, "{r}");
+        assert_eq!(r[side]["samples_us"].as_array().unwrap().len(), 5);
+        let l = &r[side]["latency_us"];
+        let v = |k: &str| l[k].as_f64().unwrap();
+        assert!(
+            v("min") > 0.0
+                && v("min") <= v("p25")
+                && v("p25") <= v("p50")
+                && v("p50") <= v("p75")
+                && v("p75") <= v("max"),
+            "{l}"
+        );
+        // Trimmed: described again without what Tukey flagged.
+        let flagged = r[side]["outliers"]["tukey_us"].as_array().unwrap().len() as u64;
+        assert_eq!(r[side]["trimmed_latency_us"]["count"].as_u64().unwrap(), 5 - flagged, "{r}");
+    }
+    let d = &r["difference"];
+    let ci = d["difference_ci_us"].as_array().unwrap();
+    let (low, high, x) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap(), d["difference_us"].as_f64().unwrap());
+    assert!(low <= x && x <= high, "{d}");
+    assert!(d["mann_whitney_p"].as_f64().unwrap() <= 1.0);
+}
+
+#[test]
+fn absurd_values_are_refused_before_anything_is_sent() {
+    let lab = LabProcess::start(&[]);
+    for bad in [
+        vec!["-n", "0"],
+        vec!["-n", "100001"],
+        vec!["--interval", "1ms"],
+        vec!["--interval", "2h"],
+        vec!["--timeout", "0s"],
+        vec!["--icmp", "carrier-pigeon"],
+        vec!["--call", "Nope/x"],
+        vec!["-d", "{not json"],
+    ] {
+        let mut args = vec!["--plaintext"];
+        args.extend(&bad);
+        args.push(&lab.addr);
+        let (code, stdout, stderr) = ping(&args);
+        assert_eq!(code, Some(2), "{bad:?}: {stdout}{stderr}");
+        assert!(stdout.is_empty() && stderr.lines().count() == 1, "{bad:?}: {stderr}");
+    }
+    let (code, _, stderr) = ping(&["--plaintext", "-n", "1", "unix:/tmp/x.sock"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("unix:"), "{stderr}");
+}
