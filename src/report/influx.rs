@@ -45,7 +45,8 @@ impl Export for Influx {
             ("end_reason".into(), tag(s.ended.as_str())),
             ("has_errors".into(), (s.requests.failed > 0).to_string()),
         ]);
-        tags.extend(s.meta.tags.iter().map(|(k, v)| (tag(k), tag(v))));
+        // `tag_` keeps a --tag from colliding with the tags above (a key twice is no line).
+        tags.extend(s.meta.tags.iter().map(|(k, v)| (format!("tag_{}", tag(k)), tag(v))));
         let tags: String = tags.iter().map(|(k, v)| format!(",{k}={v}")).collect();
 
         let r = &s.requests;
