@@ -103,3 +103,40 @@ fn absurd_values_are_refused_before_anything_is_sent() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("unix:"), "{stderr}");
 }
+
+/// `--icmp auto` in a network namespace of its own (`unshare -n`, root), where
+/// net.ipv4.ping_group_range is set without touching the machine's: the unprivileged
+/// datagram socket when the range allows it, else the raw socket.
+#[test]
+fn auto_takes_the_datagram_socket_when_allowed_else_raw() {
+    let usable =
+        |program: &str, args: &[&str]| Command::new(program).args(args).output().is_ok_and(|o| o.status.success());
+    if !usable("unshare", &["-n", "true"]) || !usable("ip", &["-V"]) {
+        eprintln!("skipped: no private network namespace here (unshare -n needs root, and ip)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let first_line = dir.path().join("serve.out");
+    for (range, expected) in [("0 2147483647", "icmp-datagram"), ("1 0", "icmp-raw")] {
+        let script = format!(
+            r#"set -e
+ip link set lo up
+echo '{range}' > /proc/sys/net/ipv4/ping_group_range
+"{bin}" serve --addr 127.0.0.1:0 > "{out}" &
+server=$!
+trap 'kill $server' EXIT
+for i in $(seq 200); do [ -s "{out}" ] && break; sleep 0.05; done
+"{bin}" ping --plaintext -n 3 --interval 50ms --format json "$(head -1 "{out}" | cut -d' ' -f3)"
+"#,
+            bin = env!("CARGO_BIN_EXE_rpcmeter"),
+            out = first_line.display()
+        );
+        let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{range}: {stderr}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        assert_eq!(r["network"]["method"], expected, "ping_group_range {range}");
+        assert_eq!(r["network"]["answered"], 3, "{r}");
+        assert_eq!(r["grpc"]["answered"], 3, "{r}");
+    }
+}
