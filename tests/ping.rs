@@ -140,3 +140,24 @@ for i in $(seq 200); do [ -s "{out}" ] && break; sleep 0.05; done
         assert_eq!(r["grpc"]["answered"], 3, "{r}");
     }
 }
+
+/// `--icmp system`: the system's ping times each echo (its `time=` field is read).
+#[test]
+fn the_system_ping_is_read_where_installed() {
+    if !Command::new("ping").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no ping program here (Debian: iputils-ping)");
+        return;
+    }
+    let lab = LabProcess::start(&[]);
+    let (code, stdout, stderr) =
+        ping(&["--plaintext", "-n", "3", "--interval", "50ms", "--icmp", "system", "--format", "json", &lab.addr]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["network"]["method"], "system-ping");
+    assert_eq!(r["network"]["answered"], 3, "{r}");
+    // ping prints its time with 3 decimals of a millisecond: whole microseconds.
+    for us in r["network"]["samples_us"].as_array().unwrap() {
+        let us = us.as_f64().unwrap();
+        assert!(us > 0.0 && us.fract() == 0.0, "{us}");
+    }
+}

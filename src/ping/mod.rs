@@ -239,20 +239,26 @@ fn ip_header_length(packet: &[u8]) -> usize {
     packet.first().map_or(0, |b| usize::from(b & 0x0f) * 4).min(packet.len())
 }
 
-/// `time=0.045 ms` in ping's output.
+/// `time=0.045 ms` in ping's output, read exactly (decimal digits, no float rounding).
 pub fn system_ping_time(output: &str) -> Option<Duration> {
     let after = output.split("time=").nth(1)?;
     let number: String = after.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-    let ms: f64 = number.parse().ok()?;
     let unit = after[number.len()..].trim_start();
-    let secs = if unit.starts_with("ms") {
-        ms / 1e3
+    // Digits after the point that make whole nanoseconds: 6 for ms, 3 for µs.
+    let places = if unit.starts_with("ms") {
+        6
     } else if unit.starts_with("us") || unit.starts_with("µs") {
-        ms / 1e6
+        3
     } else {
         return None;
     };
-    Duration::try_from_secs_f64(secs).ok()
+    let (whole, fraction) = number.split_once('.').unwrap_or((&number, ""));
+    if whole.is_empty() || fraction.len() > places || fraction.contains('.') {
+        return None;
+    }
+    let scale = 10u64.pow(places as u32);
+    let fraction_nanos = format!("{fraction:0<places$}").parse::<u64>().ok()?;
+    Some(Duration::from_nanos(whole.parse::<u64>().ok()?.checked_mul(scale)?.checked_add(fraction_nanos)?))
 }
 
 /// The first address of `host:port`, IPv4 preferred (ICMP here speaks IPv4 only).
@@ -287,6 +293,9 @@ mod tests {
         let out = "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.\n64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.045 ms\n";
         assert_eq!(system_ping_time(out), Some(Duration::from_nanos(45_000)));
         assert_eq!(system_ping_time("no answer"), None);
+        assert_eq!(system_ping_time("time=12.5 ms"), Some(Duration::from_micros(12_500)));
+        assert_eq!(system_ping_time("time=1 ms"), Some(Duration::from_millis(1)));
+        assert_eq!(system_ping_time("time=1.2.3 ms"), None);
     }
 
     #[test]
