@@ -75,3 +75,23 @@ fn kv_throughput_shows_three_throughputs_for_every_step() {
     let results = std::fs::read_dir(dir.path().join("kv-throughput")).unwrap().count();
     assert_eq!(results, 20, "one JSON result per step, no trace left behind");
 }
+
+#[test]
+fn ping_vs_grpc_tables_each_path_with_the_gap_and_trimming_stated() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = lab("ping-vs-grpc", dir.path());
+    let described = rows(&md, "loopback, rpcmeter server");
+    // The network probe and gRPC, untrimmed (trimmed rows only where z-scores dropped some),
+    // then the gap row.
+    assert!(described.iter().any(|r| r[1] == "gRPC echo" && r[2] == "none" && r[3] == "30"), "{md}");
+    assert!(described.iter().any(|r| r[1] != "gRPC echo" && r[2] == "none"), "{md}");
+    let gap = described.iter().find(|r| r.len() == 6).expect("a gap row");
+    let ci: Vec<f64> =
+        gap[3].trim_matches(['[', ']']).split(", ").map(|x| x.trim_start_matches('+').parse().unwrap()).collect();
+    let point: f64 = gap[2].trim_start_matches('+').parse().unwrap();
+    assert!(ci[0] <= point && point <= ci[1], "the interval holds its estimate: {gap:?}");
+    let html = std::fs::read_to_string(dir.path().join("ping-vs-grpc.html")).unwrap();
+    for id in ["ping-box-all", "ping-box-trimmed", "ping-violin-all", "ping-violin-trimmed"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "no {id}");
+    }
+}

@@ -4,6 +4,7 @@
 //! markdown summary and an HTML report (`report::html`, with the lab's write-up on top).
 pub mod doc;
 mod kv_throughput;
+mod ping_vs_grpc;
 pub mod servers;
 mod threaded_vs_async;
 mod warmup;
@@ -28,6 +29,8 @@ pub enum Name {
     ThreadedVsAsync,
     /// docs/experiments.md, "Throughput measured by the client": client- vs server-side throughput
     KvThroughput,
+    /// docs/experiments.md, "Ping vs gRPC latency": ICMP beside gRPC, loopback and network namespaces
+    PingVsGrpc,
     /// Every lab, one after the other
     All,
 }
@@ -38,6 +41,7 @@ impl Name {
             Name::Warmup => "warmup",
             Name::ThreadedVsAsync => "threaded-vs-async",
             Name::KvThroughput => "kv-throughput",
+            Name::PingVsGrpc => "ping-vs-grpc",
             Name::All => "all",
         }
     }
@@ -178,7 +182,7 @@ fn file_name(label: &str) -> String {
 /// Runs the lab(s) `name`; prints where each report went.
 pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Result<()> {
     let names = match name {
-        Name::All => vec![Name::Warmup, Name::ThreadedVsAsync, Name::KvThroughput],
+        Name::All => vec![Name::Warmup, Name::ThreadedVsAsync, Name::PingVsGrpc, Name::KvThroughput],
         one => vec![one],
     };
     for name in names {
@@ -191,6 +195,7 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
                 threaded_vs_async::run(Lab::new(name, threaded_vs_async::TITLE, options, control.clone())?)?
             }
             Name::KvThroughput => kv_throughput::run(Lab::new(name, kv_throughput::TITLE, options, control.clone())?)?,
+            Name::PingVsGrpc => ping_vs_grpc::run(Lab::new(name, ping_vs_grpc::TITLE, options, control.clone())?)?,
             Name::All => unreachable!("expanded above"),
         };
         println!("lab {}: {} and {}", name.slug(), md.display(), page.display());

@@ -170,10 +170,18 @@ impl Server {
             _ => "--port 0",
         };
         let words: Vec<String> = args.iter().map(|a| shell_word(Path::new(a))).collect();
-        let line = format!("exec {} {port_flag} {}", built.server, words.join(" "));
+        Server::spawn(runtime, label, &format!("exec {} {port_flag} {}", built.server, words.join(" ")))
+    }
+
+    /// `built`'s rpcmeter server listening on `addr` (an address of a network namespace).
+    pub fn start_at(built: &Built, label: &str, addr: &str) -> anyhow::Result<Server> {
+        Server::spawn(Runtime::Rpcmeter, label, &format!("exec {} --addr {addr}", built.server))
+    }
+
+    fn spawn(runtime: Runtime, label: &str, line: &str) -> anyhow::Result<Server> {
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg(&line)
+            .arg(line)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -205,8 +205,9 @@ pub fn render_page(title: &str, write_up: &str, runs: &[Run]) -> String {
              box p25–p75, line p50, whiskers p10–p90, dots p99 and p99.9. The violins are the same histograms as densities \
              over log latency, each scaled to its own widest point.</p>\n<div class=\"grid\">",
         );
-        h.push_str(&box_plot(runs));
-        h.push_str(&violins(runs));
+        let ds = distributions(runs);
+        h.push_str(&box_plot("box-runs", "Call latency per run (box p25–p75, whiskers p10–p90)", &ds));
+        h.push_str(&violins("violin-runs", "Call latency density per run", &ds));
         h.push_str(&percentile_plot("pct-all", "Latency by percentile, all runs", runs.iter().enumerate().collect()));
         if let Some(svg) = throughput_vs_concurrency(runs) {
             h.push_str(&svg);
@@ -477,16 +478,33 @@ fn series_plots(i: usize, r: &Run) -> String {
 }
 
 /// A latency axis covering every run's p10..p99.9 (box plot) or min..max (violins).
-fn latency_axis(runs: &[Run], low: f64, high: f64) -> Axis {
-    let nonempty = || runs.iter().filter(|r| !r.histogram.is_empty());
-    let lo = nonempty().map(|r| r.q_us(low).max(0.001)).fold(f64::INFINITY, f64::min);
-    let hi = nonempty().map(|r| r.q_us(high)).fold(0.0, f64::max);
-    Axis::log(lo, hi, "call latency (log scale)", latency_us)
+/// One distribution of the across-runs plots: a run's call latency, or a sample of round
+/// trips (`rpcmeter lab ping-vs-grpc`); values in ns.
+pub struct Distribution<'a> {
+    pub label: &'a str,
+    pub histogram: &'a Histogram<u64>,
 }
 
-fn run_axis(runs: &[Run]) -> Axis {
-    let ticks = runs.iter().enumerate().map(|(i, r)| (i as f64, Some(short(&r.label)))).collect();
-    Axis::with_ticks(-0.6, runs.len() as f64 - 0.4, Scale::Linear, ticks, "run")
+impl Distribution<'_> {
+    fn q_us(&self, percent: f64) -> f64 {
+        self.histogram.value_at_quantile(percent / 100.0) as f64 / 1e3
+    }
+}
+
+fn distributions(runs: &[Run]) -> Vec<Distribution<'_>> {
+    runs.iter().map(|r| Distribution { label: &r.label, histogram: &r.histogram }).collect()
+}
+
+fn latency_axis(ds: &[Distribution], low: f64, high: f64) -> Axis {
+    let nonempty = || ds.iter().filter(|r| !r.histogram.is_empty());
+    let lo = nonempty().map(|r| r.q_us(low).max(0.001)).fold(f64::INFINITY, f64::min);
+    let hi = nonempty().map(|r| r.q_us(high)).fold(0.0, f64::max);
+    Axis::log(lo, hi, "latency (log scale)", latency_us)
+}
+
+fn run_axis(ds: &[Distribution], title: &str) -> Axis {
+    let ticks = ds.iter().enumerate().map(|(i, r)| (i as f64, Some(short(r.label)))).collect();
+    Axis::with_ticks(-0.6, ds.len() as f64 - 0.4, Scale::Linear, ticks, title)
 }
 
 fn short(label: &str) -> String {
@@ -497,16 +515,9 @@ fn short(label: &str) -> String {
     }
 }
 
-fn box_plot(runs: &[Run]) -> String {
-    let mut p = Plot::new(
-        "box-runs",
-        "plot-box",
-        "Call latency per run (box p25–p75, whiskers p10–p90)",
-        W,
-        H,
-        run_axis(runs),
-        latency_axis(runs, 10.0, 99.9),
-    );
+/// Box plots: box p25–p75, line p50, whiskers p10–p90, dots p99 and p99.9.
+pub fn box_plot(id: &str, title: &str, runs: &[Distribution]) -> String {
+    let mut p = Plot::new(id, "plot-box", title, W, H, run_axis(runs, "run"), latency_axis(runs, 10.0, 99.9));
     for (i, r) in runs.iter().enumerate() {
         if r.histogram.is_empty() {
             continue;
@@ -539,16 +550,9 @@ fn box_plot(runs: &[Run]) -> String {
     p.finish()
 }
 
-fn violins(runs: &[Run]) -> String {
-    let mut p = Plot::new(
-        "violin-runs",
-        "plot-violin",
-        "Call latency density per run",
-        W,
-        H,
-        run_axis(runs),
-        latency_axis(runs, 0.0, 100.0),
-    );
+/// Violins: each histogram as a density over log latency, scaled to its own widest point.
+pub fn violins(id: &str, title: &str, runs: &[Distribution]) -> String {
+    let mut p = Plot::new(id, "plot-violin", title, W, H, run_axis(runs, "run"), latency_axis(runs, 0.0, 100.0));
     for (i, r) in runs.iter().enumerate() {
         let bins = log_bins(&r.histogram, 20.0);
         let peak = bins.iter().map(|b| b.2).max().unwrap_or(0) as f64;
