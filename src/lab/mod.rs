@@ -10,10 +10,12 @@ mod exec;
 mod server;
 mod stats;
 mod storage;
+mod streaming;
 mod test_service;
 
 pub use db::DbSpec;
 pub use server::{LabConfig, LabServer, Model, StatsReader};
+pub use streaming::MAX_CHUNK_BYTES;
 
 use exec::Executor;
 use stats::{Method, Outcome, Stats};
@@ -35,6 +37,7 @@ impl Lab {
         T: Send + 'static,
     {
         let call = self.stats.arrive(method);
+        call.message_in();
         let Ok(admission) = self.exec.admit() else {
             call.finish(Outcome::Rejected);
             return Err(Status::resource_exhausted(
@@ -46,6 +49,7 @@ impl Lab {
         // after the client has gone, and drops the guard (failed) when the reply finds no one.
         match admission.run(async move { (work.await, call) }).await {
             Ok((Ok(reply), call)) => {
+                call.message_out();
                 call.finish(Outcome::Ok);
                 Ok(Response::new(reply))
             }

@@ -4,7 +4,8 @@ use super::db::{Db, DbSpec};
 use super::exec::Executor;
 use super::proto::echo::echo_service_server::EchoServiceServer;
 use super::proto::lab::{
-    stats_server::StatsServer, storage_server::StorageServer, test_service_server::TestServiceServer, StatsReply,
+    stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
+    test_service_server::TestServiceServer, StatsReply,
 };
 use super::proto::FILE_DESCRIPTOR_SET;
 use super::stats::Stats;
@@ -267,6 +268,7 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
     health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
     health.set_serving::<StorageServer<Arc<Lab>>>().await;
     health.set_serving::<StatsServer<Arc<Lab>>>().await;
+    health.set_serving::<StreamingServer<Arc<Lab>>>().await;
     // Health too, so that ghz and grpcurl can call grpc.health.v1.Health through reflection.
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -287,6 +289,7 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
         .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))
         .add_service(TestServiceServer::new(lab.clone()).accept_compressed(Gzip))
         .add_service(StorageServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(StreamingServer::new(lab.clone()).accept_compressed(Gzip))
         .add_service(StatsServer::new(lab))
         .add_service(health_service)
         .add_service(reflection_v1)

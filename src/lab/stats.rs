@@ -15,10 +15,22 @@ pub enum Method {
     Db,
     GetValue,
     PutValue,
+    Subscribe,
+    Upload,
+    StreamEcho,
 }
 
 impl Method {
-    pub const ALL: [Method; 5] = [Method::Echo, Method::Cpu, Method::Db, Method::GetValue, Method::PutValue];
+    pub const ALL: [Method; 8] = [
+        Method::Echo,
+        Method::Cpu,
+        Method::Db,
+        Method::GetValue,
+        Method::PutValue,
+        Method::Subscribe,
+        Method::Upload,
+        Method::StreamEcho,
+    ];
 
     /// The full gRPC path, as clients and the Stats reply name it.
     pub fn path(self) -> &'static str {
@@ -28,6 +40,9 @@ impl Method {
             Method::Db => "/rpcmeter.lab.v1.TestService/Db",
             Method::GetValue => "/rpcmeter.lab.v1.Storage/GetValue",
             Method::PutValue => "/rpcmeter.lab.v1.Storage/PutValue",
+            Method::Subscribe => "/rpcmeter.lab.v1.Streaming/Subscribe",
+            Method::Upload => "/rpcmeter.lab.v1.Streaming/Upload",
+            Method::StreamEcho => "/rpcmeter.lab.v1.Streaming/Echo",
         }
     }
 }
@@ -48,6 +63,8 @@ struct Counters {
     ok: AtomicU64,
     failed: AtomicU64,
     rejected: AtomicU64,
+    messages_in: AtomicU64,
+    messages_out: AtomicU64,
 }
 
 pub struct Stats {
@@ -107,7 +124,15 @@ impl Stats {
             .map(|&m| {
                 let c = &self.methods[m as usize];
                 let (ok, failed, rejected) = (read(&c.ok), read(&c.failed), read(&c.rejected));
-                MethodStats { method: m.path().to_string(), received: read(&c.received), ok, failed, rejected }
+                MethodStats {
+                    method: m.path().to_string(),
+                    received: read(&c.received),
+                    ok,
+                    failed,
+                    rejected,
+                    messages_in: read(&c.messages_in),
+                    messages_out: read(&c.messages_out),
+                }
             })
             .collect();
         let received: u64 = methods.iter().map(|m| m.received).sum();
@@ -141,6 +166,16 @@ pub struct Call {
 impl Call {
     pub fn finish(mut self, outcome: Outcome) {
         self.outcome = outcome;
+    }
+
+    /// A message of this call arrived (a unary call's request too).
+    pub fn message_in(&self) {
+        self.stats.methods[self.method as usize].messages_in.fetch_add(1, Relaxed);
+    }
+
+    /// A message of this call was handed to the transport.
+    pub fn message_out(&self) {
+        self.stats.methods[self.method as usize].messages_out.fetch_add(1, Relaxed);
     }
 }
 
