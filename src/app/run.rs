@@ -5,6 +5,7 @@ use super::outputs::{OutputSettings, Outputs};
 use crate::cli::run::{Compression, RunArgs};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::tls::TlsOptions;
+use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::grpc::{CallSpec, Target};
 use crate::load::engine::{self, Control};
 use crate::load::pacer::Pacer;
@@ -233,6 +234,13 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
     Ok(Plan {
         target,
         spec,
+        // The schema tells the kind; `stream_of` checks the stream flags against it.
+        kind: CallKind::Unary,
+        stream: StreamLimits {
+            count: args.stream_call_count,
+            duration: args.stream_call_duration,
+            interval: args.stream_interval.unwrap_or_default(),
+        },
         pacer,
         workers,
         threads,
@@ -260,6 +268,39 @@ pub(crate) fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<h
     format!("/{}/{}", method.parent_service().full_name(), method.name())
         .parse()
         .map_err(|_| bad_input(format!("--call: {} is not a valid path", method.full_name())))
+}
+
+/// The stream flags checked against the method's kind (a flag that would be ignored is
+/// refused); client and bidi streams without a count or a duration send each record once.
+fn stream_of(
+    method: &prost_reflect::MethodDescriptor,
+    kind: CallKind,
+    given: StreamLimits,
+    records: u64,
+) -> anyhow::Result<StreamLimits> {
+    let flags = [
+        ("--stream-call-count", given.count.is_some()),
+        ("--stream-call-duration", given.duration.is_some()),
+        ("--stream-interval", !given.interval.is_zero()),
+    ];
+    let refused = |flag: &str| {
+        bad_input(format!("{flag}: {} is {}; stream flags need a streaming method", method.full_name(), kind.as_str()))
+    };
+    match kind {
+        CallKind::Unary => match flags.iter().find(|(_, set)| *set) {
+            Some((flag, _)) => Err(refused(flag)),
+            None => Ok(given),
+        },
+        CallKind::ServerStream if !given.interval.is_zero() => Err(bad_input(format!(
+            "--stream-interval: {} is server streaming: the server paces its messages (the interval is for client and bidi streams)",
+            method.full_name()
+        ))),
+        CallKind::ServerStream => Ok(given),
+        CallKind::ClientStream | CallKind::Bidi if given.count.is_none() && given.duration.is_none() => {
+            Ok(StreamLimits { count: Some(records), ..given })
+        }
+        CallKind::ClientStream | CallKind::Bidi => Ok(given),
+    }
 }
 
 /// Asks the schema for the method; a Ctrl-C while a server is being asked ends the wait.
@@ -318,6 +359,8 @@ pub fn measure(
         let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
         let mut plan = settings.plan.clone();
         plan.spec.path = path(&method)?;
+        plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
+        plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
         Ok::<_, anyhow::Error>((method, requests, plan))
     })();
     let (method, requests, plan) = prepared.inspect_err(|_| outputs.discard())?;

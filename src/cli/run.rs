@@ -72,6 +72,18 @@ pub struct RunArgs {
     /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,
+    /// Streaming methods: messages each stream sends (client and bidi streams), or receives
+    /// before it is cancelled (server streams) [default: client and bidi streams send the
+    /// -d/-D messages once each]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stream_call_count: Option<u64>,
+    /// Streaming methods: each stream ends after this long (client and bidi streams close
+    /// their side; a server stream is cancelled)
+    #[arg(long, value_parser = parse::positive_duration)]
+    pub stream_call_duration: Option<Duration>,
+    /// Client and bidi streams: the time between one message's send and the next
+    #[arg(long, value_parser = parse::positive_duration)]
+    pub stream_interval: Option<Duration>,
     /// Closed loop: workers, each sending its next call when its last one is answered [default: 8]
     #[arg(short = 'c', long, conflicts_with_all = ["rps", "burst"])]
     pub concurrency: Option<u32>,

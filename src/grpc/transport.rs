@@ -22,6 +22,9 @@ use super::tls::{self, TlsOptions};
 use super::wire::{grpc_timeout, http_status_code, percent_decode, Deframer};
 use crate::error::{bad_input, run_failed};
 
+mod stream;
+pub use stream::{CallKind, StreamLimits, StreamObserver};
+
 /// Where to call, as the user gave it (`HOST:PORT`) plus TLS choices.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -442,7 +445,8 @@ impl Connection {
         }
     }
 
-    async fn exchange(&self, path: &PathAndQuery, headers: HeaderMap, body: Bytes, keep: bool, max: usize) -> Reply {
+    /// The POST of a gRPC call to `path`.
+    fn request(&self, path: &PathAndQuery, headers: HeaderMap) -> Request<()> {
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(self.scheme.clone());
         uri.authority = Some(self.authority.clone());
@@ -451,16 +455,25 @@ impl Connection {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = Uri::from_parts(uri).expect("scheme, authority and path are set");
         *request.headers_mut() = headers;
+        request
+    }
 
+    /// Opens one HTTP/2 stream for a call; its body is sent by the caller.
+    async fn open(
+        &self,
+        path: &PathAndQuery,
+        headers: HeaderMap,
+    ) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), Reply> {
         // ready() waits for a free stream slot, so calls share the connection up to the
         // server's max concurrent streams instead of queueing inside h2.
-        let mut sender = match self.sender.clone().ready().await {
-            Ok(sender) => sender,
-            Err(e) => return self.failure(&e),
-        };
-        let (response, mut stream) = match sender.send_request(request, false) {
+        let mut sender = self.sender.clone().ready().await.map_err(|e| self.failure(&e))?;
+        sender.send_request(self.request(path, headers), false).map_err(|e| self.failure(&e))
+    }
+
+    async fn exchange(&self, path: &PathAndQuery, headers: HeaderMap, body: Bytes, keep: bool, max: usize) -> Reply {
+        let (response, mut stream) = match self.open(path, headers).await {
             Ok(pair) => pair,
-            Err(e) => return self.failure(&e),
+            Err(reply) => return reply,
         };
         if let Err(e) = stream.send_data(body, true) {
             return self.failure(&e);
@@ -474,7 +487,7 @@ impl Connection {
         }
         // Trailers-only response: the status is in the headers and there is no body.
         if response.headers().contains_key("grpc-status") {
-            return finish(response.headers(), &Deframer::default(), None);
+            return finish(response.headers(), &Deframer::default(), None, Some(1));
         }
         let mut body = response.into_body();
         let mut messages = Deframer::default();
@@ -497,32 +510,38 @@ impl Connection {
             Ok(None) => return Reply::error(Code::Internal, "stream ended without trailers"),
             Err(e) => return self.failure(&e),
         };
-        finish(&trailers, &messages, kept)
+        finish(&trailers, &messages, kept, Some(1))
     }
 
-    /// An h2 error as a gRPC outcome: a stream reset by the peer maps per gRPC's HTTP/2 error
-    /// code table; anything else (refused, GOAWAY, I/O, closed) is UNAVAILABLE.
+    /// An h2 error as a gRPC outcome; a connection-level one marks the connection closed.
     fn failure(&self, err: &h2::Error) -> Reply {
         if err.is_go_away() || err.is_io() {
             self.closed.store(true, Ordering::Relaxed);
         }
-        let code = match err.reason() {
-            Some(reason) if err.is_reset() && err.is_remote() => match reason {
-                h2::Reason::REFUSED_STREAM => Code::Unavailable,
-                h2::Reason::CANCEL => Code::Cancelled,
-                h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
-                h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
-                _ => Code::Internal,
-            },
-            _ => Code::Unavailable,
-        };
-        Reply::error(code, err.to_string())
+        h2_failure(err)
     }
 }
 
+/// An h2 error as a gRPC outcome: a stream reset by the peer maps per gRPC's HTTP/2 error
+/// code table; anything else (refused, GOAWAY, I/O, closed) is UNAVAILABLE.
+fn h2_failure(err: &h2::Error) -> Reply {
+    let code = match err.reason() {
+        Some(reason) if err.is_reset() && err.is_remote() => match reason {
+            h2::Reason::REFUSED_STREAM => Code::Unavailable,
+            h2::Reason::CANCEL => Code::Cancelled,
+            h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
+            h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
+            _ => Code::Internal,
+        },
+        _ => Code::Unavailable,
+    };
+    Reply::error(code, err.to_string())
+}
+
 /// The reply that `grpc-status`/`grpc-message` say (in trailers, or in the headers of a
-/// trailers-only response), given the messages that came before them.
-fn finish(map: &HeaderMap, messages: &Deframer, kept: Option<Vec<u8>>) -> Reply {
+/// trailers-only response), given the messages that came before them: an OK must bring
+/// `expected` whole messages (unary and client-streaming calls: one) when given.
+fn finish(map: &HeaderMap, messages: &Deframer, kept: Option<Vec<u8>>, expected: Option<u64>) -> Reply {
     let response = kept.map(Bytes::from);
     let Some(status) = map.get("grpc-status") else {
         return Reply { response, ..Reply::error(Code::Unknown, "no grpc-status in trailers") };
@@ -530,7 +549,7 @@ fn finish(map: &HeaderMap, messages: &Deframer, kept: Option<Vec<u8>>) -> Reply 
     let status = Code::from_bytes(status.as_bytes());
     let message = if status != Code::Ok {
         map.get("grpc-message").map(|m| percent_decode(m.as_bytes()))
-    } else if messages.count != 1 || !messages.complete() {
+    } else if expected.is_some_and(|n| messages.count != n) || !messages.complete() {
         // A unary OK carries exactly one whole message; anything else is a broken server.
         let problem = match messages.count {
             0 => "OK without a response message".to_owned(),

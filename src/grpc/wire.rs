@@ -49,6 +49,11 @@ impl Deframer {
         }
     }
 
+    /// Whole messages seen (a started one not counted until its last byte).
+    pub fn completed(&self) -> u64 {
+        self.count - (self.left > 0) as u64
+    }
+
     /// True when no message is cut short.
     pub fn complete(&self) -> bool {
         self.have == 0 && self.left == 0
@@ -132,7 +137,15 @@ mod tests {
             d.feed(&wire[split..], Some(&mut kept));
             assert_eq!((d.payload, d.count, d.complete()), (8, 3, true), "split at {split}");
             assert_eq!(kept, b"helloabc");
+            assert_eq!(d.completed(), 3);
         }
+        let mut d = Deframer::default();
+        d.feed(&wire[..3], None);
+        assert_eq!(d.completed(), 0, "half a prefix");
+        d.feed(&wire[3..7], None);
+        assert_eq!(d.completed(), 0, "the first message started, not whole");
+        d.feed(&wire[7..10], None);
+        assert_eq!(d.completed(), 1);
         let mut d = Deframer::default();
         d.feed(&wire[..7], None);
         assert!(!d.complete());

@@ -4,6 +4,7 @@
 //! The engine never prints: intervals go to the `Sinks`, the end to a `RunResult`.
 use super::plan::Plan;
 use crate::error::run_failed;
+use crate::grpc::transport::{CallKind, StreamObserver};
 use crate::grpc::{Connection, Connector, PreparedCall, Reply};
 use crate::record::resource::{self, Usage};
 use crate::record::Shard;
@@ -550,8 +551,9 @@ impl Local {
         }
     }
 
-    /// One attempt on the worker's connection, reconnecting first when it has closed.
-    async fn attempt(&self, slot: usize, request: Bytes) -> Reply {
+    /// One attempt on the worker's connection, reconnecting first when it has closed: a
+    /// unary call, or a stream whose messages are recorded as they pass.
+    async fn attempt(&self, slot: usize, request: Bytes, body: StreamBody, warmup: bool) -> Reply {
         let conn = &self.connections[slot];
         if conn.borrow().is_closed() {
             match self.shared.connector.connect().await {
@@ -564,7 +566,47 @@ impl Local {
             }
         }
         let connection = conn.borrow().clone();
-        connection.call(&self.shared.prepared, request, self.shared.plan.keep_responses).await
+        let plan = &self.shared.plan;
+        if plan.kind == CallKind::Unary {
+            return connection.call(&self.shared.prepared, request, plan.keep_responses).await;
+        }
+        let requests = &self.shared.requests;
+        // A server stream's one request is replayed call by call, as a unary call's; the
+        // requests of client and bidi streams message by message within each stream.
+        let mut message = |index| match plan.kind {
+            CallKind::ServerStream => request.clone(),
+            _ => requests.message(body.call, index, body.worker),
+        };
+        let mut observer = Messages { local: self, warmup };
+        connection.stream(&self.shared.prepared, plan.kind, plan.stream, &mut message, &mut observer).await
+    }
+}
+
+/// Which streaming call a stream's messages belong to (templates render with its number).
+#[derive(Clone, Copy)]
+struct StreamBody {
+    call: u64,
+    worker: u32,
+}
+
+/// Records a stream's messages into the worker thread's shard as they pass: counts and
+/// histograms only, so a long stream keeps memory flat.
+struct Messages<'a> {
+    local: &'a Local,
+    warmup: bool,
+}
+
+impl StreamObserver for Messages<'_> {
+    fn sent(&mut self, bytes: u64) {
+        self.local.shard(self.warmup).record_message_sent(bytes);
+    }
+
+    fn received(&mut self, first: bool, after: Duration) {
+        self.local.shard(self.warmup).record_message_received(first.then_some(after));
+    }
+
+    fn round_trip(&mut self, took: Duration) {
+        self.local.shard(self.warmup).record_round_trip(took);
     }
 }
 
@@ -713,7 +755,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     let reply = loop {
         attempts += 1;
         let began = Instant::now();
-        let reply = local.attempt(slot, request.clone()).await;
+        let reply = local.attempt(slot, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
         local.shard(warmup).record_attempt(began.elapsed(), reply.status);
         match plan.retry.backoff(attempts, reply.status) {
             Some(wait) if local.back_off(Instant::now().checked_add(wait)).await => continue,
@@ -725,7 +767,10 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     local.shard(warmup).record_service_time(answered - first_send);
     {
         let mut shard = local.shard(warmup);
-        shard.counts.request_bytes += request.len() as u64 * attempts as u64;
+        if plan.kind == CallKind::Unary {
+            // A stream counts its request bytes message by message.
+            shard.counts.request_bytes += request.len() as u64 * attempts as u64;
+        }
         shard.counts.response_bytes += reply.response_bytes;
         shard.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
         if reply.status != Code::Ok {

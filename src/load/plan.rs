@@ -1,6 +1,7 @@
 //! The Plan: everything a run needs, validated. The CLI builds it; the engine only reads it.
 use super::pacer::Pacer;
 use super::retry::RetryPolicy;
+use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::grpc::{CallSpec, Target};
 use std::time::Duration;
 
@@ -55,6 +56,9 @@ impl ShardOf {
 pub struct Plan {
     pub target: Target,
     pub spec: CallSpec,
+    /// The method's kind (from the schema); a streaming call's body follows `stream`.
+    pub kind: CallKind,
+    pub stream: StreamLimits,
     pub pacer: Pacer,
     /// Closed loop: concurrent workers (`-c`); open loop: most calls in flight; burst: its size.
     pub workers: u32,

@@ -60,6 +60,10 @@ pub struct Counts {
     pub late_sends: u64,
     pub request_bytes: u64,
     pub response_bytes: u64,
+    /// Streaming calls: messages each way (a unary call's one request and response are not
+    /// counted here: its calls are its messages).
+    pub messages_sent: u64,
+    pub messages_received: u64,
 }
 
 /// A call due while every in-flight slot was busy, sent later than this, counts as late.
@@ -82,6 +86,8 @@ impl Counts {
         self.late_sends = self.late_sends.saturating_sub(o.late_sends);
         self.request_bytes = self.request_bytes.saturating_sub(o.request_bytes);
         self.response_bytes = self.response_bytes.saturating_sub(o.response_bytes);
+        self.messages_sent = self.messages_sent.saturating_sub(o.messages_sent);
+        self.messages_received = self.messages_received.saturating_sub(o.messages_received);
         self.call_status.subtract(&o.call_status);
         self.attempt_status.subtract(&o.attempt_status);
     }
@@ -93,6 +99,8 @@ impl Counts {
         self.late_sends += o.late_sends;
         self.request_bytes += o.request_bytes;
         self.response_bytes += o.response_bytes;
+        self.messages_sent += o.messages_sent;
+        self.messages_received += o.messages_received;
         self.call_status.add(&o.call_status);
         self.attempt_status.add(&o.attempt_status);
     }
@@ -110,6 +118,10 @@ pub struct Shard {
     /// From the actual first send to the final answer: what the server took, without the
     /// time a call waited to be sent (equal to call latency in closed loop).
     pub service_time: Histogram<u64>,
+    /// Bidi ping-pong: from a request message's send to its response message.
+    pub message_latency: Histogram<u64>,
+    /// Server streams: from the stream's start to its first response message.
+    pub first_message: Histogram<u64>,
     pub counts: Counts,
     /// Failed calls by status and the server's `grpc-message` (or the transport's error),
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
@@ -127,6 +139,8 @@ impl Default for Shard {
             attempt_latency: new_histogram(),
             schedule_lag: new_histogram(),
             service_time: new_histogram(),
+            message_latency: new_histogram(),
+            first_message: new_histogram(),
             counts: Counts::default(),
             errors: BTreeMap::new(),
         }
@@ -160,6 +174,25 @@ impl Shard {
         self.service_time.saturating_record(nanos(took));
     }
 
+    /// A stream's request message left.
+    pub fn record_message_sent(&mut self, bytes: u64) {
+        self.counts.messages_sent += 1;
+        self.counts.request_bytes += bytes;
+    }
+
+    /// A stream's response message arrived; `first` of its stream, `after` the stream opened.
+    pub fn record_message_received(&mut self, first: Option<Duration>) {
+        self.counts.messages_received += 1;
+        if let Some(after) = first {
+            self.first_message.saturating_record(nanos(after));
+        }
+    }
+
+    /// Bidi ping-pong: one request's round trip.
+    pub fn record_round_trip(&mut self, took: Duration) {
+        self.message_latency.saturating_record(nanos(took));
+    }
+
     /// `behind`: the call was due before a slot was free to send it.
     pub fn record_lag(&mut self, lag: Duration, behind: bool) {
         self.schedule_lag.saturating_record(nanos(lag));
@@ -172,6 +205,8 @@ impl Shard {
         self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
         self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
         self.service_time.add(&other.service_time).expect("same histogram bounds");
+        self.message_latency.add(&other.message_latency).expect("same histogram bounds");
+        self.first_message.add(&other.first_message).expect("same histogram bounds");
         self.counts.add(&other.counts);
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
@@ -186,6 +221,8 @@ impl Shard {
         let _ = self.attempt_latency.subtract(&part.attempt_latency);
         let _ = self.schedule_lag.subtract(&part.schedule_lag);
         let _ = self.service_time.subtract(&part.service_time);
+        let _ = self.message_latency.subtract(&part.message_latency);
+        let _ = self.first_message.subtract(&part.first_message);
         self.counts.subtract(&part.counts);
         for (key, n) in &part.errors {
             if let Some(mine) = self.errors.get_mut(key) {
@@ -202,6 +239,8 @@ impl Shard {
         self.attempt_latency.reset();
         self.schedule_lag.reset();
         self.service_time.reset();
+        self.message_latency.reset();
+        self.first_message.reset();
         self.counts = Counts::default();
         self.errors.clear();
         taken

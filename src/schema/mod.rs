@@ -48,7 +48,7 @@ pub enum DataSource {
 }
 
 /// Finds `call` in `pool`: the service by its full name, or without its package when that
-/// is unambiguous; then the method by its exact name. Only unary methods are accepted.
+/// is unambiguous; then the method by its exact name (any kind: unary or streaming).
 pub fn find_method(pool: &DescriptorPool, call: &str) -> anyhow::Result<MethodDescriptor> {
     let (service, method) = split_call(call)?;
     let names: Vec<String> = pool.services().map(|s| s.full_name().to_owned()).collect();
@@ -63,16 +63,7 @@ pub fn find_method(pool: &DescriptorPool, call: &str) -> anyhow::Result<MethodDe
             did_you_mean(method, &methods)
         )));
     };
-    let streaming = match (found.is_client_streaming(), found.is_server_streaming()) {
-        (false, false) => return Ok(found),
-        (true, true) => "bidirectional streaming",
-        (true, false) => "client streaming",
-        (false, true) => "server streaming",
-    };
-    Err(bad_input(format!(
-        "--call {call}: {} is {streaming}; only unary methods can be run for now",
-        found.full_name()
-    )))
+    Ok(found)
 }
 
 /// "pkg.Svc/Method", "pkg.Svc.Method" (or "/pkg.Svc/Method", the HTTP path) → ("pkg.Svc", "Method").
@@ -190,13 +181,13 @@ mod tests {
     }
 
     #[test]
-    fn streaming_methods_are_rejected_by_name() {
+    fn streaming_methods_are_found_with_their_kind() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("s.proto");
         std::fs::write(&file, "syntax = \"proto3\"; message M {} service S { rpc Watch(M) returns (stream M); }")
             .unwrap();
         let pool = source::compile(&file, &[]).unwrap();
-        let e = find_method(&pool, "S/Watch").unwrap_err().to_string();
-        assert!(e.contains("S.Watch is server streaming"), "{e}");
+        let found = find_method(&pool, "S/Watch").unwrap();
+        assert!(found.is_server_streaming() && !found.is_client_streaming());
     }
 }

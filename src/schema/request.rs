@@ -53,7 +53,13 @@ impl RequestSource {
 
     /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
     pub fn request(&self, call: u64, worker: u32) -> Bytes {
-        match &self.bodies[(call % self.bodies.len() as u64) as usize] {
+        self.message(call, call, worker)
+    }
+
+    /// Message `index` of streaming call `call`: the records are replayed message by message
+    /// within each stream (as ghz does), templates rendered with the call's number.
+    pub fn message(&self, call: u64, index: u64, worker: u32) -> Bytes {
+        match &self.bodies[(index % self.bodies.len() as u64) as usize] {
             Body::Fixed(bytes) => bytes.clone(),
             Body::Templated { desc, json } => {
                 let json = json.render(&Vars { call, worker }, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi));

@@ -13,7 +13,7 @@ pub const KEPT: usize = 120;
 
 struct Kept {
     length: Duration,
-    histograms: [Vec<u8>; 4],
+    histograms: [Vec<u8>; 6],
     counts: Counts,
     errors: BTreeMap<(i32, String), u64>,
 }
@@ -43,6 +43,8 @@ impl EarlyIntervals {
                     pack(&s.attempt_latency),
                     pack(&s.schedule_lag),
                     pack(&s.service_time),
+                    pack(&s.message_latency),
+                    pack(&s.first_message),
                 ],
                 counts: s.counts.clone(),
                 errors: s.errors.clone(),
@@ -64,6 +66,8 @@ impl EarlyIntervals {
                 attempt_latency: unpacked(&k.histograms[1]),
                 schedule_lag: unpacked(&k.histograms[2]),
                 service_time: unpacked(&k.histograms[3]),
+                message_latency: unpacked(&k.histograms[4]),
+                first_message: unpacked(&k.histograms[5]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
             };

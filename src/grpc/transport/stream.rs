@@ -1,0 +1,294 @@
+//! Streaming calls on the same connections as unary ones: a stream is a call whose body is
+//! a schedule of messages (ghz's `--stream-call-count`, `--stream-call-duration`,
+//! `--stream-interval`). Messages are counted as they pass and never kept.
+use super::{finish, h2_failure as failure, Connection, PreparedCall, Reply};
+use crate::grpc::wire::{http_status_code, Deframer};
+use bytes::Bytes;
+use h2::{RecvStream, SendStream};
+use http::{HeaderMap, StatusCode};
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+/// Which messages a method's call carries each way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Unary,
+    /// Many requests, one response.
+    ClientStream,
+    /// One request, many responses.
+    ServerStream,
+    /// Many each way; run as ping-pong: each request waits for one response.
+    Bidi,
+}
+
+impl CallKind {
+    pub fn of(client_streaming: bool, server_streaming: bool) -> CallKind {
+        match (client_streaming, server_streaming) {
+            (false, false) => CallKind::Unary,
+            (true, false) => CallKind::ClientStream,
+            (false, true) => CallKind::ServerStream,
+            (true, true) => CallKind::Bidi,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Unary => "unary",
+            CallKind::ClientStream => "client streaming",
+            CallKind::ServerStream => "server streaming",
+            CallKind::Bidi => "bidirectional streaming",
+        }
+    }
+}
+
+/// When a stream ends, as ghz reads its flags: client and bidi streams send `count` messages
+/// (or for `duration`) `interval` apart, then close their side and wait for the server's end;
+/// a server stream is cancelled once `count` messages arrived or `duration` passed. An end
+/// the client chose is an OK stream: the limit was the plan, not a failure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamLimits {
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub interval: Duration,
+}
+
+/// What a stream reports as it goes; the engine records it into histograms.
+pub trait StreamObserver {
+    /// A request message left (its size without the prefix).
+    fn sent(&mut self, bytes: u64);
+    /// A whole response message arrived; `first` for the stream's first one, `after` the
+    /// stream was opened (time to first message).
+    fn received(&mut self, first: bool, after: Duration);
+    /// Bidi ping-pong: a request's response came back `took` after it was sent.
+    fn round_trip(&mut self, took: Duration);
+}
+
+impl Connection {
+    /// One streaming call of `kind`; message `i` of the stream is `message(i)`, framed.
+    pub async fn stream(
+        &self,
+        call: &PreparedCall,
+        kind: CallKind,
+        limits: StreamLimits,
+        message: &mut dyn FnMut(u64) -> Bytes,
+        observer: &mut dyn StreamObserver,
+    ) -> Reply {
+        let exchange = self.stream_exchange(call, kind, limits, message, observer);
+        match call.deadline {
+            None => exchange.await,
+            // The deadline covers the whole stream, as grpc-timeout does.
+            Some(d) => tokio::time::timeout(d, exchange)
+                .await
+                .unwrap_or_else(|_| Reply::error(Code::DeadlineExceeded, "deadline exceeded (local)")),
+        }
+    }
+
+    async fn stream_exchange(
+        &self,
+        call: &PreparedCall,
+        kind: CallKind,
+        limits: StreamLimits,
+        message: &mut dyn FnMut(u64) -> Bytes,
+        observer: &mut dyn StreamObserver,
+    ) -> Reply {
+        let opened = Instant::now();
+        let until = limits.duration.and_then(|d| opened.checked_add(d));
+        let (response, mut out) = match self.open(&call.path, call.headers.clone()).await {
+            Ok(pair) => pair,
+            Err(reply) => return reply,
+        };
+        let mut inbound = Inbound::new(response, call.messages.receive, opened);
+        let mut outgoing = Outgoing { call, out: &mut out };
+        if kind == CallKind::ServerStream {
+            if let Err(reply) = outgoing.send(message(0), true, observer).await {
+                return self.or_status(reply, inbound, observer).await;
+            }
+            loop {
+                if limits.count.is_some_and(|n| inbound.reported >= n) {
+                    return inbound.cancel(&mut out);
+                }
+                let next = async {
+                    match until {
+                        Some(at) => tokio::time::timeout_at(at.into(), inbound.next(observer)).await,
+                        None => Ok(inbound.next(observer).await),
+                    }
+                };
+                match next.await {
+                    Err(_elapsed) => return inbound.cancel(&mut out),
+                    Ok(Ok(true)) => {}
+                    Ok(Ok(false)) => return inbound.finish(None, observer).await,
+                    Ok(Err(reply)) => return reply,
+                }
+            }
+        }
+        // Client and bidi streams: the schedule of requests, then our side closes.
+        let mut index = 0u64;
+        let mut next_send = opened;
+        loop {
+            if limits.count.is_some_and(|n| index >= n) || until.is_some_and(|at| next_send >= at) {
+                break;
+            }
+            if next_send > Instant::now() {
+                tokio::time::sleep_until(next_send.into()).await;
+            }
+            let sent_at = Instant::now();
+            if let Err(reply) = outgoing.send(message(index), false, observer).await {
+                return self.or_status(reply, inbound, observer).await;
+            }
+            index += 1;
+            next_send = sent_at + limits.interval;
+            if kind == CallKind::Bidi {
+                match inbound.next(observer).await {
+                    Ok(true) => observer.round_trip(sent_at.elapsed()),
+                    // The server ended the stream first: its status says why.
+                    Ok(false) => return inbound.finish(None, observer).await,
+                    Err(reply) => return reply,
+                }
+            }
+        }
+        if let Err(reply) = outgoing.send(Bytes::new(), true, observer).await {
+            return self.or_status(reply, inbound, observer).await;
+        }
+        let expected = (kind == CallKind::ClientStream).then_some(1);
+        inbound.finish(expected, observer).await
+    }
+
+    /// A send that failed: the server may have ended the stream with a status (a
+    /// trailers-only answer and a reset); that status is the call's, else the send's failure.
+    async fn or_status(&self, failed: Reply, inbound: Inbound, observer: &mut dyn StreamObserver) -> Reply {
+        match tokio::time::timeout(Duration::from_millis(100), inbound.finish(None, observer)).await {
+            Ok(reply) if reply.status != Code::Unavailable && reply.status != Code::Internal => reply,
+            _ => failed,
+        }
+    }
+}
+
+/// The request side of a stream.
+struct Outgoing<'a> {
+    call: &'a PreparedCall,
+    out: &'a mut SendStream<Bytes>,
+}
+
+impl Outgoing<'_> {
+    /// Sends one framed message (`end`: and closes our side; an empty body only closes),
+    /// waiting for flow-control window so that a fast sender never queues without bound.
+    async fn send(&mut self, framed: Bytes, end: bool, observer: &mut dyn StreamObserver) -> Result<(), Reply> {
+        if framed.is_empty() {
+            return self.out.send_data(framed, end).map_err(|e| failure(&e));
+        }
+        let size = framed.len().saturating_sub(5);
+        if size > self.call.messages.send {
+            let why = format!("trying to send message larger than max ({size} vs. {})", self.call.messages.send);
+            return Err(Reply::error(Code::ResourceExhausted, why));
+        }
+        let mut data = if self.call.messages.gzip { crate::grpc::wire::gzip_frame(&framed) } else { framed };
+        while !data.is_empty() {
+            self.out.reserve_capacity(data.len());
+            let granted = match std::future::poll_fn(|cx| self.out.poll_capacity(cx)).await {
+                Some(Ok(n)) => n,
+                Some(Err(e)) => return Err(failure(&e)),
+                None => return Err(Reply::error(Code::Unavailable, "stream closed while sending")),
+            };
+            if granted == 0 {
+                continue;
+            }
+            let piece = data.split_to(granted.min(data.len()));
+            self.out.send_data(piece, end && data.is_empty()).map_err(|e| failure(&e))?;
+        }
+        observer.sent(size as u64);
+        Ok(())
+    }
+}
+
+/// The response side of a stream: whole messages counted as they complete.
+struct Inbound {
+    response: Option<h2::client::ResponseFuture>,
+    body: Option<RecvStream>,
+    /// A trailers-only answer: the status is in the headers.
+    ended: Option<HeaderMap>,
+    messages: Deframer,
+    /// Whole messages already handed to the observer.
+    reported: u64,
+    max: usize,
+    opened: Instant,
+}
+
+impl Inbound {
+    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant) -> Inbound {
+        Inbound {
+            response: Some(response),
+            body: None,
+            ended: None,
+            messages: Deframer::default(),
+            reported: 0,
+            max,
+            opened,
+        }
+    }
+
+    /// Waits for the next whole message: true when one arrived, false when the server's data
+    /// ended (its status follows).
+    async fn next(&mut self, observer: &mut dyn StreamObserver) -> Result<bool, Reply> {
+        if let Some(response) = self.response.take() {
+            let response = response.await.map_err(|e| failure(&e))?;
+            if response.status() != StatusCode::OK {
+                let status = response.status();
+                return Err(Reply::error(http_status_code(status), format!("HTTP status {status}")));
+            }
+            if response.headers().contains_key("grpc-status") {
+                self.ended = Some(response.headers().clone());
+            } else {
+                self.body = Some(response.into_body());
+            }
+        }
+        loop {
+            if self.messages.completed() > self.reported {
+                self.reported += 1;
+                observer.received(self.reported == 1, self.opened.elapsed());
+                return Ok(true);
+            }
+            let Some(body) = self.body.as_mut() else { return Ok(false) };
+            let chunk = match body.data().await {
+                None => return Ok(false),
+                Some(Err(e)) => return Err(failure(&e)),
+                Some(Ok(chunk)) => chunk,
+            };
+            self.messages.feed(&chunk, None);
+            let _ = body.flow_control().release_capacity(chunk.len());
+            if self.messages.largest > self.max {
+                // Dropping the stream resets it: the rest is not read.
+                let why = format!("received message larger than max ({} vs. {})", self.messages.largest, self.max);
+                return Err(Reply::error(Code::ResourceExhausted, why));
+            }
+        }
+    }
+
+    /// Reads what is left and the status; an OK must bring `expected` messages when given.
+    async fn finish(mut self, expected: Option<u64>, observer: &mut dyn StreamObserver) -> Reply {
+        loop {
+            match self.next(observer).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(reply) => return reply,
+            }
+        }
+        if let Some(headers) = &self.ended {
+            return finish(headers, &self.messages, None, expected);
+        }
+        let Some(mut body) = self.body.take() else {
+            return Reply::error(Code::Internal, "stream ended without a response");
+        };
+        match body.trailers().await {
+            Ok(Some(trailers)) => finish(&trailers, &self.messages, None, expected),
+            Ok(None) => Reply::error(Code::Internal, "stream ended without trailers"),
+            Err(e) => failure(&e),
+        }
+    }
+
+    /// The client's own end of a server stream (its count or duration reached): the stream is
+    /// reset (CANCEL) and the call is OK.
+    fn cancel(self, out: &mut SendStream<Bytes>) -> Reply {
+        out.send_reset(h2::Reason::CANCEL);
+        Reply { status: Code::Ok, response_bytes: self.messages.payload, response: None, message: None }
+    }
+}
