@@ -43,6 +43,8 @@ impl StatsProbe {
             ok: m.ok.saturating_sub(b.ok),
             failed: m.failed.saturating_sub(b.failed),
             rejected: m.rejected.saturating_sub(b.rejected),
+            messages_in: m.messages_in.saturating_sub(b.messages_in),
+            messages_out: m.messages_out.saturating_sub(b.messages_out),
             // The server's first-to-last-arrival rate is this run's only when the server had
             // seen no call before it and every arrival since was this run's method.
             throughput_rps: (self.before.received == 0 && after.received == m.received).then_some(after.server_rps),

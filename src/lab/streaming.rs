@@ -94,4 +94,3 @@ impl streaming_server::Streaming for Arc<Lab> {
         Ok(Response::new(Box::pin(echoed)))
     }
 }
-

@@ -5,7 +5,7 @@ use super::{Export, Summary};
 
 pub struct Csv;
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 15] = [
     "t_s",
     "phase",
     "calls",
@@ -19,6 +19,8 @@ const HEADER: [&str; 13] = [
     "client_cpu_total_s",
     "client_rss_bytes",
     "service_p99_us",
+    "messages_sent",
+    "messages_received",
 ];
 
 impl Export for Csv {
@@ -39,6 +41,8 @@ impl Export for Csv {
                 secs(row.client_cpu_total).to_string(),
                 row.client_rss_bytes.to_string(),
                 micros(row.service_p99).to_string(),
+                row.messages_sent.to_string(),
+                row.messages_received.to_string(),
             ];
             out += &cells.join(",");
             out.push('\n');

@@ -106,6 +106,8 @@ pub fn value(s: &Summary) -> Value {
                 "ok": server.ok,
                 "failed": server.failed,
                 "rejected": server.rejected,
+                "messages_in": server.messages_in,
+                "messages_out": server.messages_out,
                 "throughput_rps": server.throughput_rps,
                 "cpu_s": units::secs(server.cpu),
                 "rss_bytes": server.rss_bytes,
@@ -116,6 +118,25 @@ pub fn value(s: &Summary) -> Value {
         let calibration =
             floor.as_ref().and_then(|c| serde_json::from_str::<Value>(&crate::calibrate::to_json(c)).ok());
         fields.insert("calibration".into(), calibration.unwrap_or(Value::Null));
+    }
+    if let Some(m) = &s.messages {
+        let mut messages = json!({
+            "kind": m.kind.as_str(),
+            "sent": m.sent,
+            "received": m.received,
+            "sent_per_s": m.sent_per_s,
+            "received_per_s": m.received_per_s,
+        });
+        let each = messages.as_object_mut().expect("built as an object");
+        if let Some(l) = &m.round_trip {
+            each.insert("round_trip_us".into(), latency(l));
+            each.insert("round_trip_histogram".into(), to_text(&s.measured.message_latency).into());
+        }
+        if let Some(l) = &m.first_message {
+            each.insert("first_message_us".into(), latency(l));
+            each.insert("first_message_histogram".into(), to_text(&s.measured.first_message).into());
+        }
+        fields.insert("messages".into(), messages);
     }
     if let Some(lag) = &s.schedule_lag {
         fields.insert("schedule_lag_us".into(), latency(lag));

@@ -13,6 +13,7 @@ pub mod table;
 pub mod units;
 
 use crate::grpc::status::PerStatus;
+use crate::grpc::transport::CallKind;
 use crate::load::engine::{Ended, RunResult};
 use crate::load::pacer::Pacer;
 use crate::load::plan::Plan;
@@ -127,6 +128,9 @@ pub struct ServerSide {
     pub ok: u64,
     pub failed: u64,
     pub rejected: u64,
+    /// Messages the server received and sent on the method's calls (a unary call: one each).
+    pub messages_in: u64,
+    pub messages_out: u64,
     /// (received - 1) / (last - first arrival), when the run's method was the only one.
     pub throughput_rps: Option<f64>,
     /// The server process's CPU time over the run.
@@ -246,6 +250,23 @@ pub struct Summary {
     pub steady: SteadyState,
     /// Bursts: which rounds were warm-up, by the same method on the rounds' times.
     pub warm_rounds: Option<Steadiness>,
+    /// Streaming methods: messages, apart from the calls (streams) counted above.
+    pub messages: Option<Messages>,
+}
+
+/// A streaming run's messages; the calls above are its streams (their latency: each
+/// stream's duration).
+#[derive(Debug, Clone)]
+pub struct Messages {
+    pub kind: CallKind,
+    pub sent: u64,
+    pub received: u64,
+    pub sent_per_s: f64,
+    pub received_per_s: f64,
+    /// Bidi ping-pong: each request to its response.
+    pub round_trip: Option<Latency>,
+    /// Server streams: from the stream's start to its first response.
+    pub first_message: Option<Latency>,
 }
 
 /// The steady-state verdict on the interval series, with what it was computed from.
@@ -359,6 +380,15 @@ impl Summary {
             elapsed: result.elapsed,
             steady: steady_state(&intervals, plan.interval),
             warm_rounds: (!result.rounds.is_empty()).then(|| steady::warm_rounds(&result.rounds)),
+            messages: (plan.kind != CallKind::Unary).then(|| Messages {
+                kind: plan.kind,
+                sent: c.messages_sent,
+                received: c.messages_received,
+                sent_per_s: stats::rate(c.messages_sent, result.window),
+                received_per_s: stats::rate(c.messages_received, result.window),
+                round_trip: (plan.kind == CallKind::Bidi).then(|| Latency::of(&m.message_latency)),
+                first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
+            }),
         };
         summary.assertions = assertions
             .iter()
@@ -553,7 +583,10 @@ fn cross_check(s: &Summary, server: &ServerSide) -> Vec<Notice> {
     let mut out = Vec::new();
     let client_ok = s.all_attempts.get(Code::Ok);
     let client_attempts = s.all_attempts.total();
-    if server.ok != client_ok || server.received != client_attempts {
+    // A server stream the client ends at its --stream-call-count or --stream-call-duration
+    // is OK to the client and a cancelled call to the server: only arrivals compare.
+    let server_stream = s.messages.as_ref().is_some_and(|m| m.kind == CallKind::ServerStream);
+    if (server.ok != client_ok && !server_stream) || server.received != client_attempts {
         out.push(notice(
             NoticeKind::ServerCount,
             format!(

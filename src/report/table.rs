@@ -65,6 +65,33 @@ fn render(s: &Summary) -> String {
         duration(l.stdev),
         duration(l.max)
     );
+    if let Some(m) = &s.messages {
+        let _ = writeln!(
+            o,
+            "  Messages:    {} sent ({:.1}/s), {} received ({:.1}/s); each call is a stream ({}), its latency the stream's duration",
+            m.sent,
+            m.sent_per_s,
+            m.received,
+            m.received_per_s,
+            m.kind.as_str()
+        );
+        let line = |name: &str, l: &Latency| {
+            format!(
+                "  {name} p50 {}, p90 {}, p99 {}, max {} ({} messages)",
+                duration(l.percentile(50.0)),
+                duration(l.percentile(90.0)),
+                duration(l.percentile(99.0)),
+                duration(l.max),
+                l.count
+            )
+        };
+        if let Some(l) = &m.round_trip {
+            let _ = writeln!(o, "{}", line("Round trip:  ", l));
+        }
+        if let Some(l) = &m.first_message {
+            let _ = writeln!(o, "{}", line("First msg:   ", l));
+        }
+    }
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             o,
@@ -188,6 +215,9 @@ fn render(s: &Summary) -> String {
             server.cpu.as_secs_f64(),
             bytes(server.rss_bytes)
         );
+        if s.messages.is_some() {
+            let _ = writeln!(o, "  Server's messages: {} in, {} out", server.messages_in, server.messages_out);
+        }
     }
     match &s.floor {
         Some(Some(c)) => {

@@ -22,6 +22,9 @@ pub struct IntervalRow {
     /// The client's CPU time from its start to the end of this interval.
     pub client_cpu_total: Duration,
     pub client_rss_bytes: u64,
+    /// Streaming calls' messages each way (0 for unary calls).
+    pub messages_sent: u64,
+    pub messages_received: u64,
 }
 
 impl IntervalRow {
@@ -42,6 +45,8 @@ impl IntervalRow {
             service_p99: Statistic::Percentile(99.0).of(&iv.shard.service_time),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
+            messages_sent: c.messages_sent,
+            messages_received: c.messages_received,
         }
     }
 
