@@ -163,6 +163,13 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         all
     };
     let echo = |extra: &[&str]| args(extra, true);
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/rpcmeter/lab/v1/lab.proto").display().to_string();
+    // A streaming method of the lab with `extra` flags.
+    let stream = |method: &str, extra: &[&str]| -> Vec<String> {
+        let call = format!("rpcmeter.lab.v1.Streaming/{method}");
+        let base = ["--plaintext", "--proto", lab.as_str(), "--call", call.as_str()];
+        base.iter().chain(extra).chain([&target]).map(|a| a.to_string()).collect()
+    };
     let huge = "{\"content\": \"{{randomString 99999999999}}\"}";
     let cases = vec![
         // Usage errors name what is missing or wrong.
@@ -217,6 +224,25 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("endless ramp", 2, "longer than", echo(&["--ramp", "99999999h"])),
         case("endless interval", 2, "longer than", echo(&["--interval", "99999999h"])),
         case("endless deadline", 2, "longer than", echo(&["--deadline", "99999999h"])),
+        case("stream count on a unary method", 2, "EchoService.echo is unary", echo(&["--stream-call-count", "3"])),
+        case("stream duration on a unary method", 2, "--stream-call-duration", echo(&["--stream-call-duration", "1s"])),
+        case("stream interval on a unary method", 2, "--stream-interval", echo(&["--stream-interval", "1ms"])),
+        case("interval on a server stream", 2, "server streaming", stream("Subscribe", &["--stream-interval", "1ms"])),
+        case("zero stream count", 2, "--stream-call-count", stream("Echo", &["--stream-call-count", "0"])),
+        case("zero stream duration", 2, "above zero", stream("Echo", &["--stream-call-duration", "0s"])),
+        case("endless stream duration", 2, "longer than", stream("Echo", &["--stream-call-duration", "99999999h"])),
+        case(
+            "stream count beyond u64",
+            2,
+            "--stream-call-count",
+            stream("Echo", &["--stream-call-count", "18446744073709551616"]),
+        ),
+        case(
+            "mistyped stream message",
+            2,
+            "field \"seq\"",
+            stream("Upload", &["-d", "[{\"seq\": 1}, {\"seq\": \"x\"}]"]),
+        ),
         case("endless backoff", 2, "--retry-ms", echo(&["--retry-ms", "18446744073709551615"])),
         case("rate beyond reach", 2, "--rps", echo(&["--rps", "1e308"])),
         case("rate ramp over nothing", 2, "--rps", echo(&["--rps", "1:2:0s"])),
@@ -235,6 +261,12 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("many workers, few calls", 1, target, echo(&["-c", "4294967295", "-n", "10"])),
         case("huge max-in-flight", 1, target, echo(&["--rps", "100", "--max-in-flight", "4294967295", "-n", "10"])),
         case("largest count", 1, target, echo(&["-n", "18446744073709551615"])),
+        case(
+            "largest stream count",
+            1,
+            target,
+            stream("Echo", &["--stream-call-count", "18446744073709551615", "-n", "1"]),
+        ),
         case("largest loop", 1, target, echo(&["--loop", "18446744073709551615", "-c", "1"])),
         case("largest retries", 1, target, echo(&["--max-retries", "4294967295", "-n", "1"])),
         case("slowest rate", 1, target, echo(&["--rps", "0.001", "-z", "30days"])),
