@@ -218,7 +218,13 @@ macro_rules! reflected_services {
 async fn reflection_v1_and_v1alpha_and_health_serve_every_lab_service() {
     let server = LabServer::start(config(Model::Async)).unwrap();
     let channel = connect(&server).await;
-    let lab = ["EchoService", "rpcmeter.lab.v1.TestService", "rpcmeter.lab.v1.Storage", "rpcmeter.lab.v1.Stats"];
+    let lab = [
+        "EchoService",
+        "rpcmeter.lab.v1.TestService",
+        "rpcmeter.lab.v1.Storage",
+        "rpcmeter.lab.v1.Stats",
+        "rpcmeter.lab.v1.Streaming",
+    ];
 
     let v1 = reflected_services!(tonic_reflection::pb::v1, channel.clone());
     let v1alpha = reflected_services!(tonic_reflection::pb::v1alpha, channel.clone());

@@ -195,6 +195,8 @@ fn interval_row(row: &crate::sink::intervals::IntervalRow) -> Value {
         "service_p99_us": units::micros(row.service_p99),
         "client_cpu_total_s": units::secs(row.client_cpu_total),
         "client_rss_bytes": row.client_rss_bytes,
+        "messages_sent": row.messages_sent,
+        "messages_received": row.messages_received,
     })
 }
 

@@ -125,7 +125,12 @@ impl Connection {
         let mut index = 0u64;
         let mut next_send = opened;
         loop {
-            if limits.count.is_some_and(|n| index >= n) || until.is_some_and(|at| next_send >= at) {
+            if limits.count.is_some_and(|n| index >= n) {
+                break;
+            }
+            if let Some(at) = until.filter(|at| next_send >= *at) {
+                // The stream lasts its duration even when its last message left earlier.
+                tokio::time::sleep_until(at.into()).await;
                 break;
             }
             if next_send > Instant::now() {

@@ -1,0 +1,228 @@
+//! Streaming calls in `rpcmeter run`: each kind against the lab, with the client's streams and
+//! messages equal to the lab's own count (Stats); a server streaming method nobody here wrote
+//! (tonic-health's Watch); a server that ends streams with its own statuses.
+use rpcmeter::lab::proto::lab::{MethodStats, StatsReply};
+use rpcmeter::lab::{LabConfig, LabServer};
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+fn run(addr: &str, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--format", "json", addr])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn lab() -> LabServer {
+    LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap()
+}
+
+fn method<'a>(stats: &'a StatsReply, name: &str) -> &'a MethodStats {
+    let path = format!("/rpcmeter.lab.v1.Streaming/{name}");
+    stats.methods.iter().find(|m| m.method == path).unwrap_or_else(|| panic!("no {path} in {stats:?}"))
+}
+
+#[test]
+fn bidi_ping_pong_counts_streams_and_messages_as_the_lab_does() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    // Three records replayed message by message within each stream, 25 messages a stream.
+    let data = r#"[{"payload":"YQ=="},{"payload":"YmI=","seq":1},{"payload":"Y2Nj","seq":2}]"#;
+    let r = run(
+        &addr,
+        &["--call", "rpcmeter.lab.v1.Streaming/Echo", "-d", data, "--stream-call-count", "25", "-c", "4", "-n", "40"],
+    );
+    let stats = server.shutdown();
+    let echo = method(&stats, "Echo");
+    assert_eq!(r["requests"]["ok"], 40);
+    assert_eq!((echo.received, echo.ok), (40, 40));
+    let m = &r["messages"];
+    assert_eq!(m["kind"], "bidirectional streaming");
+    assert_eq!((m["sent"].as_u64(), m["received"].as_u64()), (Some(1000), Some(1000)));
+    assert_eq!((echo.messages_in, echo.messages_out), (1000, 1000));
+    // One round trip per message, each shorter than its whole stream.
+    assert_eq!(m["round_trip_us"]["count"], 1000);
+    assert!(m["round_trip_us"]["max"].as_f64() <= r["latency_us"]["max"].as_f64(), "{m}");
+    assert!(m["sent_per_s"].as_f64().unwrap() > 0.0);
+    // The interval series counts the same messages.
+    let per_interval = |key: &str| r["intervals"].as_array().unwrap().iter().map(|iv| iv[key].as_u64().unwrap()).sum();
+    assert_eq!((per_interval("messages_sent"), per_interval("messages_received")), (1000u64, 1000u64));
+}
+
+#[test]
+fn client_streams_send_each_record_once_unless_counted() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let data = r#"[{"payload":"YQ=="},{"payload":"YQ=="},{"payload":"YQ=="},{"payload":"YQ=="},{"payload":"YQ=="}]"#;
+    let once = run(&addr, &["--call", "rpcmeter.lab.v1.Streaming/Upload", "-d", data, "-c", "3", "-n", "30"]);
+    let counted = run(
+        &addr,
+        &[
+            "--call",
+            "rpcmeter.lab.v1.Streaming/Upload",
+            "-d",
+            data,
+            "--stream-call-count",
+            "12",
+            "--stream-interval",
+            "2ms",
+            "-c",
+            "2",
+            "-n",
+            "4",
+        ],
+    );
+    let stats = server.shutdown();
+    let upload = method(&stats, "Upload");
+    assert_eq!(once["messages"]["sent"], 150);
+    assert_eq!(once["messages"]["received"], 30, "one summary per stream");
+    assert_eq!(counted["messages"]["sent"], 48);
+    assert_eq!((upload.received, upload.ok), (34, 34));
+    assert_eq!((upload.messages_in, upload.messages_out), (198, 34));
+    // 12 messages 2 ms apart: no stream can be shorter than the 11 gaps.
+    assert!(counted["latency_us"]["min"].as_f64().unwrap() >= 22_000.0, "{}", counted["latency_us"]);
+    assert_eq!(counted["messages"].get("round_trip_us"), None, "no round trips on a client stream");
+}
+
+#[test]
+fn server_streams_count_what_arrives_and_the_time_to_the_first_message() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let whole = run(
+        &addr,
+        &["--call", "rpcmeter.lab.v1.Streaming/Subscribe", "-d", r#"{"count":20,"size":64}"#, "-c", "5", "-n", "25"],
+    );
+    let whole_stats = server.stats();
+    // An endless subscription ended by the client after 7 messages: OK to the client,
+    // cancelled to the server.
+    let cut = run(
+        &addr,
+        &[
+            "--call",
+            "rpcmeter.lab.v1.Streaming/Subscribe",
+            "-d",
+            r#"{"count":0,"size":8,"interval_us":1000}"#,
+            "--stream-call-count",
+            "7",
+            "-c",
+            "2",
+            "-n",
+            "6",
+        ],
+    );
+    let stats = server.shutdown();
+    let subscribe = method(&whole_stats, "Subscribe");
+    assert_eq!((subscribe.received, subscribe.ok), (25, 25));
+    assert_eq!(whole["messages"]["received"], 500);
+    assert_eq!(subscribe.messages_out, 500);
+    assert_eq!(whole["messages"]["sent"], 25);
+    assert_eq!(subscribe.messages_in, 25);
+    assert_eq!(whole["messages"]["first_message_us"]["count"], 25);
+    assert!(
+        whole["messages"]["first_message_us"]["max"].as_f64() <= whole["latency_us"]["max"].as_f64(),
+        "the first message comes before the stream's end"
+    );
+
+    assert_eq!(cut["requests"]["ok"], 6);
+    assert_eq!(cut["messages"]["received"], 42);
+    let subscribe = method(&stats, "Subscribe");
+    assert_eq!(subscribe.received, 31);
+    assert_eq!(subscribe.failed, 6, "the lab counts a stream its client cancelled as failed");
+    // 7 messages 1 ms apart take at least the 6 gaps.
+    assert!(cut["latency_us"]["min"].as_f64().unwrap() >= 6_000.0);
+}
+
+#[test]
+fn a_stream_call_duration_ends_each_stream_on_time() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let r = run(
+        &addr,
+        &[
+            "--call",
+            "rpcmeter.lab.v1.Streaming/Echo",
+            "--stream-call-duration",
+            "200ms",
+            "--stream-interval",
+            "5ms",
+            "-c",
+            "2",
+            "-n",
+            "4",
+        ],
+    );
+    let stats = server.shutdown();
+    let echo = method(&stats, "Echo");
+    assert_eq!((echo.received, echo.ok), (4, 4));
+    let latency = &r["latency_us"];
+    assert!(latency["min"].as_f64().unwrap() >= 200_000.0, "{latency}");
+    // A message every 5 ms for 200 ms: about 40 a stream, never more than 41.
+    let sent = r["messages"]["sent"].as_u64().unwrap();
+    assert!((4 * 20..=4 * 41).contains(&sent), "{sent}");
+    assert_eq!((echo.messages_in, echo.messages_out), (sent, sent));
+}
+
+/// grpc.health.v1.Health/Watch as tonic-health serves it: the current status at once, then
+/// one message per change, never an end of its own.
+#[test]
+fn health_watch_of_tonic_health_is_a_server_stream() {
+    use tonic_health::ServingStatus;
+    let dir = tempfile::tempdir().unwrap();
+    let protoset = dir.path().join("health.protoset");
+    std::fs::write(&protoset, tonic_health::pb::FILE_DESCRIPTOR_SET).unwrap();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let (reporter, service) = tonic_health::server::health_reporter();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            // The status of "flappy" changes every 10 ms: each change is a message to watchers.
+            let flapping = tokio::spawn(async move {
+                for i in 0.. {
+                    let status = if i % 2 == 0 { ServingStatus::Serving } else { ServingStatus::NotServing };
+                    reporter.set_service_status("flappy", status).await;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+            flapping.abort();
+        });
+    });
+    let addr = addr_rx.recv().unwrap().to_string();
+    let protoset = protoset.display().to_string();
+    let watch = |extra: &[&str]| {
+        let base = ["--protoset", protoset.as_str(), "--call", "grpc.health.v1.Health/Watch", "--no-server-stats"];
+        run(&addr, &[&base[..], extra].concat())
+    };
+    let first = watch(&["-d", r#"{"service":"flappy"}"#, "--stream-call-count", "1", "-c", "4", "-n", "20"]);
+    let three = watch(&["-d", r#"{"service":"flappy"}"#, "--stream-call-count", "3", "-c", "2", "-n", "4"]);
+    let timed = watch(&["-d", r#"{"service":"flappy"}"#, "--stream-call-duration", "100ms", "-c", "1", "-n", "2"]);
+    stop_tx.send(()).unwrap();
+    server.join().unwrap();
+
+    assert_eq!(first["statuses"]["OK"], 20);
+    assert_eq!(first["messages"]["received"], 20);
+    assert_eq!(first["messages"]["first_message_us"]["count"], 20);
+    // The first message, then two changes 10 ms apart: a stream lasts at least one change.
+    assert_eq!(three["statuses"]["OK"], 4);
+    assert_eq!(three["messages"]["received"], 12);
+    assert!(three["latency_us"]["min"].as_f64().unwrap() >= 5_000.0, "{}", three["latency_us"]);
+    // Watched for 100 ms: the first status and about ten changes each.
+    assert_eq!(timed["statuses"]["OK"], 2);
+    assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 100_000.0);
+    let received = timed["messages"]["received"].as_u64().unwrap();
+    assert!((2 * 4..=2 * 12).contains(&received), "{received}");
+}
