@@ -226,3 +226,100 @@ fn health_watch_of_tonic_health_is_a_server_stream() {
     let received = timed["messages"]["received"].as_u64().unwrap();
     assert!((2 * 4..=2 * 12).contains(&received), "{received}");
 }
+
+/// A Streaming service written here, not the lab's: it ends streams with statuses of its own.
+struct Refusing;
+
+type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Chunk, tonic::Status>> + Send>>;
+use rpcmeter::lab::proto::lab::{streaming_server, Chunk, SubscribeRequest, UploadSummary};
+
+#[tonic::async_trait]
+impl streaming_server::Streaming for Refusing {
+    type SubscribeStream = Chunks;
+    type EchoStream = Chunks;
+
+    /// Refused before any message: a trailers-only answer.
+    async fn subscribe(&self, _: tonic::Request<SubscribeRequest>) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        Err(tonic::Status::unavailable("no subscriptions today"))
+    }
+
+    /// Fails after the third message.
+    async fn upload(
+        &self,
+        request: tonic::Request<tonic::Streaming<Chunk>>,
+    ) -> Result<tonic::Response<UploadSummary>, tonic::Status> {
+        let mut inbound = request.into_inner();
+        let mut n = 0;
+        while inbound.message().await?.is_some() {
+            n += 1;
+            if n == 3 {
+                return Err(tonic::Status::invalid_argument("three is enough"));
+            }
+        }
+        Ok(tonic::Response::new(UploadSummary { chunks: n, bytes: 0 }))
+    }
+
+    /// Echoes two messages, then ends the stream with PERMISSION_DENIED.
+    async fn echo(
+        &self,
+        request: tonic::Request<tonic::Streaming<Chunk>>,
+    ) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        use futures::StreamExt;
+        let echoed = request
+            .into_inner()
+            .take(2)
+            .chain(futures::stream::once(async { Err(tonic::Status::permission_denied("two is all you get")) }));
+        Ok(tonic::Response::new(Box::pin(echoed)))
+    }
+}
+
+#[test]
+fn statuses_a_server_ends_streams_with_are_counted_per_stream() {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            tonic::transport::Server::builder()
+                .add_service(streaming_server::StreamingServer::new(Refusing))
+                .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let addr = addr_rx.recv().unwrap().to_string();
+    let lab_proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/rpcmeter/lab/v1/lab.proto");
+    // Every stream fails, so the run exits 1; its JSON report is still written.
+    let failing = |method: &str, extra: &[&str]| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--format", "json", &addr])
+            .args(["--proto", lab_proto, "--call", &format!("rpcmeter.lab.v1.Streaming/{method}")])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let subscribe = failing("Subscribe", &["-c", "2", "-n", "6"]);
+    let upload = failing("Upload", &["--stream-call-count", "10", "-c", "2", "-n", "6"]);
+    let echo = failing("Echo", &["--stream-call-count", "10", "-c", "2", "-n", "6"]);
+    stop_tx.send(()).unwrap();
+    server.join().unwrap();
+
+    assert_eq!(subscribe["statuses"]["UNAVAILABLE"], 6);
+    assert_eq!(subscribe["errors"][0]["message"], "no subscriptions today");
+    assert_eq!(subscribe["messages"]["received"], 0);
+    assert_eq!(upload["statuses"]["INVALID_ARGUMENT"], 6);
+    assert_eq!(upload["errors"][0]["message"], "three is enough");
+    // Two answered pings per stream, then the server's end stops the third.
+    assert_eq!(echo["statuses"]["PERMISSION_DENIED"], 6);
+    assert_eq!(echo["errors"][0]["message"], "two is all you get");
+    assert_eq!(echo["messages"]["received"], 12);
+    assert_eq!(echo["messages"]["round_trip_us"]["count"], 12);
+    // The third goes out unless the server's end is seen first.
+    assert!((12..=18).contains(&echo["messages"]["sent"].as_u64().unwrap()), "{}", echo["messages"]);
+}
