@@ -323,3 +323,33 @@ fn statuses_a_server_ends_streams_with_are_counted_per_stream() {
     // The third goes out unless the server's end is seen first.
     assert!((12..=18).contains(&echo["messages"]["sent"].as_u64().unwrap()), "{}", echo["messages"]);
 }
+
+#[test]
+fn streaming_results_merge_their_messages_exactly() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let bidi = ["--call", "rpcmeter.lab.v1.Streaming/Echo", "--stream-call-count", "30", "-c", "2"];
+    let a = run(&addr, &[&bidi[..], &["-n", "4"]].concat());
+    let b = run(&addr, &[&bidi[..], &["-n", "6"]].concat());
+    server.shutdown();
+    let (a_file, b_file, merged_file) =
+        (dir.path().join("a.json"), dir.path().join("b.json"), dir.path().join("merged.json"));
+    std::fs::write(&a_file, a.to_string()).unwrap();
+    std::fs::write(&b_file, b.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .arg("merge")
+        .args([&a_file, &b_file])
+        .arg("-o")
+        .arg(&merged_file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&merged_file).unwrap()).unwrap();
+    let m = &merged["messages"];
+    assert_eq!(m["kind"], "bidirectional streaming");
+    assert_eq!((m["sent"].as_u64(), m["received"].as_u64()), (Some(300), Some(300)));
+    assert_eq!(m["round_trip_us"]["count"], 300);
+    let max = |r: &Value| r["messages"]["round_trip_us"]["max"].as_f64().unwrap();
+    assert_eq!(m["round_trip_us"]["max"].as_f64(), Some(max(&a).max(max(&b))));
+}

@@ -145,6 +145,9 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     out.insert("throughput_rps".into(), rate(total).into());
     out.insert("ok_rps".into(), rate(ok).into());
     out.insert("requests".into(), requests.into());
+    if let Some(kind) = first.result.get("messages").map(|m| m["kind"].clone()) {
+        out.insert("messages".into(), merge_messages(inputs, kind, &rate)?);
+    }
     // Each input's client, and which were the bottleneck.
     let shards: Vec<Value> = inputs
         .iter()
@@ -195,6 +198,36 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         }),
     );
     Ok(out.into())
+}
+
+/// Streaming results: messages added, their histograms added and summarised again, rates
+/// over the union of the windows (`rate`).
+fn merge_messages(inputs: &[Input], kind: Value, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
+    let sum = |key: &str| inputs.iter().map(|i| i.result["messages"][key].as_u64().unwrap_or(0)).sum::<u64>();
+    let (sent, received) = (sum("sent"), sum("received"));
+    let mut out = json!({
+        "kind": kind,
+        "sent": sent,
+        "received": received,
+        "sent_per_s": rate(sent),
+        "received_per_s": rate(received),
+    });
+    for (histogram, summary_key) in
+        [("round_trip_histogram", "round_trip_us"), ("first_message_histogram", "first_message_us")]
+    {
+        if inputs[0].result["messages"].get(histogram).is_none() {
+            continue;
+        }
+        let mut all = new_histogram();
+        for input in inputs {
+            let text = input.result["messages"][histogram].as_str().unwrap_or("");
+            let h = from_text(text).map_err(|why| bad_input(format!("{}: messages.{histogram} {why}", input.label)))?;
+            all.add(&h).map_err(|e| bad_input(format!("{}: messages.{histogram}: {e}", input.label)))?;
+        }
+        out[summary_key] = latency(&Latency::of(&all));
+        out[histogram] = to_text(&all).into();
+    }
+    Ok(out)
 }
 
 /// The measured window of one result, in seconds since the epoch: from its start plus its
