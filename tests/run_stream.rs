@@ -32,10 +32,11 @@ fn bidi_ping_pong_counts_streams_and_messages_as_the_lab_does() {
     let addr = server.local_addr().to_string();
     // Three records replayed message by message within each stream, 25 messages a stream.
     let data = r#"[{"payload":"YQ=="},{"payload":"YmI=","seq":1},{"payload":"Y2Nj","seq":2}]"#;
-    let r = run(
-        &addr,
-        &["--call", "rpcmeter.lab.v1.Streaming/Echo", "-d", data, "--stream-call-count", "25", "-c", "4", "-n", "40"],
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let prometheus = format!("prometheus={}", dir.path().join("run.prom").display());
+    let influx = format!("influx={}", dir.path().join("run.influx").display());
+    let call = ["--call", "rpcmeter.lab.v1.Streaming/Echo", "-d", data, "--stream-call-count", "25"];
+    let r = run(&addr, &[&call[..], &["-c", "4", "-n", "40", "--export", &prometheus, "--export", &influx]].concat());
     let stats = server.shutdown();
     let echo = method(&stats, "Echo");
     assert_eq!(r["requests"]["ok"], 40);
@@ -51,6 +52,13 @@ fn bidi_ping_pong_counts_streams_and_messages_as_the_lab_does() {
     // The interval series counts the same messages.
     let per_interval = |key: &str| r["intervals"].as_array().unwrap().iter().map(|iv| iv[key].as_u64().unwrap()).sum();
     assert_eq!((per_interval("messages_sent"), per_interval("messages_received")), (1000u64, 1000u64));
+    // The formats other tools read carry them too.
+    let prom = std::fs::read_to_string(dir.path().join("run.prom")).unwrap();
+    let sent = prom.lines().find(|l| l.starts_with("rpcmeter_run_messages_sent{")).unwrap();
+    assert!(sent.ends_with(" 1000"), "{sent}");
+    assert!(prom.contains("rpcmeter_run_round_trip_seconds_count{"), "{prom}");
+    let line = std::fs::read_to_string(dir.path().join("run.influx")).unwrap();
+    assert!(line.contains(",messages_sent=1000i,messages_received=1000i,"), "{line}");
 }
 
 #[test]

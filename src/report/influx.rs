@@ -70,6 +70,20 @@ impl Export for Influx {
         for (code, n) in s.statuses.nonzero() {
             fields.push(format!("status_{}={n}i", status::name(code)));
         }
+        if let Some(m) = &s.messages {
+            fields.push(format!("messages_sent={}i", m.sent));
+            fields.push(format!("messages_received={}i", m.received));
+            fields.push(format!("messages_sent_rate={}", m.sent_per_s));
+            fields.push(format!("messages_received_rate={}", m.received_per_s));
+            if let Some(l) = &m.round_trip {
+                fields.push(format!("round_trip_median={}", nanos(l.percentile(50.0))));
+                fields.push(format!("round_trip_p99={}", nanos(l.percentile(99.0))));
+            }
+            if let Some(l) = &m.first_message {
+                fields.push(format!("first_message_median={}", nanos(l.percentile(50.0))));
+                fields.push(format!("first_message_p99={}", nanos(l.percentile(99.0))));
+            }
+        }
         fields.push(format!("client_cpu={}", nanos(s.client.cpu)));
         fields.push(format!("client_max_rss_bytes={}i", s.client.max_rss_bytes));
         if !s.assertions.is_empty() {

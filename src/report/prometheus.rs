@@ -188,6 +188,43 @@ impl Export for Prometheus {
             let help = "Open loop: actual minus intended send time";
             summary(&mut out, "rpcmeter_run_schedule_lag_seconds", help, &labels, lag, lag_h);
         }
+        if let Some(m) = &s.messages {
+            out.gauge("rpcmeter_run_messages_sent", "Streaming: request messages sent", &labels, m.sent as f64)
+                .gauge(
+                    "rpcmeter_run_messages_received",
+                    "Streaming: response messages received",
+                    &labels,
+                    m.received as f64,
+                )
+                .gauge(
+                    "rpcmeter_run_messages_sent_per_second",
+                    "Streaming: messages sent per second",
+                    &labels,
+                    m.sent_per_s,
+                )
+                .gauge(
+                    "rpcmeter_run_messages_received_per_second",
+                    "Streaming: messages received per second",
+                    &labels,
+                    m.received_per_s,
+                );
+            if let Some(round_trip) = &m.round_trip {
+                let help = "Bidi ping-pong: a request message to its response";
+                let h = &s.measured.message_latency;
+                summary(&mut out, "rpcmeter_run_round_trip_seconds", help, &labels, round_trip, h);
+            }
+            if let Some(first) = &m.first_message {
+                let help = "Server streams: the stream's start to its first message";
+                summary(
+                    &mut out,
+                    "rpcmeter_run_first_message_seconds",
+                    help,
+                    &labels,
+                    first,
+                    &s.measured.first_message,
+                );
+            }
+        }
         let c = &s.client;
         out.gauge("rpcmeter_run_client_cpu_seconds", "The client's user+system CPU time", &labels, c.cpu.as_secs_f64())
             .gauge(
