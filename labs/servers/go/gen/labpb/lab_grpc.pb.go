@@ -423,3 +423,269 @@ var Stats_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "rpcmeter/lab/v1/lab.proto",
 }
+
+const (
+	Streaming_Subscribe_FullMethodName = "/rpcmeter.lab.v1.Streaming/Subscribe"
+	Streaming_Upload_FullMethodName    = "/rpcmeter.lab.v1.Streaming/Upload"
+	Streaming_Echo_FullMethodName      = "/rpcmeter.lab.v1.Streaming/Echo"
+)
+
+// StreamingClient is the client API for Streaming service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Streaming calls of every kind (docs/design.md, "Interfaces added in turn 2"): streams are
+// counted as calls and their messages as messages (MethodStats.messages_in/out).
+type StreamingClient interface {
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (Streaming_SubscribeClient, error)
+	Upload(ctx context.Context, opts ...grpc.CallOption) (Streaming_UploadClient, error)
+	Echo(ctx context.Context, opts ...grpc.CallOption) (Streaming_EchoClient, error)
+}
+
+type streamingClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewStreamingClient(cc grpc.ClientConnInterface) StreamingClient {
+	return &streamingClient{cc}
+}
+
+func (c *streamingClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (Streaming_SubscribeClient, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Streaming_ServiceDesc.Streams[0], Streaming_Subscribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &streamingSubscribeClient{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type Streaming_SubscribeClient interface {
+	Recv() (*Chunk, error)
+	grpc.ClientStream
+}
+
+type streamingSubscribeClient struct {
+	grpc.ClientStream
+}
+
+func (x *streamingSubscribeClient) Recv() (*Chunk, error) {
+	m := new(Chunk)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *streamingClient) Upload(ctx context.Context, opts ...grpc.CallOption) (Streaming_UploadClient, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Streaming_ServiceDesc.Streams[1], Streaming_Upload_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &streamingUploadClient{ClientStream: stream}
+	return x, nil
+}
+
+type Streaming_UploadClient interface {
+	Send(*Chunk) error
+	CloseAndRecv() (*UploadSummary, error)
+	grpc.ClientStream
+}
+
+type streamingUploadClient struct {
+	grpc.ClientStream
+}
+
+func (x *streamingUploadClient) Send(m *Chunk) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *streamingUploadClient) CloseAndRecv() (*UploadSummary, error) {
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	m := new(UploadSummary)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *streamingClient) Echo(ctx context.Context, opts ...grpc.CallOption) (Streaming_EchoClient, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Streaming_ServiceDesc.Streams[2], Streaming_Echo_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &streamingEchoClient{ClientStream: stream}
+	return x, nil
+}
+
+type Streaming_EchoClient interface {
+	Send(*Chunk) error
+	Recv() (*Chunk, error)
+	grpc.ClientStream
+}
+
+type streamingEchoClient struct {
+	grpc.ClientStream
+}
+
+func (x *streamingEchoClient) Send(m *Chunk) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *streamingEchoClient) Recv() (*Chunk, error) {
+	m := new(Chunk)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// StreamingServer is the server API for Streaming service.
+// All implementations must embed UnimplementedStreamingServer
+// for forward compatibility
+//
+// Streaming calls of every kind (docs/design.md, "Interfaces added in turn 2"): streams are
+// counted as calls and their messages as messages (MethodStats.messages_in/out).
+type StreamingServer interface {
+	Subscribe(*SubscribeRequest, Streaming_SubscribeServer) error
+	Upload(Streaming_UploadServer) error
+	Echo(Streaming_EchoServer) error
+	mustEmbedUnimplementedStreamingServer()
+}
+
+// UnimplementedStreamingServer must be embedded to have forward compatible implementations.
+type UnimplementedStreamingServer struct {
+}
+
+func (UnimplementedStreamingServer) Subscribe(*SubscribeRequest, Streaming_SubscribeServer) error {
+	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedStreamingServer) Upload(Streaming_UploadServer) error {
+	return status.Errorf(codes.Unimplemented, "method Upload not implemented")
+}
+func (UnimplementedStreamingServer) Echo(Streaming_EchoServer) error {
+	return status.Errorf(codes.Unimplemented, "method Echo not implemented")
+}
+func (UnimplementedStreamingServer) mustEmbedUnimplementedStreamingServer() {}
+
+// UnsafeStreamingServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to StreamingServer will
+// result in compilation errors.
+type UnsafeStreamingServer interface {
+	mustEmbedUnimplementedStreamingServer()
+}
+
+func RegisterStreamingServer(s grpc.ServiceRegistrar, srv StreamingServer) {
+	s.RegisterService(&Streaming_ServiceDesc, srv)
+}
+
+func _Streaming_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StreamingServer).Subscribe(m, &streamingSubscribeServer{ServerStream: stream})
+}
+
+type Streaming_SubscribeServer interface {
+	Send(*Chunk) error
+	grpc.ServerStream
+}
+
+type streamingSubscribeServer struct {
+	grpc.ServerStream
+}
+
+func (x *streamingSubscribeServer) Send(m *Chunk) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func _Streaming_Upload_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(StreamingServer).Upload(&streamingUploadServer{ServerStream: stream})
+}
+
+type Streaming_UploadServer interface {
+	SendAndClose(*UploadSummary) error
+	Recv() (*Chunk, error)
+	grpc.ServerStream
+}
+
+type streamingUploadServer struct {
+	grpc.ServerStream
+}
+
+func (x *streamingUploadServer) SendAndClose(m *UploadSummary) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *streamingUploadServer) Recv() (*Chunk, error) {
+	m := new(Chunk)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func _Streaming_Echo_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(StreamingServer).Echo(&streamingEchoServer{ServerStream: stream})
+}
+
+type Streaming_EchoServer interface {
+	Send(*Chunk) error
+	Recv() (*Chunk, error)
+	grpc.ServerStream
+}
+
+type streamingEchoServer struct {
+	grpc.ServerStream
+}
+
+func (x *streamingEchoServer) Send(m *Chunk) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *streamingEchoServer) Recv() (*Chunk, error) {
+	m := new(Chunk)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Streaming_ServiceDesc is the grpc.ServiceDesc for Streaming service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Streaming_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "rpcmeter.lab.v1.Streaming",
+	HandlerType: (*StreamingServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Subscribe",
+			Handler:       _Streaming_Subscribe_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Upload",
+			Handler:       _Streaming_Upload_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Echo",
+			Handler:       _Streaming_Echo_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "rpcmeter/lab/v1/lab.proto",
+}
