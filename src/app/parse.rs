@@ -1,7 +1,7 @@
 //! Value parsers for flags: each turns one piece of text into a typed, bounded value or
 //! says in one line what is wrong with it. `run` and `serve` share them, so a duration is
 //! read and refused the same way everywhere.
-use crate::load::pacer::RateSchedule;
+use crate::load::pacer::{RateSchedule, Stages};
 use std::time::Duration;
 
 /// The longest duration any flag takes: 30 days. Bounding it here means no sum of
@@ -45,9 +45,34 @@ fn rate(text: &str) -> Result<f64, String> {
 pub fn rate_schedule(text: &str) -> Result<RateSchedule, String> {
     match text.split(':').collect::<Vec<_>>().as_slice() {
         [r] => Ok(RateSchedule::constant(rate(r)?)),
-        [from, to, over] => Ok(RateSchedule { from: rate(from)?, to: rate(to)?, over: positive_duration(over)? }),
+        [from, to, over] => Ok(RateSchedule::ramp(rate(from)?, rate(to)?, positive_duration(over)?)),
         _ => Err(format!("{text:?}: expected R or FROM:TO:DURATION (e.g. 100:1000:30s)")),
     }
+}
+
+/// `D:V,D:V,...` (`--stages`): each stage moves the rate or the workers linearly to V over D
+/// (0s: a step), from 0 at the start. Whether V is a rate or a count is `run`'s to check.
+pub fn stages(text: &str) -> Result<Stages, String> {
+    let bad = |why: String| format!("--stages {text:?}: {why} (expected D:V,... e.g. 10s:100,30s:1000,10s:0)");
+    let mut stages = Vec::new();
+    let mut total = Duration::ZERO;
+    for stage in text.split(',') {
+        let (over, to) = stage.split_once(':').ok_or_else(|| bad(format!("{stage:?} is not D:V")))?;
+        let over = duration(over).map_err(bad)?;
+        let to = match to.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && (0.0..=MAX_RATE).contains(&v) => v,
+            _ => return Err(bad(format!("{to:?} is not a number from 0 to {MAX_RATE:e}"))),
+        };
+        total = total.saturating_add(over);
+        stages.push((over, to));
+    }
+    if total.is_zero() {
+        return Err(bad("the stages last no time".into()));
+    }
+    if total > MAX_DURATION {
+        return Err(bad(format!("the stages last more than {}", humantime::format_duration(MAX_DURATION))));
+    }
+    Ok(Stages::new(0.0, &stages))
 }
 
 /// A gRPC status a call may be retried on (OK never is).
@@ -171,9 +196,20 @@ mod tests {
     #[test]
     fn rates_and_ramps() {
         assert_eq!(rate_schedule("100").unwrap(), RateSchedule::constant(100.0));
-        assert_eq!(rate_schedule("100:300:2s").unwrap().over, Duration::from_secs(2));
+        assert_eq!(rate_schedule("100:300:2s").unwrap(), RateSchedule::ramp(100.0, 300.0, Duration::from_secs(2)));
         for bad in ["0", "-1", "nan", "inf", "1e300", "1:2", "1:2:0s", "1:2:3:4"] {
             assert!(rate_schedule(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stages_as_k6_writes_them() {
+        let s = stages("10s:100,30s:1000,0s:50,10s:0").unwrap();
+        assert_eq!(s.length(), Duration::from_secs(50));
+        assert_eq!(s.peak(), 1000.0);
+        assert_eq!(s.to_string(), "10s:100,30s:1000,0s:50,10s:0");
+        for bad in ["", "10s", "10s:-1", "x:1", "10s:nan", "0s:5", "20days:1,20days:1", "10s:1e300"] {
+            assert!(stages(bad).is_err(), "{bad}");
         }
     }
 

@@ -2,13 +2,13 @@
 //! or the disk is touched), then `run` orchestrates: outputs, schema, engine, sinks, reports,
 //! verdict. Testable without clap: build a `Settings` and call `run`.
 use super::outputs::{OutputSettings, Outputs};
-use crate::cli::run::{Compression, RunArgs};
+use crate::cli::run::{self as cli, Compression, RunArgs, StagesOf};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::tls::TlsOptions;
 use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::grpc::{CallSpec, Target};
 use crate::load::engine::{self, Control};
-use crate::load::pacer::Pacer;
+use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
 use crate::load::plan::{Plan, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::record::resource;
@@ -154,8 +154,51 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         per_worker: args.loop_count.map(|n| positive("--loop", n)).transpose()?,
         duration: args.duration,
     };
-    let (pacer, asked) = match (args.rps, args.burst) {
-        (Some(rate), _) => (Pacer::Open(rate), positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?),
+    // --stages: the run lasts as long as they do.
+    if let Some(stages) = &args.stages {
+        if warmup >= stages.length() {
+            return Err(bad_input(format!(
+                "--warmup {} is not shorter than the --stages ({}): nothing would be measured",
+                humantime::format_duration(warmup),
+                humantime::format_duration(stages.length())
+            )));
+        }
+        stop.duration = Some(stages.length() - warmup);
+    }
+    let open_rate = match (&args.rps, &args.stages, args.stages_of) {
+        (Some(rate), _, _) => Some(rate.clone()),
+        (None, Some(stages), StagesOf::Rate) => Some(RateSchedule::stages(stages.clone())),
+        _ => None,
+    };
+    if open_rate.is_none() && args.max_in_flight.is_some() {
+        return Err(bad_input("--max-in-flight applies to an open loop (--rps, or --stages of rates)"));
+    }
+    if open_rate.is_none() && args.arrival.is_some() {
+        return Err(bad_input("--arrival applies to an open loop (--rps, or --stages of rates)"));
+    }
+    let arrival = match args.arrival {
+        None | Some(cli::Arrival::Uniform) => Arrival::Uniform,
+        Some(cli::Arrival::Poisson) => Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) },
+    };
+    let mut active_workers = None;
+    let (pacer, asked) = match (open_rate, args.burst) {
+        (Some(rate), _) => {
+            (Pacer::Open(rate, arrival), positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?)
+        }
+        (None, None) if args.stages.is_some() => {
+            let stages = args.stages.clone().expect("checked");
+            if stages.peak() != stages.peak().trunc() || stages.peak() > u32::MAX as f64 {
+                return Err(bad_input(format!("--stages {stages}: workers are whole numbers up to {}", u32::MAX)));
+            }
+            for (_, n) in stages.targets() {
+                if n != n.trunc() {
+                    return Err(bad_input(format!("--stages {stages}: {n} workers is not a whole number")));
+                }
+            }
+            let peak = positive("--stages: the most workers of any stage", stages.peak() as u64)?;
+            active_workers = Some(stages);
+            (Pacer::Closed, peak)
+        }
         (None, Some(size)) => {
             let size = positive("--burst", size as u64)?;
             let rounds = positive("--rounds", args.rounds.unwrap_or(1))?;
@@ -228,6 +271,11 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             humantime::format_duration(d)
         )));
     }
+    // --ramp D: the workers of the whole run (every shard's) from 0 to all of them over D.
+    if !ramp.is_zero() {
+        let whole = args.concurrency.unwrap_or(8) as f64;
+        active_workers = Some(Stages::new(0.0, &[(ramp, whole)]));
+    }
     if args.interval < Duration::from_millis(10) {
         return Err(bad_input("--interval must be at least 10ms"));
     }
@@ -247,7 +295,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         connections,
         stop,
         warmup,
-        ramp,
+        active_workers,
         retry: RetryPolicy {
             max_retries: args.max_retries,
             base: Duration::from_millis(args.retry_ms),
@@ -261,6 +309,16 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         start_at: args.start_at,
         warmup_auto,
     })
+}
+
+/// The seed of Poisson arrivals when none is given: drawn at random, except for the shards
+/// of one run (`--start-at`, which they share), which must draw the same arrivals so that
+/// their interleaved tickets make the whole run's process.
+fn default_seed(start_at: Option<SystemTime>) -> u64 {
+    match start_at.and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok()) {
+        Some(since) => since.as_nanos() as u64,
+        None => rand::random(),
+    }
 }
 
 /// The method path gRPC puts on the wire.

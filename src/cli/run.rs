@@ -36,6 +36,9 @@ pub struct RunArgs {
     /// Request metadata (headers) as a JSON object; keys ending in -bin take base64
     #[arg(short = 'm', long)]
     pub metadata: Option<String>,
+    /// Metadata for server reflection only (a JSON object, as -m), on top of -m's
+    #[arg(long)]
+    pub reflect_metadata: Option<String>,
     /// Plaintext HTTP/2 (h2c), no TLS
     #[arg(long)]
     pub plaintext: bool,
@@ -102,7 +105,7 @@ pub struct RunArgs {
     pub rps: Option<RateSchedule>,
     /// Open loop: most calls in flight at once; a call due when all are busy is sent late
     /// and counted from its intended time [default: 256]
-    #[arg(long, requires = "rps")]
+    #[arg(long)]
     pub max_in_flight: Option<u32>,
     /// Bursts: fire N calls at once, wait for all to be answered, repeat --rounds times;
     /// prints each round's time and rate
@@ -111,6 +114,21 @@ pub struct RunArgs {
     /// Bursts: how many rounds
     #[arg(long, requires = "burst")]
     pub rounds: Option<u64>,
+    /// Load in stages, as k6's: D:V,... each ramping linearly from the previous value to V over
+    /// D (0s: a step), from 0; the run lasts their sum. V is a rate (open loop, the default)
+    /// or a number of workers (--stages-of workers: closed loop)
+    #[arg(long, value_parser = parse::stages, conflicts_with_all = ["rps", "concurrency", "burst", "total", "duration", "loop_count", "ramp"])]
+    pub stages: Option<crate::load::pacer::Stages>,
+    /// What --stages move: the rate of an open loop, or the active workers of a closed loop
+    #[arg(long, value_enum, requires = "stages", default_value_t = StagesOf::Rate)]
+    pub stages_of: StagesOf,
+    /// Open loop: how calls arrive around the rate: evenly, or as a Poisson process
+    /// (exponential gaps; intended times still exact)
+    #[arg(long, value_enum)]
+    pub arrival: Option<Arrival>,
+    /// Seed of --arrival poisson [default: drawn at random, and printed in the JSON result]
+    #[arg(long, requires = "arrival")]
+    pub seed: Option<u64>,
     /// Closed loop: start the workers evenly over this time
     #[arg(long, value_parser = parse::duration, conflicts_with = "rps")]
     pub ramp: Option<Duration>,
@@ -202,6 +220,18 @@ pub struct RunArgs {
     /// No progress line
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StagesOf {
+    Rate,
+    Workers,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arrival {
+    Uniform,
+    Poisson,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -430,6 +430,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             idle: std::cell::Cell::new(0),
             more_workers: Notify::new(),
             margin: Default::default(),
+            pacer: RefCell::new(plan.pacer.cursor()),
         });
         // Closed loop and bursts keep every worker busy from the start; an open loop starts
         // one per thread and adds one whenever none is left free for the next due call, so
@@ -500,6 +501,8 @@ struct Local {
     more_workers: Notify,
     /// How early the open loop's timers wake before a due time (learned on this thread).
     margin: super::timer::Margin,
+    /// This thread's reader of the intended times (its tickets only grow).
+    pacer: RefCell<crate::load::pacer::Cursor>,
 }
 
 impl Local {
@@ -620,15 +623,27 @@ async fn worker(local: Rc<Local>, id: u32) {
     let far = |d: Duration| local.start.checked_add(d);
     let Some(warmup_end) = far(plan.warmup) else { return };
     let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
-    let Some(ramp_start) = far(plan.ramp.mul_f64(id as f64 / plan.workers as f64)) else { return };
-    if !plan.ramp.is_zero() && (end.is_some_and(|e| ramp_start >= e) || !local.wait_to_start(ramp_start).await) {
-        return;
-    }
     let mut done = 0u64;
     let mut idle = Idle::new(&local.idle);
     // Open loop: this worker's precise timer (made once, on its first wait).
     let mut timer: Option<super::timer::Timer> = None;
     while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
+        // --ramp, --stages: wait while the active workers are not more than this one's number
+        // in the whole run; a call in flight always ends first (k6's graceful ramp-down).
+        if let Some(active) = &plan.active_workers {
+            let now = local.start.elapsed();
+            let starts = active.first_above(plan.shard.global(id as u64) as f64, now).and_then(far);
+            match starts {
+                Some(at) if end.is_some_and(|e| at >= e) => break,
+                Some(at) if at > local.start + now => {
+                    if !local.wait_to_start(at).await {
+                        break;
+                    }
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
         let ticket = shared.tickets.fetch_add(1, Relaxed);
         // Bursts: wait until the previous round has fully ended.
         let needed = plan.pacer.completed_before(ticket);
@@ -639,7 +654,7 @@ async fn worker(local: Rc<Local>, id: u32) {
             }
             notified.await;
         }
-        let intended = match plan.pacer.intended(plan.shard.global(ticket)) {
+        let intended = match local.pacer.borrow_mut().intended(plan.shard.global(ticket)) {
             Some(due) => match far(due) {
                 Some(at) => Some(at),
                 None => break,
@@ -682,8 +697,8 @@ async fn worker(local: Rc<Local>, id: u32) {
         call(&local, id, ticket, slot, origin, warmup).await;
         idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
-        if let crate::load::pacer::Pacer::Burst { size } = plan.pacer {
-            if completed.is_multiple_of(size) {
+        if let crate::load::pacer::Pacer::Burst { size } = &plan.pacer {
+            if completed.is_multiple_of(*size) {
                 shared.round_ends.lock().unwrap().push(Instant::now());
                 shared.round_done.notify_waiters();
             }

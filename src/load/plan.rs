@@ -1,5 +1,5 @@
 //! The Plan: everything a run needs, validated. The CLI builds it; the engine only reads it.
-use super::pacer::Pacer;
+use super::pacer::{Pacer, Stages};
 use super::retry::RetryPolicy;
 use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::grpc::{CallSpec, Target};
@@ -69,8 +69,10 @@ pub struct Plan {
     pub stop: StopAt,
     /// Measured, reported apart, excluded from the result.
     pub warmup: Duration,
-    /// Worker i starts after i/workers of this (rmeter's ramp-up).
-    pub ramp: Duration,
+    /// Closed loop: how many workers are active over time (`--ramp`: from 0 to all of them,
+    /// rmeter's ramp-up; `--stages`: k6's ramping VUs). Worker i of the whole run works while
+    /// the count is above i; `None`: all of them all along.
+    pub active_workers: Option<Stages>,
     pub retry: RetryPolicy,
     /// Period of interval reports (progress, CSV, HDR log).
     pub interval: Duration,
@@ -90,20 +92,24 @@ pub struct Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::pacer::{Pacer, RateSchedule};
+    use crate::load::pacer::{Arrival, Pacer, RateSchedule};
 
     #[test]
     fn shards_together_keep_the_whole_schedule() {
-        let whole = Pacer::Open(RateSchedule { from: 100.0, to: 700.0, over: std::time::Duration::from_secs(2) });
-        let mut times: Vec<_> = (0..3u32)
-            .flat_map(|index| {
-                let shard = ShardOf { index, count: 3 };
-                (0..100u64).map(move |k| whole.intended(shard.global(k)).unwrap())
-            })
-            .collect();
-        times.sort();
-        let expected: Vec<_> = (0..300u64).map(|k| whole.intended(k).unwrap()).collect();
-        assert_eq!(times, expected);
+        let ramp = RateSchedule::ramp(100.0, 700.0, std::time::Duration::from_secs(2));
+        for arrival in [Arrival::Uniform, Arrival::Poisson { seed: 5 }] {
+            let whole = &Pacer::Open(ramp.clone(), arrival);
+            let mut times: Vec<_> = (0..3u32)
+                .flat_map(|index| {
+                    let shard = ShardOf { index, count: 3 };
+                    let mut cursor = whole.cursor();
+                    (0..100u64).map(move |k| cursor.intended(shard.global(k)).unwrap())
+                })
+                .collect();
+            times.sort();
+            let expected: Vec<_> = (0..300u64).map(|k| whole.intended(k).unwrap()).collect();
+            assert_eq!(times, expected, "{arrival:?}");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! are only ever added. The call-latency histogram rides along so that runs merge exactly.
 use super::{describe_load, units, Export, Summary};
 use crate::grpc::status::{self, PerStatus};
-use crate::load::pacer::Pacer;
+use crate::load::pacer::{Arrival, Pacer};
 use crate::record::shard::to_text;
 use crate::stats::Latency;
 use serde_json::{json, Map, Value};
@@ -32,7 +32,7 @@ pub fn value(s: &Summary) -> Value {
         },
         "target": s.target,
         "call": s.call,
-        "mode": match s.pacer { Pacer::Closed => "closed", Pacer::Open(_) => "open", Pacer::Burst { .. } => "burst" },
+        "mode": match s.pacer { Pacer::Closed => "closed", Pacer::Open(..) => "open", Pacer::Burst { .. } => "burst" },
         "load": describe_load(s),
         "concurrency": s.concurrency,
         "connections": s.connections,
@@ -85,8 +85,14 @@ pub fn value(s: &Summary) -> Value {
         "intervals": s.intervals.iter().map(interval_row).collect::<Vec<_>>(),
     });
     let fields = out.as_object_mut().expect("built as an object");
-    if let Pacer::Open(rate) = s.pacer {
+    if let Pacer::Open(rate, arrival) = &s.pacer {
         fields.insert("rps_target".into(), rate.to_string().into());
+        // The seed is what makes a Poisson run drawn again exactly (`--seed`).
+        let arrival = match arrival {
+            Arrival::Uniform => json!({"process": "uniform"}),
+            Arrival::Poisson { seed } => json!({"process": "poisson", "seed": seed}),
+        };
+        fields["meta"].as_object_mut().expect("built as an object").insert("arrival".into(), arrival);
     }
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());

@@ -15,7 +15,7 @@ pub mod units;
 use crate::grpc::status::PerStatus;
 use crate::grpc::transport::CallKind;
 use crate::load::engine::{Ended, RunResult};
-use crate::load::pacer::Pacer;
+use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
 use crate::sink::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
@@ -207,6 +207,8 @@ pub struct Summary {
     pub concurrency: u32,
     pub connections: u32,
     pub loop_per_worker: Option<u64>,
+    /// Closed loop: the active workers over time (`--ramp`, `--stages`).
+    pub active_workers: Option<Stages>,
     pub ended: Ended,
     pub requests: Requests,
     pub statuses: PerStatus,
@@ -326,10 +328,11 @@ impl Summary {
             meta,
             target: plan.target.to_string(),
             call: call.to_string(),
-            pacer: plan.pacer,
+            pacer: plan.pacer.clone(),
             concurrency: plan.workers,
             connections: plan.connections,
             loop_per_worker: plan.stop.per_worker,
+            active_workers: plan.active_workers.clone(),
             ended: result.ended,
             requests: Requests {
                 total: c.calls,
@@ -615,7 +618,7 @@ fn cross_check(s: &Summary, server: &ServerSide) -> Vec<Notice> {
 /// Closed loop keeps `workers` calls in flight, so throughput x mean latency must equal
 /// them (Little's law); less means workers spent time outside calls: the client's own.
 fn littles_law(plan: &Plan, s: &Summary) -> Option<Notice> {
-    let closed = matches!(plan.pacer, Pacer::Closed) && plan.ramp.is_zero() && wall_enough(s);
+    let closed = matches!(plan.pacer, Pacer::Closed) && plan.active_workers.is_none() && wall_enough(s);
     if !closed || s.requests.total < 100 {
         return None;
     }
@@ -641,10 +644,19 @@ fn wall_enough(s: &Summary) -> bool {
 
 /// The mode as words: "closed loop, 8 workers".
 pub fn describe_load(s: &Summary) -> String {
-    match s.pacer {
-        Pacer::Open(rate) => format!("open loop at {} calls/s, at most {} in flight", rate, s.concurrency),
+    match &s.pacer {
+        Pacer::Open(rate, Arrival::Uniform) => {
+            format!("open loop at {} calls/s, at most {} in flight", rate, s.concurrency)
+        }
+        Pacer::Open(rate, Arrival::Poisson { seed }) => format!(
+            "open loop, Poisson arrivals (seed {seed}) at {} calls/s, at most {} in flight",
+            rate, s.concurrency
+        ),
         Pacer::Burst { .. } => format!("bursts of {}", s.concurrency),
-        Pacer::Closed => format!("closed loop, {} workers", s.concurrency),
+        Pacer::Closed => match &s.active_workers {
+            Some(stages) => format!("closed loop, {} workers, active in stages {stages}", s.concurrency),
+            None => format!("closed loop, {} workers", s.concurrency),
+        },
     }
 }
 

@@ -104,7 +104,7 @@ fn render(s: &Summary) -> String {
         );
     }
     match s.pacer {
-        Pacer::Open(_) => {
+        Pacer::Open(..) => {
             let _ = writeln!(
                 o,
                 "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
