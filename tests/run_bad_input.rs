@@ -217,6 +217,18 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("-z with --burst", 2, "--burst", echo(&["--burst", "4", "--rounds", "1", "-z", "1s"])),
         case("--ramp with --rps", 2, "--rps", echo(&["--ramp", "1s", "--rps", "10"])),
         case("--max-in-flight in closed loop", 2, "--rps", echo(&["--max-in-flight", "10"])),
+        // --stages sets the run's length and its load.
+        case("-z with --stages", 2, "--stages", echo(&["--stages", "1s:10", "-z", "1s"])),
+        case("-n with --stages", 2, "--stages", echo(&["--stages", "1s:10", "-n", "5"])),
+        case("-c with --stages", 2, "--stages", echo(&["--stages", "1s:10", "-c", "5"])),
+        case("stages of no time", 2, "no time", echo(&["--stages", "0s:10"])),
+        case("a stage that is not D:V", 2, "--stages", echo(&["--stages", "10s:100,30s"])),
+        case("a fraction of a worker", 2, "whole number", echo(&["--stages", "1s:2.5", "--stages-of", "workers"])),
+        case("stages with no worker", 2, "--stages", echo(&["--stages", "1s:0", "--stages-of", "workers"])),
+        case("warm-up as long as the stages", 2, "--warmup", echo(&["--stages", "1s:10", "--warmup", "1s"])),
+        case("--arrival in closed loop", 2, "--arrival", echo(&["--arrival", "poisson"])),
+        case("--seed without --arrival", 2, "--arrival", echo(&["--rps", "10", "--seed", "1"])),
+        case("an unknown arrival", 2, "--arrival", echo(&["--rps", "10", "--arrival", "bursty"])),
         // Extreme numbers: refused with one line...
         case("endless -z", 2, "longer than", echo(&["-z", "99999999999h"])),
         case("endless warm-up", 2, "longer than", echo(&["--warmup", "1000000days"])),
@@ -270,6 +282,7 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("largest loop", 1, target, echo(&["--loop", "18446744073709551615", "-c", "1"])),
         case("largest retries", 1, target, echo(&["--max-retries", "4294967295", "-n", "1"])),
         case("slowest rate", 1, target, echo(&["--rps", "0.001", "-z", "30days"])),
+        case("longest stages", 1, target, echo(&["--stages", "15days:1e9,15days:0", "--arrival", "poisson"])),
         case("http:// target", 1, target, args(&[], false).into_iter().chain([format!("http://{target}")]).collect()),
     ];
     check(&cases);
