@@ -47,6 +47,11 @@ fn target(addr: SocketAddr) -> Target {
     Target::new(addr.ip().to_string(), addr.port())
 }
 
+/// Reflection without metadata.
+fn reflection() -> SchemaSource {
+    SchemaSource::Reflection { metadata: Default::default() }
+}
+
 fn lab() -> Vec<u8> {
     rpcmeter::lab::proto::FILE_DESCRIPTOR_SET.to_vec()
 }
@@ -54,24 +59,24 @@ fn lab() -> Vec<u8> {
 #[tokio::test]
 async fn v1_reflection_resolves_the_echo_method_and_lab_services() {
     let target = serve(Reflection::V1, lab()).await;
-    let echo = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target).await.unwrap();
+    let echo = resolve_method(&reflection(), "EchoService/echo", &target).await.unwrap();
     assert_eq!(echo.full_name(), "EchoService.echo");
     assert_eq!(echo.input().full_name(), "Message");
-    let cpu = resolve_method(&SchemaSource::Reflection, "TestService.Cpu", &target).await.unwrap();
+    let cpu = resolve_method(&reflection(), "TestService.Cpu", &target).await.unwrap();
     assert_eq!(cpu.input().full_name(), "rpcmeter.lab.v1.CpuRequest");
 }
 
 #[tokio::test]
 async fn v1alpha_only_server_is_used_after_v1_is_unimplemented() {
     let target = serve(Reflection::V1Alpha, lab()).await;
-    let echo = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target).await.unwrap();
+    let echo = resolve_method(&reflection(), "EchoService/echo", &target).await.unwrap();
     assert_eq!(echo.full_name(), "EchoService.echo");
 }
 
 #[tokio::test]
 async fn unknown_service_lists_what_the_server_has() {
     let target = serve(Reflection::V1, lab()).await;
-    let e = resolve_method(&SchemaSource::Reflection, "EchoServic/echo", &target).await.unwrap_err();
+    let e = resolve_method(&reflection(), "EchoServic/echo", &target).await.unwrap_err();
     assert_eq!(rpcmeter::error::exit_code(&e), 2);
     let e = e.to_string();
     assert!(e.contains("no service \"EchoServic\"") && e.contains("rpcmeter.lab.v1.Stats"), "{e}");
@@ -97,7 +102,7 @@ async fn imports_are_fetched_by_name_and_well_known_types_filled_in() {
     assert!(set.file.iter().all(|f| !f.name().starts_with("google/")));
 
     let target = serve(Reflection::V1, set.encode_to_vec()).await;
-    let method = resolve_method(&SchemaSource::Reflection, "a.Api/Do", &target).await.unwrap();
+    let method = resolve_method(&reflection(), "a.Api/Do", &target).await.unwrap();
     let req = method.input();
     assert_eq!(req.get_field_by_name("inner").unwrap().kind().as_message().unwrap().full_name(), "b.Inner");
     assert_eq!(
@@ -109,7 +114,7 @@ async fn imports_are_fetched_by_name_and_well_known_types_filled_in() {
 #[tokio::test]
 async fn a_server_without_reflection_is_bad_input() {
     let target = serve(Reflection::None, lab()).await;
-    let e = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target).await.unwrap_err();
+    let e = resolve_method(&reflection(), "EchoService/echo", &target).await.unwrap_err();
     assert_eq!(rpcmeter::error::exit_code(&e), 2);
     let e = format!("{e:#}");
     assert!(e.contains("has no server reflection") && e.contains("--proto"), "{e}");
@@ -118,7 +123,7 @@ async fn a_server_without_reflection_is_bad_input() {
 #[tokio::test]
 async fn an_unreachable_target_fails_the_run() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let e = resolve_method(&SchemaSource::Reflection, "EchoService/echo", &target(closed)).await.unwrap_err();
+    let e = resolve_method(&reflection(), "EchoService/echo", &target(closed)).await.unwrap_err();
     assert_eq!(rpcmeter::error::exit_code(&e), 1, "{e:#}");
     assert!(!format!("{e:#}").contains('\n'));
 }

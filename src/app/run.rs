@@ -75,17 +75,30 @@ impl Settings {
             keepalive: args.keepalive,
             unix: args.target.unix.clone(),
         };
+        let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
         let schema = match (&args.proto, &args.protoset) {
             (Some(file), _) => SchemaSource::Proto { file: file.clone(), import_paths: args.import_paths.clone() },
             (None, Some(set)) => SchemaSource::Protoset(set.clone()),
-            (None, None) => SchemaSource::Reflection,
+            (None, None) => {
+                // Reflection gets -m, and --reflect-metadata on top (its keys replace -m's), as ghz.
+                let mut reflect = metadata.clone();
+                if let Some(json) = &args.reflect_metadata {
+                    let only = schema::metadata_of("--reflect-metadata", json)?;
+                    for key in only.keys() {
+                        reflect.remove(key);
+                    }
+                    for (key, value) in &only {
+                        reflect.append(key.clone(), value.clone());
+                    }
+                }
+                SchemaSource::Reflection { metadata: reflect }
+            }
         };
         let data = match (&args.data, &args.data_file) {
             (Some(json), _) => DataSource::Json(json.clone()),
             (None, Some(file)) => DataSource::File(file.clone()),
             (None, None) => DataSource::Empty,
         };
-        let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
         let spec = CallSpec {
             path: http::uri::PathAndQuery::from_static("/"),
             metadata: metadata.clone(),

@@ -37,7 +37,7 @@ pub struct RunArgs {
     #[arg(short = 'm', long)]
     pub metadata: Option<String>,
     /// Metadata for server reflection only (a JSON object, as -m), on top of -m's
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["proto", "protoset"])]
     pub reflect_metadata: Option<String>,
     /// Plaintext HTTP/2 (h2c), no TLS
     #[arg(long)]

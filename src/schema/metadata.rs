@@ -7,28 +7,33 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 /// Keys are lowercased (HTTP/2 requires it). A `-bin` value is checked to be base64 and sent
 /// as base64 without padding, as gRPC carries binary metadata on the wire.
 pub fn metadata(json: &str) -> anyhow::Result<HeaderMap> {
+    metadata_of("-m", json)
+}
+
+/// The same for another flag (`--reflect-metadata`), whose name its errors give.
+pub fn metadata_of(flag: &str, json: &str) -> anyhow::Result<HeaderMap> {
     let expected = r#"expected a JSON object of string values, e.g. {"authorization": "Bearer t"}"#;
     let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| bad_input(format!("-m: invalid JSON: {e}")))?;
+        serde_json::from_str(json).map_err(|e| bad_input(format!("{flag}: invalid JSON: {e}")))?;
     let serde_json::Value::Object(entries) = value else {
-        return Err(bad_input(format!("-m: {expected}")));
+        return Err(bad_input(format!("{flag}: {expected}")));
     };
     let mut headers = HeaderMap::new();
     for (key, value) in entries {
         let name = HeaderName::from_bytes(key.to_lowercase().as_bytes())
-            .map_err(|_| bad_input(format!("-m: invalid metadata key {key:?}")))?;
+            .map_err(|_| bad_input(format!("{flag}: invalid metadata key {key:?}")))?;
         let serde_json::Value::String(text) = value else {
-            return Err(bad_input(format!("-m: key {key:?}: {expected}")));
+            return Err(bad_input(format!("{flag}: key {key:?}: {expected}")));
         };
         let text = if name.as_str().ends_with("-bin") {
             let bytes = decode_base64(&text)
-                .ok_or_else(|| bad_input(format!("-m: key {key:?}: a -bin value must be base64")))?;
+                .ok_or_else(|| bad_input(format!("{flag}: key {key:?}: a -bin value must be base64")))?;
             base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
         } else {
             text
         };
         let value = HeaderValue::from_str(&text)
-            .map_err(|_| bad_input(format!("-m: key {key:?}: invalid metadata value {text:?}")))?;
+            .map_err(|_| bad_input(format!("{flag}: key {key:?}: invalid metadata value {text:?}")))?;
         headers.append(name, value);
     }
     Ok(headers)

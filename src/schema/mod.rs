@@ -9,7 +9,7 @@ mod metadata;
 mod request;
 mod source;
 
-pub use metadata::metadata;
+pub use metadata::{metadata, metadata_of};
 pub use request::RequestSource;
 
 #[derive(Debug, Clone)]
@@ -19,8 +19,9 @@ pub enum SchemaSource {
         import_paths: Vec<PathBuf>,
     },
     Protoset(PathBuf),
-    /// Ask the target through grpc.reflection (v1, then v1alpha).
-    Reflection,
+    /// Ask the target through grpc.reflection (v1, then v1alpha), with this metadata (`-m`
+    /// and `--reflect-metadata`: servers that want authentication on reflection too).
+    Reflection { metadata: http::HeaderMap },
 }
 
 /// Finds `call` ("pkg.Svc/Method" or "pkg.Svc.Method") in the schema. Unknown names are
@@ -30,7 +31,9 @@ pub async fn resolve_method(source: &SchemaSource, call: &str, target: &Target) 
     let pool = match source {
         SchemaSource::Proto { file, import_paths } => source::compile(file, import_paths)?,
         SchemaSource::Protoset(path) => source::protoset(path)?,
-        SchemaSource::Reflection => source::reflect(target, |services| pick_service(call, service, services)).await?,
+        SchemaSource::Reflection { metadata } => {
+            source::reflect(target, metadata, |services| pick_service(call, service, services)).await?
+        }
     };
     find_method(&pool, call)
 }

@@ -83,11 +83,12 @@ fn well_known(name: &str) -> bool {
 /// one, the files it imports.
 pub(super) async fn reflect(
     target: &Target,
+    metadata: &http::HeaderMap,
     pick: impl FnOnce(&[String]) -> anyhow::Result<&str>,
 ) -> anyhow::Result<DescriptorPool> {
     let addr = format!("{}:{}", target.host, target.port);
     let conn = Connector::new(target)?.connect().await.with_context(|| format!("server reflection on {addr}"))?;
-    let mut reflection = Reflection { conn, addr, version: Version::V1 };
+    let mut reflection = Reflection { conn, addr, version: Version::V1, metadata: metadata.clone() };
 
     let services = match reflection.ask(MessageRequest::ListServices(String::new())).await? {
         MessageResponse::ListServicesResponse(list) => list.service.into_iter().map(|s| s.name).collect::<Vec<_>>(),
@@ -133,6 +134,7 @@ struct Reflection {
     conn: Connection,
     addr: String,
     version: Version,
+    metadata: http::HeaderMap,
 }
 
 impl Reflection {
@@ -146,7 +148,7 @@ impl Reflection {
             };
             let spec = CallSpec {
                 path: http::uri::PathAndQuery::from_static(path),
-                metadata: http::HeaderMap::new(),
+                metadata: self.metadata.clone(),
                 deadline: Some(Duration::from_secs(10)),
                 messages: Default::default(),
             };
@@ -168,6 +170,11 @@ impl Reflection {
                         self.addr
                     )))
                 }
+                // A server that wants credentials on reflection too: say where they go.
+                code @ (tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => format!(
+                    "{code:?}: {} (metadata for reflection: -m, or --reflect-metadata for reflection only)",
+                    reply.message.unwrap_or_default()
+                ),
                 code => format!("{code:?}: {}", reply.message.unwrap_or_default()),
             };
             // The target did not answer as a gRPC server: the run failed (exit 1), as when it
