@@ -1,7 +1,9 @@
 //! `rpcmeter serve`: the lab's reference services, until SIGINT or SIGTERM.
 use crate::error::bad_input;
 use crate::lab::proto::lab::StatsReply;
+use crate::lab::tls::{self, LabTls};
 use crate::lab::{DbSpec, LabConfig, LabServer, Model};
+use std::path::PathBuf;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -40,14 +42,47 @@ pub struct ServeArgs {
     /// Storage: per-key locks and versions instead of one global order.
     #[arg(long)]
     pub relax: bool,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key", conflicts_with = "self_signed")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates that chain to this CA (PEM): mutual TLS. With
+    /// --self-signed, DIR/ca.pem works (it is read after DIR is written).
+    #[arg(long)]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Make a CA, a server certificate for localhost, 127.0.0.1 and ::1 and a client
+    /// certificate, write them into DIR (ca.pem for clients, client.pem + client-key.pem for
+    /// mutual TLS) and serve TLS with them.
+    #[arg(long, value_name = "DIR")]
+    pub self_signed: Option<PathBuf>,
 }
 
 impl ServeArgs {
+    /// The TLS the flags ask for; --self-signed writes its files here, before listening.
+    fn tls(&self) -> anyhow::Result<Option<LabTls>> {
+        let client_ca = self.tls_client_ca.as_deref();
+        match (&self.tls_cert, &self.tls_key, &self.self_signed) {
+            (Some(cert), Some(key), None) => Ok(Some(LabTls::from_files(cert, key, client_ca)?)),
+            (None, None, Some(dir)) => {
+                let mut tls = tls::self_signed(dir)?.tls;
+                tls.client_ca_pem = client_ca.map(tls::read_client_ca).transpose()?;
+                Ok(Some(tls))
+            }
+            (None, None, None) if client_ca.is_some() => {
+                Err(bad_input("--tls-client-ca needs TLS: --tls-cert and --tls-key, or --self-signed DIR"))
+            }
+            _ => Ok(None),
+        }
+    }
+
     fn into_config(self) -> anyhow::Result<LabConfig> {
         let defaults = LabConfig::default();
         if self.model == Model::Threaded && self.per_thread.is_some() {
             return Err(bad_input("--per-thread applies to --model async only"));
         }
+        let tls = self.tls()?;
         Ok(LabConfig {
             addr: self.addr,
             model: self.model,
@@ -60,11 +95,13 @@ impl ServeArgs {
             db_pool: self.db_pool,
             relax: self.relax,
             drain: defaults.drain,
+            tls,
         })
     }
 }
 
 pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let args_self_signed = args.self_signed.clone();
     let config = args.into_config()?;
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -73,7 +110,14 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let _inside = runtime.enter();
         (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?)
     };
-    let shape = describe(&config);
+    let shape = match &args_self_signed {
+        Some(dir) => format!(
+            "{}\ncertificates in {dir}: ca.pem for clients (run --cacert {dir}/ca.pem), client.pem + client-key.pem for mutual TLS",
+            describe(&config),
+            dir = dir.display()
+        ),
+        None => describe(&config),
+    };
     let server = LabServer::start(config)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on {}", server.local_addr())?;
@@ -121,8 +165,13 @@ fn describe(config: &LabConfig) -> String {
         Model::Threaded => format!("threaded, {} threads", config.threads),
     };
     let store = if config.relax { "relaxed" } else { "linearizable" };
+    let tls = match &config.tls {
+        None => "plaintext (h2c)",
+        Some(tls) if tls.mutual() => "TLS, client certificates required",
+        Some(_) => "TLS",
+    };
     format!(
-        "model {model}, queue {}; fib {}; db {} (pool {}, sleep {}); storage {store}",
+        "model {model}, queue {}; fib {}; db {} (pool {}, sleep {}); storage {store}; {tls}",
         config.queue_len(),
         config.fib,
         config.db,

@@ -12,6 +12,7 @@ mod stats;
 mod storage;
 mod streaming;
 mod test_service;
+pub mod tls;
 
 pub use db::DbSpec;
 pub use server::{LabConfig, LabServer, Model, StatsReader};

@@ -65,6 +65,8 @@ pub struct LabConfig {
     pub relax: bool,
     /// How long a shutdown waits for calls in flight (not a CLI option: 5 s).
     pub drain: Duration,
+    /// Serve TLS (and require client certificates) instead of plaintext h2c.
+    pub tls: Option<super::tls::LabTls>,
 }
 
 impl Default for LabConfig {
@@ -81,6 +83,7 @@ impl Default for LabConfig {
             db_pool: 25,
             relax: false,
             drain: DRAIN,
+            tls: None,
         }
     }
 }
@@ -148,6 +151,14 @@ impl LabServer {
     /// a port in use or a database that cannot be used is a one-line `bad_input` error.
     pub fn start(config: LabConfig) -> anyhow::Result<LabServer> {
         config.validate()?;
+        // tonic reads the certificate and key when it is given them: a bad one is refused
+        // here, before anything listens.
+        if let Some(tls) = &config.tls {
+            Server::builder().tls_config(tls.server_config()).map_err(|e| {
+                let cause = std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default();
+                bad_input(format!("TLS certificate or key: {e}{cause}"))
+            })?;
+        }
         let listener = std::net::TcpListener::bind(&config.addr)
             .map_err(|e| bad_input(format!("cannot listen on {}: {e}", config.addr)))?;
         listener.set_nonblocking(true)?;
@@ -284,7 +295,13 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
     let until = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
-    let server = Server::builder()
+    let mut builder = match lab.config.tls.as_ref().map(|tls| Server::builder().tls_config(tls.server_config())) {
+        None => Server::builder(),
+        Some(Ok(builder)) => builder,
+        // `LabServer::start` took the very same configuration: this cannot happen.
+        Some(Err(_)) => return,
+    };
+    let server = builder
         // Clients may compress requests (`run --compression gzip`); answers go uncompressed.
         .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))
         .add_service(TestServiceServer::new(lab.clone()).accept_compressed(Gzip))
