@@ -189,30 +189,30 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
     if open_rate.is_none() && args.arrival.is_some() {
         return Err(bad_input("--arrival applies to an open loop (--rps, or --stages of rates)"));
     }
+    if args.arrival == Some(cli::Arrival::Poisson) && args.seed.is_none() && !shard.is_whole() && args.start_at.is_none() {
+        return Err(bad_input("--shard with --arrival poisson needs --seed (or --start-at): every shard must draw the same arrivals"));
+    }
     let arrival = match args.arrival {
         None | Some(cli::Arrival::Uniform) => Arrival::Uniform,
         Some(cli::Arrival::Poisson) => Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) },
     };
     let mut active_workers = None;
-    let (pacer, asked) = match (open_rate, args.burst) {
-        (Some(rate), _) => {
+    let (pacer, asked) = match (open_rate, args.burst, &args.stages) {
+        (Some(rate), _, _) => {
             (Pacer::Open(rate, arrival), positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?)
         }
-        (None, None) if args.stages.is_some() => {
-            let stages = args.stages.clone().expect("checked");
-            if stages.peak() != stages.peak().trunc() || stages.peak() > u32::MAX as f64 {
-                return Err(bad_input(format!("--stages {stages}: workers are whole numbers up to {}", u32::MAX)));
-            }
-            for (_, n) in stages.targets() {
-                if n != n.trunc() {
-                    return Err(bad_input(format!("--stages {stages}: {n} workers is not a whole number")));
-                }
+        (None, None, Some(stages)) => {
+            if let Some((_, n)) = stages.targets().find(|(_, n)| n.fract() != 0.0 || *n > u32::MAX as f64) {
+                return Err(bad_input(format!(
+                    "--stages {stages}: {n} workers is not a whole number up to {}",
+                    u32::MAX
+                )));
             }
             let peak = positive("--stages: the most workers of any stage", stages.peak() as u64)?;
-            active_workers = Some(stages);
+            active_workers = Some(stages.clone());
             (Pacer::Closed, peak)
         }
-        (None, Some(size)) => {
+        (None, Some(size), _) => {
             let size = positive("--burst", size as u64)?;
             let rounds = positive("--rounds", args.rounds.unwrap_or(1))?;
             stop.total = Some(
@@ -221,7 +221,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             );
             (Pacer::Burst { size }, size)
         }
-        (None, None) => (Pacer::Closed, positive("-c/--concurrency", args.concurrency.unwrap_or(8) as u64)?),
+        (None, None, None) => (Pacer::Closed, positive("-c/--concurrency", args.concurrency.unwrap_or(8) as u64)?),
     };
     if stop.total == Some(0) {
         return Err(bad_input(format!("-n: shard {}/{} has no call of its own", shard.index, shard.count)));
@@ -286,8 +286,8 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
     }
     // --ramp D: the workers of the whole run (every shard's) from 0 to all of them over D.
     if !ramp.is_zero() {
-        let whole = args.concurrency.unwrap_or(8) as f64;
-        active_workers = Some(Stages::new(0.0, &[(ramp, whole)]));
+        let whole = if shard.is_whole() { workers } else { args.concurrency.unwrap_or(8) };
+        active_workers = Some(Stages::new(0.0, &[(ramp, whole as f64)]));
     }
     if args.interval < Duration::from_millis(10) {
         return Err(bad_input("--interval must be at least 10ms"));
