@@ -243,8 +243,10 @@ pub fn run(
     // Open loop: n calls at rate r take n/r of schedule, even when the last answer comes back
     // early; the run lasts that long, so that its window never exceeds the run.
     let sent = shared.started.load(Relaxed);
+    // One cursor for both reads below: Poisson arrivals are read in turn, once.
+    let mut schedule = plan.pacer.cursor();
     let slot_end =
-        plan.pacer.intended(plan.shard.global(sent)).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
+        schedule.intended(plan.shard.global(sent)).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
     if let Some(wait) = slot_end.map(|end| end.saturating_duration_since(Instant::now())) {
         if collected.ended == Ended::Completed {
             std::thread::sleep(wait.min(plan.drain));
@@ -257,7 +259,7 @@ pub fn run(
     let warmup_window = plan.warmup.min(ran);
     let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
         (Some(d), None, Ended::Completed) => {
-            let due = plan.pacer.due_by(plan.warmup.saturating_add(d));
+            let due = schedule.due_by(plan.warmup.saturating_add(d));
             due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
         }
         _ => 0,

@@ -159,7 +159,7 @@ impl Stages {
         for s in &self.segments[first..] {
             let from = t.max(s.t0);
             if s.value_at(from) > level {
-                return Some(t.max(s.t0)).and_then(|x| Duration::try_from_secs_f64(x).ok());
+                return Duration::try_from_secs_f64(from).ok();
             }
             if s.v1 > level {
                 let crossing = s.t0 + (level - s.v0) / (s.v1 - s.v0) * s.len;
@@ -170,8 +170,11 @@ impl Stages {
         (self.last_value() > level).then(|| Duration::try_from_secs_f64(t.max(end)).ok()).flatten()
     }
 
-    /// `D:V,D:V,...` as `--stages` takes it.
+    /// `D:V,D:V,...` as `--stages` takes it (no stage: the value).
     fn write_stages(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.segments.is_empty() {
+            return write!(f, "{}", self.start);
+        }
         for (i, s) in self.segments.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
             write!(f, "{sep}{}:{}", humantime::format_duration(Duration::from_secs_f64(s.len)), s.v1)?;
@@ -321,7 +324,9 @@ impl Cursor {
         match &mut self.poisson {
             None => Some(if due >= u64::MAX as f64 { u64::MAX } else { due.ceil() as u64 }),
             Some(poisson) => {
-                let mut k = 0;
+                // Arrivals before the cursor's are earlier still: count on from there when it
+                // is before `t` (the engine reads the last call's time first), else from 0.
+                let mut k = if poisson.arrival(poisson.next) < due { poisson.next } else { 0 };
                 while poisson.arrival(k) < due {
                     k += 1;
                 }
