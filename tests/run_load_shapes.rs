@@ -38,7 +38,9 @@ fn rate_stages_send_their_integral_stage_by_stage() {
 #[test]
 fn poisson_runs_send_exactly_the_arrivals_of_their_seed() {
     let server = TestServer::start(Behaviour::Echo);
-    let run = |seed: &str| json_of(run_echo(server.addr, &["--rps", "200", "--arrival", "poisson", "--seed", seed, "-z", "2s"]));
+    let run = |seed: &str| {
+        json_of(run_echo(server.addr, &["--rps", "200", "--arrival", "poisson", "--seed", seed, "-z", "2s"]))
+    };
     let (a, again, other) = (run("9"), run("9"), run("10"));
     // The calls due are those whose intended time is before the end: the seed's arrivals,
     // as the pacer draws them, exactly. (A stall of this shared machine may leave the last

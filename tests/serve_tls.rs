@@ -75,7 +75,8 @@ fn tls_and_mutual_tls_handshakes_succeed_and_fail_as_they_should() {
 
     // Mutual TLS with the client certificate written beside the CA.
     let other_ca = file(&other, "ca.pem");
-    let client = ["--cacert", &other_ca, "--cert", &file(&other, "client.pem"), "--key", &file(&other, "client-key.pem")];
+    let client =
+        ["--cacert", &other_ca, "--cert", &file(&other, "client.pem"), "--key", &file(&other, "client-key.pem")];
     let (code, stderr) = run(&mtls, &client);
     assert_eq!(code, Some(0), "{stderr}");
     // No client certificate, or one of another CA: refused in one line that says what to check.

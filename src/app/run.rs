@@ -189,12 +189,20 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
     if open_rate.is_none() && args.arrival.is_some() {
         return Err(bad_input("--arrival applies to an open loop (--rps, or --stages of rates)"));
     }
-    if args.arrival == Some(cli::Arrival::Poisson) && args.seed.is_none() && !shard.is_whole() && args.start_at.is_none() {
-        return Err(bad_input("--shard with --arrival poisson needs --seed (or --start-at): every shard must draw the same arrivals"));
+    if args.arrival == Some(cli::Arrival::Poisson)
+        && args.seed.is_none()
+        && !shard.is_whole()
+        && args.start_at.is_none()
+    {
+        return Err(bad_input(
+            "--shard with --arrival poisson needs --seed (or --start-at): every shard must draw the same arrivals",
+        ));
     }
     let arrival = match args.arrival {
         None | Some(cli::Arrival::Uniform) => Arrival::Uniform,
-        Some(cli::Arrival::Poisson) => Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) },
+        Some(cli::Arrival::Poisson) => {
+            Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) }
+        }
     };
     let mut active_workers = None;
     let (pacer, asked) = match (open_rate, args.burst, &args.stages) {

@@ -3,9 +3,9 @@ use crate::error::bad_input;
 use crate::lab::proto::lab::StatsReply;
 use crate::lab::tls::{self, LabTls};
 use crate::lab::{DbSpec, LabConfig, LabServer, Model};
-use std::path::PathBuf;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio::signal::unix::{signal, SignalKind};
 

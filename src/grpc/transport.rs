@@ -259,7 +259,9 @@ impl Connector {
                     // TLS 1.3 servers check a client certificate after the client's handshake
                     // ends, so a missing or refused one shows only as HTTP/2 fails.
                     None | Some(b"h2") => handshake(Coalesce::new(tls), self.keepalive).await.map_err(|e| {
-                        format!("{e} (closed right after TLS: does the server want a client certificate? --cert, --key)")
+                        format!(
+                            "{e} (closed right after TLS: does the server want a client certificate? --cert, --key)"
+                        )
                     }),
                     Some(other) => Err(format!("server chose {} instead of h2", String::from_utf8_lossy(other))),
                 }

@@ -107,7 +107,11 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
         write(&dir.join(name), text, *secret)
             .map_err(|e| bad_input(format!("--self-signed {}: {e}", dir.join(name).display())))?;
     }
-    let tls = LabTls { cert_pem: server.pem().into_bytes(), key_pem: server_key.serialize_pem().into_bytes(), client_ca_pem: None };
+    let tls = LabTls {
+        cert_pem: server.pem().into_bytes(),
+        key_pem: server_key.serialize_pem().into_bytes(),
+        client_ca_pem: None,
+    };
     Ok(SelfSigned { dir: dir.to_owned(), tls })
 }
 

@@ -567,8 +567,8 @@ mod tests {
         let in_100s = p.due_by(Duration::from_secs(100)).unwrap() as i64;
         assert!((in_100s - 100_000).abs() < 1_581, "{in_100s} calls in 100 s");
         let mut cursor = p.cursor();
-        let window =
-            cursor.due_by(Duration::from_secs(11)).unwrap() as i64 - cursor.due_by(Duration::from_secs(10)).unwrap() as i64;
+        let window = cursor.due_by(Duration::from_secs(11)).unwrap() as i64
+            - cursor.due_by(Duration::from_secs(10)).unwrap() as i64;
         assert!((window - 1000).abs() < 158, "{window} calls in [10 s, 11 s)");
         // due_by counts exactly the intended times before t.
         let t = Duration::from_millis(2500);

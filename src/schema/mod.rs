@@ -21,7 +21,9 @@ pub enum SchemaSource {
     Protoset(PathBuf),
     /// Ask the target through grpc.reflection (v1, then v1alpha), with this metadata (`-m`
     /// and `--reflect-metadata`: servers that want authentication on reflection too).
-    Reflection { metadata: http::HeaderMap },
+    Reflection {
+        metadata: http::HeaderMap,
+    },
 }
 
 /// Finds `call` ("pkg.Svc/Method" or "pkg.Svc.Method") in the schema. Unknown names are
