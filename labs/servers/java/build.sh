@@ -19,7 +19,15 @@ proto_dir=${PROTO_DIR:-../../../proto}
 if [[ ! -f $proto_dir/echo.proto ]]; then echo "no echo.proto in PROTO_DIR=$proto_dir: point it at the repository's proto/" >&2; exit 1; fi
 proto_dir=$(cd "$proto_dir" && pwd)
 # The stubs are generated from the repository's protos as they are (pom.xml, protobuf-maven-plugin).
-mvn -B -q -Dstyle.color=never package -Dlab.protos="$proto_dir" >&2
-cp target/labs.jar "$out/labs.jar"
+# Maven builds in OUTDIR/maven and always re-shades the jar (tens of seconds): skipped when
+# nothing it reads is newer than the jar.
+jar=$out/maven/labs.jar
+if [[ ! -f $jar ]] || [[ -n $(find pom.xml src "$proto_dir" -newer "$jar" -print -quit) ]]; then
+    # Debian's Maven prints colour resets even in batch mode: stripped from the log.
+    mvn -B -q package -Dlab.protos="$proto_dir" -Dlab.build="$out/maven" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2
+else
+    echo "$jar is newer than pom.xml, src/ and $proto_dir: not rebuilt" >&2
+fi
+cp "$jar" "$out/labs.jar"
 echo "server: java -jar $out/labs.jar"
 echo "client: java -cp $out/labs.jar LatchClient"
