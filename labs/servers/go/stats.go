@@ -21,7 +21,7 @@ import (
 )
 
 type methodCounters struct {
-	path                             string
+	path                           string
 	received, ok, failed, rejected atomic.Uint64
 }
 
@@ -105,7 +105,9 @@ func (s *stats) read(read func(*atomic.Uint64) uint64) *labpb.StatsReply {
 	}
 	reply.CpuSeconds = cpuSeconds()
 	reply.RssBytes = rssBytes()
-	reply.InFlight = uint64(max(s.inFlight.Load(), 0))
+	if inFlight := s.inFlight.Load(); inFlight > 0 {
+		reply.InFlight = uint64(inFlight)
+	}
 	reply.UptimeS = time.Since(s.started).Seconds()
 	return reply
 }
