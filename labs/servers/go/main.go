@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -37,13 +38,20 @@ func (echoService) Echo(_ context.Context, request *echopb.Message) (*echopb.Mes
 
 func main() {
 	flags := flag.NewFlagSet("echo-server", flag.ContinueOnError)
+	flags.SetOutput(io.Discard) // one line of our own instead of flag's usage text
 	port := flags.Int("port", 9000, "TCP port on 127.0.0.1 (0: a free port)")
-	if err := flags.Parse(os.Args[1:]); err != nil {
-		os.Exit(2) // flag has printed the problem
-	}
-	if *port < 0 || *port > 65535 || flags.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "echo-server: --port must be 0..65535 and nothing else may follow (got %d %q)\n", *port, flags.Args())
+	usageError := func(problem string) {
+		fmt.Fprintf(os.Stderr, "echo-server: %s (usage: echo-server [--port N], 0 = a free port)\n", problem)
 		os.Exit(2)
+	}
+	if err := flags.Parse(os.Args[1:]); err != nil {
+		usageError(err.Error())
+	}
+	if *port < 0 || *port > 65535 {
+		usageError(fmt.Sprintf("--port must be 0..65535, got %d", *port))
+	}
+	if flags.NArg() > 0 {
+		usageError(fmt.Sprintf("unexpected argument %q", flags.Arg(0)))
 	}
 	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
 	if err != nil {

@@ -5,6 +5,7 @@ connection. Postgres (psycopg 3; the sleep is pg_sleep, on the database side) or
 and an asyncio form for the async one. The table is the Rust lab's."""
 
 import asyncio
+import logging
 import os
 import queue
 import shutil
@@ -21,6 +22,22 @@ CONNECT_TIMEOUT_S = 10
 
 class DbError(Exception):
     """The database could not be opened: one line for the user."""
+
+
+def _first_line(err):
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _check_postgres(url):
+    """One connection first, so that a wrong URL is one clear line at once, not the pool's
+    retries (whose warnings are silenced: the pool retries on its own while serving)."""
+    import psycopg
+
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    try:
+        psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
+    except Exception as err:
+        raise DbError(f"cannot connect to {describe(url)}: {_first_line(err)}") from err
 
 
 def describe(url):
@@ -80,6 +97,7 @@ class BlockingDb:
         if self._postgres:
             import psycopg_pool
 
+            _check_postgres(url)
             self._pool = psycopg_pool.ConnectionPool(url, min_size=size, max_size=size, open=False)
             try:
                 self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -87,7 +105,7 @@ class BlockingDb:
                     conn.execute(CREATE_POSTGRES)
             except Exception as err:
                 self._pool.close()
-                raise DbError(f"cannot connect to {describe(url)}: {err}") from err
+                raise DbError(f"cannot connect to {describe(url)}: {_first_line(err)}") from err
         else:
             self._sqlite = _Sqlite(url, size)
             self._free = queue.Queue()
@@ -129,6 +147,7 @@ class AsyncDb:
         if self._postgres:
             import psycopg_pool
 
+            _check_postgres(self._url)
             self._pool = psycopg_pool.AsyncConnectionPool(self._url, min_size=self._size, max_size=self._size, open=False)
             try:
                 await self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -136,7 +155,7 @@ class AsyncDb:
                     await conn.execute(CREATE_POSTGRES)
             except Exception as err:
                 await self._pool.close()
-                raise DbError(f"cannot connect to {describe(self._url)}: {err}") from err
+                raise DbError(f"cannot connect to {describe(self._url)}: {_first_line(err)}") from err
         else:
             self._sqlite = _Sqlite(self._url, self._size)
             self._free = asyncio.Queue()
