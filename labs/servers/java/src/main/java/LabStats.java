@@ -15,6 +15,7 @@ import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -33,8 +34,10 @@ final class LabStats extends StatsGrpc.StatsImplBase implements ServerIntercepto
         final AtomicLong rejected = new AtomicLong();
     }
 
-    /** Filled before serving, then only read. */
+    /** Filled before serving, then only read: by path ("/EchoService/echo"), and by gRPC-java's
+     *  full method name, the path without its first slash, so that no call builds a string. */
     private final Map<String, Counters> methods = new LinkedHashMap<>();
+    private final Map<String, Counters> byName = new HashMap<>();
     /** Unix nanoseconds; 0 = no call yet. */
     private final AtomicLong firstArrival = new AtomicLong();
     private final AtomicLong lastArrival = new AtomicLong();
@@ -43,14 +46,16 @@ final class LabStats extends StatsGrpc.StatsImplBase implements ServerIntercepto
 
     LabStats(String... paths) {
         for (String path : paths) {
-            methods.put(path, new Counters());
+            Counters counters = new Counters();
+            methods.put(path, counters);
+            byName.put(path.substring(1), counters);
         }
     }
 
     @Override
     public <Q, A> ServerCall.Listener<Q> interceptCall(
             ServerCall<Q, A> call, Metadata headers, ServerCallHandler<Q, A> next) {
-        Counters counters = methods.get(call.getMethodDescriptor().getFullMethodName().replaceFirst("^/?", "/"));
+        Counters counters = byName.get(call.getMethodDescriptor().getFullMethodName());
         if (counters == null) {
             return next.startCall(call, headers);
         }
