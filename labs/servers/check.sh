@@ -118,6 +118,7 @@ def calls(reply):
 got = stub.Get(lab_pb2.StatsRequest())
 before = calls(got)[method]
 assert before.received > 0 and before.ok + before.failed + before.rejected == before.received, got
+assert before.messages_in == before.received and before.messages_out == before.ok, got
 assert not any("Stats" in m for m in calls(got)), "Stats counted its own calls"
 assert got.received >= before.received and got.last_arrival_unix_s > got.first_arrival_unix_s > 1e9, got
 assert got.server_rps > 0 and got.cpu_seconds > 0 and got.rss_bytes > 1 << 20 and got.uptime_s > 0, got

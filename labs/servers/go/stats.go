@@ -23,6 +23,8 @@ import (
 type methodCounters struct {
 	path                           string
 	received, ok, failed, rejected atomic.Uint64
+	// A unary call: one message in at arrival, one out when answered OK (as src/lab/mod.rs).
+	messagesIn, messagesOut atomic.Uint64
 }
 
 type stats struct {
@@ -53,6 +55,7 @@ func (s *stats) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	now := uint64(time.Now().UnixNano())
 	m.received.Add(1)
+	m.messagesIn.Add(1)
 	// The earliest arrival, whichever call gets here first.
 	for first := s.firstArrival.Load(); first == 0 || now < first; first = s.firstArrival.Load() {
 		if s.firstArrival.CompareAndSwap(first, now) {
@@ -69,6 +72,7 @@ func (s *stats) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	reply, err := handler(ctx, req)
 	switch status.Code(err) {
 	case codes.OK:
+		m.messagesOut.Add(1)
 		m.ok.Add(1)
 	case codes.ResourceExhausted:
 		m.rejected.Add(1)
@@ -92,7 +96,8 @@ func (s *stats) read(read func(*atomic.Uint64) uint64) *labpb.StatsReply {
 	reply := &labpb.StatsReply{}
 	for _, m := range s.methods {
 		ok, failed, rejected := read(&m.ok), read(&m.failed), read(&m.rejected)
-		ms := &labpb.MethodStats{Method: m.path, Received: read(&m.received), Ok: ok, Failed: failed, Rejected: rejected}
+		ms := &labpb.MethodStats{Method: m.path, Received: read(&m.received), Ok: ok, Failed: failed, Rejected: rejected,
+			MessagesIn: read(&m.messagesIn), MessagesOut: read(&m.messagesOut)}
 		reply.Methods = append(reply.Methods, ms)
 		reply.Received += ms.Received
 	}

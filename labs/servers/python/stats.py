@@ -27,7 +27,8 @@ class Stats:
         self._zero()
 
     def _zero(self):
-        self._counts = {p: {"received": 0, OK: 0, FAILED: 0, REJECTED: 0} for p in self._paths}
+        # A unary call: one message in at arrival, one out when answered OK (as src/lab/mod.rs).
+        self._counts = {p: {"received": 0, OK: 0, FAILED: 0, REJECTED: 0, "messages_in": 0, "messages_out": 0} for p in self._paths}
         self._first_ns = 0  # unix nanoseconds; 0 = no call yet
         self._last_ns = 0
 
@@ -39,6 +40,7 @@ class Stats:
         now = time.time_ns()
         with self._lock:
             self._counts[path]["received"] += 1
+            self._counts[path]["messages_in"] += 1
             if self._first_ns == 0 or now < self._first_ns:
                 self._first_ns = now
             self._last_ns = max(self._last_ns, now)
@@ -48,6 +50,8 @@ class Stats:
     def _end(self, path, outcome):
         with self._lock:
             self._counts[path][outcome] += 1
+            if outcome == OK:
+                self._counts[path]["messages_out"] += 1
             self.in_flight -= 1
 
     def snapshot(self):

@@ -32,6 +32,9 @@ final class LabStats extends StatsGrpc.StatsImplBase implements ServerIntercepto
         final AtomicLong ok = new AtomicLong();
         final AtomicLong failed = new AtomicLong();
         final AtomicLong rejected = new AtomicLong();
+        // A unary call: one message in at arrival, one out when answered OK (as src/lab/mod.rs).
+        final AtomicLong messagesIn = new AtomicLong();
+        final AtomicLong messagesOut = new AtomicLong();
     }
 
     /** Filled before serving, then only read: by path ("/EchoService/echo"), and by gRPC-java's
@@ -61,6 +64,7 @@ final class LabStats extends StatsGrpc.StatsImplBase implements ServerIntercepto
         }
         long now = unixNanos();
         counters.received.incrementAndGet();
+        counters.messagesIn.incrementAndGet();
         firstArrival.accumulateAndGet(now, (first, n) -> first == 0 || n < first ? n : first);
         lastArrival.accumulateAndGet(now, Math::max);
         inFlight.incrementAndGet();
@@ -71,7 +75,10 @@ final class LabStats extends StatsGrpc.StatsImplBase implements ServerIntercepto
             @Override
             public void close(Status status, Metadata trailers) {
                 end(ended, switch (status.getCode()) {
-                    case OK -> counters.ok;
+                    case OK -> {
+                        counters.messagesOut.incrementAndGet();
+                        yield counters.ok;
+                    }
                     case RESOURCE_EXHAUSTED -> counters.rejected;
                     default -> counters.failed;
                 });
@@ -124,6 +131,8 @@ final class LabStats extends StatsGrpc.StatsImplBase implements ServerIntercepto
                     .setOk(ok)
                     .setFailed(failed)
                     .setRejected(rejected)
+                    .setMessagesIn(read.applyAsLong(c.messagesIn))
+                    .setMessagesOut(read.applyAsLong(c.messagesOut))
                     .build();
             reply.addMethods(m);
             received += m.getReceived();
