@@ -78,6 +78,14 @@ pub fn default_path() -> Option<PathBuf> {
     default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
 }
 
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<rusqlite::Error>().and_then(rusqlite::Error::sqlite_error_code).is_some_and(|code| {
+            matches!(code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        })
+    })
+}
+
 impl History {
     /// Opens the history at `path`, creating it (and its directory) and its schema when
     /// missing. Errors name the file.
@@ -104,7 +112,17 @@ impl History {
             }
             Ok(conn)
         };
-        let conn = open().with_context(|| format!("history {}", path.display()))?;
+        // Switching a new file to WAL can answer "database is locked" at once, without waiting
+        // for the busy timeout, when other runs open it at the same moment: open again.
+        let started = std::time::Instant::now();
+        let conn = loop {
+            match open() {
+                Err(e) if started.elapsed() < BUSY_TIMEOUT && is_busy(&e) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5 + u64::from(std::process::id() % 10)));
+                }
+                other => break other.with_context(|| format!("history {}", path.display()))?,
+            }
+        };
         Ok(History { conn, path: path.to_path_buf() })
     }
 
