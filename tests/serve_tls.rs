@@ -1,43 +1,18 @@
 //! `rpcmeter serve` over TLS and mutual TLS (`--self-signed DIR`, `--tls-cert/--tls-key`,
 //! `--tls-client-ca`), measured by `rpcmeter run` as a user runs both: the built binary,
 //! real handshakes on 127.0.0.1. Handshakes that must fail fail in one line, exit 1.
-use std::io::{BufRead, BufReader};
+mod common;
+use common::lab_process::LabProcess;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// `rpcmeter serve` with `args`, killed when dropped.
-struct Lab {
-    child: Child,
-    addr: String,
-    /// Held open: a server whose stdout is closed dies on its next line.
-    _stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(args: &[&str]) -> Lab {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let addr = first.trim_end().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line: {first:?}"));
-    Lab { addr: addr.to_string(), child, _stdout: stdout }
+/// `rpcmeter serve` on one thread with `args` (the TLS flags), killed when dropped.
+fn serve(args: &[&str]) -> LabProcess {
+    LabProcess::start(&[&["--threads", "1"], args].concat())
 }
 
 /// `rpcmeter run` of 50 echo calls (schema by reflection, over the same TLS); (exit code, stderr).
-fn run(lab: &Lab, tls: &[&str]) -> (Option<i32>, String) {
+fn run(lab: &LabProcess, tls: &[&str]) -> (Option<i32>, String) {
     let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
         .args(["run", "-q", "--no-save", "--no-calibrate", "--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
         .args(["-n", "50", "-c", "2"])

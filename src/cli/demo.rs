@@ -4,9 +4,8 @@
 //! `rpcmeter run`. The server is a child process so that the client's cost printed is the
 //! client's alone.
 use crate::app::run::{run, Settings};
-use anyhow::Context;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
+use crate::experiments::servers::{self, Runtime, Server};
+use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -17,7 +16,8 @@ pub struct DemoArgs {
 
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let control = super::interruptible()?;
-    let mut server = Server::start()?;
+    let built = servers::build(Runtime::Rpcmeter).map_err(crate::error::internal)?;
+    let server = Server::start(Runtime::Rpcmeter, &built, "rpcmeter serve", &[])?;
     let addr = server.addr.clone();
     let z = humantime::format_duration(args.duration).to_string();
     let z = z.as_str();
@@ -61,47 +61,6 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         run(settings, control.clone())?;
     }
     println!("\n=== The server's own count (server-side throughput beside the client's)");
-    print!("{}", server.stop()?);
+    print!("{}", server.stop());
     Ok(ExitCode::SUCCESS)
-}
-
-/// `rpcmeter serve` as a child; killed if the demo ends early.
-struct Server {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-    addr: String,
-}
-
-impl Server {
-    fn start() -> anyhow::Result<Server> {
-        let exe = std::env::current_exe().context("cannot find the rpcmeter binary")?;
-        let mut child = Command::new(exe)
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("cannot start rpcmeter serve")?;
-        let mut stdout = BufReader::new(child.stdout.take().context("no stdout from rpcmeter serve")?);
-        let mut first = String::new();
-        stdout.read_line(&mut first)?;
-        let addr = first.trim().strip_prefix("listening on ").map(str::to_string);
-        let addr = addr.with_context(|| format!("rpcmeter serve did not start: {first:?}"))?;
-        Ok(Server { child, stdout, addr })
-    }
-
-    /// SIGINT, then everything the server printed after its first line (its final Stats).
-    fn stop(&mut self) -> anyhow::Result<String> {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let mut rest = String::new();
-        self.stdout.read_to_string(&mut rest)?;
-        self.child.wait()?;
-        Ok(rest)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
