@@ -116,8 +116,9 @@ fn auto_takes_the_datagram_socket_when_allowed_else_raw() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let first_line = dir.path().join("serve.out");
-    for (range, expected) in [("0 2147483647", "icmp-datagram"), ("1 0", "icmp-raw")] {
+    for (i, (range, expected)) in [("0 2147483647", "icmp-datagram"), ("1 0", "icmp-raw")].into_iter().enumerate() {
+        // A file per server: the shell may test the last one's before the new one truncates it.
+        let first_line = dir.path().join(format!("serve-{i}.out"));
         let script = format!(
             r#"set -e
 ip link set lo up
