@@ -50,6 +50,8 @@ pub struct Run {
     pub cpu_us_per_call: Option<f64>,
     pub max_rss_bytes: Option<f64>,
     pub notices: Vec<String>,
+    /// Streaming runs: messages each way and their per-message latency, in words.
+    pub messages: Option<String>,
     pub steady: String,
     pub steady_after_s: Option<f64>,
     pub server_rps: Option<f64>,
@@ -128,12 +130,33 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
         cpu_us_per_call: f("/client/cpu_us_per_request"),
         max_rss_bytes: f("/client/max_rss_bytes"),
         notices: obj.get("notices").and_then(Value::as_array).map(|n| n.iter().map(text).collect()).unwrap_or_default(),
+        messages: obj.get("messages").filter(|m| m.is_object()).map(messages_line),
         steady: v.pointer("/steady_state/verdict").map(text).unwrap_or_default(),
         steady_after_s: f("/steady_state/steady_after_s"),
         server_rps: f("/server/throughput_rps"),
         intervals,
         histogram,
     })
+}
+
+/// "bidi: 20000 sent (4000.0/s), 20000 received (4000.0/s); round trip p50 140 µs, p99 2.1 ms".
+fn messages_line(m: &Value) -> String {
+    let n = |k: &str| m.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let mut line = format!(
+        "{}: {} sent ({:.1}/s), {} received ({:.1}/s)",
+        m.get("kind").map(text).unwrap_or_default(),
+        n("sent"),
+        n("sent_per_s"),
+        n("received"),
+        n("received_per_s")
+    );
+    for (key, what) in [("round_trip_us", "round trip"), ("first_message_us", "first message")] {
+        if let Some(l) = m.get(key) {
+            let p = |k: &str| l.get(k).and_then(Value::as_f64).map_or("–".into(), latency_us);
+            line += &format!("; {what} p50 {}, p99 {}", p("p50"), p("p99"));
+        }
+    }
+    line
 }
 
 impl Run {
@@ -278,6 +301,9 @@ fn run_section(i: usize, r: &Run) -> String {
             )
         }
     );
+    if let Some(m) = &r.messages {
+        let _ = writeln!(s, "<p class=\"meta\">Messages (streams): {}</p>", esc(m));
+    }
     if !r.notices.is_empty() {
         s.push_str("<h3>Notices</h3><ul class=\"notices\">");
         for n in &r.notices {
@@ -670,6 +696,16 @@ mod tests {
             assert!(html.contains(&format!("id=\"{id}\"")), "no {id}");
         }
         assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+
+    #[test]
+    fn a_streaming_run_shows_its_messages() {
+        let mut v: Value = serde_json::from_str(&result("fine", 4)).unwrap();
+        v["messages"] = serde_json::json!({"kind": "bidi", "sent": 10, "received": 10, "sent_per_s": 5.0,
+            "received_per_s": 5.0, "round_trip_us": {"p50": 140.0, "p99": 2100.0}});
+        let html = render(&[parse("s.json", &v.to_string()).unwrap()]);
+        assert!(html.contains("Messages (streams): bidi: 10 sent (5.0/s), 10 received (5.0/s); round trip p50"), "{html}");
+        assert!(!render(&[parse("u.json", &result("fine", 4)).unwrap()]).contains("Messages (streams)"));
     }
 
     #[test]
