@@ -155,7 +155,7 @@ fn short_path(path: &str) -> String {
 }
 
 fn histogram(sample: &[Duration]) -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let mut h = crate::record::shard::new_histogram();
     for d in sample {
         h.saturating_record(d.as_nanos().min(u64::MAX as u128) as u64);
     }

@@ -286,14 +286,6 @@ pub fn run_client(command: &str, args: &[String], limit: Duration) -> anyhow::Re
     Ok(out)
 }
 
-/// The resident set of a process, from /proc (Linux); None when it has ended.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 =
-        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Where a lab writes: DIR/NAME.md, DIR/NAME.html, DIR/NAME/*.json.
 pub fn out_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
     (dir.join(format!("{name}.md")), dir.join(format!("{name}.html")), dir.join(name))
@@ -312,9 +304,4 @@ mod tests {
         assert!(parse_commands("nothing here").is_none());
     }
 
-    #[test]
-    fn rss_of_this_process_is_read_and_of_no_process_is_none() {
-        assert!(rss_bytes(std::process::id()).unwrap() > 1 << 20);
-        assert!(rss_bytes(u32::MAX).is_none());
-    }
 }

@@ -4,7 +4,8 @@
 //! stands in for Ruby's GVL, whose gems cannot be installed here). Closed loop, the
 //! write-up's sizes and backoff, the rmeter table counted right beside the write-up's retry
 //! count, and the servers' memory over time (the write-up's open TODO).
-use super::servers::{rss_bytes, Runtime, Server};
+use super::servers::{Runtime, Server};
+use crate::record::resource::rss_bytes_of;
 use super::{line_plot, Lab};
 use crate::report::{rmeter, Summary};
 use std::path::PathBuf;
@@ -283,7 +284,7 @@ impl RssSampler {
             let start = Instant::now();
             // Bounded: one point per 100 ms for at most a day.
             while !s.load(Relaxed) && start.elapsed() < Duration::from_secs(86_400) {
-                if let Some(rss) = rss_bytes(pid) {
+                if let Some(rss) = rss_bytes_of(pid) {
                     if let Ok(mut v) = p.lock() {
                         v.push((start.elapsed().as_secs_f64(), rss as f64 / (1 << 20) as f64));
                     }

@@ -26,15 +26,20 @@ pub fn usage() -> Usage {
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
         // Not ru_maxrss: Linux carries it over exec, so under `cargo run` it would report
         // cargo's peak. VmHWM belongs to this program's own address space.
-        max_rss_bytes: status_kib("VmHWM:").map_or(ru.ru_maxrss as u64, |kib| kib) * 1024,
+        max_rss_bytes: status_kib("self", "VmHWM:").map_or(ru.ru_maxrss as u64, |kib| kib) * 1024,
         rss_bytes: current_rss_bytes(),
     }
 }
 
-/// A `kB` line of /proc/self/status, e.g. "VmHWM:".
-fn status_kib(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+/// A `kB` line of /proc/PROCESS/status ("self" or a pid), e.g. "VmHWM:".
+fn status_kib(process: &str, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{process}/status")).ok()?;
     status.lines().find_map(|l| l.strip_prefix(key))?.split_whitespace().next()?.parse().ok()
+}
+
+/// The resident set of another process now (a lab's server); None when it has ended.
+pub fn rss_bytes_of(pid: u32) -> Option<u64> {
+    Some(status_kib(&pid.to_string(), "VmRSS:")? * 1024)
 }
 
 /// Memory the system can still give without swapping (MemAvailable), when the kernel says.
@@ -59,6 +64,12 @@ fn current_rss_bytes() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rss_of_this_process_is_read_by_pid_and_of_no_process_is_none() {
+        assert!(rss_bytes_of(std::process::id()).unwrap() > 1 << 20);
+        assert!(rss_bytes_of(u32::MAX).is_none());
+    }
 
     #[test]
     fn cpu_time_grows_with_work_and_rss_is_read() {
