@@ -12,7 +12,7 @@ use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
 use crate::load::plan::{Plan, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::record::resource;
-use crate::report::{Meta, Summary};
+use crate::report::{Format, Meta, Summary};
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
 use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress, Sinks};
 use crate::stats::assertions::{self, Assertion};
@@ -423,6 +423,24 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     }
     problems.extend(sinks_failed);
     verdict(&summary, problems)
+}
+
+/// One run of a series (a sweep's step, a lab's step): no report written, no progress line,
+/// not recorded in the history; the series reports. `--csv-details` is kept when
+/// `keep_details` (a lab that reads each step's calls), dropped otherwise.
+pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details: bool) -> anyhow::Result<Summary> {
+    let quiet = OutputSettings {
+        format: Format::Table,
+        primary: None,
+        exports: vec![],
+        csv_details: settings.outputs.csv_details.clone().filter(|_| keep_details),
+        hdr_log: None,
+    };
+    settings.outputs = quiet.clone();
+    settings.progress = false;
+    settings.history = None;
+    let (summary, _) = measure(&settings, control, &mut Outputs::open(&quiet)?)?;
+    Ok(summary)
 }
 
 /// The run itself, up to its `Summary`: schema, engine, sinks, the server's count. Writes no

@@ -1,10 +1,9 @@
-//! The sweep's steps, run one after the other through `app::run::measure`, and the knee.
-use super::outputs::{OutputSettings, Outputs};
-use super::run::{measure, Settings};
+//! The sweep's steps, run one after the other through `app::run::measure_step`, and the knee.
+use super::run::{measure_step, Settings};
 use crate::cli::run::RunArgs;
 use crate::error::{output_failed, run_failed};
 use crate::load::engine::Control;
-use crate::report::{units, Format, Summary};
+use crate::report::{units, Summary};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -36,18 +35,11 @@ pub fn knee(throughputs: &[f64]) -> Option<usize> {
 
 pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, json: bool) -> anyhow::Result<ExitCode> {
     let mut done: Vec<(Step, Summary)> = Vec::new();
-    let none =
-        OutputSettings { format: Format::Table, primary: None, exports: vec![], csv_details: None, hdr_log: None };
     for (step, args) in steps {
         if control.interrupts.load(Relaxed) > 0 {
             break;
         }
-        let mut settings = Settings::from_args(&args, vec![])?;
-        settings.outputs = none.clone();
-        settings.progress = false;
-        // A step is a part of the sweep, not a run of its own to record.
-        settings.history = None;
-        let (summary, _) = measure(&settings, &control, &mut Outputs::open(&none)?)?;
+        let summary = measure_step(Settings::from_args(&args, vec![])?, &control, false)?;
         eprintln!("sweep: {} done: {:.1} calls/s", step.label, summary.throughput_rps);
         done.push((step, summary));
     }

@@ -9,11 +9,10 @@ pub mod servers;
 mod threaded_vs_async;
 mod warmup;
 
-use crate::app::outputs::{OutputSettings, Outputs};
-use crate::app::run::{measure, Settings};
+use crate::app::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed};
 use crate::load::engine::Control;
-use crate::report::{html, Format, Summary};
+use crate::report::{html, Summary};
 use doc::Doc;
 use servers::{Built, Runtime, Server};
 use std::path::PathBuf;
@@ -137,24 +136,13 @@ impl Lab {
         let parsed = crate::cli::run::parse_words(&argv).map_err(|e| {
             bad_input(format!("lab {}: {label}: {}", self.name, e.render().to_string().lines().next().unwrap_or("")))
         })?;
-        let mut settings = Settings::from_args(&parsed, argv[1..].to_vec())?;
-        // The lab writes the JSON result itself; per-call details stay when a lab asks for them.
-        let none = OutputSettings {
-            format: Format::Table,
-            primary: None,
-            exports: vec![],
-            csv_details: settings.outputs.csv_details.clone(),
-            hdr_log: None,
-        };
-        settings.outputs = none.clone();
-        settings.progress = false;
-        settings.history = None;
+        let settings = Settings::from_args(&parsed, argv[1..].to_vec())?;
         eprintln!("lab {}: {label}: rpcmeter run {}", self.name, argv[1..].join(" "));
         // The lab owns the server: each step's server-side count and throughput start at zero.
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
         }
-        let (summary, _) = measure(&settings, &self.control, &mut Outputs::open(&none)?)?;
+        let summary = measure_step(settings, &self.control, true)?;
         let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
         let file = self.results.join(format!("{}.json", file_name(label)));
         std::fs::write(&file, &json).map_err(|e| output_failed(&file, e))?;

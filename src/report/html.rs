@@ -580,7 +580,7 @@ pub fn box_plot(id: &str, title: &str, runs: &[Distribution]) -> String {
 pub fn violins(id: &str, title: &str, runs: &[Distribution]) -> String {
     let mut p = Plot::new(id, "plot-violin", title, W, H, run_axis(runs, "run"), latency_axis(runs, 0.0, 100.0));
     for (i, r) in runs.iter().enumerate() {
-        let bins = log_bins(&r.histogram, 20.0);
+        let bins = log_bins(r.histogram, 20.0);
         let peak = bins.iter().map(|b| b.2).max().unwrap_or(0) as f64;
         if peak == 0.0 {
             continue;
