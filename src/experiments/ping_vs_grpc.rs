@@ -90,7 +90,12 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
             rows.push(describe_row(&s.path, name, sample, "none"));
             let trimmed = z_trimmed(sample);
             if trimmed.len() < sample.len() {
-                rows.push(describe_row(&s.path, name, &trimmed, &format!("z-score, {} dropped", sample.len() - trimmed.len())));
+                rows.push(describe_row(
+                    &s.path,
+                    name,
+                    &trimmed,
+                    &format!("z-score, {} dropped", sample.len() - trimmed.len()),
+                ));
             }
         }
     }
@@ -126,8 +131,14 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     }
     let all_d: Vec<Distribution> = plotted.iter().map(|(l, h, _)| Distribution { label: l, histogram: h }).collect();
     let trim_d: Vec<Distribution> = plotted.iter().map(|(l, _, h)| Distribution { label: l, histogram: h }).collect();
-    lab.doc.figure(box_plot("ping-box-all", "Every sample (box p25–p75, whiskers p10–p90)", &all_d), "box plots, untrimmed");
-    lab.doc.figure(box_plot("ping-box-trimmed", "After z-score trimming (|z| > 3, passes)", &trim_d), "box plots, trimmed as the write-up did");
+    lab.doc.figure(
+        box_plot("ping-box-all", "Every sample (box p25–p75, whiskers p10–p90)", &all_d),
+        "box plots, untrimmed",
+    );
+    lab.doc.figure(
+        box_plot("ping-box-trimmed", "After z-score trimming (|z| > 3, passes)", &trim_d),
+        "box plots, trimmed as the write-up did",
+    );
     lab.doc.figure(violins("ping-violin-all", "Every sample: density", &all_d), "violins, untrimmed");
     lab.doc.figure(violins("ping-violin-trimmed", "After z-score trimming: density", &trim_d), "violins, trimmed");
     lab.doc.heading("What it shows");
@@ -136,8 +147,12 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
             .iter()
             .filter_map(|s| {
                 let (d, lo, hi) = s.difference_us?;
-                let verdict = if lo > 0.0 { "gRPC is slower, the interval excludes zero" } else { "the interval includes zero" };
-                Some(format!("{}: the gap is {d:+.1} µs [{lo:+.1}, {hi:+.1}] over {}: {verdict}.", s.path, s.network_method))
+                let verdict =
+                    if lo > 0.0 { "gRPC is slower, the interval excludes zero" } else { "the interval includes zero" };
+                Some(format!(
+                    "{}: the gap is {d:+.1} µs [{lo:+.1}, {hi:+.1}] over {}: {verdict}.",
+                    s.path, s.network_method
+                ))
             })
             .collect(),
     );
@@ -191,10 +206,11 @@ fn parse_series(path: &str, json: &[u8]) -> anyhow::Result<Series> {
             .unwrap_or_default()
     };
     let d = &v["difference"];
-    let difference_us = match (d["difference_us"].as_f64(), d["difference_ci_us"][0].as_f64(), d["difference_ci_us"][1].as_f64()) {
-        (Some(x), Some(lo), Some(hi)) => Some((x, lo, hi)),
-        _ => None,
-    };
+    let difference_us =
+        match (d["difference_us"].as_f64(), d["difference_ci_us"][0].as_f64(), d["difference_ci_us"][1].as_f64()) {
+            (Some(x), Some(lo), Some(hi)) => Some((x, lo, hi)),
+            _ => None,
+        };
     Ok(Series {
         path: path.to_string(),
         network_method: v["network"]["method"].as_str().unwrap_or("network").to_string(),
@@ -266,18 +282,21 @@ impl Namespaces {
 
     fn device(&self, ns: &str) -> String {
         let id = std::process::id();
-        if ns == self.client { format!("rmc{id}") } else { format!("rms{id}") }
+        if ns == self.client {
+            format!("rmc{id}")
+        } else {
+            format!("rms{id}")
+        }
     }
 
     /// `rpcmeter serve` in the server namespace, `rpcmeter ping` from the client one.
     fn ping_across(&self, exe: &std::path::Path, args: &dyn Fn(&str) -> Vec<String>) -> anyhow::Result<Vec<u8>> {
-        let built = servers::Built {
-            server: format!("ip netns exec {} '{}' serve", self.server, exe.display()),
-            client: None,
-        };
+        let built =
+            servers::Built { server: format!("ip netns exec {} '{}' serve", self.server, exe.display()), client: None };
         // `serve --addr` takes the namespace's own address; the port is picked there.
         let server = Server::start_at(&built, "rpcmeter in a namespace", &format!("{SERVER_ADDR}:0"))?;
-        let out = Command::new("ip").args(["netns", "exec", &self.client]).arg(exe).args(args(&server.addr)).output()?;
+        let out =
+            Command::new("ip").args(["netns", "exec", &self.client]).arg(exe).args(args(&server.addr)).output()?;
         anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr).trim());
         Ok(out.stdout)
     }

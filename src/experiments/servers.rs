@@ -303,5 +303,4 @@ mod tests {
         assert_eq!(b.client.as_deref(), Some("java -cp /x/l.jar C"));
         assert!(parse_commands("nothing here").is_none());
     }
-
 }

@@ -5,8 +5,8 @@
 //! write-up's sizes and backoff, the rmeter table counted right beside the write-up's retry
 //! count, and the servers' memory over time (the write-up's open TODO).
 use super::servers::{Runtime, Server};
-use crate::record::resource::rss_bytes_of;
 use super::{line_plot, Lab};
+use crate::record::resource::rss_bytes_of;
 use crate::report::{rmeter, Summary};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

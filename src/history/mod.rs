@@ -80,9 +80,9 @@ pub fn default_path() -> Option<PathBuf> {
 
 fn is_busy(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<rusqlite::Error>().and_then(rusqlite::Error::sqlite_error_code).is_some_and(|code| {
-            matches!(code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        })
+        c.downcast_ref::<rusqlite::Error>()
+            .and_then(rusqlite::Error::sqlite_error_code)
+            .is_some_and(|code| matches!(code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
     })
 }
 

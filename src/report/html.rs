@@ -704,7 +704,10 @@ mod tests {
         v["messages"] = serde_json::json!({"kind": "bidi", "sent": 10, "received": 10, "sent_per_s": 5.0,
             "received_per_s": 5.0, "round_trip_us": {"p50": 140.0, "p99": 2100.0}});
         let html = render(&[parse("s.json", &v.to_string()).unwrap()]);
-        assert!(html.contains("Messages (streams): bidi: 10 sent (5.0/s), 10 received (5.0/s); round trip p50"), "{html}");
+        assert!(
+            html.contains("Messages (streams): bidi: 10 sent (5.0/s), 10 received (5.0/s); round trip p50"),
+            "{html}"
+        );
         assert!(!render(&[parse("u.json", &result("fine", 4)).unwrap()]).contains("Messages (streams)"));
     }
 
