@@ -7,7 +7,7 @@ use anyhow::Context;
 use include_dir::{include_dir, Dir};
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -235,14 +235,8 @@ impl Server {
     fn interrupt_and_wait(&mut self) -> String {
         // SAFETY: signalling our own child process, which has not been waited for yet.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let Some(mut stdout) = self.stdout.take() else { return String::new() };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = stdout.read_to_string(&mut rest);
-            let _ = tx.send(rest);
-        });
-        let rest = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+        let Some(stdout) = self.stdout.take() else { return String::new() };
+        let rest = read_all_within(stdout, Duration::from_secs(10)).unwrap_or_default();
         let _ = self.child.kill();
         let _ = self.child.wait();
         rest
@@ -269,14 +263,8 @@ pub fn run_client(command: &str, args: &[String], limit: Duration) -> anyhow::Re
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("cannot start {command}"))?;
-    let mut stdout = child.stdout.take().context("no stdout")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = String::new();
-        let _ = stdout.read_to_string(&mut out);
-        let _ = tx.send(out);
-    });
-    let Ok(out) = rx.recv_timeout(limit) else {
+    let stdout = child.stdout.take().context("no stdout")?;
+    let Some(out) = read_all_within(stdout, limit) else {
         let _ = child.kill();
         let _ = child.wait();
         anyhow::bail!("{command} did not end within {}", humantime::format_duration(limit));
@@ -286,9 +274,16 @@ pub fn run_client(command: &str, args: &[String], limit: Duration) -> anyhow::Re
     Ok(out)
 }
 
-/// Where a lab writes: DIR/NAME.md, DIR/NAME.html, DIR/NAME/*.json.
-pub fn out_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
-    (dir.join(format!("{name}.md")), dir.join(format!("{name}.html")), dir.join(name))
+/// Everything `reader` gives until its end, read on a thread of its own; None when the end
+/// has not come within `limit` (a child that hangs must not hang the lab).
+fn read_all_within(mut reader: impl Read + Send + 'static, limit: Duration) -> Option<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = reader.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    rx.recv_timeout(limit).ok()
 }
 
 #[cfg(test)]
