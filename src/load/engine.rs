@@ -117,7 +117,13 @@ impl RunResult {
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
     Ready(anyhow::Result<()>),
-    Delta { warmup: Shard, measured: Shard, last_answer: Option<Instant> },
+    /// `home` takes the two shards back, emptied, for the thread's next hand-over.
+    Delta {
+        warmup: Shard,
+        measured: Shard,
+        last_answer: Option<Instant>,
+        home: mpsc::Sender<Shard>,
+    },
     Done,
 }
 
@@ -319,13 +325,18 @@ fn collect(
     let mut stopped_by_user = false;
     while done < threads {
         match reports.recv_timeout(Duration::from_millis(20)) {
-            Ok(Report::Delta { warmup, measured, last_answer }) => {
+            Ok(Report::Delta { warmup, measured, last_answer, home }) => {
                 interval.add(&warmup);
                 interval.add(&measured);
                 out.warmup.add(&warmup);
                 out.measured.add(&measured);
                 if let Some(t) = last_answer {
                     out.last_answer = out.last_answer.max(t);
+                }
+                // Emptied here, off the worker's thread (a thread that has ended drops them).
+                for mut shard in [warmup, measured] {
+                    shard.clear();
+                    let _ = home.send(shard);
                 }
             }
             Ok(Report::Done) => done += 1,
@@ -382,11 +393,14 @@ fn emit(sinks: &mut Sinks, interval: &mut Shard, shared: &Shared, at: Duration, 
     let in_flight = shared.started.load(Relaxed).saturating_sub(shared.completed.load(Relaxed));
     let warmup = at <= shared.plan.warmup;
     sinks.interval(&Interval { at, length, warmup, shard: interval, usage: resource::usage(), in_flight });
-    interval.take();
+    interval.clear();
 }
 
 /// One worker thread: its own current-thread runtime, connections and shards.
 fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
+    if shared.plan.pacer.is_open() {
+        super::timer::no_timer_slack();
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
@@ -409,6 +423,15 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 }
             }
         }
+        // Every shard this thread will use is allocated before the clock starts: a hand-over
+        // swaps in an empty one the collector sent back (allocating and copying a shard's
+        // histograms stalled the thread ~4 ms each interval, a lag every open-loop call then due
+        // inherited).
+        let (home, spares) = mpsc::channel();
+        for _ in 0..4 {
+            let _ = home.send(Shard::default());
+        }
+        let (warmup, measured) = (RefCell::new(Shard::default()), RefCell::new(Shard::default()));
         let _ = tx.send(Report::Ready(Ok(())));
         let start = loop {
             match *phase.borrow_and_update() {
@@ -424,8 +447,10 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             shared: shared.clone(),
             start,
             connections,
-            warmup: RefCell::new(Shard::default()),
-            measured: RefCell::new(Shard::default()),
+            warmup,
+            measured,
+            home,
+            spares,
             last_answer: RefCell::new(None),
             phase: phase.clone(),
             unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
@@ -493,6 +518,9 @@ struct Local {
     connections: Vec<RefCell<Rc<Connection>>>,
     warmup: RefCell<Shard>,
     measured: RefCell<Shard>,
+    /// Empty shards for the next hand-over: sent by `home` at the start, then by the collector.
+    home: mpsc::Sender<Shard>,
+    spares: mpsc::Receiver<Shard>,
     last_answer: RefCell<Option<Instant>>,
     phase: watch::Receiver<Phase>,
     /// Worker ids of this thread not started yet (open loop starts them as needed).
@@ -509,10 +537,13 @@ struct Local {
 
 impl Local {
     fn take_delta(&self) -> Report {
+        // A spare is there unless the collector is behind by more than an interval.
+        let spare = || self.spares.try_recv().unwrap_or_default();
         Report::Delta {
-            warmup: self.warmup.borrow_mut().take(),
-            measured: self.measured.borrow_mut().take(),
+            warmup: std::mem::replace(&mut *self.warmup.borrow_mut(), spare()),
+            measured: std::mem::replace(&mut *self.measured.borrow_mut(), spare()),
             last_answer: *self.last_answer.borrow(),
+            home: self.home.clone(),
         }
     }
 

@@ -235,6 +235,12 @@ impl Shard {
     /// Hands over what was recorded since the last call and starts afresh.
     pub fn take(&mut self) -> Shard {
         let taken = self.clone();
+        self.clear();
+        taken
+    }
+
+    /// Empties the shard, keeping its histograms' memory.
+    pub fn clear(&mut self) {
         self.call_latency.reset();
         self.attempt_latency.reset();
         self.schedule_lag.reset();
@@ -243,7 +249,6 @@ impl Shard {
         self.first_message.reset();
         self.counts = Counts::default();
         self.errors.clear();
-        taken
     }
 }
 
