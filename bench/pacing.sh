@@ -3,7 +3,8 @@
 # p50/p99/max and client CPU per call at 10, 100, 1k and 10k calls/s and at 80% of the
 # closed-loop maximum, against `rpcmeter serve` echo on 127.0.0.1. ROUNDS interleaved rounds
 # (default 3): each rate once per round, so a busy moment of the machine spreads over all of
-# them; the table gives the median and the range of the rounds.
+# them; the table gives the median and the range of the rounds, then the CPU per call at 80% of
+# the maximum against closed loop's.
 #
 #   bench/pacing.sh                 SECS per run (default 5), ROUNDS (default 3)
 set -euo pipefail
@@ -33,7 +34,10 @@ done
 python3 - "$work" "$ROUNDS" "$max" "${rates[@]}" <<'PY'
 import json, statistics, sys
 work, rounds, closed_max, rates = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-print(f"closed-loop maximum (c=8): {closed_max} calls/s; {rounds} interleaved rounds, median [min-max]")
+closed = json.load(open(f"{work}/closed.json"))
+closed_cpu = closed["client"]["cpu_us_per_request"]
+print(f"closed-loop maximum (c=8): {closed_max} calls/s at {closed_cpu:.1f} µs CPU/call; "
+      f"{rounds} interleaved rounds, median [min-max]")
 print(f"{'rate':>8} {'sent/s':>9} {'lag p50 µs':>18} {'lag p99 µs':>22} {'lag max µs':>22} {'CPU µs/call':>18} {'late':>6}")
 def cell(values, fmt="{:.1f}"):
     return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
@@ -43,4 +47,7 @@ for rate in rates:
     print(f"{rate:>8} {statistics.median(r['throughput_rps'] for r in runs):>9.1f} {cell(lag('p50')):>18} "
           f"{cell(lag('p99')):>22} {cell(lag('max'), '{:.0f}'):>22} "
           f"{cell([r['client']['cpu_us_per_request'] for r in runs]):>18} {max(r['late_sends'] for r in runs):>6}")
+eighty = [json.load(open(f"{work}/r{r}-{rates[-1]}.json"))["client"]["cpu_us_per_request"] for r in range(1, rounds + 1)]
+print(f"CPU per call at 80% of the maximum / closed loop: {statistics.median(eighty) / closed_cpu:.2f}x "
+      f"[{min(eighty) / closed_cpu:.2f}-{max(eighty) / closed_cpu:.2f}] (issue 18's target: <= 1.2x)")
 PY

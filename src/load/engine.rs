@@ -236,7 +236,7 @@ pub fn run(
         }
     }
     let usage_before = resource::usage();
-    let start = Instant::now();
+    let start = Instant::now() + START_LEAD;
     shared.phase.send_replace(Phase::Go(start));
     let collected = collect(&shared, start, &reports, sinks, control, threads);
     for handle in handles {
@@ -386,6 +386,12 @@ fn collect(
     out
 }
 
+/// How far ahead of the go signal the run's clock starts: a worker thread parked in the
+/// kernel took up to 2 ms to wake on a busy machine, and its first calls were then late by
+/// that much, backlog that was only the start. Threads wait for the start on their precise
+/// timers instead.
+const START_LEAD: Duration = Duration::from_millis(5);
+
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
@@ -459,6 +465,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             margin: Default::default(),
             pacer: RefCell::new(plan.pacer.cursor()),
         });
+        super::timer::Timer::new().sleep_until(start, &local.margin).await;
         // Closed loop and bursts keep every worker busy from the start; an open loop starts
         // one per thread and adds one whenever none is left free for the next due call, so
         // memory follows the calls in flight, not --max-in-flight.
