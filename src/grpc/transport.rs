@@ -22,6 +22,7 @@ use super::tls::{self, TlsOptions};
 use super::wire::{grpc_timeout, http_status_code, percent_decode, Deframer};
 use crate::error::{bad_input, run_failed};
 
+mod lean;
 mod stream;
 pub use stream::{CallKind, StreamLimits, StreamObserver};
 
@@ -135,6 +136,8 @@ impl Reply {
 pub struct PreparedCall {
     path: PathAndQuery,
     headers: HeaderMap,
+    /// The same headers HPACK-encoded for the lean transport (after its per-connection part).
+    block: Bytes,
     deadline: Option<Duration>,
     messages: MessageOptions,
 }
@@ -154,7 +157,19 @@ impl PreparedCall {
         if spec.messages.gzip {
             headers.insert(HeaderName::from_static("grpc-encoding"), HeaderValue::from_static("gzip"));
         }
-        PreparedCall { path: spec.path.clone(), headers, deadline: spec.deadline, messages: spec.messages }
+        let mut block = BytesMut::new();
+        lean::literal(&mut block, Some(4), b":path", spec.path.as_str().as_bytes());
+        for (name, value) in &headers {
+            // The static table's indices of content-type and user-agent (RFC 7541, appendix A).
+            let index = match name.as_str() {
+                "content-type" => Some(31),
+                "user-agent" => Some(58),
+                _ => None,
+            };
+            lean::literal(&mut block, index, name.as_str().as_bytes(), value.as_bytes());
+        }
+        let block = block.freeze();
+        PreparedCall { path: spec.path.clone(), headers, block, deadline: spec.deadline, messages: spec.messages }
     }
 }
 
@@ -166,6 +181,8 @@ pub struct Connector {
     tls: Option<(tokio_rustls::TlsConnector, pki_types::ServerName<'static>)>,
     timeout: Duration,
     keepalive: Option<Duration>,
+    /// Connect with the lean transport (unary calls only) instead of h2.
+    lean: bool,
 }
 
 /// Where connections are dialled.
@@ -210,19 +227,26 @@ impl Connector {
                 (Scheme::HTTPS, Some((tokio_rustls::TlsConnector::from(Arc::new(config)), name)))
             }
         };
-        Ok(Connector { dial, scheme, authority, tls, timeout: target.connect_timeout, keepalive: target.keepalive })
+        let (timeout, keepalive) = (target.connect_timeout, target.keepalive);
+        Ok(Connector { dial, scheme, authority, tls, timeout, keepalive, lean: false })
+    }
+
+    /// Connections from here on use the lean transport (`transport/lean.rs`): cheaper per
+    /// call, but for unary calls only (`run`'s hot path); streaming calls need h2.
+    pub fn unary_only(mut self) -> Connector {
+        self.lean = true;
+        self
     }
 
     /// Opens one HTTP/2 connection; its driver task is spawned on the current runtime.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         let opened = tokio::time::timeout(self.timeout, self.open()).await;
-        let (sender, closed) = opened
+        opened
             .unwrap_or_else(|_| Err(format!("no answer within {:?} (--connect-timeout)", self.timeout)))
-            .map_err(|e| run_failed(format!("cannot connect to {}: {e}", self.authority)))?;
-        Ok(Connection { sender, closed, scheme: self.scheme.clone(), authority: self.authority.clone() })
+            .map_err(|e| run_failed(format!("cannot connect to {}: {e}", self.authority)))
     }
 
-    async fn open(&self) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String> {
+    async fn open(&self) -> Result<Connection, String> {
         match &self.dial {
             Dial::Tcp(addrs) => {
                 let tcp = TcpStream::connect(&addrs[..]).await.map_err(|e| e.to_string())?;
@@ -238,12 +262,13 @@ impl Connector {
     }
 
     /// TLS (when asked) and HTTP/2 over a connected stream.
-    async fn over<S>(&self, io: S) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String>
+    async fn over<S>(&self, io: S) -> Result<Connection, String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         match &self.tls {
-            None => handshake(Coalesce::new(io), self.keepalive)
+            None => self
+                .handshake(io)
                 .await
                 .map_err(|e| format!("{e} (a TLS server? then drop --plaintext; gRPC also needs HTTP/2, not HTTP/1)")),
             Some((connector, name)) => {
@@ -258,7 +283,7 @@ impl Connector {
                 match tls.get_ref().1.alpn_protocol() {
                     // TLS 1.3 servers check a client certificate after the client's handshake
                     // ends, so a missing or refused one shows only as HTTP/2 fails.
-                    None | Some(b"h2") => handshake(Coalesce::new(tls), self.keepalive).await.map_err(|e| {
+                    None | Some(b"h2") => self.handshake(tls).await.map_err(|e| {
                         format!(
                             "{e} (closed right after TLS: does the server want a client certificate? --cert, --key)"
                         )
@@ -268,9 +293,25 @@ impl Connector {
             }
         }
     }
+
+    /// HTTP/2 over a connected (and maybe TLS) stream, with the transport chosen.
+    async fn handshake<T>(&self, io: T) -> Result<Connection, String>
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let closed = Arc::new(AtomicBool::new(false));
+        let engine = if self.lean {
+            let block = lean::connection_block(self.scheme == Scheme::HTTPS, self.authority.as_str());
+            Engine::Lean(Arc::new(lean::handshake(io, block, closed.clone(), self.keepalive).await?))
+        } else {
+            let sender = h2_handshake(Coalesce::new(io), self.keepalive, closed.clone()).await?;
+            Engine::H2 { sender, scheme: self.scheme.clone(), authority: self.authority.clone() }
+        };
+        Ok(Connection { engine, closed })
+    }
 }
 
-async fn handshake<T>(io: T, keepalive: Option<Duration>) -> Result<(SendRequest<Bytes>, Arc<AtomicBool>), String>
+async fn h2_handshake<T>(io: T, keepalive: Option<Duration>, closed: Arc<AtomicBool>) -> Result<SendRequest<Bytes>, String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -283,7 +324,6 @@ where
         .await
         .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
     let mut ping = driver.ping_pong().expect("ping_pong is taken once, here");
-    let closed = Arc::new(AtomicBool::new(false));
     let flag = closed.clone();
     tokio::spawn(async move {
         let _ = driver.await;
@@ -307,7 +347,7 @@ where
             }
         });
     }
-    Ok((sender, closed))
+    Ok(sender)
 }
 
 /// The connection under h2, holding back for one turn of the scheduler a flush that carries
@@ -408,11 +448,16 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 /// One HTTP/2 connection; cheap to clone, calls on clones share it.
 #[derive(Clone)]
 pub struct Connection {
-    sender: SendRequest<Bytes>,
+    engine: Engine,
     /// Set by the driver task when it ends, or by a call that saw the connection fail.
     closed: Arc<AtomicBool>,
-    scheme: Scheme,
-    authority: Authority,
+}
+
+/// Which HTTP/2 implementation carries the connection's calls.
+#[derive(Clone)]
+enum Engine {
+    H2 { sender: SendRequest<Bytes>, scheme: Scheme, authority: Authority },
+    Lean(Arc<lean::Handle>),
 }
 
 impl Connection {
@@ -441,7 +486,12 @@ impl Connection {
             return Reply::error(Code::ResourceExhausted, why);
         }
         let body = if call.messages.gzip { super::wire::gzip_frame(&body) } else { body };
-        let exchange = self.exchange(&call.path, headers, body, keep, call.messages.receive);
+        let exchange = async {
+            match &self.engine {
+                Engine::Lean(lean) => lean.call(call, body, keep).await,
+                Engine::H2 { .. } => self.exchange(&call.path, headers, body, keep, call.messages.receive).await,
+            }
+        };
         match call.deadline {
             None => exchange.await,
             // Dropping the exchange on expiry resets the stream (RST_STREAM CANCEL).
@@ -452,10 +502,10 @@ impl Connection {
     }
 
     /// The POST of a gRPC call to `path`.
-    fn request(&self, path: &PathAndQuery, headers: HeaderMap) -> Request<()> {
+    fn request(scheme: &Scheme, authority: &Authority, path: &PathAndQuery, headers: HeaderMap) -> Request<()> {
         let mut uri = http::uri::Parts::default();
-        uri.scheme = Some(self.scheme.clone());
-        uri.authority = Some(self.authority.clone());
+        uri.scheme = Some(scheme.clone());
+        uri.authority = Some(authority.clone());
         uri.path_and_query = Some(path.clone());
         let mut request = Request::new(());
         *request.method_mut() = Method::POST;
@@ -472,8 +522,12 @@ impl Connection {
     ) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), Reply> {
         // ready() waits for a free stream slot, so calls share the connection up to the
         // server's max concurrent streams instead of queueing inside h2.
-        let mut sender = self.sender.clone().ready().await.map_err(|e| self.failure(&e))?;
-        sender.send_request(self.request(path, headers), false).map_err(|e| self.failure(&e))
+        let Engine::H2 { sender, scheme, authority } = &self.engine else {
+            return Err(Reply::error(Code::Unimplemented, "streaming calls need an h2 connection, not a lean one"));
+        };
+        let mut sender = sender.clone().ready().await.map_err(|e| self.failure(&e))?;
+        let request = Self::request(scheme, authority, path, headers);
+        sender.send_request(request, false).map_err(|e| self.failure(&e))
     }
 
     async fn exchange(&self, path: &PathAndQuery, headers: HeaderMap, body: Bytes, keep: bool, max: usize) -> Reply {
@@ -532,29 +586,46 @@ impl Connection {
 /// code table; anything else (refused, GOAWAY, I/O, closed) is UNAVAILABLE.
 fn h2_failure(err: &h2::Error) -> Reply {
     let code = match err.reason() {
-        Some(reason) if err.is_reset() && err.is_remote() => match reason {
-            h2::Reason::REFUSED_STREAM => Code::Unavailable,
-            h2::Reason::CANCEL => Code::Cancelled,
-            h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
-            h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
-            _ => Code::Internal,
-        },
+        Some(reason) if err.is_reset() && err.is_remote() => reset_code(reason),
         _ => Code::Unavailable,
     };
     Reply::error(code, err.to_string())
+}
+
+/// gRPC's code for a stream reset by the peer with `reason` (its HTTP/2 error code table).
+fn reset_code(reason: h2::Reason) -> Code {
+    match reason {
+        h2::Reason::REFUSED_STREAM => Code::Unavailable,
+        h2::Reason::CANCEL => Code::Cancelled,
+        h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
+        h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
+        _ => Code::Internal,
+    }
 }
 
 /// The reply that `grpc-status`/`grpc-message` say (in trailers, or in the headers of a
 /// trailers-only response), given the messages that came before them: an OK must bring
 /// `expected` whole messages (unary and client-streaming calls: one) when given.
 fn finish(map: &HeaderMap, messages: &Deframer, kept: Option<Vec<u8>>, expected: Option<u64>) -> Reply {
+    let status = map.get("grpc-status").map(|s| Code::from_bytes(s.as_bytes()));
+    let message = map.get("grpc-message").map(|m| percent_decode(m.as_bytes()));
+    status_reply(status, message, messages, kept, expected)
+}
+
+/// `finish` given the decoded `grpc-status` and `grpc-message`.
+fn status_reply(
+    status: Option<Code>,
+    message: Option<String>,
+    messages: &Deframer,
+    kept: Option<Vec<u8>>,
+    expected: Option<u64>,
+) -> Reply {
     let response = kept.map(Bytes::from);
-    let Some(status) = map.get("grpc-status") else {
+    let Some(status) = status else {
         return Reply { response, ..Reply::error(Code::Unknown, "no grpc-status in trailers") };
     };
-    let status = Code::from_bytes(status.as_bytes());
     let message = if status != Code::Ok {
-        map.get("grpc-message").map(|m| percent_decode(m.as_bytes()))
+        message
     } else if expected.is_some_and(|n| messages.count != n) || !messages.complete() {
         // A unary OK carries exactly one whole message; anything else is a broken server.
         let problem = match messages.count {

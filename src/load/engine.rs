@@ -180,6 +180,12 @@ pub fn run(
 ) -> anyhow::Result<RunResult> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
+    // Unary runs go over the lean transport: the hot path, and what it was made for.
+    // TEMPORARY (benchmark switch, removed before merging): RPCMETER_H2=1 keeps h2.
+    let connector = match plan.kind == CallKind::Unary && std::env::var_os("RPCMETER_H2").is_none() {
+        true => connector.unary_only(),
+        false => connector,
+    };
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let shared = Arc::new(Shared {
