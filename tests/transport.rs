@@ -135,8 +135,14 @@ fn target(addr: SocketAddr, tls: Option<TlsOptions>) -> Target {
     Target { tls, ..Target::new(addr.ip().to_string(), addr.port()) }
 }
 
-async fn connect(target: &Target) -> Connection {
-    Connector::new(target).unwrap().connect().await.unwrap()
+/// A connector of the transport a test runs over: h2, or the lean one of `run`'s unary calls.
+fn connector(lean: bool, target: &Target) -> anyhow::Result<Connector> {
+    let connector = Connector::new(target)?;
+    Ok(if lean { connector.unary_only() } else { connector })
+}
+
+async fn connect(lean: bool, target: &Target) -> Connection {
+    connector(lean, target).unwrap().connect().await.unwrap()
 }
 
 fn echo_spec() -> CallSpec {
@@ -152,10 +158,9 @@ fn request(content: &str) -> Bytes {
     frame(&Message { content: content.into() }.encode_to_vec())
 }
 
-#[tokio::test]
-async fn ok_call_counts_the_response_and_keeps_it_when_asked() {
+async fn ok_call_counts_the_response_and_keeps_it_when_asked(lean: bool) {
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let sent = Message { content: "hello, echo".into() };
 
     let reply = conn.unary(&echo_spec(), frame(&sent.encode_to_vec()), false).await;
@@ -168,28 +173,25 @@ async fn ok_call_counts_the_response_and_keeps_it_when_asked() {
     assert_eq!(reply.response.unwrap(), sent.encode_to_vec());
 }
 
-#[tokio::test]
-async fn error_status_and_message_come_through() {
+async fn error_status_and_message_come_through(lean: bool) {
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let reply = conn.unary(&echo_spec(), request("fail"), true).await;
     assert_eq!(reply.status, Code::FailedPrecondition);
     assert_eq!(reply.message.as_deref(), Some("no such key: ключ 100%"));
     assert_eq!(reply.response_bytes, 0);
 }
 
-#[tokio::test]
-async fn unknown_method_is_unimplemented() {
+async fn unknown_method_is_unimplemented(lean: bool) {
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let spec = CallSpec { path: "/EchoService/nope".parse().unwrap(), ..echo_spec() };
     assert_eq!(conn.unary(&spec, request("x"), false).await.status, Code::Unimplemented);
 }
 
-#[tokio::test]
-async fn metadata_and_grpc_timeout_reach_the_server() {
+async fn metadata_and_grpc_timeout_reach_the_server(lean: bool) {
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let mut spec = echo_spec();
     spec.metadata.insert("x-test", "42".parse().unwrap());
     spec.deadline = Some(Duration::from_secs(20));
@@ -201,10 +203,9 @@ async fn metadata_and_grpc_timeout_reach_the_server() {
     }
 }
 
-#[tokio::test]
-async fn deadline_is_deadline_exceeded() {
+async fn deadline_is_deadline_exceeded(lean: bool) {
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let spec = CallSpec { deadline: Some(Duration::from_millis(200)), ..echo_spec() };
     let reply = conn.unary(&spec, request("sleep"), false).await;
     assert_eq!(reply.status, Code::DeadlineExceeded);
@@ -212,18 +213,16 @@ async fn deadline_is_deadline_exceeded() {
     assert_eq!(conn.unary(&spec, request("still there"), false).await.status, Code::Ok);
 }
 
-#[tokio::test]
-async fn unreachable_port_fails_to_connect_with_exit_code_1() {
+async fn unreachable_port_fails_to_connect_with_exit_code_1(lean: bool) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let target = Target::new("127.0.0.1", port);
-    let err = Connector::new(&target).unwrap().connect().await.err().expect("nothing listens there");
+    let err = connector(lean, &target).unwrap().connect().await.err().expect("nothing listens there");
     assert_eq!(rpcmeter::error::exit_code(&err), 1, "{err}");
 }
 
-#[tokio::test]
-async fn killed_server_gives_unavailable_and_a_closed_connection() {
+async fn killed_server_gives_unavailable_and_a_closed_connection(lean: bool) {
     let mut server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     assert_eq!(conn.unary(&echo_spec(), request("before"), false).await.status, Code::Ok);
     assert!(!conn.is_closed());
     server.kill();
@@ -241,10 +240,9 @@ async fn killed_server_gives_unavailable_and_a_closed_connection() {
     assert!(conn.is_closed());
 }
 
-#[tokio::test]
-async fn many_concurrent_calls_share_one_connection() {
+async fn many_concurrent_calls_share_one_connection(lean: bool) {
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let call = PreparedCall::new(&echo_spec());
     let calls = (0..200).map(|i| {
         let (conn, call) = (conn.clone(), &call);
@@ -308,45 +306,43 @@ fn pki() -> Pki {
     }
 }
 
-async fn tls_call(target: &Target) -> Result<Code, String> {
-    let conn = Connector::new(target).map_err(|e| e.to_string())?.connect().await.map_err(|e| e.to_string())?;
+async fn tls_call(lean: bool, target: &Target) -> Result<Code, String> {
+    let conn = connector(lean, target).map_err(|e| e.to_string())?.connect().await.map_err(|e| e.to_string())?;
     Ok(conn.unary(&echo_spec(), request("over tls"), false).await.status)
 }
 
-#[tokio::test]
-async fn tls_with_cacert_servername_and_skip_verify() {
+async fn tls_with_cacert_servername_and_skip_verify(lean: bool) {
     let pki = pki();
     let server = serve_tls(pki.server.clone());
     let tls = |options: TlsOptions| target(server.addr, Some(options));
     let cacert = TlsOptions { cacert: Some(pki.path("ca.pem")), ..Default::default() };
 
     let named = TlsOptions { servername: Some("localhost".into()), ..cacert.clone() };
-    assert_eq!(tls_call(&tls(named)).await, Ok(Code::Ok));
+    assert_eq!(tls_call(lean, &tls(named)).await, Ok(Code::Ok));
     // The certificate names "localhost", not 127.0.0.1: verification must refuse it...
-    assert!(tls_call(&tls(cacert.clone())).await.is_err());
+    assert!(tls_call(lean, &tls(cacert.clone())).await.is_err());
     // ...and so must the public roots, which never signed our CA...
     let public = TlsOptions { servername: Some("localhost".into()), ..Default::default() };
-    assert!(tls_call(&tls(public)).await.is_err());
+    assert!(tls_call(lean, &tls(public)).await.is_err());
     // ...unless told not to verify.
     let skip = TlsOptions { skip_verify: true, ..Default::default() };
-    assert_eq!(tls_call(&tls(skip)).await, Ok(Code::Ok));
+    assert_eq!(tls_call(lean, &tls(skip)).await, Ok(Code::Ok));
     // A TLS client against a plaintext server fails to connect instead of hanging.
     let plain = serve_plaintext();
     let skip = TlsOptions { skip_verify: true, ..Default::default() };
-    assert!(tls_call(&target(plain.addr, Some(skip))).await.is_err());
+    assert!(tls_call(lean, &target(plain.addr, Some(skip))).await.is_err());
 }
 
-#[tokio::test]
-async fn mutual_tls_needs_the_client_certificate() {
+async fn mutual_tls_needs_the_client_certificate(lean: bool) {
     let pki = pki();
     let server = serve_tls(pki.mtls_server.clone());
     let base =
         TlsOptions { cacert: Some(pki.path("ca.pem")), servername: Some("localhost".into()), ..Default::default() };
     let with_cert =
         TlsOptions { cert: Some(pki.path("client.pem")), key: Some(pki.path("client.key")), ..base.clone() };
-    assert_eq!(tls_call(&target(server.addr, Some(with_cert))).await, Ok(Code::Ok));
+    assert_eq!(tls_call(lean, &target(server.addr, Some(with_cert))).await, Ok(Code::Ok));
     // Without it, the server ends the handshake: a connect error or an UNAVAILABLE call.
-    assert_ne!(tls_call(&target(server.addr, Some(base))).await, Ok(Code::Ok));
+    assert_ne!(tls_call(lean, &target(server.addr, Some(base))).await, Ok(Code::Ok));
 }
 
 #[test]
@@ -365,8 +361,7 @@ fn bad_tls_files_are_bad_input() {
 /// A certificate as `openssl req -x509` makes it: self-signed and marked as a CA. webpki
 /// refuses such a certificate as a server's ("CA used as end entity"); given as --cacert, as
 /// grpcurl and ghz users give it, it must be accepted, and only that certificate.
-#[tokio::test]
-async fn a_self_signed_server_certificate_given_as_cacert_is_accepted() {
+async fn a_self_signed_server_certificate_given_as_cacert_is_accepted(lean: bool) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let self_signed = || {
@@ -394,8 +389,8 @@ async fn a_self_signed_server_certificate_given_as_cacert_is_accepted() {
         servername: Some("localhost".into()),
         ..Default::default()
     };
-    assert_eq!(tls_call(&target(server.addr, Some(options("server.pem")))).await, Ok(Code::Ok));
-    let refused = tls_call(&target(server.addr, Some(options("other.pem")))).await;
+    assert_eq!(tls_call(lean, &target(server.addr, Some(options("server.pem")))).await, Ok(Code::Ok));
+    let refused = tls_call(lean, &target(server.addr, Some(options("other.pem")))).await;
     assert!(refused.is_err(), "{refused:?}");
 }
 
@@ -420,11 +415,10 @@ async fn one_raw_call() -> (SocketAddr, tokio::task::JoinHandle<(http::request::
 }
 
 /// `--authority`: every call carries the given :authority.
-#[tokio::test]
-async fn the_authority_is_sent_as_given() {
+async fn the_authority_is_sent_as_given(lean: bool) {
     let (addr, seen) = one_raw_call().await;
     let target = Target { authority: Some("api.example.com".into()), ..target(addr, None) };
-    let conn = connect(&target).await;
+    let conn = connect(lean, &target).await;
     assert_eq!(conn.unary(&echo_spec(), request("x"), false).await.status, Code::Unimplemented);
     let (head, _) = seen.await.unwrap();
     assert_eq!(head.uri.authority().map(|a| a.as_str()), Some("api.example.com"));
@@ -432,11 +426,10 @@ async fn the_authority_is_sent_as_given() {
 
 /// `--max-msg-size`: a message above the limit fails the call with RESOURCE_EXHAUSTED, as
 /// gRPC does: unsent when it is the request, unread when it is the response.
-#[tokio::test]
-async fn messages_above_the_limit_fail_the_call() {
+async fn messages_above_the_limit_fail_the_call(lean: bool) {
     use rpcmeter::grpc::transport::MessageOptions;
     let server = serve_plaintext();
-    let conn = connect(&target(server.addr, None)).await;
+    let conn = connect(lean, &target(server.addr, None)).await;
     let small_send = CallSpec { messages: MessageOptions { send: 4, ..Default::default() }, ..echo_spec() };
     let reply = conn.unary(&small_send, request("more than four bytes"), false).await;
     assert_eq!(reply.status, Code::ResourceExhausted);
@@ -450,11 +443,10 @@ async fn messages_above_the_limit_fail_the_call() {
 }
 
 /// `--compression gzip`: the request says `grpc-encoding: gzip` and its frame's flag is set.
-#[tokio::test]
-async fn gzip_requests_are_marked_and_compressed() {
+async fn gzip_requests_are_marked_and_compressed(lean: bool) {
     use rpcmeter::grpc::transport::MessageOptions;
     let (addr, seen) = one_raw_call().await;
-    let conn = connect(&target(addr, None)).await;
+    let conn = connect(lean, &target(addr, None)).await;
     let spec = CallSpec { messages: MessageOptions { gzip: true, ..Default::default() }, ..echo_spec() };
     conn.unary(&spec, request(&"x".repeat(1000)), false).await;
     let (head, first) = seen.await.unwrap();
@@ -464,8 +456,7 @@ async fn gzip_requests_are_marked_and_compressed() {
 
 /// `unix:PATH` targets: calls over a Unix socket, with keepalive PINGs on (answered, so the
 /// connection stays up across an idle stretch longer than the keepalive period).
-#[tokio::test]
-async fn unix_socket_targets_with_keepalive() {
+async fn unix_socket_targets_with_keepalive(lean: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("echo.sock");
     let listener = tokio::net::UnixListener::bind(&path).unwrap();
@@ -475,10 +466,124 @@ async fn unix_socket_targets_with_keepalive() {
         Target { unix: Some(path.clone()), keepalive: Some(Duration::from_millis(50)), ..Target::new("localhost", 0) };
     assert_eq!(target.to_string(), format!("unix:{}", path.display()));
     assert!(target.is_loopback());
-    let conn = connect(&target).await;
+    let conn = connect(lean, &target).await;
     assert_eq!(conn.unary(&echo_spec(), request("over a socket"), false).await.status, Code::Ok);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!conn.is_closed(), "answered keepalive PINGs must not close the connection");
     assert_eq!(conn.unary(&echo_spec(), request("still"), false).await.status, Code::Ok);
     server.abort();
 }
+
+/// Messages larger than one frame (16 KiB) and than HTTP/2's initial 64 KiB window, both
+/// ways: the request waits for the server's WINDOW_UPDATEs, the response is reassembled.
+async fn messages_larger_than_a_frame_and_a_window(lean: bool) {
+    let server = serve_plaintext();
+    let conn = connect(lean, &target(server.addr, None)).await;
+    let call = PreparedCall::new(&echo_spec());
+    let calls = (0..4).map(|i| {
+        let (conn, call) = (conn.clone(), &call);
+        let content = format!("{i}").repeat(300_000);
+        async move { (conn.call(call, request(&content), true).await, content) }
+    });
+    for (reply, content) in futures::future::join_all(calls).await {
+        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, content);
+    }
+}
+
+/// The lab's echo, counting the calls it answers.
+struct CountingEcho(Arc<std::sync::atomic::AtomicU64>);
+
+#[tonic::async_trait]
+impl EchoService for CountingEcho {
+    async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Response::new(request.into_inner()))
+    }
+}
+
+/// A server shut down gracefully while calls run (GOAWAY, then the calls in flight finish):
+/// every call ends with a status, OK exactly for the calls the server answered, the rest
+/// UNAVAILABLE; the connection says it is closed.
+async fn graceful_shutdown_ends_every_call_with_a_status(lean: bool) {
+    let (runtime, listener, addr) = server_runtime();
+    let answered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let service = EchoServiceServer::new(CountingEcho(answered.clone()));
+    let serving = runtime.spawn(tonic_server().add_service(service).serve_with_incoming_shutdown(incoming, async {
+        let _ = stopped.await;
+    }));
+    let conn = connect(lean, &target(addr, None)).await;
+    let call = PreparedCall::new(&echo_spec());
+    let workers = (0..32).map(|_| {
+        let (conn, call) = (conn.clone(), &call);
+        async move {
+            let mut statuses = Vec::new();
+            loop {
+                let reply = conn.call(call, request("until the end"), false).await;
+                statuses.push(reply.status);
+                if reply.status != Code::Ok {
+                    return statuses;
+                }
+            }
+        }
+    });
+    let stopping = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = stop.send(());
+    };
+    let (statuses, ()) = tokio::time::timeout(Duration::from_secs(20), async {
+        futures::join!(futures::future::join_all(workers), stopping)
+    })
+    .await
+    .expect("every call ends");
+    let statuses: Vec<Code> = statuses.into_iter().flatten().collect();
+    let ok = statuses.iter().filter(|&&s| s == Code::Ok).count() as u64;
+    assert!(statuses.iter().all(|&s| s == Code::Ok || s == Code::Unavailable), "{statuses:?}");
+    assert!(ok > 0);
+    // The server's own end: its last answers are counted by then.
+    let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
+    assert_eq!(ok, answered.load(std::sync::atomic::Ordering::Relaxed), "OK exactly for the calls answered");
+    assert!(conn.is_closed());
+    runtime.shutdown_background();
+}
+
+/// Every test above, over each transport.
+macro_rules! over_both_transports {
+    ($($case:ident),* $(,)?) => {
+        mod over_h2 {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(false).await
+            })*
+        }
+        mod over_lean {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(true).await
+            })*
+        }
+    };
+}
+
+over_both_transports!(
+    ok_call_counts_the_response_and_keeps_it_when_asked,
+    error_status_and_message_come_through,
+    unknown_method_is_unimplemented,
+    metadata_and_grpc_timeout_reach_the_server,
+    deadline_is_deadline_exceeded,
+    unreachable_port_fails_to_connect_with_exit_code_1,
+    killed_server_gives_unavailable_and_a_closed_connection,
+    many_concurrent_calls_share_one_connection,
+    tls_with_cacert_servername_and_skip_verify,
+    mutual_tls_needs_the_client_certificate,
+    a_self_signed_server_certificate_given_as_cacert_is_accepted,
+    the_authority_is_sent_as_given,
+    messages_above_the_limit_fail_the_call,
+    gzip_requests_are_marked_and_compressed,
+    unix_socket_targets_with_keepalive,
+    messages_larger_than_a_frame_and_a_window,
+    graceful_shutdown_ends_every_call_with_a_status,
+);
