@@ -1,0 +1,96 @@
+//! The lean transport against the other gRPC implementations the labs build (grpc-go and
+//! grpc-java, labs/servers/): small, large and many concurrent calls, then a graceful stop
+//! (GOAWAY) while calls run. A runtime whose toolchain is missing is skipped, said on stderr.
+use bytes::Bytes;
+use prost::Message as _;
+use rpcmeter::experiments::servers::{self, Runtime, Server};
+use rpcmeter::grpc::wire::frame;
+use rpcmeter::grpc::{CallSpec, Connector, PreparedCall};
+use rpcmeter::lab::proto::echo::Message;
+use std::time::Duration;
+use tonic::Code;
+
+fn request(content: &str) -> Bytes {
+    frame(&Message { content: content.into() }.encode_to_vec())
+}
+
+fn echo() -> PreparedCall {
+    PreparedCall::new(&CallSpec {
+        path: "/EchoService/echo".parse().unwrap(),
+        metadata: Default::default(),
+        deadline: Some(Duration::from_secs(20)),
+        messages: Default::default(),
+    })
+}
+
+async fn against(runtime: Runtime) {
+    let built = match servers::build(runtime) {
+        Ok(built) => built,
+        Err(why) => return eprintln!("skipped {}: {why}", runtime.name()),
+    };
+    let server = Server::start(runtime, &built, runtime.name(), &[]).unwrap();
+    let target = server.target().unwrap();
+    let conn = Connector::new(&target).unwrap().unary_only().connect().await.unwrap();
+    let call = echo();
+
+    let reply = conn.call(&call, request("hello"), true).await;
+    assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+    assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, "hello");
+
+    // Larger than a frame and than the 64 KiB initial window, both ways, a few at once.
+    let large = (0..3).map(|i| {
+        let (conn, call) = (conn.clone(), &call);
+        let content = format!("{i}").repeat(300_000);
+        async move { (conn.call(call, request(&content), true).await, content) }
+    });
+    for (reply, content) in futures::future::join_all(large).await {
+        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, content);
+    }
+
+    let many = (0..300).map(|i| {
+        let (conn, call) = (conn.clone(), &call);
+        async move { (conn.call(call, request(&format!("call {i}")), true).await, i) }
+    });
+    for (reply, i) in futures::future::join_all(many).await {
+        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, format!("call {i}"));
+    }
+
+    // A graceful stop while 32 callers run: each call ends OK or UNAVAILABLE, none hangs.
+    let workers = (0..32).map(|_| {
+        let (conn, call) = (conn.clone(), &call);
+        async move {
+            let mut statuses = Vec::new();
+            loop {
+                let reply = conn.call(call, request("until the end"), false).await;
+                statuses.push(reply.status);
+                if reply.status != Code::Ok {
+                    return statuses;
+                }
+            }
+        }
+    });
+    let stopping = tokio::task::spawn_blocking(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        server.stop()
+    });
+    let statuses = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(workers))
+        .await
+        .expect("every call ends");
+    let _ = stopping.await;
+    let statuses: Vec<Code> = statuses.into_iter().flatten().collect();
+    assert!(statuses.iter().filter(|&&s| s == Code::Ok).count() > 32, "calls ran before the stop");
+    assert!(statuses.iter().all(|&s| s == Code::Ok || s == Code::Unavailable), "{statuses:?}");
+    assert!(conn.is_closed());
+}
+
+#[tokio::test]
+async fn grpc_go() {
+    against(Runtime::Go).await;
+}
+
+#[tokio::test]
+async fn grpc_java() {
+    against(Runtime::Java).await;
+}
