@@ -62,7 +62,7 @@ const CONNECTION_WINDOW: u32 = 8 << 20;
 /// The largest stream id; past it the connection can open no stream.
 const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 /// Bytes read per read call at most: a whole round of responses at high concurrency.
-const READ_BUFFER: usize = 256 << 10;
+const READ_BUFFER: usize = 64 << 10;
 /// Reads per turn of the driver, so a flood of input cannot starve the calls it wakes.
 const READS_PER_TURN: usize = 4;
 const HANDSHAKE_PING: [u8; 8] = *b"rpcmeter";
