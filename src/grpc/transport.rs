@@ -463,14 +463,12 @@ enum Engine {
 impl Connection {
     /// One unary call with an already framed request body.
     pub async fn unary(&self, spec: &CallSpec, framed_request: Bytes, keep_response: bool) -> Reply {
-        let call = PreparedCall::new(spec);
-        let headers = call.headers.clone();
-        self.send(&call, headers, framed_request, keep_response).await
+        self.send(&PreparedCall::new(spec), framed_request, keep_response).await
     }
 
-    /// `unary` for the hot path: the call's headers are cloned from `call`, not rebuilt.
+    /// `unary` for the hot path: the call's headers are prepared once, in `call`.
     pub async fn call(&self, call: &PreparedCall, framed_request: Bytes, keep_response: bool) -> Reply {
-        self.send(call, call.headers.clone(), framed_request, keep_response).await
+        self.send(call, framed_request, keep_response).await
     }
 
     /// True once the connection can carry no more calls (peer gone, GOAWAY).
@@ -478,7 +476,7 @@ impl Connection {
         self.closed.load(Ordering::Relaxed)
     }
 
-    async fn send(&self, call: &PreparedCall, headers: HeaderMap, body: Bytes, keep: bool) -> Reply {
+    async fn send(&self, call: &PreparedCall, body: Bytes, keep: bool) -> Reply {
         let size = body.len().saturating_sub(5);
         if size > call.messages.send {
             // As grpc-go says it: the call fails without being sent.
@@ -489,7 +487,10 @@ impl Connection {
         let exchange = async {
             match &self.engine {
                 Engine::Lean(lean) => lean.call(call, body, keep).await,
-                Engine::H2 { .. } => self.exchange(&call.path, headers, body, keep, call.messages.receive).await,
+                // h2 takes a HeaderMap of its own per request.
+                Engine::H2 { .. } => {
+                    self.exchange(&call.path, call.headers.clone(), body, keep, call.messages.receive).await
+                }
             }
         };
         match call.deadline {
