@@ -550,6 +550,29 @@ async fn graceful_shutdown_ends_every_call_with_a_status(lean: bool) {
     runtime.shutdown_background();
 }
 
+/// A stream reset by the server maps per gRPC's table of HTTP/2 error codes.
+async fn a_stream_reset_by_the_server_maps_to_its_grpc_code(lean: bool) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reasons = [h2::Reason::REFUSED_STREAM, h2::Reason::ENHANCE_YOUR_CALM, h2::Reason::INTERNAL_ERROR];
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut conn = h2::server::handshake(tcp).await.unwrap();
+        for reason in reasons {
+            let (_, mut respond) = conn.accept().await.unwrap().unwrap();
+            respond.send_reset(reason);
+        }
+        // Keep the connection driven until the client has read the resets.
+        let _ = tokio::time::timeout(Duration::from_millis(500), conn.accept()).await;
+    });
+    let conn = connect(lean, &target(addr, None)).await;
+    for expected in [Code::Unavailable, Code::ResourceExhausted, Code::Internal] {
+        let reply = conn.unary(&echo_spec(), request("x"), false).await;
+        assert_eq!(reply.status, expected, "{:?}", reply.message);
+    }
+    server.abort();
+}
+
 /// Every test above, over each transport.
 macro_rules! over_both_transports {
     ($($case:ident),* $(,)?) => {
@@ -586,4 +609,5 @@ over_both_transports!(
     unix_socket_targets_with_keepalive,
     messages_larger_than_a_frame_and_a_window,
     graceful_shutdown_ends_every_call_with_a_status,
+    a_stream_reset_by_the_server_maps_to_its_grpc_code,
 );
