@@ -315,7 +315,11 @@ impl Connector {
     }
 }
 
-async fn h2_handshake<T>(io: T, keepalive: Option<Duration>, closed: Arc<AtomicBool>) -> Result<SendRequest<Bytes>, String>
+async fn h2_handshake<T>(
+    io: T,
+    keepalive: Option<Duration>,
+    closed: Arc<AtomicBool>,
+) -> Result<SendRequest<Bytes>, String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -758,7 +758,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             }
             SETTINGS if flags & ACK != 0 => Ok(false),
             SETTINGS => {
-                if payload.len() % 6 != 0 {
+                if !payload.len().is_multiple_of(6) {
                     return Err("SETTINGS of a wrong size".to_owned());
                 }
                 for setting in payload.chunks(6) {
