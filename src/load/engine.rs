@@ -180,12 +180,9 @@ pub fn run(
 ) -> anyhow::Result<RunResult> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
-    // Unary runs go over the lean transport: the hot path, and what it was made for.
-    // TEMPORARY (benchmark switch, removed before merging): RPCMETER_H2=1 keeps h2.
-    let connector = match plan.kind == CallKind::Unary && std::env::var_os("RPCMETER_H2").is_none() {
-        true => connector.unary_only(),
-        false => connector,
-    };
+    // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
+    // "The lean transport"); streaming calls need h2.
+    let connector = if plan.kind == CallKind::Unary { connector.unary_only() } else { connector };
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let shared = Arc::new(Shared {

@@ -65,6 +65,8 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 const READ_BUFFER: usize = 64 << 10;
 /// Reads per turn of the driver, so a flood of input cannot starve the calls it wakes.
 const READS_PER_TURN: usize = 4;
+/// The largest response header block taken (h2's default limit on a header list is 16 MiB).
+const MAX_HEADER_BLOCK: usize = 16 << 20;
 const HANDSHAKE_PING: [u8; 8] = *b"rpcmeter";
 const KEEPALIVE_PING: [u8; 8] = *b"alive?..";
 
@@ -742,6 +744,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
                     return Err("CONTINUATION on another stream".to_owned());
                 }
                 continuation.block.extend_from_slice(payload);
+                if continuation.block.len() > MAX_HEADER_BLOCK {
+                    return Err(format!("a header block above {MAX_HEADER_BLOCK} bytes"));
+                }
                 if flags & END_HEADERS == 0 {
                     self.continuation = Some(continuation);
                     return Ok(false);
