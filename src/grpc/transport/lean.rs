@@ -65,7 +65,7 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 const READ_BUFFER: usize = 64 << 10;
 /// Reads per turn of the driver, so a flood of input cannot starve the calls it wakes.
 const READS_PER_TURN: usize = 4;
-/// The largest response header block taken (h2's default limit on a header list is 16 MiB).
+/// The largest response header block taken: far above any real response's, a bound on memory.
 const MAX_HEADER_BLOCK: usize = 16 << 20;
 const HANDSHAKE_PING: [u8; 8] = *b"rpcmeter";
 const KEEPALIVE_PING: [u8; 8] = *b"alive?..";
