@@ -91,11 +91,15 @@ impl Machine {
         }
     }
 
-    /// What the cache is keyed by: hostname, cores and kernel.
+    /// What the cache is keyed by: hostname, cores and kernel, and how the floors are
+    /// measured (`METHOD`), so that a cache measured another way is measured again.
     pub fn fingerprint(&self) -> String {
-        format!("{}/{} cores/{}", self.hostname, self.cores, self.kernel)
+        format!("{}/{} cores/{}/method {METHOD}", self.hostname, self.cores, self.kernel)
     }
 }
+
+/// Bumped when a floor is measured differently. 2: timers without the kernel's timer slack.
+const METHOD: u32 = 2;
 
 /// Where a calibration came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -372,14 +376,19 @@ async fn tokio_sleep_overshoot() -> Floor {
 
 /// `thread::sleep(1 ms)` `n` times: the overshoots. (The hiccups, the same loop for a
 /// time instead of a count, are `record::hiccup`'s.)
+/// On a thread of its own without timer slack, as the open loop's pacer sleeps.
 fn sleep_overshoots(n: u64) -> Histogram<u64> {
-    let mut h = histogram();
-    for _ in 0..n {
-        let start = Instant::now();
-        std::thread::sleep(SLEEP);
-        record(&mut h, start.elapsed().saturating_sub(SLEEP));
-    }
-    h
+    let measure = move || {
+        crate::load::timer::no_timer_slack();
+        let mut h = histogram();
+        for _ in 0..n {
+            let start = Instant::now();
+            std::thread::sleep(SLEEP);
+            record(&mut h, start.elapsed().saturating_sub(SLEEP));
+        }
+        h
+    };
+    std::thread::scope(|scope| scope.spawn(measure).join()).unwrap_or_else(|_| histogram())
 }
 
 fn io_failed(what: &str) -> impl FnOnce(std::io::Error) -> anyhow::Error + '_ {
