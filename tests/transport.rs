@@ -1,6 +1,9 @@
 //! The call path against real tonic servers on 127.0.0.1: statuses, deadlines, metadata,
 //! broken connections, concurrency on one connection, TLS with and without client certs.
+#[path = "common/echo_calls.rs"]
+mod echo_calls;
 use bytes::Bytes;
+use echo_calls::request;
 use prost::Message as _;
 use rpcmeter::grpc::tls::TlsOptions;
 use rpcmeter::grpc::wire::frame;
@@ -152,10 +155,6 @@ fn echo_spec() -> CallSpec {
         deadline: None,
         messages: Default::default(),
     }
-}
-
-fn request(content: &str) -> Bytes {
-    frame(&Message { content: content.into() }.encode_to_vec())
 }
 
 async fn ok_call_counts_the_response_and_keeps_it_when_asked(lean: bool) {
@@ -517,28 +516,14 @@ async fn graceful_shutdown_ends_every_call_with_a_status(lean: bool) {
     }));
     let conn = connect(lean, &target(addr, None)).await;
     let call = PreparedCall::new(&echo_spec());
-    let workers = (0..32).map(|_| {
-        let (conn, call) = (conn.clone(), &call);
-        async move {
-            let mut statuses = Vec::new();
-            loop {
-                let reply = conn.call(call, request("until the end"), false).await;
-                statuses.push(reply.status);
-                if reply.status != Code::Ok {
-                    return statuses;
-                }
-            }
-        }
-    });
+    let workers = echo_calls::until_refused(&conn, &call, 32);
     let stopping = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let _ = stop.send(());
     };
-    let (statuses, ()) = tokio::time::timeout(Duration::from_secs(20), async {
-        futures::join!(futures::future::join_all(workers), stopping)
-    })
-    .await
-    .expect("every call ends");
+    let (statuses, ()) = tokio::time::timeout(Duration::from_secs(20), async { futures::join!(workers, stopping) })
+        .await
+        .expect("every call ends");
     let statuses: Vec<Code> = statuses.into_iter().flatten().collect();
     let ok = statuses.iter().filter(|&&s| s == Code::Ok).count() as u64;
     assert!(statuses.iter().all(|&s| s == Code::Ok || s == Code::Unavailable), "{statuses:?}");

@@ -1,18 +1,15 @@
 //! The lean transport against the other gRPC implementations the labs build (grpc-go and
 //! grpc-java, labs/servers/): small, large and many concurrent calls, then a graceful stop
 //! (GOAWAY) while calls run. A runtime whose toolchain is missing is skipped, said on stderr.
-use bytes::Bytes;
+#[path = "common/echo_calls.rs"]
+mod echo_calls;
+use echo_calls::request;
 use prost::Message as _;
 use rpcmeter::experiments::servers::{self, Runtime, Server};
-use rpcmeter::grpc::wire::frame;
 use rpcmeter::grpc::{CallSpec, Connector, PreparedCall};
 use rpcmeter::lab::proto::echo::Message;
 use std::time::Duration;
 use tonic::Code;
-
-fn request(content: &str) -> Bytes {
-    frame(&Message { content: content.into() }.encode_to_vec())
-}
 
 fn echo() -> PreparedCall {
     PreparedCall::new(&CallSpec {
@@ -58,26 +55,12 @@ async fn against(runtime: Runtime) {
     }
 
     // A graceful stop while 32 callers run: each call ends OK or UNAVAILABLE, none hangs.
-    let workers = (0..32).map(|_| {
-        let (conn, call) = (conn.clone(), &call);
-        async move {
-            let mut statuses = Vec::new();
-            loop {
-                let reply = conn.call(call, request("until the end"), false).await;
-                statuses.push(reply.status);
-                if reply.status != Code::Ok {
-                    return statuses;
-                }
-            }
-        }
-    });
+    let workers = echo_calls::until_refused(&conn, &call, 32);
     let stopping = tokio::task::spawn_blocking(move || {
         std::thread::sleep(Duration::from_millis(300));
         server.stop()
     });
-    let statuses = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(workers))
-        .await
-        .expect("every call ends");
+    let statuses = tokio::time::timeout(Duration::from_secs(30), workers).await.expect("every call ends");
     let _ = stopping.await;
     let statuses: Vec<Code> = statuses.into_iter().flatten().collect();
     assert!(statuses.iter().filter(|&&s| s == Code::Ok).count() > 32, "calls ran before the stop");

@@ -1,0 +1,29 @@
+//! Echo calls over a `Connection`, shared by the transport tests (tests/transport.rs,
+//! tests/transport_peers.rs), which include this file as a module of their own.
+use bytes::Bytes;
+use prost::Message as _;
+use rpcmeter::grpc::wire::frame;
+use rpcmeter::grpc::{Connection, PreparedCall};
+use rpcmeter::lab::proto::echo::Message;
+use tonic::Code;
+
+/// The framed echo request carrying `content`.
+pub fn request(content: &str) -> Bytes {
+    frame(&Message { content: content.into() }.encode_to_vec())
+}
+
+/// `callers` callers calling in a loop until a call is not OK (the server going away):
+/// every caller's statuses, its last one the first that was not OK.
+pub async fn until_refused(conn: &Connection, call: &PreparedCall, callers: usize) -> Vec<Vec<Code>> {
+    let workers = (0..callers).map(|_| async move {
+        let mut statuses = Vec::new();
+        loop {
+            let reply = conn.call(call, request("until the end"), false).await;
+            statuses.push(reply.status);
+            if reply.status != Code::Ok {
+                return statuses;
+            }
+        }
+    });
+    futures::future::join_all(workers).await
+}
