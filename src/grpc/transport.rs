@@ -501,13 +501,7 @@ impl Connection {
                 }
             }
         };
-        match call.deadline {
-            None => exchange.await,
-            // Dropping the exchange on expiry resets the stream (RST_STREAM CANCEL).
-            Some(d) => tokio::time::timeout(d, exchange)
-                .await
-                .unwrap_or_else(|_| Reply::error(Code::DeadlineExceeded, "deadline exceeded (local)")),
-        }
+        within_deadline(call.deadline, exchange).await
     }
 
     /// The POST of a gRPC call to `path`.
@@ -588,6 +582,18 @@ impl Connection {
             self.closed.store(true, Ordering::Relaxed);
         }
         h2_failure(err)
+    }
+}
+
+/// A call's exchange, ended DEADLINE_EXCEEDED when `deadline` passes first; the deadline
+/// covers the whole call, a stream's every message included, as grpc-timeout does. Dropping
+/// the exchange on expiry resets its stream (RST_STREAM CANCEL).
+async fn within_deadline(deadline: Option<Duration>, exchange: impl Future<Output = Reply>) -> Reply {
+    match deadline {
+        None => exchange.await,
+        Some(d) => tokio::time::timeout(d, exchange)
+            .await
+            .unwrap_or_else(|_| Reply::error(Code::DeadlineExceeded, "deadline exceeded (local)")),
     }
 }
 

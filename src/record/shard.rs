@@ -232,13 +232,6 @@ impl Shard {
         self.errors.retain(|_, n| *n > 0);
     }
 
-    /// Hands over what was recorded since the last call and starts afresh.
-    pub fn take(&mut self) -> Shard {
-        let taken = self.clone();
-        self.clear();
-        taken
-    }
-
     /// Empties the shard, keeping its histograms' memory.
     pub fn clear(&mut self) {
         self.call_latency.reset();
@@ -267,7 +260,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn merge_is_lossless_and_take_resets() {
+    fn merge_is_lossless_and_clear_resets() {
         let mut a = Shard::default();
         let mut b = Shard::default();
         for i in 1..=1000u64 {
@@ -276,7 +269,8 @@ mod tests {
             target.record_attempt(Duration::from_micros(i), s);
             target.record_call(Duration::from_micros(i), s, false);
         }
-        let mut all = a.take();
+        let mut all = a.clone();
+        a.clear();
         all.add(&b);
         assert_eq!(a.counts, Counts::default());
         assert_eq!(a.call_latency.len(), 0);

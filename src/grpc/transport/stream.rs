@@ -1,7 +1,7 @@
 //! Streaming calls on the same connections as unary ones: a stream is a call whose body is
 //! a schedule of messages (ghz's `--stream-call-count`, `--stream-call-duration`,
 //! `--stream-interval`). Messages are counted as they pass and never kept.
-use super::{finish, h2_failure as failure, Connection, PreparedCall, Reply};
+use super::{finish, h2_failure as failure, within_deadline, Connection, PreparedCall, Reply};
 use crate::grpc::wire::{http_status_code, Deframer};
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
@@ -73,14 +73,7 @@ impl Connection {
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
-        let exchange = self.stream_exchange(call, kind, limits, message, observer);
-        match call.deadline {
-            None => exchange.await,
-            // The deadline covers the whole stream, as grpc-timeout does.
-            Some(d) => tokio::time::timeout(d, exchange)
-                .await
-                .unwrap_or_else(|_| Reply::error(Code::DeadlineExceeded, "deadline exceeded (local)")),
-        }
+        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, message, observer)).await
     }
 
     async fn stream_exchange(
