@@ -64,3 +64,23 @@ start_serve() {
   [[ $line == "listening on "* ]] || { echo "rpcmeter serve did not start: $(tail -n 1 "$work/serve.err")" >&2; return 1; }
   serve_addr=${line#listening on }
 }
+
+# sample_rss OUT PID [PID...]: every second, one line of each PID's RSS in KB into OUT, for
+# as long as the first PID runs (at most an hour); then fails if it still runs.
+sample_rss() {
+  local out=$1 first=$2
+  shift
+  : >"$out"
+  local line rss pid
+  for _ in $(seq 3600); do
+    line=
+    for pid in "$@"; do
+      rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null) || return 0
+      [[ -n $rss ]] || return 0
+      line+="${line:+ }$rss"
+    done
+    echo "$line" >>"$out"
+    sleep 1
+  done
+  ! kill -0 "$first" 2>/dev/null
+}

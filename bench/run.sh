@@ -47,15 +47,8 @@ if [[ $mode == soak ]]; then
     -c 8 -n "$SOAK_CALLS" -q --format json "$fortio_addr" >"$work/soak.json" 2>"$work/soak.err" &
   client=$!
   pids+=($client)
-  # At most one hour, sampled every second; the first sample after 2 s is "start".
-  : >"$work/rss"
-  for _ in $(seq 3600); do
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$client/status" 2>/dev/null) || break
-    [[ -n $rss ]] || break
-    echo "$rss" >>"$work/rss"
-    sleep 1
-  done
-  if kill -0 "$client" 2>/dev/null; then
+  # The first sample after 2 s is "start".
+  if ! sample_rss "$work/rss" "$client"; then
     echo "soak: still running after an hour, stopped" >&2
     exit 1
   fi

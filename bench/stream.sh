@@ -28,15 +28,8 @@ start_serve
   -q --no-save --no-calibrate --format json "$serve_addr" >"$work/stream.json" 2>"$work/stream.err" &
 client=$!
 pids+=($client)
-# At most one hour, sampled every second: "KB_client KB_server" per line.
-: >"$work/rss"
-for _ in $(seq 3600); do
-  rss=$(awk '/^VmRSS/ {print $2}' "/proc/$client/status" 2>/dev/null) || break
-  [[ -n $rss ]] || break
-  echo "$rss $(awk '/^VmRSS/ {print $2}' "/proc/$serve_pid/status")" >>"$work/rss"
-  sleep 1
-done
-if kill -0 "$client" 2>/dev/null; then
+# "KB_client KB_server" per line.
+if ! sample_rss "$work/rss" "$client" "$serve_pid"; then
   echo "stream: still running after an hour, stopped (use a smaller MESSAGES)" >&2
   exit 1
 fi
