@@ -74,10 +74,12 @@ impl Timer {
                         let mut expirations = [0u8; 8];
                         // SAFETY: reads at most 8 bytes into the 8-byte buffer we own.
                         let n = unsafe { libc::read(fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+                        // Read or not, the expiration is consumed: without clearing, the next
+                        // sleep would find this readiness and pay a failed read first.
+                        ready.clear_ready();
                         if n == 8 {
                             break;
                         }
-                        ready.clear_ready();
                     }
                     margin.learn(Instant::now().saturating_duration_since(wake));
                 }
