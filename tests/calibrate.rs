@@ -51,7 +51,7 @@ fn floors_are_ordered_as_physics_demands_even_without_a_cache() {
     let rpc = us(&v, "null_rpc_us", "p50");
     // A clock read is part of every RTT sample; a gRPC call is at least one loopback RTT.
     assert!(clock < rtt && rtt < rpc, "clock {clock} µs, RTT {rtt} µs, null RPC {rpc} µs");
-    for floor in ["clock_read_us", "tokio_sleep_overshoot_us", "thread_sleep_overshoot_us", "idle_wakeup_us"] {
+    for floor in ["clock_read_us", "tokio_sleep_overshoot_us", "pacer_lateness_us", "idle_wakeup_us"] {
         assert!(v[floor]["count"].as_u64().unwrap() > 0, "{floor}: {v}");
         assert!(us(&v, floor, "p50") <= us(&v, floor, "p99") && us(&v, floor, "p99") <= us(&v, floor, "max"));
     }

@@ -98,8 +98,9 @@ impl Machine {
     }
 }
 
-/// Bumped when a floor is measured differently. 2: timers without the kernel's timer slack.
-const METHOD: u32 = 2;
+/// Bumped when a floor is measured differently. 2: timers without the kernel's timer slack;
+/// 3: the open loop's own timer instead of thread::sleep.
+const METHOD: u32 = 3;
 
 /// Where a calibration came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,9 +129,10 @@ pub struct Calibration {
     /// tokio `sleep(1 ms)` on a current-thread runtime: actual minus asked.
     #[serde(rename = "tokio_sleep_overshoot_us")]
     pub tokio_sleep_overshoot: Floor,
-    /// `std::thread::sleep(1 ms)`: actual minus asked.
-    #[serde(rename = "thread_sleep_overshoot_us")]
-    pub thread_sleep_overshoot: Floor,
+    /// rpcmeter's open-loop timer (`load::timer`: a timerfd, then the last stretch spun),
+    /// sends due 1 ms apart on an idle thread: actual minus due, the floor of schedule lag.
+    #[serde(rename = "pacer_lateness_us")]
+    pub pacer_lateness: Floor,
     /// A thread blocked on a Unix socket: from the writer's write to the reader's wake-up.
     #[serde(rename = "idle_wakeup_us")]
     pub idle_wakeup: Floor,
@@ -228,7 +230,7 @@ pub fn table(c: &Calibration, cache: Option<&Path>) -> String {
     let rows = [
         ("clock read (Instant::now pair)", &c.clock_read),
         ("tokio sleep(1 ms) overshoot", &c.tokio_sleep_overshoot),
-        ("thread::sleep(1 ms) overshoot", &c.thread_sleep_overshoot),
+        ("open-loop timer lateness (1 ms apart)", &c.pacer_lateness),
         ("idle wake-up through a socket", &c.idle_wakeup),
         ("loopback TCP RTT, busy", &c.loopback_rtt_busy),
         ("loopback TCP RTT, idle (1 ms apart)", &c.loopback_rtt_idle),
@@ -304,7 +306,7 @@ pub fn measure(machine: Machine) -> anyhow::Result<Calibration> {
     let measured_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let clock_read = clock_read();
     let tokio_sleep_overshoot = current_thread_runtime()?.block_on(tokio_sleep_overshoot());
-    let thread_sleep_overshoot = Floor::of(&sleep_overshoots(SLEEPS));
+    let pacer_lateness = Floor::of(&pacer_lateness(SLEEPS));
     let idle_wakeup = idle_wakeup()?;
     let (loopback_rtt_busy, loopback_rtt_idle) = loopback_rtt()?;
     let grpc = null_rpc()?;
@@ -326,7 +328,7 @@ pub fn measure(machine: Machine) -> anyhow::Result<Calibration> {
         machine,
         clock_read,
         tokio_sleep_overshoot,
-        thread_sleep_overshoot,
+        pacer_lateness,
         idle_wakeup,
         loopback_rtt_busy,
         loopback_rtt_idle,
@@ -374,18 +376,26 @@ async fn tokio_sleep_overshoot() -> Floor {
     Floor::of(&h)
 }
 
-/// `thread::sleep(1 ms)` `n` times: the overshoots. (The hiccups, the same loop for a
-/// time instead of a count, are `record::hiccup`'s.)
-/// On a thread of its own without timer slack, as the open loop's pacer sleeps.
-fn sleep_overshoots(n: u64) -> Histogram<u64> {
+/// `n` sends paced 1 ms apart by the open loop's own timer, after as many again to learn this
+/// machine's wake-up lateness as a run does: how late each left. On a thread of its own
+/// without timer slack, as an open-loop worker thread.
+fn pacer_lateness(n: u64) -> Histogram<u64> {
+    use crate::load::timer::{no_timer_slack, Margin, Timer};
     let measure = move || {
-        crate::load::timer::no_timer_slack();
+        no_timer_slack();
         let mut h = histogram();
-        for _ in 0..n {
-            let start = Instant::now();
-            std::thread::sleep(SLEEP);
-            record(&mut h, start.elapsed().saturating_sub(SLEEP));
-        }
+        let Ok(runtime) = current_thread_runtime() else { return h };
+        runtime.block_on(async {
+            let (timer, margin) = (Timer::new(), Margin::default());
+            let mut due = Instant::now();
+            for i in 0..2 * n {
+                due += SLEEP;
+                timer.sleep_until(due, &margin).await;
+                if i >= n {
+                    record(&mut h, Instant::now().saturating_duration_since(due));
+                }
+            }
+        });
         h
     };
     std::thread::scope(|scope| scope.spawn(measure).join()).unwrap_or_else(|_| histogram())
@@ -631,7 +641,7 @@ mod tests {
             machine,
             clock_read: Floor { p50: Duration::from_nanos(23), ..floor(0) },
             tokio_sleep_overshoot: floor(1000),
-            thread_sleep_overshoot: floor(60),
+            pacer_lateness: floor(60),
             idle_wakeup: floor(30),
             loopback_rtt_busy: floor(20),
             loopback_rtt_idle: floor(40),
@@ -696,7 +706,7 @@ mod tests {
         let c = clock_read();
         assert_eq!(c.count, CLOCK_PAIRS);
         assert!(c.p50 <= c.p99 && c.p99 <= c.max);
-        let h = sleep_overshoots(5);
+        let h = pacer_lateness(5);
         assert_eq!(h.len(), 5);
     }
 }
