@@ -104,6 +104,26 @@ fn absurd_values_are_refused_before_anything_is_sent() {
     assert!(stderr.contains("unix:"), "{stderr}");
 }
 
+/// `--cert`/`--key` (run's TLS flags) reach ping's gRPC side: a lab that requires client
+/// certificates answers with them, and refuses the handshake without.
+#[test]
+fn mutual_tls_pings_with_the_client_certificate() {
+    let pki = tempfile::tempdir().unwrap();
+    let file = |name: &str| pki.path().join(name).display().to_string();
+    let dir = pki.path().display().to_string();
+    let lab = LabProcess::start(&["--self-signed", &dir, "--tls-client-ca", &file("ca.pem")]);
+    let (ca, cert, key) = (file("ca.pem"), file("client.pem"), file("client-key.pem"));
+    let flags = ["-n", "2", "--interval", "50ms", "--icmp", "tcp", "--format", "json", "--cacert", &ca];
+    let (code, stdout, stderr) = ping(&[&flags[..], &["--cert", &cert, "--key", &key, &lab.addr]].concat());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["grpc"]["answered"], 2, "{r}");
+
+    let (code, _, stderr) = ping(&[&flags[..], &[lab.addr.as_str()]].concat());
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("client certificate"), "{stderr}");
+}
+
 /// `--icmp auto` in a network namespace of its own (`unshare -n`, root), where
 /// net.ipv4.ping_group_range is set without touching the machine's: the unprivileged
 /// datagram socket when the range allows it, else the raw socket.

@@ -54,32 +54,14 @@ impl Settings {
         if let Some(m) = &args.metadata {
             flag("--metadata", Some(m.into()));
         }
-        if let Some(p) = &args.proto {
-            flag("--proto", Some(p.into()));
-        }
-        for dir in &args.import_paths {
-            flag("--import-paths", Some(dir.into()));
-        }
-        if let Some(p) = &args.protoset {
-            flag("--protoset", Some(p.into()));
-        }
-        if args.plaintext {
-            flag("--plaintext", None);
-        }
-        if let Some(c) = &args.cacert {
-            flag("--cacert", Some(c.into()));
-        }
-        if let Some(s) = &args.servername {
-            flag("--servername", Some(s.into()));
-        }
-        if args.skip_verify {
-            flag("--skip-verify", None);
-        }
-        let run_args = crate::cli::run::parse_words(&words).map_err(|e| {
+        let mut run_args = crate::cli::run::parse_words(&words).map_err(|e| {
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("bad flags").trim_start_matches("error: ").to_string();
             bad_input(format!("ping: {first}"))
         })?;
+        // The same groups as run's, checked by clap already: handed over whole, not as words.
+        run_args.schema = args.schema.clone();
+        run_args.tls = args.tls.clone();
         if run_args.target.unix.is_some() {
             return Err(bad_input("ping: a unix: target has no network round trip to compare with"));
         }

@@ -55,16 +55,16 @@ pub struct Settings {
 impl Settings {
     pub fn from_args(args: &RunArgs, arguments: Vec<String>) -> anyhow::Result<Settings> {
         let plaintext = match args.target.scheme_plaintext {
-            Some(false) if args.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
-            Some(scheme) => scheme || args.plaintext,
-            None => args.plaintext,
+            Some(false) if args.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
+            Some(scheme) => scheme || args.tls.plaintext,
+            None => args.tls.plaintext,
         };
         let tls = (!plaintext).then(|| TlsOptions {
-            cacert: args.cacert.clone(),
-            cert: args.cert.clone(),
-            key: args.key.clone(),
-            servername: args.servername.clone(),
-            skip_verify: args.skip_verify,
+            cacert: args.tls.cacert.clone(),
+            cert: args.tls.cert.clone(),
+            key: args.tls.key.clone(),
+            servername: args.tls.servername.clone(),
+            skip_verify: args.tls.skip_verify,
         });
         let target = Target {
             host: args.target.host.clone(),
@@ -76,8 +76,10 @@ impl Settings {
             unix: args.target.unix.clone(),
         };
         let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
-        let schema = match (&args.proto, &args.protoset) {
-            (Some(file), _) => SchemaSource::Proto { file: file.clone(), import_paths: args.import_paths.clone() },
+        let schema = match (&args.schema.proto, &args.schema.protoset) {
+            (Some(file), _) => {
+                SchemaSource::Proto { file: file.clone(), import_paths: args.schema.import_paths.clone() }
+            }
             (None, Some(set)) => SchemaSource::Protoset(set.clone()),
             (None, None) => {
                 // Reflection gets -m, and --reflect-metadata on top (its keys replace -m's), as ghz.

@@ -16,6 +16,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod sweep;
+pub mod target;
 
 #[derive(Parser, Debug)]
 #[command(name = "rpcmeter", version, about = "A gRPC measurement lab: load, serve, measure truthfully")]

@@ -1,9 +1,9 @@
 //! `rpcmeter ping TARGET`: the network's round trip (ICMP echo, else TCP connect) beside a gRPC
-//! call, interleaved, as a latency baseline (`app::ping` measures and renders). The schema,
-//! TLS and request flags are `run`'s, read by `run`'s own parser.
+//! call, interleaved, as a latency baseline (`app::ping` measures and renders). The schema
+//! and TLS flags are `run`'s own groups (`cli::target`); the request flags go through `run`'s parser.
+use super::target::{SchemaArgs, TlsArgs};
 use crate::app::parse;
 use crate::ping::Method;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// How the result is printed.
@@ -47,27 +47,10 @@ pub struct PingArgs {
     /// Request metadata (headers) as a JSON object
     #[arg(short = 'm', long)]
     pub metadata: Option<String>,
-    /// A .proto file, compiled at run time; without it or --protoset, server reflection
-    #[arg(long, conflicts_with = "protoset")]
-    pub proto: Option<PathBuf>,
-    /// Directories searched for the imports of --proto (comma-separated)
-    #[arg(short = 'i', long = "import-paths", value_delimiter = ',')]
-    pub import_paths: Vec<PathBuf>,
-    /// A compiled FileDescriptorSet
-    #[arg(long)]
-    pub protoset: Option<PathBuf>,
-    /// Plaintext HTTP/2 (h2c), no TLS
-    #[arg(long)]
-    pub plaintext: bool,
-    /// CA certificate(s) (PEM) for the server's certificate
-    #[arg(long, conflicts_with = "plaintext")]
-    pub cacert: Option<PathBuf>,
-    /// Server name checked against the certificate
-    #[arg(long, conflicts_with = "plaintext")]
-    pub servername: Option<String>,
-    /// Accept any server certificate
-    #[arg(long, conflicts_with = "plaintext")]
-    pub skip_verify: bool,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Longest wait for the connection and reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,

@@ -1,5 +1,6 @@
 //! `rpcmeter run`: its flags, with ghz's and grpcurl's names. Each value is parsed and bounded
 //! here (`app::parse`); how the flags combine is checked in `app::run::Settings`.
+use super::target::{SchemaArgs, TlsArgs};
 use crate::app::parse;
 use crate::load::pacer::RateSchedule;
 use crate::report::Format;
@@ -13,15 +14,8 @@ pub struct RunArgs {
     /// plaintext, unix:PATH for a Unix socket)
     #[arg(value_parser = parse::target)]
     pub target: parse::TargetText,
-    /// A .proto file, compiled at run time (no protoc needed); without it, server reflection
-    #[arg(long, conflicts_with = "protoset")]
-    pub proto: Option<PathBuf>,
-    /// Directories searched for the imports of --proto (comma-separated)
-    #[arg(short = 'i', long = "import-paths", value_delimiter = ',')]
-    pub import_paths: Vec<PathBuf>,
-    /// A compiled FileDescriptorSet (protoc -o, buf build)
-    #[arg(long)]
-    pub protoset: Option<PathBuf>,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
     /// The method to call: package.Service/Method (or package.Service.Method)
     #[arg(long)]
     pub call: String,
@@ -36,28 +30,12 @@ pub struct RunArgs {
     /// Request metadata (headers) as a JSON object; keys ending in -bin take base64
     #[arg(short = 'm', long)]
     pub metadata: Option<String>,
+    // "proto" and "protoset" are SchemaArgs' fields: flattened, their ids resolve here.
     /// Metadata for server reflection only (a JSON object, as -m), on top of -m's
     #[arg(long, conflicts_with_all = ["proto", "protoset"])]
     pub reflect_metadata: Option<String>,
-    /// Plaintext HTTP/2 (h2c), no TLS
-    #[arg(long)]
-    pub plaintext: bool,
-    /// CA certificate(s) (PEM) that the server's certificate must chain to; a self-signed
-    /// server certificate given here is accepted as it is
-    #[arg(long, conflicts_with = "plaintext")]
-    pub cacert: Option<PathBuf>,
-    /// Client certificate (PEM) for mutual TLS; needs --key
-    #[arg(long, conflicts_with = "plaintext", requires = "key")]
-    pub cert: Option<PathBuf>,
-    /// Client private key (PEM) for mutual TLS; needs --cert
-    #[arg(long, conflicts_with = "plaintext", requires = "cert")]
-    pub key: Option<PathBuf>,
-    /// Server name checked against the certificate (default: the target's host)
-    #[arg(long, conflicts_with = "plaintext")]
-    pub servername: Option<String>,
-    /// Accept any server certificate (the handshake is still checked)
-    #[arg(long, conflicts_with = "plaintext")]
-    pub skip_verify: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// The :authority header of every call (default: the target's HOST:PORT), as a virtual
     /// host or a proxy expects it
     #[arg(long)]
