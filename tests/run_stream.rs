@@ -1,6 +1,7 @@
 //! Streaming calls in `rpcmeter run`: each kind against the lab, with the client's streams and
 //! messages equal to the lab's own count (Stats); a server streaming method nobody here wrote
 //! (tonic-health's Watch); a server that ends streams with its own statuses.
+mod common;
 use rpcmeter::lab::proto::lab::{MethodStats, StatsReply};
 use rpcmeter::lab::{LabConfig, LabServer};
 use serde_json::Value;
@@ -182,34 +183,19 @@ fn health_watch_of_tonic_health_is_a_server_stream() {
     let dir = tempfile::tempdir().unwrap();
     let protoset = dir.path().join("health.protoset");
     std::fs::write(&protoset, tonic_health::pb::FILE_DESCRIPTOR_SET).unwrap();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let (reporter, service) = tonic_health::server::health_reporter();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            // The status of "flappy" changes every 10 ms: each change is a message to watchers.
-            let flapping = tokio::spawn(async move {
-                for i in 0.. {
-                    let status = if i % 2 == 0 { ServingStatus::Serving } else { ServingStatus::NotServing };
-                    reporter.set_service_status("flappy", status).await;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            });
-            let incoming = tonic::transport::server::TcpIncoming::from(listener);
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-            flapping.abort();
+    let mut server = common::ThreadServer::start(|| {
+        let (reporter, service) = tonic_health::server::health_reporter();
+        // The status of "flappy" changes every 10 ms: each change is a message to watchers.
+        tokio::spawn(async move {
+            for i in 0.. {
+                let status = if i % 2 == 0 { ServingStatus::Serving } else { ServingStatus::NotServing };
+                reporter.set_service_status("flappy", status).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         });
+        tonic::service::Routes::new(service)
     });
-    let addr = addr_rx.recv().unwrap().to_string();
+    let addr = server.addr.to_string();
     let protoset = protoset.display().to_string();
     let watch = |extra: &[&str]| {
         let base = ["--protoset", protoset.as_str(), "--call", "grpc.health.v1.Health/Watch", "--no-server-stats"];
@@ -218,8 +204,7 @@ fn health_watch_of_tonic_health_is_a_server_stream() {
     let first = watch(&["-d", r#"{"service":"flappy"}"#, "--stream-call-count", "1", "-c", "4", "-n", "20"]);
     let three = watch(&["-d", r#"{"service":"flappy"}"#, "--stream-call-count", "3", "-c", "2", "-n", "4"]);
     let timed = watch(&["-d", r#"{"service":"flappy"}"#, "--stream-call-duration", "100ms", "-c", "1", "-n", "2"]);
-    stop_tx.send(()).unwrap();
-    server.join().unwrap();
+    server.kill();
 
     assert_eq!(first["statuses"]["OK"], 20);
     assert_eq!(first["messages"]["received"], 20);
@@ -283,23 +268,9 @@ impl streaming_server::Streaming for Refusing {
 
 #[test]
 fn statuses_a_server_ends_streams_with_are_counted_per_stream() {
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            tonic::transport::Server::builder()
-                .add_service(streaming_server::StreamingServer::new(Refusing))
-                .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), async {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-        });
-    });
-    let addr = addr_rx.recv().unwrap().to_string();
+    let mut server =
+        common::ThreadServer::start(|| tonic::service::Routes::new(streaming_server::StreamingServer::new(Refusing)));
+    let addr = server.addr.to_string();
     let lab_proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/rpcmeter/lab/v1/lab.proto");
     // Every stream fails, so the run exits 1; its JSON report is still written.
     let failing = |method: &str, extra: &[&str]| -> Value {
@@ -315,8 +286,7 @@ fn statuses_a_server_ends_streams_with_are_counted_per_stream() {
     let subscribe = failing("Subscribe", &["-c", "2", "-n", "6"]);
     let upload = failing("Upload", &["--stream-call-count", "10", "-c", "2", "-n", "6"]);
     let echo = failing("Echo", &["--stream-call-count", "10", "-c", "2", "-n", "6"]);
-    stop_tx.send(()).unwrap();
-    server.join().unwrap();
+    server.kill();
 
     assert_eq!(subscribe["statuses"]["UNAVAILABLE"], 6);
     assert_eq!(subscribe["errors"][0]["message"], "no subscriptions today");

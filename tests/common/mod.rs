@@ -86,33 +86,30 @@ async fn take(d: Duration) {
     tokio::time::sleep(d).await;
 }
 
-pub struct TestServer {
+/// A tonic server on a thread and runtime of its own, on 127.0.0.1 port 0, until stopped or
+/// dropped.
+pub struct ThreadServer {
     pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    calls: Arc<Echo>,
 }
 
-impl TestServer {
-    pub fn start(behaviour: Behaviour) -> TestServer {
-        let echo = Arc::new(Echo {
-            behaviour,
-            calls: AtomicU64::new(0),
-            stalled_until: Mutex::new(None),
-            first_call: std::sync::OnceLock::new(),
-        });
+impl ThreadServer {
+    /// Serves what `routes` returns; it runs inside the server's runtime, so it may spawn
+    /// tasks, which end with the server.
+    pub fn start(routes: impl FnOnce() -> tonic::service::Routes + Send + 'static) -> ThreadServer {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let service = EchoServiceServer::from_arc(echo.clone());
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
             rt.block_on(async move {
+                let routes = routes();
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 // No Nagle: a response written in parts must not wait for the client's delayed ACK.
                 let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
                 tonic::transport::Server::builder()
-                    .add_service(service)
+                    .add_routes(routes)
                     .serve_with_incoming_shutdown(incoming, async {
                         let _ = stop_rx.await;
                     })
@@ -120,12 +117,7 @@ impl TestServer {
                     .unwrap();
             });
         });
-        TestServer { addr: addr_rx.recv().unwrap(), stop: Some(stop_tx), thread: Some(thread), calls: echo }
-    }
-
-    /// Calls that reached the server.
-    pub fn calls(&self) -> u64 {
-        self.calls.calls.load(SeqCst)
+        ThreadServer { addr: addr_rx.recv().unwrap(), stop: Some(stop_tx), thread: Some(thread) }
     }
 
     /// Stops serving and closes the connections, as a dying server does.
@@ -139,10 +131,41 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
+impl Drop for ThreadServer {
     fn drop(&mut self) {
         // Dropping the sender without waiting: a stalled server must not hang the test.
         self.stop.take();
+    }
+}
+
+/// The echo server with a known behaviour.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    server: ThreadServer,
+    calls: Arc<Echo>,
+}
+
+impl TestServer {
+    pub fn start(behaviour: Behaviour) -> TestServer {
+        let echo = Arc::new(Echo {
+            behaviour,
+            calls: AtomicU64::new(0),
+            stalled_until: Mutex::new(None),
+            first_call: std::sync::OnceLock::new(),
+        });
+        let service = EchoServiceServer::from_arc(echo.clone());
+        let server = ThreadServer::start(move || tonic::service::Routes::new(service));
+        TestServer { addr: server.addr, server, calls: echo }
+    }
+
+    /// Calls that reached the server.
+    pub fn calls(&self) -> u64 {
+        self.calls.calls.load(SeqCst)
+    }
+
+    /// Stops serving and closes the connections, as a dying server does.
+    pub fn kill(&mut self) {
+        self.server.kill();
     }
 }
 
