@@ -41,9 +41,11 @@ pub struct Target {
     pub authority: Option<String>,
     /// Dial plus TLS plus HTTP/2 handshake: a target that does not answer within this is unreachable.
     pub connect_timeout: Duration,
-    /// Send an HTTP/2 PING this often on every connection; one unanswered within
-    /// `KEEPALIVE_TIMEOUT` closes the connection (`--keepalive`).
+    /// Send an HTTP/2 PING this often on every connection (`--keepalive`); one unanswered
+    /// within `keepalive_timeout` closes the connection.
     pub keepalive: Option<Duration>,
+    /// How long a keepalive PING may go unanswered: `KEEPALIVE_TIMEOUT` but in tests.
+    pub keepalive_timeout: Duration,
     /// Dial this Unix socket instead of HOST:PORT (`unix:PATH`); the :authority is `localhost`.
     pub unix: Option<std::path::PathBuf>,
 }
@@ -64,6 +66,7 @@ impl Target {
             authority: None,
             connect_timeout: CONNECT_TIMEOUT,
             keepalive: None,
+            keepalive_timeout: KEEPALIVE_TIMEOUT,
             unix: None,
         }
     }
@@ -184,7 +187,7 @@ pub struct Connector {
     authority: Authority,
     tls: Option<(tokio_rustls::TlsConnector, pki_types::ServerName<'static>)>,
     timeout: Duration,
-    keepalive: Option<Duration>,
+    keepalive: Option<Keepalive>,
     /// Connect with the lean transport (unary calls only) instead of h2.
     lean: bool,
 }
@@ -231,8 +234,8 @@ impl Connector {
                 (Scheme::HTTPS, Some((tokio_rustls::TlsConnector::from(Arc::new(config)), name)))
             }
         };
-        let (timeout, keepalive) = (target.connect_timeout, target.keepalive);
-        Ok(Connector { dial, scheme, authority, tls, timeout, keepalive, lean: false })
+        let keepalive = target.keepalive.map(|every| Keepalive { every, timeout: target.keepalive_timeout });
+        Ok(Connector { dial, scheme, authority, tls, timeout: target.connect_timeout, keepalive, lean: false })
     }
 
     /// Connections from here on use the lean transport (`transport/lean.rs`): cheaper per
@@ -315,9 +318,16 @@ impl Connector {
     }
 }
 
+/// When keepalive PINGs go out and how long each may go unanswered.
+#[derive(Debug, Clone, Copy)]
+struct Keepalive {
+    every: Duration,
+    timeout: Duration,
+}
+
 async fn h2_handshake<T>(
     io: T,
-    keepalive: Option<Duration>,
+    keepalive: Option<Keepalive>,
     closed: Arc<AtomicBool>,
 ) -> Result<SendRequest<Bytes>, String>
 where
@@ -340,14 +350,14 @@ where
     // One round trip before the first call: the server's SETTINGS precede its PONG, so the
     // calls then keep to its stream limit instead of being refused while it is unknown.
     ping.ping(h2::Ping::opaque()).await.map_err(|e| format!("HTTP/2: {e}"))?;
-    if let Some(every) = keepalive {
+    if let Some(Keepalive { every, timeout }) = keepalive {
         // A PING every `every`; one unanswered in time means the peer is gone: the connection
         // is closed, and the next call reconnects.
         let flag = closed.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let answered = tokio::time::timeout(KEEPALIVE_TIMEOUT, ping.ping(h2::Ping::opaque())).await;
+                let answered = tokio::time::timeout(timeout, ping.ping(h2::Ping::opaque())).await;
                 if !matches!(answered, Ok(Ok(_))) || flag.load(Ordering::Relaxed) {
                     flag.store(true, Ordering::Relaxed);
                     break;
