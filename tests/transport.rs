@@ -559,7 +559,8 @@ async fn a_stream_reset_by_the_server_maps_to_its_grpc_code(lean: bool) {
 }
 
 /// A hand-written HTTP/2 server end, for what the h2 crate's server will not do: a GOAWAY
-/// with a last stream id of our choosing (h2's is always the last stream it has seen).
+/// with a last stream id of our choosing (h2's is always the last stream it has seen), or
+/// silence once the handshake is done.
 mod raw {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
@@ -579,7 +580,11 @@ mod raw {
         pub stream: u32,
     }
 
-    pub struct Peer(TcpStream);
+    pub struct Peer {
+        tcp: TcpStream,
+        /// Frames are still read, but no SETTINGS or PING is acknowledged.
+        pub silent: bool,
+    }
 
     impl Peer {
         /// Reads the client's preface and sends our (empty) SETTINGS.
@@ -587,7 +592,7 @@ mod raw {
             let mut preface = [0; 24];
             tcp.read_exact(&mut preface).await.unwrap();
             assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-            let mut peer = Peer(tcp);
+            let mut peer = Peer { tcp, silent: false };
             peer.send(SETTINGS, 0, 0, &[]).await;
             peer
         }
@@ -597,23 +602,23 @@ mod raw {
             frame.extend_from_slice(&[kind, flags]);
             frame.extend_from_slice(&stream.to_be_bytes());
             frame.extend_from_slice(payload);
-            self.0.write_all(&frame).await.unwrap();
+            self.tcp.write_all(&frame).await.unwrap();
         }
 
-        /// The next frame, acknowledged when it is a SETTINGS or a PING; None at the end of
-        /// the connection.
+        /// The next frame, acknowledged when it is a SETTINGS or a PING (unless silent); None
+        /// at the end of the connection.
         pub async fn next(&mut self) -> Option<Frame> {
             let mut head = [0; 9];
-            self.0.read_exact(&mut head).await.ok()?;
+            self.tcp.read_exact(&mut head).await.ok()?;
             let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
             let mut payload = vec![0; len];
-            self.0.read_exact(&mut payload).await.ok()?;
+            self.tcp.read_exact(&mut payload).await.ok()?;
             let frame = Frame {
                 kind: head[3],
                 flags: head[4],
                 stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
             };
-            if frame.flags & ACK == 0 {
+            if !self.silent && frame.flags & ACK == 0 {
                 match frame.kind {
                     SETTINGS => self.send(SETTINGS, ACK, 0, &[]).await,
                     PING => self.send(PING, ACK, 0, &payload).await,
@@ -694,6 +699,37 @@ async fn a_goaway_below_calls_in_flight_ends_them_unavailable(lean: bool) {
     tokio::time::timeout(Duration::from_secs(2), server).await.expect("the client closes the connection").unwrap();
 }
 
+/// A peer that goes silent once the handshake is done (it reads, but answers no PING): with
+/// keepalive on, a call in flight ends UNAVAILABLE once a PING has gone unanswered for the
+/// keepalive timeout, and the connection is closed.
+async fn keepalive_ends_the_calls_of_a_silent_peer(lean: bool) {
+    let every = Duration::from_millis(100);
+    let timeout = Duration::from_millis(300);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut peer = raw::Peer::start(listener.accept().await.unwrap().0).await;
+        // The handshake's PING is answered; nothing after it.
+        while peer.next().await.expect("the client's handshake").kind != raw::PING {}
+        peer.silent = true;
+        while peer.next().await.is_some() {}
+    });
+    let target = Target { keepalive: Some(every), keepalive_timeout: timeout, ..target(addr, None) };
+    let conn = connect(lean, &target).await;
+    let started = std::time::Instant::now();
+    // Slack for a loaded machine: the test runs under `nice` beside benchmarks.
+    let bound = every + timeout + Duration::from_secs(2);
+    let reply = tokio::time::timeout(bound, conn.unary(&echo_spec(), request("anyone there?"), false))
+        .await
+        .expect("the call ends within the keepalive interval plus its timeout");
+    assert!(started.elapsed() >= timeout, "ended by the keepalive timeout, not before: {:?}", started.elapsed());
+    assert_eq!(reply.status, Code::Unavailable, "{:?}", reply.message);
+    let message = reply.message.unwrap();
+    assert!(message.contains("keepalive PING unanswered"), "{message}");
+    assert!(conn.is_closed());
+    tokio::time::timeout(Duration::from_secs(2), server).await.expect("the client closes the connection").unwrap();
+}
+
 /// Every test above, over each transport.
 macro_rules! over_both_transports {
     ($($case:ident),* $(,)?) => {
@@ -732,4 +768,5 @@ over_both_transports!(
     graceful_shutdown_ends_every_call_with_a_status,
     a_stream_reset_by_the_server_maps_to_its_grpc_code,
     a_goaway_below_calls_in_flight_ends_them_unavailable,
+    keepalive_ends_the_calls_of_a_silent_peer,
 );
