@@ -558,6 +558,178 @@ async fn a_stream_reset_by_the_server_maps_to_its_grpc_code(lean: bool) {
     server.abort();
 }
 
+/// A hand-written HTTP/2 server end, for what the h2 crate's server will not do: a GOAWAY
+/// with a last stream id of our choosing (h2's is always the last stream it has seen), or
+/// silence once the handshake is done.
+mod raw {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    pub const HEADERS: u8 = 1;
+    pub const DATA: u8 = 0;
+    pub const SETTINGS: u8 = 4;
+    pub const PING: u8 = 6;
+    pub const GOAWAY: u8 = 7;
+    pub const END_STREAM: u8 = 0x1;
+    pub const ACK: u8 = 0x1;
+    pub const END_HEADERS: u8 = 0x4;
+
+    pub struct Frame {
+        pub kind: u8,
+        pub flags: u8,
+        pub stream: u32,
+    }
+
+    pub struct Peer {
+        tcp: TcpStream,
+        /// Frames are still read, but no SETTINGS or PING is acknowledged.
+        pub silent: bool,
+    }
+
+    impl Peer {
+        /// Reads the client's preface and sends our (empty) SETTINGS.
+        pub async fn start(mut tcp: TcpStream) -> Peer {
+            let mut preface = [0; 24];
+            tcp.read_exact(&mut preface).await.unwrap();
+            assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+            let mut peer = Peer { tcp, silent: false };
+            peer.send(SETTINGS, 0, 0, &[]).await;
+            peer
+        }
+
+        pub async fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+            let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+            frame.extend_from_slice(&[kind, flags]);
+            frame.extend_from_slice(&stream.to_be_bytes());
+            frame.extend_from_slice(payload);
+            self.tcp.write_all(&frame).await.unwrap();
+        }
+
+        /// The next frame, acknowledged when it is a SETTINGS or a PING (unless silent); None
+        /// at the end of the connection.
+        pub async fn next(&mut self) -> Option<Frame> {
+            let mut head = [0; 9];
+            self.tcp.read_exact(&mut head).await.ok()?;
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0; len];
+            self.tcp.read_exact(&mut payload).await.ok()?;
+            let frame = Frame {
+                kind: head[3],
+                flags: head[4],
+                stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
+            };
+            if !self.silent && frame.flags & ACK == 0 {
+                match frame.kind {
+                    SETTINGS => self.send(SETTINGS, ACK, 0, &[]).await,
+                    PING => self.send(PING, ACK, 0, &payload).await,
+                    _ => {}
+                }
+            }
+            Some(frame)
+        }
+
+        /// A gRPC response carrying `message`: HEADERS, one DATA, trailers with grpc-status 0.
+        pub async fn answer(&mut self, stream: u32, message: &[u8]) {
+            let mut head = vec![0x88]; // :status 200, from HPACK's static table
+            head.extend(literal("content-type", "application/grpc"));
+            self.send(HEADERS, END_HEADERS, stream, &head).await;
+            self.send(DATA, 0, stream, message).await;
+            self.send(HEADERS, END_HEADERS | END_STREAM, stream, &literal("grpc-status", "0")).await;
+        }
+
+        pub async fn goaway(&mut self, last_stream: u32) {
+            let mut payload = last_stream.to_be_bytes().to_vec();
+            payload.extend_from_slice(&0u32.to_be_bytes()); // NO_ERROR
+            self.send(GOAWAY, 0, 0, &payload).await;
+        }
+    }
+
+    /// An HPACK literal without indexing, a new name, no Huffman (RFC 7541, 6.2.2).
+    fn literal(name: &str, value: &str) -> Vec<u8> {
+        let mut out = vec![0, name.len() as u8];
+        out.extend_from_slice(name.as_bytes());
+        out.push(value.len() as u8);
+        out.extend_from_slice(value.as_bytes());
+        out
+    }
+}
+
+/// A GOAWAY whose last stream id is below calls in flight: the server answers the streams up
+/// to it, and the calls above it end UNAVAILABLE (never processed, so safe to retry); none
+/// hangs, and the connection ends.
+async fn a_goaway_below_calls_in_flight_ends_them_unavailable(lean: bool) {
+    const CALLS: usize = 6;
+    const LAST_STREAM: u32 = 5; // streams 1, 3 and 5
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut peer = raw::Peer::start(listener.accept().await.unwrap().0).await;
+        let mut requests = Vec::new();
+        while requests.len() < CALLS {
+            let frame = peer.next().await.expect("the client sends every call");
+            if matches!(frame.kind, raw::HEADERS | raw::DATA) && frame.flags & raw::END_STREAM != 0 {
+                requests.push(frame.stream);
+            }
+        }
+        peer.goaway(LAST_STREAM).await;
+        for stream in requests.into_iter().filter(|&id| id <= LAST_STREAM) {
+            peer.answer(stream, &request(&format!("stream {stream}"))).await;
+        }
+        // Left open by the server: the client ends it once its last stream is done.
+        while peer.next().await.is_some() {}
+    });
+    let conn = connect(lean, &target(addr, None)).await;
+    let call = PreparedCall::new(&echo_spec());
+    let calls = (0..CALLS).map(|i| conn.call(&call, request(&format!("call {i}")), true));
+    let replies =
+        tokio::time::timeout(Duration::from_secs(3), futures::future::join_all(calls)).await.expect("no call hangs");
+    let mut answered = Vec::new();
+    for reply in replies {
+        match reply.status {
+            Code::Ok => answered.push(Message::decode(reply.response.unwrap()).unwrap().content),
+            Code::Unavailable => {}
+            other => panic!("{other:?}: {:?}", reply.message),
+        }
+    }
+    answered.sort();
+    assert_eq!(answered, ["stream 1", "stream 3", "stream 5"]);
+    assert!(conn.is_closed());
+    let late = tokio::time::timeout(Duration::from_secs(1), conn.call(&call, request("late"), false)).await;
+    assert_eq!(late.expect("a call after the GOAWAY does not hang").status, Code::Unavailable);
+    tokio::time::timeout(Duration::from_secs(2), server).await.expect("the client closes the connection").unwrap();
+}
+
+/// A peer that goes silent once the handshake is done (it reads, but answers no PING): with
+/// keepalive on, a call in flight ends UNAVAILABLE once a PING has gone unanswered for the
+/// keepalive timeout, and the connection is closed.
+async fn keepalive_ends_the_calls_of_a_silent_peer(lean: bool) {
+    let every = Duration::from_millis(100);
+    let timeout = Duration::from_millis(300);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut peer = raw::Peer::start(listener.accept().await.unwrap().0).await;
+        // The handshake's PING is answered; nothing after it.
+        while peer.next().await.expect("the client's handshake").kind != raw::PING {}
+        peer.silent = true;
+        while peer.next().await.is_some() {}
+    });
+    let target = Target { keepalive: Some(every), keepalive_timeout: timeout, ..target(addr, None) };
+    let conn = connect(lean, &target).await;
+    let started = std::time::Instant::now();
+    // Slack for a loaded machine: the test runs under `nice` beside benchmarks.
+    let bound = every + timeout + Duration::from_secs(2);
+    let reply = tokio::time::timeout(bound, conn.unary(&echo_spec(), request("anyone there?"), false))
+        .await
+        .expect("the call ends within the keepalive interval plus its timeout");
+    assert!(started.elapsed() >= timeout, "ended by the keepalive timeout, not before: {:?}", started.elapsed());
+    assert_eq!(reply.status, Code::Unavailable, "{:?}", reply.message);
+    let message = reply.message.unwrap();
+    assert!(message.contains("keepalive PING unanswered"), "{message}");
+    assert!(conn.is_closed());
+    tokio::time::timeout(Duration::from_secs(2), server).await.expect("the client closes the connection").unwrap();
+}
+
 /// Every test above, over each transport.
 macro_rules! over_both_transports {
     ($($case:ident),* $(,)?) => {
@@ -595,4 +767,6 @@ over_both_transports!(
     messages_larger_than_a_frame_and_a_window,
     graceful_shutdown_ends_every_call_with_a_status,
     a_stream_reset_by_the_server_maps_to_its_grpc_code,
+    a_goaway_below_calls_in_flight_ends_them_unavailable,
+    keepalive_ends_the_calls_of_a_silent_peer,
 );

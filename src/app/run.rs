@@ -5,7 +5,7 @@ use super::outputs::{OutputSettings, Outputs};
 use crate::cli::run::{self as cli, Compression, RunArgs, StagesOf};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::tls::TlsOptions;
-use crate::grpc::transport::{CallKind, StreamLimits};
+use crate::grpc::transport::{CallKind, StreamLimits, KEEPALIVE_TIMEOUT};
 use crate::grpc::{CallSpec, Target};
 use crate::load::engine::{self, Control};
 use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
@@ -73,6 +73,7 @@ impl Settings {
             authority: args.authority.clone(),
             connect_timeout: args.connect_timeout,
             keepalive: args.keepalive,
+            keepalive_timeout: KEEPALIVE_TIMEOUT,
             unix: args.target.unix.clone(),
         };
         let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();

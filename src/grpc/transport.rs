@@ -41,9 +41,11 @@ pub struct Target {
     pub authority: Option<String>,
     /// Dial plus TLS plus HTTP/2 handshake: a target that does not answer within this is unreachable.
     pub connect_timeout: Duration,
-    /// Send an HTTP/2 PING this often on every connection; one unanswered within
-    /// `KEEPALIVE_TIMEOUT` closes the connection (`--keepalive`).
+    /// Send an HTTP/2 PING this often on every connection (`--keepalive`); one unanswered
+    /// within `keepalive_timeout` closes the connection.
     pub keepalive: Option<Duration>,
+    /// How long a keepalive PING may go unanswered: `KEEPALIVE_TIMEOUT` but in tests.
+    pub keepalive_timeout: Duration,
     /// Dial this Unix socket instead of HOST:PORT (`unix:PATH`); the :authority is `localhost`.
     pub unix: Option<std::path::PathBuf>,
 }
@@ -64,6 +66,7 @@ impl Target {
             authority: None,
             connect_timeout: CONNECT_TIMEOUT,
             keepalive: None,
+            keepalive_timeout: KEEPALIVE_TIMEOUT,
             unix: None,
         }
     }
@@ -184,7 +187,7 @@ pub struct Connector {
     authority: Authority,
     tls: Option<(tokio_rustls::TlsConnector, pki_types::ServerName<'static>)>,
     timeout: Duration,
-    keepalive: Option<Duration>,
+    keepalive: Option<Keepalive>,
     /// Connect with the lean transport (unary calls only) instead of h2.
     lean: bool,
 }
@@ -231,8 +234,8 @@ impl Connector {
                 (Scheme::HTTPS, Some((tokio_rustls::TlsConnector::from(Arc::new(config)), name)))
             }
         };
-        let (timeout, keepalive) = (target.connect_timeout, target.keepalive);
-        Ok(Connector { dial, scheme, authority, tls, timeout, keepalive, lean: false })
+        let keepalive = target.keepalive.map(|every| Keepalive { every, timeout: target.keepalive_timeout });
+        Ok(Connector { dial, scheme, authority, tls, timeout: target.connect_timeout, keepalive, lean: false })
     }
 
     /// Connections from here on use the lean transport (`transport/lean.rs`): cheaper per
@@ -308,27 +311,35 @@ impl Connector {
             let block = lean::connection_block(self.scheme == Scheme::HTTPS, self.authority.as_str());
             Engine::Lean(Arc::new(lean::handshake(io, block, closed.clone(), self.keepalive).await?))
         } else {
-            let sender = h2_handshake(Coalesce::new(io), self.keepalive, closed.clone()).await?;
+            let sender = h2_handshake(io, self.keepalive, closed.clone()).await?;
             Engine::H2 { sender, scheme: self.scheme.clone(), authority: self.authority.clone() }
         };
         Ok(Connection { engine, closed })
     }
 }
 
+/// When keepalive PINGs go out and how long each may go unanswered.
+#[derive(Debug, Clone, Copy)]
+struct Keepalive {
+    every: Duration,
+    timeout: Duration,
+}
+
 async fn h2_handshake<T>(
     io: T,
-    keepalive: Option<Duration>,
+    keepalive: Option<Keepalive>,
     closed: Arc<AtomicBool>,
 ) -> Result<SendRequest<Bytes>, String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let lapse = keepalive.map(|_| Arc::new(Lapse::default()));
     // Windows larger than the 64 KiB default so large responses are not throttled by
     // WINDOW_UPDATE round trips; small ones never notice.
     let (sender, mut driver) = h2::client::Builder::new()
         .initial_window_size(1 << 20)
         .initial_connection_window_size(8 << 20)
-        .handshake::<T, Bytes>(io)
+        .handshake::<_, Bytes>(Coalesce::new(io, lapse.clone()))
         .await
         .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
     let mut ping = driver.ping_pong().expect("ping_pong is taken once, here");
@@ -340,22 +351,54 @@ where
     // One round trip before the first call: the server's SETTINGS precede its PONG, so the
     // calls then keep to its stream limit instead of being refused while it is unknown.
     ping.ping(h2::Ping::opaque()).await.map_err(|e| format!("HTTP/2: {e}"))?;
-    if let Some(every) = keepalive {
+    if let (Some(Keepalive { every, timeout }), Some(lapse)) = (keepalive, lapse) {
         // A PING every `every`; one unanswered in time means the peer is gone: the connection
-        // is closed, and the next call reconnects.
+        // is closed, its calls end UNAVAILABLE, and the next call reconnects.
         let flag = closed.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let answered = tokio::time::timeout(KEEPALIVE_TIMEOUT, ping.ping(h2::Ping::opaque())).await;
-                if !matches!(answered, Ok(Ok(_))) || flag.load(Ordering::Relaxed) {
-                    flag.store(true, Ordering::Relaxed);
-                    break;
+                let answered = tokio::time::timeout(timeout, ping.ping(h2::Ping::opaque())).await;
+                if matches!(answered, Ok(Ok(_))) && !flag.load(Ordering::Relaxed) {
+                    continue;
                 }
+                flag.store(true, Ordering::Relaxed);
+                if answered.is_err() {
+                    // h2 would wait on a silent peer forever: its socket fails from here on.
+                    lapse.set(format!("keepalive PING unanswered within {timeout:?}"));
+                }
+                break;
             }
         });
     }
     Ok(sender)
+}
+
+/// Why the keepalive gave up on an h2 connection, once it has. h2's client cannot end a
+/// connection with a reason of ours, so from then on its socket fails every read, write and
+/// flush with this one: h2 ends the calls in flight as on a broken socket (UNAVAILABLE), with
+/// the lean engine's message.
+#[derive(Default)]
+struct Lapse {
+    why: std::sync::OnceLock<String>,
+    /// h2's driver, woken to see the failure: a silent peer would never wake it.
+    driver: futures::task::AtomicWaker,
+}
+
+impl Lapse {
+    fn set(&self, why: String) {
+        let _ = self.why.set(why);
+        self.driver.wake();
+    }
+
+    /// The failure once the keepalive gave up; until then the driver is woken when it does.
+    fn check(&self, cx: &Context<'_>) -> std::io::Result<()> {
+        self.driver.register(cx.waker());
+        match self.why.get() {
+            Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why.clone())),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The connection under h2, holding back for one turn of the scheduler a flush that carries
@@ -371,14 +414,21 @@ struct Coalesce<T> {
     read: bool,
     /// The data pending has had its one turn of waiting (so reads cannot hold it back longer).
     waited: bool,
+    /// With keepalive on: fails every read, write and flush once a PING went unanswered
+    /// (all three: h2 may be waiting on any of them).
+    lapse: Option<Arc<Lapse>>,
 }
 
 /// Beyond this much unwritten data, writes wait for the socket (backpressure for h2).
 const COALESCE_LIMIT: usize = 256 << 10;
 
 impl<T> Coalesce<T> {
-    fn new(io: T) -> Self {
-        Coalesce { io, pending: BytesMut::with_capacity(16 << 10), read: false, waited: false }
+    fn new(io: T, lapse: Option<Arc<Lapse>>) -> Self {
+        Coalesce { io, pending: BytesMut::with_capacity(16 << 10), read: false, waited: false, lapse }
+    }
+
+    fn check_lapse(&self, cx: &Context<'_>) -> std::io::Result<()> {
+        self.lapse.as_ref().map_or(Ok(()), |lapse| lapse.check(cx))
     }
 }
 
@@ -416,6 +466,7 @@ fn only_control_frames(mut bytes: &[u8]) -> bool {
 impl<T: AsyncRead + Unpin> AsyncRead for Coalesce<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        this.check_lapse(cx)?;
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.io).poll_read(cx, buf);
         this.read |= buf.filled().len() > before;
@@ -426,6 +477,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Coalesce<T> {
 impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        this.check_lapse(cx)?;
         if this.pending.len() >= COALESCE_LIMIT {
             ready!(this.poll_drain(cx))?;
         }
@@ -435,6 +487,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        this.check_lapse(cx)?;
         if std::mem::take(&mut this.read) && !this.waited && only_control_frames(&this.pending) {
             // yield_now's wake-up is deferred until the tasks woken so far have run.
             this.waited = true;
@@ -664,7 +717,7 @@ mod tests {
         use futures::FutureExt;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut io = Coalesce::new(near);
+        let mut io = Coalesce::new(near, None);
         let ping_ack: &[u8] = &[0, 0, 8, 6, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
         let request: &[u8] = &[0, 0, 1, 1, 4, 0, 0, 0, 1, 0x83];
         let mut read_one = async |io: &mut Coalesce<_>| {

@@ -28,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 use tonic::Code;
 
-use super::{reset_code, status_reply, PreparedCall, Reply, KEEPALIVE_TIMEOUT};
+use super::{reset_code, status_reply, Keepalive, PreparedCall, Reply};
 use crate::grpc::wire::{http_status_code, percent_decode, Deframer};
 
 const DATA: u8 = 0;
@@ -375,7 +375,7 @@ pub(super) async fn handshake<T>(
     io: T,
     block: Bytes,
     closed: Arc<AtomicBool>,
-    keepalive: Option<Duration>,
+    keepalive: Option<Keepalive>,
 ) -> Result<Handle, String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -426,8 +426,9 @@ where
         unacked: 0,
         deferred: false,
         gone: false,
-        keepalive: keepalive.map(|every| Keepalive {
+        keepalive: keepalive.map(|Keepalive { every, timeout }| Pinger {
             every,
+            timeout,
             timer: Box::pin(tokio::time::sleep(every)),
             outstanding: false,
         }),
@@ -544,8 +545,10 @@ struct Continuation {
     block: Vec<u8>,
 }
 
-struct Keepalive {
+/// The driver's keepalive PINGs.
+struct Pinger {
     every: Duration,
+    timeout: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
     /// A PING is out, unanswered; the timer is then its time limit.
     outstanding: bool,
@@ -577,7 +580,7 @@ struct Driver<T> {
     deferred: bool,
     /// Nothing more will be read: the peer closed, or broke the protocol.
     gone: bool,
-    keepalive: Option<Keepalive>,
+    keepalive: Option<Pinger>,
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Future for Driver<T> {
@@ -876,7 +879,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         while keepalive.timer.as_mut().poll(cx).is_ready() {
             let mut state = shared.lock();
             if keepalive.outstanding {
-                let why = format!("keepalive PING unanswered within {KEEPALIVE_TIMEOUT:?}");
+                let why = format!("keepalive PING unanswered within {:?}", keepalive.timeout);
                 state.die(&shared.closed, why);
                 return;
             }
@@ -884,7 +887,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             state.out.put_slice(&KEEPALIVE_PING);
             state.wake_driver();
             keepalive.outstanding = true;
-            keepalive.timer.as_mut().reset(tokio::time::Instant::now() + KEEPALIVE_TIMEOUT);
+            keepalive.timer.as_mut().reset(tokio::time::Instant::now() + keepalive.timeout);
         }
     }
 
