@@ -881,6 +881,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             if keepalive.outstanding {
                 let why = format!("keepalive PING unanswered within {:?}", keepalive.timeout);
                 state.die(&shared.closed, why);
+                // Nothing left to say to a gone peer: unwritten frames would keep the socket
+                // (and the calls' request bytes) until TCP gave up, minutes later.
+                state.out.clear();
+                self.outbox.clear();
                 return;
             }
             frame_head(&mut state.out, 8, PING, 0, 0);
