@@ -653,11 +653,25 @@ async fn within_deadline(deadline: Option<Duration>, exchange: impl Future<Outpu
 /// An h2 error as a gRPC outcome: a stream reset by the peer maps per gRPC's HTTP/2 error
 /// code table; anything else (refused, GOAWAY, I/O, closed) is UNAVAILABLE.
 fn h2_failure(err: &h2::Error) -> Reply {
-    let code = match err.reason() {
-        Some(reason) if err.is_reset() && err.is_remote() => reset_code(reason),
-        _ => Code::Unavailable,
-    };
-    Reply::error(code, err.to_string())
+    match err.reason() {
+        Some(reason) if err.is_reset() && err.is_remote() => Reply::error(reset_code(reason), err.to_string()),
+        Some(reason) if err.is_go_away() && err.is_remote() => {
+            // h2 shows the debug data only in its Display, as ` (b"...")`.
+            let text = err.to_string();
+            let debug = text.split_once(" (b\"").and_then(|(_, rest)| rest.strip_suffix("\")")).unwrap_or("");
+            Reply::error(Code::Unavailable, goaway_message(reason, debug))
+        }
+        _ => Reply::error(Code::Unavailable, err.to_string()),
+    }
+}
+
+/// Why calls ended on a server's GOAWAY, in the same words for both engines, so that a run's
+/// errors (counted by status and message) do not depend on which one carried the call.
+fn goaway_message(reason: h2::Reason, debug: &str) -> String {
+    match debug.is_empty() {
+        true => format!("connection closed by the server (GOAWAY {reason})"),
+        false => format!("connection closed by the server (GOAWAY {reason}: {debug})"),
+    }
 }
 
 /// gRPC's code for a stream reset by the peer with `reason` (its HTTP/2 error code table).

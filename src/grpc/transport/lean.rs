@@ -829,11 +829,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
                 };
                 let last = u32::from_be_bytes([*a, *b, *c, *d]) & MAX_STREAM_ID;
                 let reason = h2::Reason::from(u32::from_be_bytes([*e, *f, *g, *h]));
-                let debug = String::from_utf8_lossy(debug);
-                let why = match debug.is_empty() {
-                    true => format!("connection closed by the server (GOAWAY {reason})"),
-                    false => format!("connection closed by the server (GOAWAY {reason}: {debug})"),
-                };
+                let why = super::goaway_message(reason, &String::from_utf8_lossy(debug));
                 // Streams above `last` were not processed; those below still finish.
                 state.fail_streams(last, &why);
                 state.refuse(&shared.closed, why);
