@@ -50,9 +50,12 @@ start_fortio() {
 }
 
 # `rpcmeter serve`, async on 2 threads with room for 64 streams x 2 (none refused): sets
-# serve_addr and serve_pid.
+# serve_addr and serve_pid. With SERVE_CPU=N: one thread, on core N alone (taskset).
 start_serve() {
-  "$rpcmeter" serve --addr 127.0.0.1:0 --model async --threads 2 --per-thread 64 >"$work/serve.out" 2>"$work/serve.err" &
+  local pin=() threads=2
+  [[ -n ${SERVE_CPU:-} ]] && pin=(taskset -c "$SERVE_CPU") && threads=1
+  "${pin[@]}" "$rpcmeter" serve --addr 127.0.0.1:0 --model async --threads "$threads" --per-thread 64 \
+    >"$work/serve.out" 2>"$work/serve.err" &
   serve_pid=$!
   pids+=($serve_pid)
   local line=

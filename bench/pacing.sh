@@ -7,6 +7,8 @@
 # the maximum against closed loop's. The last column: the machine's hiccups measured during each run.
 #
 #   bench/pacing.sh                 SECS per run (default 5), ROUNDS (default 3)
+#   PIN=1 bench/pacing.sh           the server on the last core alone, the client on the others:
+#                                   the lag without the server taking the client's core
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
@@ -15,6 +17,13 @@ source bench/lib.sh
 have python3 || apt_install python3
 cargo build --release --quiet --bin rpcmeter
 rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
+client=("$rpcmeter")
+if [[ ${PIN:-} == 1 ]]; then
+  last=$(($(nproc) - 1))
+  ((last > 0)) || { echo "PIN=1 needs 2 cores or more" >&2; exit 2; }
+  export SERVE_CPU=$last
+  client=(taskset -c "0-$((last - 1))" "$rpcmeter")
+fi
 start_serve
 # Calibrated (cached per machine), so that every run also measures the machine's hiccups
 # (jHiccup's 1 ms sleep loop) beside its lag: a lag no smaller than the hiccups is the machine's.
@@ -22,14 +31,14 @@ start_serve
 call=(--plaintext --call EchoService/echo -d '{"content":"hi"}' -q --format json --no-server-stats)
 
 # The closed-loop maximum on this machine now (c=8, one connection).
-"$rpcmeter" run "${call[@]}" -c 8 -z "${SECS}s" "$serve_addr" >"$work/closed.json"
+"${client[@]}" run "${call[@]}" -c 8 -z "${SECS}s" "$serve_addr" >"$work/closed.json"
 max=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["throughput_rps"]))' "$work/closed.json")
 eighty=$((max * 8 / 10))
 rates=(10 100 1000 10000 "$eighty")
 
 for round in $(seq "$ROUNDS"); do
   for rate in "${rates[@]}"; do
-    "$rpcmeter" run "${call[@]}" --rps "$rate" -z "${SECS}s" --max-in-flight 256 "$serve_addr" \
+    "${client[@]}" run "${call[@]}" --rps "$rate" -z "${SECS}s" --max-in-flight 256 "$serve_addr" \
       >"$work/r$round-$rate.json"
   done
 done
