@@ -810,17 +810,18 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
         }
     };
     let mut attempts = 0u32;
-    let reply = loop {
+    let (reply, answered) = loop {
         attempts += 1;
-        let began = Instant::now();
+        let began = if attempts == 1 { first_send } else { Instant::now() };
         let reply = local.attempt(slot, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
-        local.shard(warmup).record_attempt(began.elapsed(), reply.status);
+        // One clock read ends the attempt and, when it is the last, the call.
+        let ended = Instant::now();
+        local.shard(warmup).record_attempt(ended - began, reply.status);
         match plan.retry.backoff(attempts, reply.status) {
             Some(wait) if local.back_off(Instant::now().checked_add(wait)).await => continue,
-            _ => break reply,
+            _ => break (reply, ended),
         }
     };
-    let answered = Instant::now();
     let latency = answered - start;
     local.shard(warmup).record_service_time(answered - first_send);
     {
