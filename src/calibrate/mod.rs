@@ -189,15 +189,15 @@ pub fn cached() -> Option<Calibration> {
 }
 
 /// One line for other reports, e.g. "floor here: null RPC p50 45.0 µs p99 90.0 µs,
-/// loopback RTT 20.0 µs, timer overshoot p99 1.06 ms, hiccup p99 80.0 µs" (loopback RTT:
-/// busy p50; timer: tokio's, the one `run --rps` paces with).
+/// loopback RTT 20.0 µs, open-loop timer p99 1.0 µs, hiccup p99 80.0 µs" (loopback RTT:
+/// busy p50; timer: the lateness of the one `run --rps` paces with).
 pub fn floor_line(c: &Calibration) -> String {
     format!(
-        "floor here: null RPC p50 {} p99 {}, loopback RTT {}, timer overshoot p99 {}, hiccup p99 {}",
+        "floor here: null RPC p50 {} p99 {}, loopback RTT {}, open-loop timer p99 {}, hiccup p99 {}",
         duration(c.null_rpc.p50),
         duration(c.null_rpc.p99),
         duration(c.loopback_rtt_busy.p50),
-        duration(c.tokio_sleep_overshoot.p99),
+        duration(c.pacer_lateness.p99),
         duration(c.hiccup.p99),
     )
 }
@@ -681,7 +681,7 @@ mod tests {
         assert_eq!(
             floor_line(&sample()),
             "floor here: null RPC p50 45.0 µs p99 90.0 µs, loopback RTT 20.0 µs, \
-             timer overshoot p99 2.00 ms, hiccup p99 160.0 µs"
+             open-loop timer p99 120.0 µs, hiccup p99 160.0 µs"
         );
     }
 
