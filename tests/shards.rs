@@ -82,6 +82,14 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
     let bad =
         Command::new(bin).args(["kube", "--shards", "2", "run", "--rps", "0", "h:1", "--call", "x"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
+    // A usage error of the nested run names what is missing, on one line.
+    let unpaired = Command::new(bin)
+        .args(["kube", "--shards", "2", "run", "--call", "x", "--cert", "c.pem", "h:1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&unpaired.stderr);
+    assert_eq!(unpaired.status.code(), Some(2));
+    assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--key"), "{stderr}");
 
     let server = TestServer::start(Behaviour::Echo);
     let start = format!(

@@ -54,11 +54,8 @@ impl Settings {
         if let Some(m) = &args.metadata {
             flag("--metadata", Some(m.into()));
         }
-        let mut run_args = crate::cli::run::parse_words(&words).map_err(|e| {
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("bad flags").trim_start_matches("error: ").to_string();
-            bad_input(format!("ping: {first}"))
-        })?;
+        let mut run_args = crate::cli::run::parse_words(&words)
+            .map_err(|e| bad_input(format!("ping: {}", crate::cli::one_line(&e))))?;
         // The same groups as run's, checked by clap already: handed over whole, not as words.
         run_args.schema = args.schema.clone();
         run_args.tls = args.tls.clone();

@@ -151,6 +151,13 @@ fn usage_error(err: clap::Error) -> ExitCode {
         let _ = err.print();
         return ExitCode::from(2);
     }
+    eprintln!("rpcmeter: error: {}", one_line(&err));
+    ExitCode::from(2)
+}
+
+/// clap's words for a usage error in one line: what is wrong and which arguments (clap puts
+/// those on lines of their own), without the usage block and the pointer to --help.
+pub fn one_line(err: &clap::Error) -> String {
     let text = err.render().to_string();
     let kept: Vec<&str> = text
         .lines()
@@ -159,7 +166,5 @@ fn usage_error(err: clap::Error) -> ExitCode {
         .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
         .collect();
     let message = kept.join(" ").replace("error: ", "");
-    let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    eprintln!("rpcmeter: error: {message}");
-    ExitCode::from(2)
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -242,11 +242,7 @@ pub fn nested(what: &str, words: &[String], extra: &[String]) -> anyhow::Result<
             "{what}: give the run after the {what} flags: rpcmeter {what} ... run RUN-ARGS..."
         )));
     }
-    parse_words(words.iter().chain(extra)).map_err(|e| {
-        let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or("bad run flags").trim_start_matches("error: ").to_string();
-        bad_input(format!("{what} run: {first}"))
-    })
+    parse_words(words.iter().chain(extra)).map_err(|e| bad_input(format!("{what} run: {}", super::one_line(&e))))
 }
 
 /// `FORMAT=FILE` for --export.
