@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// Where the descriptors come from: a .proto, a protoset, else server reflection.
 #[derive(Args, Debug, Clone)]
 pub struct SchemaArgs {
-    /// A .proto file, compiled at run time (no protoc needed); without it, server reflection
+    /// A .proto file, compiled at run time (no protoc needed); without it or --protoset,
+    /// server reflection
     #[arg(long, conflicts_with = "protoset")]
     pub proto: Option<PathBuf>,
     /// Directories searched for the imports of --proto (comma-separated)
