@@ -90,7 +90,7 @@ fn cache_is_written_then_reused_until_fresh() {
 
     let (table, _) = calibrate(dir.path(), &[]);
     let table = String::from_utf8(table.stdout).unwrap();
-    assert!(table.contains("(cached, measured at") && table.contains("floor here: null RPC p50"), "{table}");
+    assert!(table.contains("(cached, measured at") && table.contains("Floor: null RPC p50"), "{table}");
 
     let (third, _) = json(dir.path(), &["--fresh"]);
     assert_eq!(third["source"], "measured");
@@ -146,7 +146,7 @@ fn run_shows_the_cached_floor() {
     };
     assert!(run(&[]).contains("Floor: this machine is not calibrated"));
     let (calibration, _) = json(dir.path(), &[]);
-    assert!(run(&[]).contains("Floor: floor here: null RPC p50"));
+    assert!(run(&[]).contains("Floor: null RPC p50"));
     let r: Value = serde_json::from_str(&run(&["--format", "json"])).unwrap();
     assert_eq!(r["calibration"]["null_rpc_us"], calibration["null_rpc_us"]);
     assert!(!run(&["--no-calibrate"]).contains("Floor:"));

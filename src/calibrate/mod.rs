@@ -188,12 +188,12 @@ pub fn cached() -> Option<Calibration> {
     read_cache(&path, &machine.fingerprint())
 }
 
-/// One line for other reports, e.g. "floor here: null RPC p50 45.0 µs p99 90.0 µs,
+/// One line for other reports, e.g. "null RPC p50 45.0 µs p99 90.0 µs,
 /// loopback RTT 20.0 µs, open-loop timer p99 1.0 µs, hiccup p99 80.0 µs" (loopback RTT:
 /// busy p50; timer: the lateness of the one `run --rps` paces with).
 pub fn floor_line(c: &Calibration) -> String {
     format!(
-        "floor here: null RPC p50 {} p99 {}, loopback RTT {}, open-loop timer p99 {}, hiccup p99 {}",
+        "null RPC p50 {} p99 {}, loopback RTT {}, open-loop timer p99 {}, hiccup p99 {}",
         duration(c.null_rpc.p50),
         duration(c.null_rpc.p99),
         duration(c.loopback_rtt_busy.p50),
@@ -253,7 +253,7 @@ pub fn table(c: &Calibration, cache: Option<&Path>) -> String {
         "\n  One client thread: {:.0} null calls/s ({} in flight on one connection)",
         c.max_calls_per_s, c.in_flight
     );
-    let _ = writeln!(o, "  {}", floor_line(c));
+    let _ = writeln!(o, "  Floor: {}", floor_line(c));
     for notice in &c.notices {
         let _ = writeln!(o, "  Notice: {notice}");
     }
@@ -680,7 +680,7 @@ mod tests {
     fn floor_line_names_each_floor() {
         assert_eq!(
             floor_line(&sample()),
-            "floor here: null RPC p50 45.0 µs p99 90.0 µs, loopback RTT 20.0 µs, \
+            "null RPC p50 45.0 µs p99 90.0 µs, loopback RTT 20.0 µs, \
              open-loop timer p99 120.0 µs, hiccup p99 160.0 µs"
         );
     }
