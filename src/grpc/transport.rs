@@ -325,6 +325,13 @@ struct Keepalive {
     timeout: Duration,
 }
 
+impl Keepalive {
+    /// Why calls ended on a PING gone unanswered, in the same words for both engines.
+    fn unanswered(&self) -> String {
+        format!("keepalive PING unanswered within {:?}", self.timeout)
+    }
+}
+
 async fn h2_handshake<T>(
     io: T,
     keepalive: Option<Keepalive>,
@@ -351,21 +358,21 @@ where
     // One round trip before the first call: the server's SETTINGS precede its PONG, so the
     // calls then keep to its stream limit instead of being refused while it is unknown.
     ping.ping(h2::Ping::opaque()).await.map_err(|e| format!("HTTP/2: {e}"))?;
-    if let (Some(Keepalive { every, timeout }), Some(lapse)) = (keepalive, lapse) {
+    if let (Some(times), Some(lapse)) = (keepalive, lapse) {
         // A PING every `every`; one unanswered in time means the peer is gone: the connection
         // is closed, its calls end UNAVAILABLE, and the next call reconnects.
         let flag = closed.clone();
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(every).await;
-                let answered = tokio::time::timeout(timeout, ping.ping(h2::Ping::opaque())).await;
+                tokio::time::sleep(times.every).await;
+                let answered = tokio::time::timeout(times.timeout, ping.ping(h2::Ping::opaque())).await;
                 if matches!(answered, Ok(Ok(_))) && !flag.load(Ordering::Relaxed) {
                     continue;
                 }
                 flag.store(true, Ordering::Relaxed);
                 if answered.is_err() {
                     // h2 would wait on a silent peer forever: its socket fails from here on.
-                    lapse.set(format!("keepalive PING unanswered within {timeout:?}"));
+                    lapse.set(times.unanswered());
                 }
                 break;
             }

@@ -23,7 +23,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 use tonic::Code;
@@ -426,10 +425,9 @@ where
         unacked: 0,
         deferred: false,
         gone: false,
-        keepalive: keepalive.map(|Keepalive { every, timeout }| Pinger {
-            every,
-            timeout,
-            timer: Box::pin(tokio::time::sleep(every)),
+        keepalive: keepalive.map(|times| Pinger {
+            times,
+            timer: Box::pin(tokio::time::sleep(times.every)),
             outstanding: false,
         }),
     };
@@ -547,8 +545,7 @@ struct Continuation {
 
 /// The driver's keepalive PINGs.
 struct Pinger {
-    every: Duration,
-    timeout: Duration,
+    times: Keepalive,
     timer: Pin<Box<tokio::time::Sleep>>,
     /// A PING is out, unanswered; the timer is then its time limit.
     outstanding: bool,
@@ -817,7 +814,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
                 } else if opaque == KEEPALIVE_PING {
                     if let Some(keepalive) = &mut self.keepalive {
                         keepalive.outstanding = false;
-                        let next = tokio::time::Instant::now() + keepalive.every;
+                        let next = tokio::time::Instant::now() + keepalive.times.every;
                         keepalive.timer.as_mut().reset(next);
                     }
                 }
@@ -875,7 +872,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         while keepalive.timer.as_mut().poll(cx).is_ready() {
             let mut state = shared.lock();
             if keepalive.outstanding {
-                let why = format!("keepalive PING unanswered within {:?}", keepalive.timeout);
+                let why = keepalive.times.unanswered();
                 state.die(&shared.closed, why);
                 // Nothing left to say to a gone peer: unwritten frames would keep the socket
                 // (and the calls' request bytes) until TCP gave up, minutes later.
@@ -887,7 +884,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             state.out.put_slice(&KEEPALIVE_PING);
             state.wake_driver();
             keepalive.outstanding = true;
-            keepalive.timer.as_mut().reset(tokio::time::Instant::now() + keepalive.timeout);
+            keepalive.timer.as_mut().reset(tokio::time::Instant::now() + keepalive.times.timeout);
         }
     }
 
