@@ -100,14 +100,15 @@ impl Timer {
                     // The expirations are never read (a syscall per send saved): arming resets
                     // their count, and each expiry is a new edge for the runtime's epoll. A
                     // readiness left by an earlier, abandoned sleep is told apart by the clock.
-                    loop {
-                        let Ok(mut ready) = fd.readable().await else { break };
+                    let woke = loop {
+                        let Ok(mut ready) = fd.readable().await else { break Instant::now() };
                         ready.clear_ready();
-                        if Instant::now() >= wake {
-                            break;
+                        let now = Instant::now();
+                        if now >= wake {
+                            break now;
                         }
-                    }
-                    margin.learn(Instant::now().saturating_duration_since(wake));
+                    };
+                    margin.learn(woke.saturating_duration_since(wake));
                 }
                 _ => tokio::time::sleep_until(wake.into()).await,
             }
