@@ -243,15 +243,7 @@ async fn many_concurrent_calls_share_one_connection(lean: bool) {
     let server = serve_plaintext();
     let conn = connect(lean, &target(server.addr, None)).await;
     let call = PreparedCall::new(&echo_spec());
-    let calls = (0..200).map(|i| {
-        let (conn, call) = (conn.clone(), &call);
-        async move { conn.call(call, request(&format!("call {i}")), true).await }
-    });
-    let replies = futures::future::join_all(calls).await;
-    for (i, reply) in replies.into_iter().enumerate() {
-        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
-        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, format!("call {i}"));
-    }
+    echo_calls::all_echo(&conn, &call, (0..200).map(|i| format!("call {i}"))).await;
 }
 
 /// A CA, a server certificate for "localhost" and a client certificate, written as PEM files.
@@ -479,15 +471,7 @@ async fn messages_larger_than_a_frame_and_a_window(lean: bool) {
     let server = serve_plaintext();
     let conn = connect(lean, &target(server.addr, None)).await;
     let call = PreparedCall::new(&echo_spec());
-    let calls = (0..4).map(|i| {
-        let (conn, call) = (conn.clone(), &call);
-        let content = format!("{i}").repeat(300_000);
-        async move { (conn.call(call, request(&content), true).await, content) }
-    });
-    for (reply, content) in futures::future::join_all(calls).await {
-        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
-        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, content);
-    }
+    echo_calls::all_echo(&conn, &call, (0..4).map(|i| format!("{i}").repeat(300_000))).await;
 }
 
 /// The lab's echo, counting the calls it answers.

@@ -3,11 +3,8 @@
 //! (GOAWAY) while calls run. A runtime whose toolchain is missing is skipped, said on stderr.
 #[path = "common/echo_calls.rs"]
 mod echo_calls;
-use echo_calls::request;
-use prost::Message as _;
 use rpcmeter::experiments::servers::{self, Runtime, Server};
 use rpcmeter::grpc::{CallSpec, Connector, PreparedCall};
-use rpcmeter::lab::proto::echo::Message;
 use std::time::Duration;
 use tonic::Code;
 
@@ -30,29 +27,10 @@ async fn against(runtime: Runtime) {
     let conn = Connector::new(&target).unwrap().unary_only().connect().await.unwrap();
     let call = echo();
 
-    let reply = conn.call(&call, request("hello"), true).await;
-    assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
-    assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, "hello");
-
+    echo_calls::all_echo(&conn, &call, ["hello".to_owned()]).await;
     // Larger than a frame and than the 64 KiB initial window, both ways, a few at once.
-    let large = (0..3).map(|i| {
-        let (conn, call) = (conn.clone(), &call);
-        let content = format!("{i}").repeat(300_000);
-        async move { (conn.call(call, request(&content), true).await, content) }
-    });
-    for (reply, content) in futures::future::join_all(large).await {
-        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
-        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, content);
-    }
-
-    let many = (0..300).map(|i| {
-        let (conn, call) = (conn.clone(), &call);
-        async move { (conn.call(call, request(&format!("call {i}")), true).await, i) }
-    });
-    for (reply, i) in futures::future::join_all(many).await {
-        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
-        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, format!("call {i}"));
-    }
+    echo_calls::all_echo(&conn, &call, (0..3).map(|i| format!("{i}").repeat(300_000))).await;
+    echo_calls::all_echo(&conn, &call, (0..300).map(|i| format!("call {i}"))).await;
 
     // A graceful stop while 32 callers run: each call ends OK or UNAVAILABLE, none hangs.
     let workers = echo_calls::until_refused(&conn, &call, 32);

@@ -12,6 +12,16 @@ pub fn request(content: &str) -> Bytes {
     frame(&Message { content: content.into() }.encode_to_vec())
 }
 
+/// One call per content, all at once on `conn`: each must come back OK with its own content.
+pub async fn all_echo(conn: &Connection, call: &PreparedCall, contents: impl IntoIterator<Item = String>) {
+    let calls =
+        contents.into_iter().map(|content| async move { (conn.call(call, request(&content), true).await, content) });
+    for (reply, content) in futures::future::join_all(calls).await {
+        assert_eq!(reply.status, Code::Ok, "{:?}", reply.message);
+        assert_eq!(Message::decode(reply.response.unwrap()).unwrap().content, content);
+    }
+}
+
 /// `callers` callers calling in a loop until a call is not OK (the server going away):
 /// every caller's statuses, its last one the first that was not OK.
 pub async fn until_refused(conn: &Connection, call: &PreparedCall, callers: usize) -> Vec<Vec<Code>> {
