@@ -4,7 +4,9 @@
 //! wakes the runtime shortly before the due time, and the last stretch is waited out by
 //! yielding to the runtime, which keeps answering calls meanwhile. The stretch adapts to how
 //! late this machine's wake-ups are, so the spinning costs only what precision needs, and never
-//! more than half the time between sends.
+//! more than half the time between sends. When wake-ups are late by several sends' worth
+//! anyway (a loaded machine at a high rate), sends are grouped instead: one wake-up sends all
+//! calls due within the lateness the machine imposes, and none spins.
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -23,12 +25,28 @@ pub struct Margin {
     /// Smoothed time between consecutive due times on this thread, and the last one.
     gap: Cell<Duration>,
     last_due: Cell<Option<Instant>>,
+    /// Grouping: the wake-up of the group still open (sends due by then join it).
+    group: Cell<Option<Instant>>,
 }
 
 impl Default for Margin {
     fn default() -> Self {
-        Margin { late: Cell::new(Duration::from_micros(200)), gap: Cell::new(Duration::MAX), last_due: Cell::new(None) }
+        Margin {
+            late: Cell::new(Duration::from_micros(200)),
+            gap: Cell::new(Duration::MAX),
+            last_due: Cell::new(None),
+            group: Cell::new(None),
+        }
     }
+}
+
+/// How a send due at some time is waited for.
+#[derive(Debug, PartialEq, Eq)]
+enum Wait {
+    /// Timer until `wake`, then yield until the due time.
+    Precise { wake: Instant },
+    /// Timer until the group's wake-up (at or after the due time), no yielding.
+    Grouped { wake: Instant },
 }
 
 impl Margin {
@@ -51,6 +69,37 @@ impl Margin {
         self.late.set(next.clamp(MIN_MARGIN, MAX_MARGIN));
     }
 
+    /// How to wait for a send due at `due` (after `note_due(due)`).
+    ///
+    /// Precise while a late wake-up (99th percentile) spans fewer than GROUP_AT gaps between
+    /// sends. Beyond that, spinning stops buying precision: on 2 cores at 24,000 calls/s
+    /// (sends 42 µs apart, wake-ups late by p99 ~330 µs), precise waits cost 2.0-2.2x closed
+    /// loop's CPU per call and took the co-located server's core (latency p99 3.9-5.7 ms).
+    /// Grouped, a call waits without spinning until the open group's wake-up, one lateness
+    /// after the group's first due time: about late/gap calls share a wake-up and none is
+    /// sent early. Same runs: 1.2-1.5x closed loop's CPU, latency p99 3.2-4.0 ms, lag p99
+    /// 0.5-0.8 ms as before, but lag p50 ~0.2 ms instead of ~5 µs (counted in latency like
+    /// any lag). GROUP_UNTIL < GROUP_AT keeps a rate near the border from flipping.
+    fn wait_for(&self, due: Instant) -> Wait {
+        let (late, gap) = (self.late.get(), self.gap.get());
+        let overlapped =
+            if gap.is_zero() { u32::MAX } else { (late.as_nanos() / gap.as_nanos()).min(u32::MAX as u128) as u32 };
+        let grouping = match self.group.get() {
+            None => overlapped >= GROUP_AT,
+            Some(_) => overlapped >= GROUP_UNTIL,
+        };
+        if !grouping {
+            self.group.set(None);
+            return Wait::Precise { wake: due.checked_sub(self.get()).unwrap_or(due) };
+        }
+        let wake = match self.group.get() {
+            Some(open) if due <= open => open,
+            _ => due.checked_add(late).unwrap_or(due),
+        };
+        self.group.set(Some(wake));
+        Wait::Grouped { wake }
+    }
+
     /// Notes the next due time, for the gap between sends (an average over about 16 sends).
     fn note_due(&self, due: Instant) {
         if let Some(last) = self.last_due.replace(Some(due)) {
@@ -66,6 +115,11 @@ impl Margin {
 
 /// At most 1/SPIN_SHARE of the time between sends is spent spinning.
 const SPIN_SHARE: u32 = 2;
+
+/// Sends are grouped while a late wake-up (99th percentile) spans GROUP_AT gaps between
+/// sends, and again waited for one by one once it spans fewer than GROUP_UNTIL.
+const GROUP_AT: u32 = 6;
+const GROUP_UNTIL: u32 = 3;
 
 /// The estimate's step: converges within a few hundred wake-ups (the rate's first seconds at
 /// 100 calls/s) and jitters by about a step times 99 around the percentile.
@@ -92,7 +146,7 @@ impl Timer {
     /// Returns at `due` or within microseconds after it.
     pub async fn sleep_until(&self, due: Instant, margin: &Margin) {
         margin.note_due(due);
-        let wake = due.checked_sub(margin.get()).unwrap_or(due);
+        let (Wait::Precise { wake } | Wait::Grouped { wake }) = margin.wait_for(due);
         let now = Instant::now();
         if wake > now {
             match &self.fd {
@@ -113,6 +167,7 @@ impl Timer {
                 _ => tokio::time::sleep_until(wake.into()).await,
             }
         }
+        // Grouped waits end at or after the due time: this loop does not turn.
         while Instant::now() < due {
             tokio::task::yield_now().await;
         }
@@ -202,5 +257,36 @@ mod tests {
             slow.note_due(start + Duration::from_millis(10) * i);
         }
         assert_eq!(slow.get(), Duration::from_micros(200));
+    }
+
+    #[test]
+    fn sends_closer_than_a_sixth_of_the_lateness_share_wake_ups() {
+        let m = Margin::default();
+        let start = Instant::now();
+        let at = |us: u64| start + Duration::from_micros(us);
+        // Lateness 200 µs, sends 100 µs apart: each waited for alone.
+        for i in 0..100 {
+            m.note_due(at(100 * i));
+        }
+        assert_eq!(m.wait_for(at(10_000)), Wait::Precise { wake: at(10_000 - 50) });
+        // Sends 30 µs apart (6.7 per lateness): the first opens a group that wakes one
+        // lateness later; the next ones join it until a due time past that wake-up opens the next.
+        for i in 0..100 {
+            m.note_due(at(20_000 + 30 * i));
+        }
+        assert_eq!(m.wait_for(at(30_000)), Wait::Grouped { wake: at(30_200) });
+        assert_eq!(m.wait_for(at(30_030)), Wait::Grouped { wake: at(30_200) });
+        assert_eq!(m.wait_for(at(30_200)), Wait::Grouped { wake: at(30_200) });
+        assert_eq!(m.wait_for(at(30_230)), Wait::Grouped { wake: at(30_430) });
+        // Sends 50 µs apart (4 per lateness): below GROUP_AT but not GROUP_UNTIL, still grouped...
+        for i in 0..100 {
+            m.note_due(at(40_000 + 50 * i));
+        }
+        assert!(matches!(m.wait_for(at(50_000)), Wait::Grouped { .. }));
+        // ...and one by one again at 100 µs apart.
+        for i in 0..100 {
+            m.note_due(at(60_000 + 100 * i));
+        }
+        assert!(matches!(m.wait_for(at(80_000)), Wait::Precise { .. }));
     }
 }
