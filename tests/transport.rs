@@ -719,6 +719,32 @@ async fn keepalive_ends_the_calls_of_a_silent_peer(lean: bool) {
     tokio::time::timeout(Duration::from_secs(2), server).await.expect("the client closes the connection").unwrap();
 }
 
+/// `run --keepalive-timeout` reaches the transport: a silent peer's call ends UNAVAILABLE
+/// within the flag's timeout, not the 20 s default, and the run exits 1 (its calls failed).
+#[tokio::test]
+async fn run_ends_the_calls_of_a_silent_peer_after_its_keepalive_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut peer = raw::Peer::start(listener.accept().await.unwrap().0).await;
+        while peer.next().await.expect("the client's handshake").kind != raw::PING {}
+        peer.silent = true;
+        while peer.next().await.is_some() {}
+    });
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/echo.proto");
+    let started = std::time::Instant::now();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--proto", proto, "--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
+        .args(["-n", "1", "--no-server-stats", "--keepalive", "100ms", "--keepalive-timeout", "300ms"])
+        .arg(addr.to_string())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(15), out).await.expect("the run ends well before 20 s").unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("keepalive PING unanswered within 300ms"), "{stdout}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
 /// Every test above, over each transport.
 macro_rules! over_both_transports {
     ($($case:ident),* $(,)?) => {

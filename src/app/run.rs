@@ -73,7 +73,7 @@ impl Settings {
             authority: args.authority.clone(),
             connect_timeout: args.connect_timeout,
             keepalive: args.keepalive,
-            keepalive_timeout: KEEPALIVE_TIMEOUT,
+            keepalive_timeout: args.keepalive_timeout.unwrap_or(KEEPALIVE_TIMEOUT),
             unix: args.target.unix.clone(),
         };
         let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();

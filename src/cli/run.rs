@@ -47,9 +47,13 @@ pub struct RunArgs {
     /// Compress every request (`grpc-encoding`); the server must accept it
     #[arg(long, value_enum)]
     pub compression: Option<Compression>,
-    /// Send an HTTP/2 PING this often on each connection; one unanswered in 20 s closes it
+    /// Send an HTTP/2 PING this often on each connection; one unanswered for
+    /// --keepalive-timeout closes it and ends its calls UNAVAILABLE
     #[arg(long, value_parser = parse::positive_duration)]
     pub keepalive: Option<Duration>,
+    /// How long a keepalive PING may go unanswered (grpc-go's keepalive Timeout) [default: 20s]
+    #[arg(long, value_parser = parse::positive_duration, requires = "keepalive")]
+    pub keepalive_timeout: Option<Duration>,
     /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
     #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
     pub connect_timeout: Duration,
