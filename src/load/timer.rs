@@ -84,15 +84,12 @@ impl Margin {
         let (late, gap) = (self.late.get(), self.gap.get());
         let overlapped =
             if gap.is_zero() { u32::MAX } else { (late.as_nanos() / gap.as_nanos()).min(u32::MAX as u128) as u32 };
-        let grouping = match self.group.get() {
-            None => overlapped >= GROUP_AT,
-            Some(_) => overlapped >= GROUP_UNTIL,
-        };
-        if !grouping {
+        let open = self.group.get();
+        if overlapped < if open.is_some() { GROUP_UNTIL } else { GROUP_AT } {
             self.group.set(None);
             return Wait::Precise { wake: due.checked_sub(self.get()).unwrap_or(due) };
         }
-        let wake = match self.group.get() {
+        let wake = match open {
             Some(open) if due <= open => open,
             _ => due.checked_add(late).unwrap_or(due),
         };
