@@ -380,21 +380,25 @@ async fn tokio_sleep_overshoot() -> Floor {
 /// machine's wake-up lateness as a run does: how late each left. On a thread of its own
 /// without timer slack, as an open-loop worker thread.
 fn pacer_lateness(n: u64) -> Histogram<u64> {
-    use crate::load::timer::{no_timer_slack, Margin, Timer};
+    use crate::load::timer::{no_timer_slack, Timer};
     let measure = move || {
         no_timer_slack();
         let mut h = histogram();
         let Ok(runtime) = current_thread_runtime() else { return h };
         runtime.block_on(async {
-            let (timer, margin) = (Timer::new(), Margin::default());
-            let mut due = Instant::now();
-            for i in 0..2 * n {
-                due += SLEEP;
-                timer.sleep_until(due, &margin).await;
-                if i >= n {
-                    record(&mut h, Instant::now().saturating_duration_since(due));
-                }
-            }
+            let timer = Timer::new();
+            timer
+                .driving(async {
+                    let mut due = Instant::now();
+                    for i in 0..2 * n {
+                        due += SLEEP;
+                        timer.sleep_until(due).await;
+                        if i >= n {
+                            record(&mut h, Instant::now().saturating_duration_since(due));
+                        }
+                    }
+                })
+                .await
         });
         h
     };

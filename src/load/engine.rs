@@ -465,10 +465,9 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
             idle: std::cell::Cell::new(0),
             more_workers: Notify::new(),
-            margin: Default::default(),
+            timer: super::timer::Timer::new(),
             pacer: RefCell::new(plan.pacer.cursor()),
         });
-        super::timer::Timer::new().sleep_until(start, &local.margin).await;
         // Closed loop and bursts keep every worker busy from the start; an open loop starts
         // one per thread and adds one whenever none is left free for the next due call, so
         // memory follows the calls in flight, not --max-in-flight.
@@ -483,6 +482,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         // FuturesUnordered polls only the workers that were woken (join_all polls all of
         // them on every wake-up below 30 futures: 8x the work with 8 workers).
         let all = async {
+            local.timer.sleep_until(start).await;
             loop {
                 tokio::select! {
                     ended = futures::StreamExt::next(&mut all), if !all.is_empty() => {
@@ -507,7 +507,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             }
         };
         tokio::select! {
-            _ = all => {}
+            _ = local.timer.driving(all) => {}
             _ = flusher => {}
             _ = wait_for(&mut phase, Phase::Abort) => {}
         }
@@ -539,8 +539,8 @@ struct Local {
     idle: std::cell::Cell<u32>,
     /// Asks the thread's driver to start one more worker.
     more_workers: Notify,
-    /// How early the open loop's timers wake before a due time (learned on this thread).
-    margin: super::timer::Margin,
+    /// The open loop's precise timer, shared by this thread's workers.
+    timer: super::timer::Timer,
     /// This thread's reader of the intended times (its tickets only grow).
     pacer: RefCell<crate::load::pacer::Cursor>,
 }
@@ -566,10 +566,10 @@ impl Local {
     }
 
     /// Waits to send at `at`, precisely; false as soon as the run stops sending.
-    async fn wait_to_send(&self, at: Instant, timer: &super::timer::Timer) -> bool {
+    async fn wait_to_send(&self, at: Instant) -> bool {
         let mut phase = self.phase.clone();
         let sent = tokio::select! {
-            _ = timer.sleep_until(at, &self.margin) => true,
+            _ = self.timer.sleep_until(at) => true,
             _ = phase.wait_for(|p| matches!(p, Phase::Stop | Phase::Abort)) => false,
         };
         sent && !self.shared.stopping.load(Relaxed)
@@ -668,8 +668,6 @@ async fn worker(local: Rc<Local>, id: u32) {
     let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
     let mut done = 0u64;
     let mut idle = Idle::new(&local.idle);
-    // Open loop: this worker's precise timer (made once, on its first wait).
-    let mut timer: Option<super::timer::Timer> = None;
     while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
         // --ramp, --stages: wait while the active workers are not more than this one's number
         // in the whole run; a call in flight always ends first (k6's graceful ramp-down).
@@ -714,8 +712,7 @@ async fn worker(local: Rc<Local>, id: u32) {
             // Every slot was busy when this call was due: the wait is the server's doing.
             Some(due) if now > due => Origin::Intended { due, behind: true },
             Some(due) => {
-                let timer = timer.get_or_insert_with(super::timer::Timer::new);
-                if !local.wait_to_send(due, timer).await {
+                if !local.wait_to_send(due).await {
                     break;
                 }
                 Origin::Intended { due, behind: false }

@@ -7,8 +7,17 @@
 //! more than half the time between sends. When wake-ups are late by several sends' worth
 //! anyway (a loaded machine at a high rate), sends are grouped instead: one wake-up sends all
 //! calls due within the lateness the machine imposes, and none spins.
-use std::cell::Cell;
+//!
+//! One timerfd per thread serves all its workers (`Timer::driving`): the wake-ups they wait
+//! for are kept in order and the timerfd is armed for the earliest, so a group of sends
+//! costs one arming and one wake-up of the runtime, and an expiry wakes only the workers
+//! whose time it is.
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::{pending, poll_fn, Future};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 
@@ -18,9 +27,8 @@ use tokio::io::unix::AsyncFd;
 const MIN_MARGIN: Duration = Duration::from_micros(20);
 const MAX_MARGIN: Duration = Duration::from_micros(500);
 
-/// How late wake-ups have been on this thread, and how far apart its sends are due; shared
-/// by its workers.
-pub struct Margin {
+/// How late wake-ups have been on this thread, and how far apart its sends are due.
+struct Margin {
     late: Cell<Duration>,
     /// Smoothed time between consecutive due times on this thread, and the last one.
     gap: Cell<Duration>,
@@ -122,10 +130,20 @@ const GROUP_UNTIL: u32 = 3;
 /// 100 calls/s) and jitters by about a step times 99 around the percentile.
 const QUANTILE_STEP: Duration = Duration::from_nanos(100);
 
-/// One worker's timer: a timerfd registered with the runtime; falls back to tokio's timer
-/// where a timerfd cannot be made (no descriptors left).
+/// A thread's timer for the open loop's sends: a timerfd registered with the runtime, and
+/// the wake-ups its workers wait for; falls back to tokio's timer where a timerfd cannot be
+/// made (no descriptors left). Made inside the thread's runtime; its waits end only inside
+/// `driving`.
 pub struct Timer {
     fd: Option<AsyncFd<OwnedFd>>,
+    margin: Margin,
+    /// The wake-ups waited for, earliest first, and whom each wakes. A dropped waiter's stays
+    /// until its time (one spurious wake of its task).
+    waiting: RefCell<VecDeque<(Instant, Waker)>>,
+    /// The expiry the timerfd is armed for, until `drive` sees it pass.
+    armed: Cell<Option<Instant>>,
+    /// The last wake-up whose lateness `margin` learned.
+    learned: Cell<Option<Instant>>,
 }
 
 impl Timer {
@@ -135,39 +153,101 @@ impl Timer {
         // SAFETY: a non-negative result is a fresh descriptor that nothing else owns.
         let fd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
         // SAFETY: the timerfd is owned by the AsyncFd and closed only when it is dropped.
+        let fd = fd.and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok());
         Timer {
-            fd: fd.and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok()),
+            fd,
+            margin: Margin::default(),
+            waiting: RefCell::new(VecDeque::new()),
+            armed: Cell::new(None),
+            learned: Cell::new(None),
         }
     }
 
     /// Returns at `due` or after it: within microseconds while waits are precise, within one
     /// lateness when sends are grouped (`Margin::wait_for`).
-    pub async fn sleep_until(&self, due: Instant, margin: &Margin) {
-        margin.note_due(due);
-        let (Wait::Precise { wake } | Wait::Grouped { wake }) = margin.wait_for(due);
-        let now = Instant::now();
-        if wake > now {
-            match &self.fd {
-                Some(fd) if arm(fd.get_ref(), wake - now) => {
-                    // The expirations are never read (a syscall per send saved): arming resets
-                    // their count, and each expiry is a new edge for the runtime's epoll. A
-                    // readiness left by an earlier, abandoned sleep is told apart by the clock.
-                    let woke = loop {
-                        let Ok(mut ready) = fd.readable().await else { break Instant::now() };
-                        ready.clear_ready();
-                        let now = Instant::now();
-                        if now >= wake {
-                            break now;
-                        }
-                    };
-                    margin.learn(woke.saturating_duration_since(wake));
-                }
-                _ => tokio::time::sleep_until(wake.into()).await,
+    pub async fn sleep_until(&self, due: Instant) {
+        self.margin.note_due(due);
+        let (Wait::Precise { wake } | Wait::Grouped { wake }) = self.margin.wait_for(due);
+        // The lateness as the first of a wake-up's waiters sees it, polled after the tasks
+        // woken before it: the stretch a precise wait must cover. The group's later members
+        // are later by their own group's work, not the machine's.
+        if let Some(woke) = self.until(wake).await {
+            if self.learned.replace(Some(wake)) != Some(wake) {
+                self.margin.learn(woke - wake);
             }
         }
         // Grouped waits end at or after the due time: this loop does not turn.
         while Instant::now() < due {
             tokio::task::yield_now().await;
+        }
+    }
+
+    /// Returns once the clock has reached `wake`: the time it woke, or None when it did not
+    /// wait on the timerfd (`wake` already passed, or tokio's timer stood in).
+    async fn until(&self, wake: Instant) -> Option<Instant> {
+        let Some(fd) = &self.fd else {
+            tokio::time::sleep_until(wake.into()).await;
+            return None;
+        };
+        let mut registered: Option<Waker> = None;
+        poll_fn(|cx| {
+            let now = Instant::now();
+            if now >= wake {
+                return Poll::Ready(registered.is_some().then_some(now));
+            }
+            if !registered.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+                if !self.add(fd, wake, now, cx.waker().clone()) {
+                    // The timerfd refused a time: the wait ends early rather than never.
+                    return Poll::Ready(None);
+                }
+                registered = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Adds a wake-up and arms for it when it is the earliest. An armed expiry already passed
+    /// is an edge on its way: re-arming now would take it from the waiters it is for, so
+    /// `drive` arms the next one once it has seen that edge. False if arming failed.
+    fn add(&self, fd: &AsyncFd<OwnedFd>, wake: Instant, now: Instant, waker: Waker) -> bool {
+        let mut waiting = self.waiting.borrow_mut();
+        let at = waiting.partition_point(|(other, _)| *other <= wake);
+        waiting.insert(at, (wake, waker));
+        if self.armed.get().is_some_and(|armed| armed <= wake) {
+            return true;
+        }
+        self.armed.set(Some(wake));
+        arm(fd.get_ref(), wake - now)
+    }
+
+    /// Runs `work` to its end beside the driver that wakes its waits.
+    pub async fn driving<T>(&self, work: impl Future<Output = T>) -> T {
+        tokio::select! {
+            out = work => out,
+            never = self.drive() => match never {},
+        }
+    }
+
+    /// Wakes the waiters whose time has come.
+    async fn drive(&self) -> Infallible {
+        let Some(fd) = &self.fd else { return pending().await };
+        loop {
+            let Ok(mut ready) = fd.readable().await else { return pending().await };
+            ready.clear_ready();
+            let now = Instant::now();
+            if self.armed.get().is_none_or(|armed| armed > now) {
+                continue;
+            }
+            let mut waiting = self.waiting.borrow_mut();
+            let served = waiting.partition_point(|(wake, _)| *wake <= now);
+            for (_, waker) in waiting.drain(..served) {
+                waker.wake();
+            }
+            self.armed.set(waiting.front().map(|(next, _)| *next));
+            if let Some((next, _)) = waiting.front() {
+                arm(fd.get_ref(), *next - now);
+            }
         }
     }
 }
@@ -204,23 +284,78 @@ fn arm(fd: &OwnedFd, after: Duration) -> bool {
 mod tests {
     use super::*;
 
+    /// Runs `waits` on a current-thread runtime beside the timer's driver.
+    fn with_timer<T>(waits: impl AsyncFnOnce(&Timer) -> T) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let timer = Timer::new();
+            timer.driving(waits(&timer)).await
+        })
+    }
+
     #[test]
     fn sleeps_end_at_their_due_time_not_a_tick_later() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let lateness = rt.block_on(async {
-            let (timer, margin) = (Timer::new(), Margin::default());
+        let mut lateness = with_timer(async |timer| {
             let mut late = Vec::new();
             for i in 0..50u64 {
                 let due = Instant::now() + Duration::from_micros(300 + 37 * i);
-                timer.sleep_until(due, &margin).await;
+                timer.sleep_until(due).await;
                 late.push(Instant::now() - due);
             }
-            late.sort();
             late
         });
+        lateness.sort();
         // Never early; and the median far below tokio's 1 ms tick (a loose bound: CI machines
         // are shared, the benchmark in bench/ measures the real numbers).
         assert!(lateness[25] < Duration::from_micros(500), "median lateness {:?}", lateness[25]);
+    }
+
+    /// Counts the wake-ups of a task.
+    #[derive(Default)]
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn each_waiter_is_woken_at_its_own_time_and_not_before() {
+        with_timer(async |timer| {
+            let t0 = Instant::now();
+            let at = |ms: u64| t0 + Duration::from_millis(ms);
+            let woke_at = async |ms: u64| timer.until(at(ms)).await.expect("woken by the timerfd");
+            // Each waiter polled once, as a task is, by a waker that counts its wake-ups.
+            let poll_counted = |wait: std::pin::Pin<&mut _>| {
+                let wakes = std::sync::Arc::new(Wakes::default());
+                let waker = Waker::from(wakes.clone());
+                let polled = std::future::Future::poll(wait, &mut std::task::Context::from_waker(&waker));
+                assert!(polled.is_pending());
+                move || wakes.0.load(std::sync::atomic::Ordering::Relaxed)
+            };
+            // Armed for 20 ms; the thread stalls past it, so that expiry is still on its way
+            // when a waiter for 300 ms comes: arming for that one would lose it.
+            let mut first = std::pin::pin!(woke_at(20));
+            let first_woken = poll_counted(first.as_mut());
+            std::thread::sleep(Duration::from_millis(40));
+            let mut later = std::pin::pin!(woke_at(300));
+            let later_woken = poll_counted(later.as_mut());
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            assert_eq!(first_woken(), 1, "the 20 ms waiter, 100 ms in");
+            assert_eq!(later_woken(), 0, "the 300 ms waiter, 100 ms in");
+            // A waiter that moved the timer earlier and was dropped strands no one.
+            let mut last = std::pin::pin!(woke_at(400));
+            assert!(futures::poll!(last.as_mut()).is_pending());
+            {
+                let mut dropped = std::pin::pin!(woke_at(350));
+                assert!(futures::poll!(dropped.as_mut()).is_pending());
+            }
+            let (later, last) = tokio::join!(later, last);
+            for (woke, due) in [(later, at(300)), (last, at(400))] {
+                assert!(woke >= due && woke < due + Duration::from_millis(100), "{:?} for {:?}", woke - t0, due - t0);
+            }
+        });
     }
 
     #[test]
