@@ -295,13 +295,15 @@ async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::R
     let until = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
-    let mut builder = match lab.config.tls.as_ref().map(|tls| Server::builder().tls_config(tls.server_config())) {
+    let builder = match lab.config.tls.as_ref().map(|tls| Server::builder().tls_config(tls.server_config())) {
         None => Server::builder(),
         Some(Ok(builder)) => builder,
         // `LabServer::start` took the very same configuration: this cannot happen.
         Some(Err(_)) => return,
     };
+    let fast_echo = lab.clone();
     let server = builder
+        .layer(tower_layer::layer_fn(move |inner| super::echo::FastEcho { inner, lab: fast_echo.clone() }))
         // Clients may compress requests (`run --compression gzip`); answers go uncompressed.
         .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))
         .add_service(TestServiceServer::new(lab.clone()).accept_compressed(Gzip))
