@@ -32,7 +32,6 @@ pub struct FastEcho<S> {
     pub lab: Arc<Lab>,
 }
 
-const ECHO_PATH: &str = "/EchoService/echo";
 /// tonic's default limit on a received message, which the usual path applies.
 const MAX_MESSAGE: usize = 4 << 20;
 
@@ -55,7 +54,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let plain = request.headers().get("grpc-encoding").is_none_or(|e| e == "identity");
-        if request.uri().path() != ECHO_PATH || !plain {
+        if request.uri().path() != Method::Echo.path() || !plain {
             return Box::pin(self.inner.call(request));
         }
         let lab = self.lab.clone();

@@ -207,9 +207,12 @@ impl Timer {
         .await
     }
 
-    /// Adds a wake-up and arms for it when it is the earliest. An armed expiry already passed
-    /// is an edge on its way: re-arming now would take it from the waiters it is for, so
-    /// `drive` arms the next one once it has seen that edge. False if arming failed.
+    /// Adds a wake-up and arms for it when it is the earliest. The expirations are never read
+    /// (a syscall per wake-up saved): arming resets their count, and each expiry is a new edge
+    /// for the runtime's epoll. So an armed expiry already passed is an edge on its way, and
+    /// re-arming now would take it from the waiters it is for (epoll drops an event whose fd
+    /// is no longer readable): `drive` arms the next one once it has seen that edge. False if
+    /// arming failed.
     fn add(&self, fd: &AsyncFd<OwnedFd>, wake: Instant, now: Instant, waker: Waker) -> bool {
         let mut waiting = self.waiting.borrow_mut();
         let at = waiting.partition_point(|(other, _)| *other <= wake);
