@@ -12,13 +12,17 @@ use tonic::{Request, Response, Status};
 #[tonic::async_trait]
 impl EchoService for Arc<Lab> {
     async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
-        let call = self.stats.arrive(Method::Echo);
-        call.message_in();
-        let message = request.into_inner();
-        call.message_out();
-        call.finish(Outcome::Ok);
-        Ok(Response::new(message))
+        count_answered(self);
+        Ok(Response::new(request.into_inner()))
     }
+}
+
+/// Counts one echo answered, on either path: its message in and out.
+fn count_answered(lab: &Lab) {
+    let call = lab.stats.arrive(Method::Echo);
+    call.message_in();
+    call.message_out();
+    call.finish(Outcome::Ok);
 }
 
 /// The echo call's fast path (issue 18), a layer inside tonic's server: `serve`'s most
@@ -53,8 +57,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let plain = request.headers().get("grpc-encoding").is_none_or(|e| e == "identity");
-        if request.uri().path() != Method::Echo.path() || !plain {
+        let plain = || request.headers().get("grpc-encoding").is_none_or(|e| e == "identity");
+        if request.uri().path() != Method::Echo.path() || !plain() {
             return Box::pin(self.inner.call(request));
         }
         let lab = self.lab.clone();
@@ -71,12 +75,9 @@ where
     // A call is counted once its request has arrived, as on the usual path, where a client
     // that resets the stream before that never reaches the service.
     let Ok(request) = body.collect().await else { return Status::cancelled("the request was reset").into_http() };
-    let call = lab.stats.arrive(Method::Echo);
     match echoed(&request.to_bytes()) {
         Ok(frame) => {
-            call.message_in();
-            call.message_out();
-            call.finish(Outcome::Ok);
+            count_answered(lab);
             let mut trailers = http::HeaderMap::with_capacity(1);
             trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
             let mut response =
@@ -87,7 +88,7 @@ where
             response
         }
         Err(status) => {
-            call.finish(Outcome::Failed);
+            lab.stats.arrive(Method::Echo).finish(Outcome::Failed);
             status.into_http()
         }
     }
