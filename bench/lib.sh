@@ -38,29 +38,32 @@ wait_port() {
   return 1
 }
 
-# fortio's gRPC ping server (grpc-go), 2 threads as the machine has 2 cores: sets fortio_addr.
+# fortio's gRPC ping server (grpc-go), one thread per core (GOMAXPROCS): sets fortio_addr.
 start_fortio() {
   local port
   port=$(free_port)
-  GOMAXPROCS=2 fortio server -grpc-port "127.0.0.1:$port" -http-port "127.0.0.1:$(free_port)" \
+  GOMAXPROCS=$(nproc) fortio server -grpc-port "127.0.0.1:$port" -http-port "127.0.0.1:$(free_port)" \
     -redirect-port disabled -tcp-port disabled -udp-port disabled -loglevel Warning >"$work/fortio.log" 2>&1 &
   pids+=($!)
   wait_port "$port"
   fortio_addr=127.0.0.1:$port
 }
 
-# `rpcmeter serve`, async on 2 threads with room for 64 streams x 2 (none refused): sets
-# serve_addr and serve_pid. With SERVE_CPU=N: one thread, on core N alone (taskset).
+# `rpcmeter serve`, async on 2 threads with room for 64 streams x 2 (none refused), or with
+# the flags given: sets serve_addr, serve_pid and serve_out (its stdout). With SERVE_CPU=N:
+# one thread, on core N alone (taskset).
 start_serve() {
   local pin=() threads=2
   [[ -n ${SERVE_CPU:-} ]] && pin=(taskset -c "$SERVE_CPU") && threads=1
-  "${pin[@]}" "$rpcmeter" serve --addr 127.0.0.1:0 --model async --threads "$threads" --per-thread 64 \
-    >"$work/serve.out" 2>"$work/serve.err" &
+  local flags=("$@")
+  [[ $# -gt 0 ]] || flags=(--model async --threads "$threads" --per-thread 64)
+  serve_out=$(mktemp -p "$work" serve.XXXX.out)
+  "${pin[@]}" "$rpcmeter" serve --addr 127.0.0.1:0 "${flags[@]}" >"$serve_out" 2>"$work/serve.err" &
   serve_pid=$!
   pids+=($serve_pid)
   local line=
   for _ in $(seq 100); do
-    line=$(head -n 1 "$work/serve.out" 2>/dev/null || true)
+    line=$(head -n 1 "$serve_out" 2>/dev/null || true)
     [[ $line == "listening on "* ]] && break
     sleep 0.1
   done

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): `rpcmeter serve`'s echo against a grpc-go server (fortio's ping
 # server), both loaded by h2load with raw gRPC frames on one connection, in the same run,
-# at 8 and 64 streams. Prints calls/s and the ratio; the target is rpcmeter >= 1.5x grpc-go.
+# at 8 and 64 streams. `serve` runs twice: with its default flags (what a user runs) and
+# with --threads set to the cores. Prints calls/s and the ratios to grpc-go, each the
+# median over rounds with its range; the target is rpcmeter >= 1.5x grpc-go.
 # Installs h2load (apt) and fortio (go install) when missing; uses 127.0.0.1 only; stops itself.
 #   bench/serve.sh [SECONDS_PER_RUN] [ROUNDS]      defaults: 5 s, 3 rounds (median reported)
 set -euo pipefail
@@ -11,20 +13,24 @@ rounds=${2:-3}
 
 source bench/lib.sh
 install_peers
+cores=$(nproc)
 start_serve
+default_addr=$serve_addr default_pid=$serve_pid default_out=$serve_out
+start_serve --model async --threads "$cores" --per-thread 64
+cores_addr=$serve_addr cores_pid=$serve_pid cores_out=$serve_out
 start_fortio
-rpc_port=${serve_addr##*:}
-go_port=${fortio_addr##*:}
 
 # One gRPC frame: flag 0, big-endian length 4, then a 4-byte protobuf message "hi".
 printf '\x00\x00\x00\x00\x04\x0a\x02hi' >"$work/echo.bin" # Message{content = 1: "hi"}
 printf '\x00\x00\x00\x00\x04\x1a\x02hi' >"$work/ping.bin" # PingMessage{payload = 3: "hi"}
 
 # h2load reads no trailers, so it counts an UNIMPLEMENTED answer (HTTP 200) as a success:
-# check once with a gRPC client that both paths really answer OK.
+# check once with a gRPC client that every server really answers OK.
 "$rpcmeter" run --plaintext --quiet -n 10 --proto bench/ping.proto --call fgrpc.PingServer/Ping \
-    -d '{"payload":"hi"}' "127.0.0.1:$go_port" >/dev/null
-"$rpcmeter" run --plaintext --quiet -n 10 --call EchoService/echo -d '{"content":"hi"}' "127.0.0.1:$rpc_port" >/dev/null
+    -d '{"payload":"hi"}' "$fortio_addr" >/dev/null
+for addr in "$default_addr" "$cores_addr"; do
+    "$rpcmeter" run --plaintext --quiet -n 10 --call EchoService/echo -d '{"content":"hi"}' "$addr" >/dev/null
+done
 
 # calls/s of one h2load run; fails unless every request succeeded.
 load() { # URL BODY STREAMS
@@ -37,22 +43,31 @@ load() { # URL BODY STREAMS
     if ! grep -q ' 0 failed, 0 errored' <<<"$line"; then echo "h2load failed: $line" >&2; exit 1; fi
     sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out"
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# "median [min-max]" of the numbers on stdin.
+spread() { sort -g | awk -v f="$1" '{ v[NR] = $1 } END { printf "%" f " [%" f "-%" f "]", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
+echo_url() { echo "http://$1/EchoService/echo"; }
 
-echo "h2load, 1 connection, ${seconds} s per run (+1 s warm-up), median of ${rounds} rounds, 2 server threads each"
-printf '%-8s %16s %16s %8s\n' streams rpcmeter_calls/s grpc-go_calls/s ratio
+echo "h2load, 1 connection, ${seconds} s per run (+1 s warm-up), ${rounds} interleaved rounds: median [range]"
+echo "serve: default flags, and --threads $cores (the cores) --per-thread 64; grpc-go: GOMAXPROCS=$cores"
+printf '%-8s %-26s %-26s %-26s %-20s %-20s\n' streams grpc-go_calls/s default_calls/s cores_calls/s default/grpc-go cores/grpc-go
 for streams in 8 64; do
-    rpc=() go=()
-    for _ in $(seq "$rounds"); do # interleaved, so drift hits both sides alike
-        rpc+=("$(load "http://127.0.0.1:$rpc_port/EchoService/echo" "$work/echo.bin" "$streams")")
-        go+=("$(load "http://127.0.0.1:$go_port/fgrpc.PingServer/Ping" "$work/ping.bin" "$streams")")
+    go=() default=() cores_=() default_ratio=() cores_ratio=()
+    for _ in $(seq "$rounds"); do # interleaved, so drift hits every server alike
+        g=$(load "http://$fortio_addr/fgrpc.PingServer/Ping" "$work/ping.bin" "$streams")
+        d=$(load "$(echo_url "$default_addr")" "$work/echo.bin" "$streams")
+        c=$(load "$(echo_url "$cores_addr")" "$work/echo.bin" "$streams")
+        go+=("$g") default+=("$d") cores_+=("$c")
+        default_ratio+=("$(awk -v a="$d" -v b="$g" 'BEGIN { print a / b }')")
+        cores_ratio+=("$(awk -v a="$c" -v b="$g" 'BEGIN { print a / b }')")
     done
-    r=$(printf '%s\n' "${rpc[@]}" | median)
-    g=$(printf '%s\n' "${go[@]}" | median)
-    printf '%-8s %16.0f %16.0f %7.2fx\n' "$streams" "$r" "$g" "$(awk -v r="$r" -v g="$g" 'BEGIN { print r / g }')"
+    printf '%-8s %-26s %-26s %-26s %-20s %-20s\n' "$streams" \
+        "$(printf '%s\n' "${go[@]}" | spread .0f)" "$(printf '%s\n' "${default[@]}" | spread .0f)" \
+        "$(printf '%s\n' "${cores_[@]}" | spread .0f)" "$(printf '%s\n' "${default_ratio[@]}" | spread .2f)" \
+        "$(printf '%s\n' "${cores_ratio[@]}" | spread .2f)"
 done
 
-# The server's own count must show no refused and no failed call.
-kill -INT "$serve_pid"
-wait "$serve_pid" || true
-grep '^/EchoService/echo' "$work/serve.out" | awk '{ printf "rpcmeter echo: received %s, ok %s, failed %s, rejected %s\n", $2, $3, $4, $5; if ($4 + $5 > 0) exit 1 }'
+# Each server's own count must show no refused and no failed call.
+for pid in "$default_pid" "$cores_pid"; do kill -INT "$pid"; wait "$pid" || true; done
+for out in "$default_out" "$cores_out"; do
+    grep '^/EchoService/echo' "$out" | awk '{ printf "rpcmeter echo: received %s, ok %s, failed %s, rejected %s\n", $2, $3, $4, $5; if ($4 + $5 > 0) exit 1 }'
+done

@@ -242,11 +242,12 @@ async fn reflection_v1_and_v1alpha_and_health_serve_every_lab_service() {
     }
 }
 
-/// A Cpu call at the cap holds the async model's only runtime thread for seconds (fib(45):
-/// about 8 s in a debug build), so the drain's own timer cannot fire: shutdown must still
-/// return, within its drain and 1 s more, leaving that call running and counted in flight.
+/// A Cpu call at the cap holds the async model's only calls thread for seconds (fib(45):
+/// about 8 s in a debug build). The network has its own threads: echo is still answered
+/// meanwhile, and shutdown returns within its drain and 1 s more, leaving that call running
+/// and counted in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_returns_while_a_long_call_holds_every_runtime_thread() {
+async fn echo_is_answered_and_shutdown_returns_while_a_long_call_holds_every_calls_thread() {
     let server = LabServer::start(LabConfig {
         threads: 1,
         per_thread: 1,
@@ -260,6 +261,14 @@ async fn shutdown_returns_while_a_long_call_holds_every_runtime_thread() {
     while server.stats().in_flight == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let mut echo = EchoServiceClient::new(connect(&server).await);
+    echo.echo(Message { content: "hi".into() }).await.unwrap();
+    let meanwhile = server.stats();
+    assert_eq!(
+        counts(&meanwhile, "/rpcmeter.lab.v1.TestService/Cpu"),
+        (1, 0, 0, 0),
+        "echo waited for fib: {meanwhile:?}"
+    );
     let last = tokio::task::spawn_blocking(move || server.shutdown()).await.unwrap();
     assert_eq!(last.in_flight, 1, "{last:?}");
     assert_eq!(counts(&last, "/rpcmeter.lab.v1.TestService/Cpu"), (1, 0, 0, 0));

@@ -25,48 +25,21 @@ fn count_answered(lab: &Lab) {
     call.finish(Outcome::Ok);
 }
 
-/// The echo call's fast path (issue 18), a layer inside tonic's server: `serve`'s most
-/// benchmarked call is answered here, before tonic's router (axum), per-call boxing and
-/// codec. Under h2load, 3 interleaved rounds, it moved echo from 1.57x grpc-go's calls/s to
-/// 1.66x at 8 streams and from 1.09x to 1.31x at 64 (docs/design.md, "`serve`'s echo").
-/// Only plain requests take it: a compressed one goes the usual way, and tonic answers it.
-#[derive(Clone)]
-pub struct FastEcho<S> {
-    pub inner: S,
-    pub lab: Arc<Lab>,
+/// Whether a request takes echo's fast path (issue 18), answered on the network thread
+/// (network.rs) without tonic's router (axum), per-call boxing and codec: `serve`'s most
+/// benchmarked call. Under h2load, 3 interleaved rounds, it moved echo from 1.57x grpc-go's
+/// calls/s to 1.66x at 8 streams and from 1.09x to 1.31x at 64 (docs/design.md, "`serve`'s
+/// echo"). Only plain requests take it: a compressed one goes the usual way, and tonic answers it.
+pub fn takes_fast_path<B>(request: &http::Request<B>) -> bool {
+    request.uri().path() == Method::Echo.path()
+        && request.headers().get("grpc-encoding").is_none_or(|e| e == "identity")
 }
 
 /// tonic's default limit on a received message, which the usual path applies.
 const MAX_MESSAGE: usize = 4 << 20;
 
-type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
-
-impl<S, B> tower_service::Service<http::Request<B>> for FastEcho<S>
-where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: std::fmt::Display,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let plain = || request.headers().get("grpc-encoding").is_none_or(|e| e == "identity");
-        if request.uri().path() != Method::Echo.path() || !plain() {
-            return Box::pin(self.inner.call(request));
-        }
-        let lab = self.lab.clone();
-        Box::pin(async move { Ok(fast_echo(&lab, request.into_body()).await) })
-    }
-}
-
-async fn fast_echo<B>(lab: &Lab, body: B) -> http::Response<tonic::body::Body>
+/// Echo's answer on the fast path, with tonic's statuses for what it refuses.
+pub async fn fast_echo<B>(lab: &Lab, body: B) -> http::Response<tonic::body::Body>
 where
     B: http_body::Body<Data = bytes::Bytes>,
     B::Error: std::fmt::Display,

@@ -7,6 +7,7 @@ use tonic::{Response, Status};
 mod db;
 mod echo;
 mod exec;
+mod network;
 mod server;
 mod stats;
 mod storage;

@@ -1,13 +1,10 @@
-//! Starting and stopping the lab: its own runtime on a background thread, reflection,
-//! health, and a bounded drain. Usable from sync code and from inside another runtime.
+//! Starting and stopping the lab: the calls' runtime and the network threads (network.rs)
+//! behind one background thread, and a bounded drain. Usable from sync code and from inside
+//! another runtime.
 use super::db::{Db, DbSpec};
 use super::exec::Executor;
-use super::proto::echo::echo_service_server::EchoServiceServer;
-use super::proto::lab::{
-    stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
-    test_service_server::TestServiceServer, StatsReply,
-};
-use super::proto::FILE_DESCRIPTOR_SET;
+use super::network;
+use super::proto::lab::StatsReply;
 use super::stats::Stats;
 use super::storage::Store;
 use super::test_service::MAX_FIB;
@@ -18,14 +15,13 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::sync::watch;
-use tonic::codec::CompressionEncoding::Gzip;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
 /// How long `shutdown` waits for calls in flight before it stops anyway (`LabConfig::drain`).
 const DRAIN: Duration = Duration::from_secs(5);
 /// How much longer than the drain `shutdown` waits for the server's thread to end, before
-/// it leaves that thread behind (runtime threads held by a long fib never see the drain end).
+/// it leaves that thread behind: a margin, as the network threads end with the drain and the
+/// calls' runtime threads, which a long fib may hold, are abandoned after 100 ms.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// Bounds on the shape, so that no value asks for more threads, memory or semaphore permits
@@ -174,13 +170,20 @@ impl LabServer {
                 Ok((runtime, Arc::new(lab)))
             });
             match runtime_and_lab {
-                Ok((runtime, lab)) => {
-                    let _ = ready.send(Ok(lab.clone()));
-                    runtime.block_on(serve(lab, listener, stopped, drain));
-                    // Calls still running after the drain (a long fib, a blocking sleep) are abandoned.
-                    runtime.shutdown_timeout(Duration::from_millis(100));
-                    let _ = finished.send(());
-                }
+                Ok((runtime, lab)) => match network::start(&lab, &listener, &stopped, drain, runtime.handle()) {
+                    Ok(network) => {
+                        let _ = ready.send(Ok(lab));
+                        // Each network thread ends at most `drain` after the stop.
+                        for thread in network {
+                            let _ = thread.join();
+                        }
+                        // Calls still running after the drain (a long fib, a blocking sleep) are abandoned.
+                        runtime.shutdown_timeout(Duration::from_millis(100));
+                        let _ = finished.send(());
+                    }
+                    // The threads started already end as `stop` goes with the caller's error.
+                    Err(err) => drop(ready.send(Err(err))),
+                },
                 Err(err) => drop(ready.send(Err(err))),
             }
         })?;
@@ -206,9 +209,8 @@ impl LabServer {
     }
 
     /// Stops accepting calls, waits up to `drain` (5 s) for those in flight, and returns the
-    /// final Stats. It returns within `drain` + 1 s whatever the calls do: calls that hold
-    /// every runtime thread (a long fib in the async model) are left running on the server's
-    /// thread, which is left behind, and counted in `in_flight`.
+    /// final Stats. It returns within `drain` + 1 s whatever the calls do: calls still running
+    /// then (a long fib) are abandoned on the calls' runtime threads and counted in `in_flight`.
     /// It blocks the calling thread: clients in this process must not need that thread to
     /// answer the server's goodbye (a current-thread runtime would), or the wait runs its 5 s.
     pub fn shutdown(mut self) -> StatsReply {
@@ -245,8 +247,9 @@ impl Drop for LabServer {
     }
 }
 
+/// The calls' runtime (the network has its own threads, network.rs).
 fn build_runtime(config: &LabConfig) -> anyhow::Result<tokio::runtime::Runtime> {
-    // In the threaded model the runtime only does the network and the database's I/O:
+    // In the threaded model the runtime only admits calls and does the database's I/O:
     // the calls themselves run on the worker threads.
     let threads = match config.model {
         Model::Async => config.threads,
@@ -269,54 +272,5 @@ impl Lab {
         };
         let store = Store::new(config.relax);
         Ok(Lab { config, stats: Arc::new(Stats::default()), exec, db, store })
-    }
-}
-
-/// Serves until `stopped` turns true (or its sender is gone), then drains for at most `drain`.
-async fn serve(lab: Arc<Lab>, listener: std::net::TcpListener, stopped: watch::Receiver<bool>, drain: Duration) {
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<EchoServiceServer<Arc<Lab>>>().await;
-    health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
-    health.set_serving::<StorageServer<Arc<Lab>>>().await;
-    health.set_serving::<StatsServer<Arc<Lab>>>().await;
-    health.set_serving::<StreamingServer<Arc<Lab>>>().await;
-    // Health too, so that ghz and grpcurl can call grpc.health.v1.Health through reflection.
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    // The descriptor set is compiled in and the tests read it back: it cannot break at run time.
-    let reflection_v1 = reflection().build_v1().expect("the lab's descriptor set");
-    let reflection_v1alpha = reflection().build_v1alpha().expect("the lab's descriptor set");
-    let listener = tokio::net::TcpListener::from_std(listener).expect("a nonblocking std listener inside the runtime");
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-
-    let until = |mut stopped: watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    let builder = match lab.config.tls.as_ref().map(|tls| Server::builder().tls_config(tls.server_config())) {
-        None => Server::builder(),
-        Some(Ok(builder)) => builder,
-        // `LabServer::start` took the very same configuration: this cannot happen.
-        Some(Err(_)) => return,
-    };
-    let fast_echo = lab.clone();
-    let server = builder
-        .layer(tower_layer::layer_fn(move |inner| super::echo::FastEcho { inner, lab: fast_echo.clone() }))
-        // Clients may compress requests (`run --compression gzip`); answers go uncompressed.
-        .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))
-        .add_service(TestServiceServer::new(lab.clone()).accept_compressed(Gzip))
-        .add_service(StorageServer::new(lab.clone()).accept_compressed(Gzip))
-        .add_service(StreamingServer::new(lab.clone()).accept_compressed(Gzip))
-        .add_service(StatsServer::new(lab))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .serve_with_incoming_shutdown(incoming, until(stopped.clone()));
-    tokio::select! {
-        // tonic retries failed accepts itself; the server future ends only after a stop.
-        _ = server => {}
-        _ = async { until(stopped).await; tokio::time::sleep(drain).await } => {}
     }
 }

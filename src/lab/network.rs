@@ -1,0 +1,154 @@
+//! The lab's network threads (issue 18): tonic's server runs on current-thread runtimes, one
+//! per core, each accepting from the one listening socket, so that a connection and all its
+//! streams stay on the thread that accepted it. The calls themselves run on the lab's runtime,
+//! whose threads are the execution model's (`LabConfig::threads`); only echo's fast path
+//! (echo.rs) is answered on the network thread, as it does no work a model could schedule.
+//!
+//! Why not tokio's multi-thread runtime, as tonic's server is usually run: there hyper's task
+//! for each stream is woken into its thread's LIFO slot and runs before the connection's, so
+//! each answer is written on its own (a `writev` per call), and another idle runtime thread is
+//! woken (a futex per call) to steal stream tasks that then contend with the connection for
+//! h2's stream-store lock. On a current-thread runtime the streams woken by one read all run
+//! first and the connection writes their answers in one `writev`: h2load's echo at 64 streams
+//! went from about 14 µs of server CPU per call to about 9 (docs/design.md, "`serve`'s echo").
+use super::echo;
+use super::proto::echo::echo_service_server::EchoServiceServer;
+use super::proto::lab::{
+    stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
+    test_service_server::TestServiceServer,
+};
+use super::proto::FILE_DESCRIPTOR_SET;
+use super::Lab;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+use tokio_util::task::AbortOnDropHandle;
+use tonic::codec::CompressionEncoding::Gzip;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::Server;
+use tonic::Status;
+
+/// Starts one network thread per core, each serving `listener` until `stopped` turns true
+/// (or its sender is gone) and then draining for at most `drain`. Calls run on `calls`.
+pub fn start(
+    lab: &Arc<Lab>,
+    listener: &std::net::TcpListener,
+    stopped: &watch::Receiver<bool>,
+    drain: Duration,
+    calls: &Handle,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut threads = Vec::with_capacity(cores);
+    for i in 0..cores {
+        // Each thread has its own descriptor of the one socket: whichever is free accepts.
+        let listener = listener.try_clone()?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (lab, stopped, calls) = (lab.clone(), stopped.clone(), calls.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("rpcmeter-net-{i}"))
+            .spawn(move || runtime.block_on(serve(lab, listener, stopped, drain, calls)))?;
+        threads.push(thread);
+    }
+    Ok(threads)
+}
+
+/// One network thread's server: tonic's, with the lab's services behind `Dispatch`.
+async fn serve(
+    lab: Arc<Lab>,
+    listener: std::net::TcpListener,
+    stopped: watch::Receiver<bool>,
+    drain: Duration,
+    calls: Handle,
+) {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<EchoServiceServer<Arc<Lab>>>().await;
+    health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
+    health.set_serving::<StorageServer<Arc<Lab>>>().await;
+    health.set_serving::<StatsServer<Arc<Lab>>>().await;
+    health.set_serving::<StreamingServer<Arc<Lab>>>().await;
+    // Health too, so that ghz and grpcurl can call grpc.health.v1.Health through reflection.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    // The descriptor set is compiled in and the tests read it back: it cannot break at run time.
+    let reflection_v1 = reflection().build_v1().expect("the lab's descriptor set");
+    let reflection_v1alpha = reflection().build_v1alpha().expect("the lab's descriptor set");
+    let listener = tokio::net::TcpListener::from_std(listener).expect("a nonblocking std listener inside the runtime");
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+
+    let until = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let builder = match lab.config.tls.as_ref().map(|tls| Server::builder().tls_config(tls.server_config())) {
+        None => Server::builder(),
+        Some(Ok(builder)) => builder,
+        // `LabServer::start` took the very same configuration: this cannot happen.
+        Some(Err(_)) => return,
+    };
+    let dispatch = lab.clone();
+    let server = builder
+        .layer(tower_layer::layer_fn(move |inner| Dispatch { inner, lab: dispatch.clone(), calls: calls.clone() }))
+        // Clients may compress requests (`run --compression gzip`); answers go uncompressed.
+        .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(TestServiceServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(StorageServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(StreamingServer::new(lab.clone()).accept_compressed(Gzip))
+        .add_service(StatsServer::new(lab))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .serve_with_incoming_shutdown(incoming, until(stopped.clone()));
+    tokio::select! {
+        // tonic retries failed accepts itself; the server future ends only after a stop.
+        _ = server => {}
+        _ = async { until(stopped).await; tokio::time::sleep(drain).await } => {}
+    }
+}
+
+/// A layer inside tonic's server, on the network thread: echo's fast path is answered here;
+/// every other call is handed, whole, to the lab's runtime, and aborted there when the
+/// network side drops it (the client reset the stream, or its grpc-timeout passed).
+#[derive(Clone)]
+struct Dispatch<S> {
+    inner: S,
+    lab: Arc<Lab>,
+    calls: Handle,
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl<S, B> tower_service::Service<http::Request<B>> for Dispatch<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if echo::takes_fast_path(&request) {
+            let lab = self.lab.clone();
+            return Box::pin(async move { Ok(echo::fast_echo(&lab, request.into_body()).await) });
+        }
+        let running = AbortOnDropHandle::new(self.calls.spawn(self.inner.call(request)));
+        Box::pin(async move {
+            match running.await {
+                Ok(answer) => answer,
+                Err(ended) if ended.is_panic() => Ok(Status::internal("the call panicked").into_http()),
+                Err(_) => Ok(Status::unavailable("the server is stopping").into_http()),
+            }
+        })
+    }
+}
