@@ -9,8 +9,8 @@
 //! each answer is written on its own (a `writev` per call), and another idle runtime thread is
 //! woken (a futex per call) to steal stream tasks that then contend with the connection for
 //! h2's stream-store lock. On a current-thread runtime the streams woken by one read all run
-//! first and the connection writes their answers in one `writev`: h2load's echo at 64 streams
-//! went from about 14 µs of server CPU per call to about 9 (docs/design.md, "`serve`'s echo").
+//! first and the connection writes their answers in one `writev`: under h2load's echo at 64
+//! streams, server CPU per call fell from about 17 µs to 8.3 (docs/design.md, "Network threads").
 use super::echo;
 use super::proto::echo::echo_service_server::EchoServiceServer;
 use super::proto::lab::{

@@ -183,6 +183,7 @@ pub fn run(
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
     // "The lean transport"); streaming calls need h2.
     let connector = if plan.kind == CallKind::Unary { connector.unary_only() } else { connector };
+    let connector = connector.beside_local_tasks();
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let shared = Arc::new(Shared {
@@ -417,7 +418,9 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             return;
         }
     };
-    runtime.block_on(async move {
+    // The calls and their connections' drivers are tasks of one LocalSet, so that they share
+    // one queue (Connector::beside_local_tasks).
+    tokio::task::LocalSet::new().block_on(&runtime, async move {
         let plan = &shared.plan;
         let threads = plan.threads.max(1);
         // Connections index, index + threads, ... live on this thread.
@@ -472,32 +475,10 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         // one per thread and adds one whenever none is left free for the next due call, so
         // memory follows the calls in flight, not --max-in-flight.
         let first = if plan.pacer.is_open() { 1 } else { plan.workers };
-        let mut all: futures::stream::FuturesUnordered<_> = futures::stream::FuturesUnordered::new();
-        for _ in 0..first {
-            match local.unstarted.borrow_mut().next() {
-                Some(id) => all.push(worker(local.clone(), id)),
-                None => break,
-            }
-        }
-        // FuturesUnordered polls only the workers that were woken (join_all polls all of
-        // them on every wake-up below 30 futures: 8x the work with 8 workers).
-        let all = async {
-            local.timer.sleep_until(start).await;
-            loop {
-                tokio::select! {
-                    ended = futures::StreamExt::next(&mut all), if !all.is_empty() => {
-                        if ended.is_some() && all.is_empty() {
-                            break;
-                        }
-                    }
-                    _ = local.more_workers.notified() => {
-                        if let Some(id) = local.unstarted.borrow_mut().next() {
-                            all.push(worker(local.clone(), id));
-                        }
-                    }
-                }
-            }
-        };
+        // A task of its own, not part of the future `block_on` runs: what a connection's
+        // driver wakes then runs before the driver's next turn, without the runtime first
+        // polling the kernel for events (Connector::beside_local_tasks).
+        let workers = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(workers(local.clone(), first)));
         let flusher = async {
             let mut tick =
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
@@ -507,13 +488,45 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             }
         };
         tokio::select! {
-            _ = local.timer.driving(all) => {}
+            _ = workers => {}
             _ = flusher => {}
             _ = wait_for(&mut phase, Phase::Abort) => {}
         }
         let _ = tx.send(local.take_delta());
         let _ = tx.send(Report::Done);
     });
+}
+
+/// This thread's workers, `first` of them at the start and more when asked (`more_workers`),
+/// beside the thread's timer; ends when every worker has.
+async fn workers(local: Rc<Local>, first: u32) {
+    let mut all = futures::stream::FuturesUnordered::new();
+    for _ in 0..first {
+        match local.unstarted.borrow_mut().next() {
+            Some(id) => all.push(worker(local.clone(), id)),
+            None => break,
+        }
+    }
+    // FuturesUnordered polls only the workers that were woken (join_all polls all of
+    // them on every wake-up below 30 futures: 8x the work with 8 workers).
+    let run = async {
+        local.timer.sleep_until(local.start).await;
+        loop {
+            tokio::select! {
+                ended = futures::StreamExt::next(&mut all), if !all.is_empty() => {
+                    if ended.is_some() && all.is_empty() {
+                        break;
+                    }
+                }
+                _ = local.more_workers.notified() => {
+                    if let Some(id) = local.unstarted.borrow_mut().next() {
+                        all.push(worker(local.clone(), id));
+                    }
+                }
+            }
+        }
+    };
+    local.timer.driving(run).await;
 }
 
 async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {

@@ -368,13 +368,15 @@ impl Drop for Handle {
     }
 }
 
-/// Starts HTTP/2 on `io` (preface, SETTINGS, windows), spawns the driver and waits for the
+/// Starts HTTP/2 on `io` (preface, SETTINGS, windows), spawns the driver (on the LocalSet when
+/// `local`: `Connector::beside_local_tasks`) and waits for the
 /// answer to a PING, so the server's SETTINGS (which precede it) rule from the first call.
 pub(super) async fn handshake<T>(
     io: T,
     block: Bytes,
     closed: Arc<AtomicBool>,
     keepalive: Option<Keepalive>,
+    local: bool,
 ) -> Result<Handle, String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -431,7 +433,7 @@ where
             outstanding: false,
         }),
     };
-    tokio::spawn(driver);
+    super::spawn_beside_calls(local, driver);
     // Made before the wait: given up on (connect timeout), it lets the driver end.
     let handle = Handle { shared };
     match answered.await {
