@@ -1,8 +1,9 @@
 //! The latch benchmark's echo service (docs/experiments.md, "Echo warm-up"): the cheapest
 //! call, the one the benchmark measures. It skips the execution model, as streams do: it
 //! does no work a model could admit or queue, so a latch burst of any size is answered, not
-//! refused, and what the benchmark measures is the stack. `FastEcho` answers it without
-//! tonic's router and codec; the service below answers what that path leaves to tonic.
+//! refused, and what the benchmark measures is the stack. `fast_echo` answers it on the
+//! network thread (network.rs), without tonic's router and codec; the service below answers
+//! what that path leaves to tonic.
 use super::proto::echo::{echo_service_server::EchoService, Message};
 use super::stats::{Method, Outcome};
 use super::Lab;

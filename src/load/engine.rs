@@ -478,7 +478,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         // A task of its own, not part of the future `block_on` runs: what a connection's
         // driver wakes then runs before the driver's next turn, without the runtime first
         // polling the kernel for events (Connector::beside_local_tasks).
-        let workers = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(workers(local.clone(), first)));
+        let running = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(workers(local.clone(), first)));
         let flusher = async {
             let mut tick =
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
@@ -488,7 +488,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             }
         };
         tokio::select! {
-            _ = workers => {}
+            _ = running => {}
             _ = flusher => {}
             _ = wait_for(&mut phase, Phase::Abort) => {}
         }
