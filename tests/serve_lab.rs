@@ -343,6 +343,37 @@ async fn threaded_model_admits_exactly_threads_plus_queue() {
     }
 }
 
+/// Async model: a call whose client goes away ends with it. The network thread hands each
+/// call to the model's runtime; the stream's reset must reach the call there (it is aborted,
+/// counted failed, and its slot is free) instead of leaving it to run its 10 s database sleep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_call_abandoned_by_its_client_ends_with_it() {
+    let server = LabServer::start(LabConfig {
+        threads: 1,
+        per_thread: 1,
+        queue: Some(0),
+        db_sleep: Duration::from_secs(10),
+        drain: Duration::from_millis(100),
+        ..config(Model::Async)
+    })
+    .unwrap();
+    let mut test = TestServiceClient::new(connect(&server).await);
+    let call = tokio::spawn(async move { test.db(DbRequest { rows: 1 }).await });
+    while server.stats().in_flight == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    call.abort(); // the client resets the stream
+    assert!(call.await.unwrap_err().is_cancelled());
+    let reset = std::time::Instant::now();
+    while server.stats().in_flight > 0 && reset.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stats = server.stats();
+    assert_eq!(stats.in_flight, 0, "the call ran on after its reset: {stats:?}");
+    assert_eq!(counts(&stats, "/rpcmeter.lab.v1.TestService/Db"), (1, 0, 1, 0), "abandoned: failed");
+    drop(tokio::task::spawn_blocking(move || server.shutdown()));
+}
+
 /// Threaded model: a call whose client goes away stays in flight while its worker still runs
 /// it, so "nothing in flight" means a free worker; then it counts as failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
