@@ -35,6 +35,14 @@ fn counts(stats: &StatsReply, path: &str) -> (u64, u64, u64, u64) {
     (m.received, m.ok, m.failed, m.rejected)
 }
 
+/// Waits until the server counts a call in flight: it does in the poll that starts the
+/// call's work (computing fib, waiting for the database).
+async fn until_a_call_is_in_flight(server: &LabServer) {
+    while server.stats().in_flight == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn every_service_answers(model: Model) {
     let server = LabServer::start(config(model)).unwrap();
     let channel = connect(&server).await;
@@ -257,10 +265,7 @@ async fn echo_is_answered_and_shutdown_returns_while_a_long_call_holds_every_cal
     .unwrap();
     let mut test = TestServiceClient::new(connect(&server).await);
     let _call = tokio::spawn(async move { test.cpu(CpuRequest { n: 45 }).await });
-    // in_flight goes up in the same poll that starts computing fib.
-    while server.stats().in_flight == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_a_call_is_in_flight(&server).await;
     let mut echo = EchoServiceClient::new(connect(&server).await);
     echo.echo(Message { content: "hi".into() }).await.unwrap();
     let meanwhile = server.stats();
@@ -359,9 +364,7 @@ async fn async_call_abandoned_by_its_client_ends_with_it() {
     .unwrap();
     let mut test = TestServiceClient::new(connect(&server).await);
     let call = tokio::spawn(async move { test.db(DbRequest { rows: 1 }).await });
-    while server.stats().in_flight == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_a_call_is_in_flight(&server).await;
     call.abort(); // the client resets the stream
     assert!(call.await.unwrap_err().is_cancelled());
     let reset = std::time::Instant::now();
@@ -388,9 +391,7 @@ async fn threaded_call_abandoned_by_its_client_stays_in_flight_until_its_work_en
     let channel = connect(&server).await;
     let mut test = TestServiceClient::new(channel.clone());
     let call = tokio::spawn(async move { test.db(DbRequest { rows: 1 }).await });
-    while server.stats().in_flight == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_a_call_is_in_flight(&server).await;
     call.abort(); // the client resets the stream
     assert!(call.await.unwrap_err().is_cancelled());
     while server.stats().in_flight > 0 {
