@@ -51,18 +51,18 @@ echo "h2load, 1 connection, ${seconds} s per run (+1 s warm-up), ${rounds} inter
 echo "serve: default flags, and --threads $cores (the cores) --per-thread 64; grpc-go: GOMAXPROCS=$cores"
 printf '%-8s %-26s %-26s %-26s %-20s %-20s\n' streams grpc-go_calls/s default_calls/s cores_calls/s default/grpc-go cores/grpc-go
 for streams in 8 64; do
-    go=() default=() cores_=() default_ratio=() cores_ratio=()
+    go_rps=() default_rps=() cores_rps=() default_ratio=() cores_ratio=()
     for _ in $(seq "$rounds"); do # interleaved, so drift hits every server alike
         g=$(load "http://$fortio_addr/fgrpc.PingServer/Ping" "$work/ping.bin" "$streams")
         d=$(load "$(echo_url "$default_addr")" "$work/echo.bin" "$streams")
         c=$(load "$(echo_url "$cores_addr")" "$work/echo.bin" "$streams")
-        go+=("$g") default+=("$d") cores_+=("$c")
+        go_rps+=("$g") default_rps+=("$d") cores_rps+=("$c")
         default_ratio+=("$(awk -v a="$d" -v b="$g" 'BEGIN { print a / b }')")
         cores_ratio+=("$(awk -v a="$c" -v b="$g" 'BEGIN { print a / b }')")
     done
     printf '%-8s %-26s %-26s %-26s %-20s %-20s\n' "$streams" \
-        "$(printf '%s\n' "${go[@]}" | spread .0f)" "$(printf '%s\n' "${default[@]}" | spread .0f)" \
-        "$(printf '%s\n' "${cores_[@]}" | spread .0f)" "$(printf '%s\n' "${default_ratio[@]}" | spread .2f)" \
+        "$(printf '%s\n' "${go_rps[@]}" | spread .0f)" "$(printf '%s\n' "${default_rps[@]}" | spread .0f)" \
+        "$(printf '%s\n' "${cores_rps[@]}" | spread .0f)" "$(printf '%s\n' "${default_ratio[@]}" | spread .2f)" \
         "$(printf '%s\n' "${cores_ratio[@]}" | spread .2f)"
 done
 

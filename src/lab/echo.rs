@@ -43,7 +43,6 @@ const MAX_MESSAGE: usize = 4 << 20;
 pub async fn fast_echo<B>(lab: &Lab, body: B) -> http::Response<tonic::body::Body>
 where
     B: http_body::Body<Data = bytes::Bytes>,
-    B::Error: std::fmt::Display,
 {
     use http_body_util::BodyExt;
     // A call is counted once its request has arrived, as on the usual path, where a client

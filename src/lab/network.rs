@@ -127,7 +127,6 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: std::fmt::Display,
 {
     type Response = http::Response<tonic::body::Body>;
     type Error = S::Error;

@@ -249,9 +249,10 @@ impl Timer {
             for (_, waker) in waiting.drain(..served) {
                 waker.wake();
             }
-            self.armed.set(waiting.front().map(|(next, _)| *next));
-            if let Some((next, _)) = waiting.front() {
-                arm(fd.get_ref(), *next - now);
+            let next = waiting.front().map(|(next, _)| *next);
+            self.armed.set(next);
+            if let Some(next) = next {
+                arm(fd.get_ref(), next - now);
             }
         }
     }
