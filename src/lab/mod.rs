@@ -9,6 +9,7 @@ mod echo;
 mod exec;
 mod network;
 mod server;
+mod spin;
 mod stats;
 mod storage;
 mod streaming;

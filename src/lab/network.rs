@@ -11,7 +11,6 @@
 //! h2's stream-store lock. On a current-thread runtime the streams woken by one read all run
 //! first and the connection writes their answers in one `writev`: under h2load's echo at 64
 //! streams, server CPU per call fell from about 17 µs to 8.3 (docs/design.md, "Network threads").
-use super::echo;
 use super::proto::echo::echo_service_server::EchoServiceServer;
 use super::proto::lab::{
     stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
@@ -19,6 +18,7 @@ use super::proto::lab::{
 };
 use super::proto::FILE_DESCRIPTOR_SET;
 use super::Lab;
+use super::{echo, spin};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -89,6 +89,8 @@ async fn serve(
         // `LabServer::start` took the very same configuration: this cannot happen.
         Some(Err(_)) => return,
     };
+    // Between echo calls this thread stays awake for `--spin` (spin.rs says why).
+    tokio::task::spawn(spin::between_echo_calls(lab.config.spin));
     let dispatch = lab.clone();
     let server = builder
         .layer(tower_layer::layer_fn(move |inner| Dispatch { inner, lab: dispatch.clone(), calls: calls.clone() }))
@@ -138,6 +140,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         if echo::takes_fast_path(&request) {
+            spin::echo_arrived();
             let lab = self.lab.clone();
             return Box::pin(async move { Ok(echo::fast_echo(&lab, request.into_body()).await) });
         }

@@ -30,6 +30,8 @@ const MAX_THREADS: usize = 1024;
 const MAX_DB_POOL: usize = 1024;
 /// Calls running and queued together.
 const MAX_ADMITTED: usize = 1_000_000;
+/// The longest `--spin`: past a few round trips a spin only burns the core.
+const MAX_SPIN: Duration = Duration::from_millis(10);
 
 /// The execution model: threaded or async (docs/experiments.md, "Threaded vs async servers").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,6 +61,8 @@ pub struct LabConfig {
     pub db_pool: usize,
     /// Per-key locks and versions in `Storage` instead of one global order.
     pub relax: bool,
+    /// How long a network thread stays awake after an echo call (spin.rs); zero: never.
+    pub spin: Duration,
     /// How long a shutdown waits for calls in flight (not a CLI option: 5 s).
     pub drain: Duration,
     /// Serve TLS (and require client certificates) instead of plaintext h2c.
@@ -78,6 +82,7 @@ impl Default for LabConfig {
             db: DbSpec::TempSqlite,
             db_pool: 25,
             relax: false,
+            spin: Duration::from_micros(200),
             drain: DRAIN,
             tls: None,
         }
@@ -122,6 +127,13 @@ impl LabConfig {
         if running.checked_add(queue).is_none_or(|admitted| admitted > MAX_ADMITTED) {
             return Err(bad_input(format!(
                 "--queue {queue}: {running} calls in progress + {queue} queued is above {MAX_ADMITTED}"
+            )));
+        }
+        if self.spin > MAX_SPIN {
+            return Err(bad_input(format!(
+                "--spin {} is above {}: a network thread would hold its core that long after each echo",
+                humantime::format_duration(self.spin),
+                humantime::format_duration(MAX_SPIN)
             )));
         }
         if self.fib > MAX_FIB {
