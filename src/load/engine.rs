@@ -479,6 +479,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         // driver wakes then runs before the driver's next turn, without the runtime first
         // polling the kernel for events (Connector::beside_local_tasks).
         let running = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(workers(local.clone(), first)));
+        let _stop_waits = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(stop_waits(local.clone())));
         let flusher = async {
             let mut tick =
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
@@ -527,6 +528,14 @@ async fn workers(local: Rc<Local>, first: u32) {
         }
     };
     local.timer.driving(run).await;
+}
+
+/// Ends the waits of this thread's senders once the run stops sending: one watcher per
+/// thread, not a watch receiver per send.
+async fn stop_waits(local: Rc<Local>) {
+    let mut phase = local.phase.clone();
+    let _ = phase.wait_for(|p| matches!(p, Phase::Stop | Phase::Abort)).await;
+    local.timer.stop();
 }
 
 async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {
@@ -578,14 +587,10 @@ impl Local {
         }
     }
 
-    /// Waits to send at `at`, precisely; false as soon as the run stops sending.
+    /// Waits to send at `at`, precisely; false as soon as the run stops sending (the thread's
+    /// `stop_waits` stops the timer).
     async fn wait_to_send(&self, at: Instant) -> bool {
-        let mut phase = self.phase.clone();
-        let sent = tokio::select! {
-            _ = self.timer.sleep_until(at) => true,
-            _ = phase.wait_for(|p| matches!(p, Phase::Stop | Phase::Abort)) => false,
-        };
-        sent && !self.shared.stopping.load(Relaxed)
+        self.timer.sleep_until(at).await && !self.shared.stopping.load(Relaxed)
     }
 
     /// Waits until a worker's ramp start; false as soon as the run stops sending.
