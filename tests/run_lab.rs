@@ -82,6 +82,8 @@ fn test_service_rejections_seen_by_the_client_are_the_servers() {
     assert_eq!(q["ok"].as_u64().unwrap(), db.ok);
     assert_eq!(q["total"], 20);
     assert_eq!(q["retries"].as_u64().unwrap(), db.received - 20);
+    // Only echo's fast path spins: a Db run's server CPU has no spin in it.
+    assert_eq!(r["server"]["echo_spin_us"], 0, "{r}");
 }
 
 #[test]
@@ -95,6 +97,8 @@ fn run_shows_the_servers_own_count_beside_its_own() {
     assert_eq!(s["ok"], 500);
     assert!(s["throughput_rps"].as_f64().unwrap() > 0.0);
     assert!(s["rss_bytes"].as_u64().unwrap() > 0);
+    // Its CPU includes echo's spin, and the result says how long (the default, 200 µs).
+    assert_eq!(s["echo_spin_us"], 200, "{first}");
     let notices = first["notices"].to_string();
     assert!(!notices.contains("the server counted"), "{notices}");
     // A second run counts only its own calls (a difference, not a reset), and cannot claim

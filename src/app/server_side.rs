@@ -50,6 +50,10 @@ impl StatsProbe {
             throughput_rps: (self.before.received == 0 && after.received == m.received).then_some(after.server_rps),
             cpu: Duration::try_from_secs_f64(cpu).unwrap_or_default(),
             rss_bytes: after.rss_bytes,
+            echo_spin: match method == crate::lab::Method::Echo.path() {
+                true => Duration::from_micros(after.echo_spin_us),
+                false => Duration::ZERO,
+            },
         })
     }
 }

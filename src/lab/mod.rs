@@ -18,10 +18,11 @@ pub mod tls;
 
 pub use db::DbSpec;
 pub use server::{LabConfig, LabServer, Model, StatsReader};
+pub use stats::Method;
 pub use streaming::MAX_CHUNK_BYTES;
 
 use exec::Executor;
-use stats::{Method, Outcome, Stats};
+use stats::{Outcome, Stats};
 
 /// Everything the services share.
 pub struct Lab {

@@ -152,6 +152,8 @@ impl Stats {
             rss_bytes: usage.rss_bytes,
             in_flight: self.in_flight.load(Relaxed),
             uptime_s: self.started.elapsed().as_secs_f64(),
+            // Filled in by the Stats service, which knows the configuration (Lab::with_spin).
+            echo_spin_us: 0,
         }
     }
 }
@@ -196,15 +198,22 @@ fn unix_nanos() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+impl Lab {
+    /// A reader of the server's CPU must know that echo's spin is in it (spin.rs).
+    fn with_spin(&self, reply: StatsReply) -> StatsReply {
+        StatsReply { echo_spin_us: self.config.spin.as_micros().try_into().unwrap_or(u64::MAX), ..reply }
+    }
+}
+
 /// Stats is read outside admission control: observing a busy server must not be refused.
 #[tonic::async_trait]
 impl stats_server::Stats for Arc<Lab> {
     async fn get(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
-        Ok(Response::new(self.stats.snapshot()))
+        Ok(Response::new(self.with_spin(self.stats.snapshot())))
     }
 
     /// Answers with the counts it zeroed.
     async fn reset(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
-        Ok(Response::new(self.stats.take()))
+        Ok(Response::new(self.with_spin(self.stats.take())))
     }
 }

@@ -117,6 +117,7 @@ pub fn value(s: &Summary) -> Value {
                 "throughput_rps": server.throughput_rps,
                 "cpu_s": units::secs(server.cpu),
                 "rss_bytes": server.rss_bytes,
+                "echo_spin_us": server.echo_spin.as_micros() as u64,
             }),
         );
     }

@@ -136,6 +136,9 @@ pub struct ServerSide {
     /// The server process's CPU time over the run.
     pub cpu: Duration,
     pub rss_bytes: u64,
+    /// How long the lab's network thread stays awake after each echo call (`serve --spin`),
+    /// when the run's method was echo: that CPU is in `cpu`. Zero otherwise.
+    pub echo_spin: Duration,
 }
 
 /// What qualifies the numbers, by kind, so that scripts can act on it (JSON `warnings`).

@@ -215,6 +215,13 @@ fn render(s: &Summary) -> String {
             server.cpu.as_secs_f64(),
             bytes(server.rss_bytes)
         );
+        if !server.echo_spin.is_zero() {
+            let _ = writeln!(
+                o,
+                "  Server's CPU includes its spin: a network thread stays awake {} after each echo call (serve --spin)",
+                humantime::format_duration(server.echo_spin)
+            );
+        }
         if s.messages.is_some() {
             let _ = writeln!(o, "  Server's messages: {} in, {} out", server.messages_in, server.messages_out);
         }
