@@ -50,9 +50,11 @@ impl StatsProbe {
             throughput_rps: (self.before.received == 0 && after.received == m.received).then_some(after.server_rps),
             cpu: Duration::try_from_secs_f64(cpu).unwrap_or_default(),
             rss_bytes: after.rss_bytes,
-            echo_spin: match method == crate::lab::Method::Echo.path() {
-                true => Duration::from_micros(after.echo_spin_us),
-                false => Duration::ZERO,
+            // Only echo's calls spin (src/lab/spin.rs).
+            echo_spin: if method == crate::lab::Method::Echo.path() {
+                Duration::from_micros(after.echo_spin_us)
+            } else {
+                Duration::ZERO
             },
         })
     }

@@ -283,6 +283,6 @@ impl Lab {
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
         let store = Store::new(config.relax);
-        Ok(Lab { config, stats: Arc::new(Stats::default()), exec, db, store })
+        Ok(Lab { stats: Arc::new(Stats::new(config.spin)), config, exec, db, store })
     }
 }

@@ -1,10 +1,11 @@
-//! Busy-polling a network thread between echo calls (issue 18; `serve --spin`).
+//! Busy-polling a network thread between echo calls (`serve --spin`; docs/design.md,
+//! "Spinning between echo calls", has the numbers).
 //!
 //! A network thread that answers echo and then sleeps in `epoll_wait` must be woken for the
 //! client's next requests, and on a VM that wake-up (an idle vCPU's interrupt, the scheduler's
-//! switch back) costs more than the echo itself: with h2load at 8 streams on one connection,
-//! a profile put 35% of `serve`'s samples in the sleep and wake-up paths, and the two
-//! processes spent a third of each round trip waiting for them. So for `window` after an echo
+//! switch back) is dear: with h2load at 8 streams on one connection, a profile put 35% of
+//! `serve`'s samples in the sleep and wake-up paths, while neither process was short of
+//! CPU (they took turns). So for `window` after an echo
 //! arrived, the thread stays awake: it gives way to any other runnable thread
 //! (`sched_yield`) and asks tokio's driver for I/O without blocking (`yield_now` makes the
 //! current-thread runtime poll with a zero timeout), and parks as before only once no echo

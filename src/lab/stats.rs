@@ -4,7 +4,7 @@ use super::proto::lab::{stats_server, MethodStats, StatsReply, StatsRequest};
 use super::Lab;
 use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::{Request, Response, Status};
 
 /// The lab methods that are counted (Stats' own calls are not).
@@ -74,6 +74,14 @@ pub struct Stats {
     last_arrival: AtomicU64,
     in_flight: AtomicU64,
     started: Instant,
+    /// `serve --spin`, reported so that a reader of the CPU knows echo's spin is in it.
+    echo_spin: Duration,
+}
+
+impl Stats {
+    pub fn new(echo_spin: Duration) -> Stats {
+        Stats { echo_spin, ..Stats::default() }
+    }
 }
 
 impl Default for Stats {
@@ -84,6 +92,7 @@ impl Default for Stats {
             last_arrival: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             started: Instant::now(),
+            echo_spin: Duration::ZERO,
         }
     }
 }
@@ -152,8 +161,7 @@ impl Stats {
             rss_bytes: usage.rss_bytes,
             in_flight: self.in_flight.load(Relaxed),
             uptime_s: self.started.elapsed().as_secs_f64(),
-            // Filled in by the Stats service, which knows the configuration (Lab::with_spin).
-            echo_spin_us: 0,
+            echo_spin_us: self.echo_spin.as_micros().try_into().unwrap_or(u64::MAX),
         }
     }
 }
@@ -198,22 +206,15 @@ fn unix_nanos() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-impl Lab {
-    /// A reader of the server's CPU must know that echo's spin is in it (spin.rs).
-    fn with_spin(&self, reply: StatsReply) -> StatsReply {
-        StatsReply { echo_spin_us: self.config.spin.as_micros().try_into().unwrap_or(u64::MAX), ..reply }
-    }
-}
-
 /// Stats is read outside admission control: observing a busy server must not be refused.
 #[tonic::async_trait]
 impl stats_server::Stats for Arc<Lab> {
     async fn get(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
-        Ok(Response::new(self.with_spin(self.stats.snapshot())))
+        Ok(Response::new(self.stats.snapshot()))
     }
 
     /// Answers with the counts it zeroed.
     async fn reset(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
-        Ok(Response::new(self.with_spin(self.stats.take())))
+        Ok(Response::new(self.stats.take()))
     }
 }
