@@ -219,7 +219,7 @@ fn render(s: &Summary) -> String {
             let _ = writeln!(
                 o,
                 "  Server's CPU includes its spin: a network thread stays awake {} after each echo call (serve --spin)",
-                humantime::format_duration(server.echo_spin)
+                duration(server.echo_spin)
             );
         }
         if s.messages.is_some() {
