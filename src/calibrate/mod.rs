@@ -388,16 +388,19 @@ fn pacer_lateness(n: u64) -> Histogram<u64> {
         runtime.block_on(async {
             let timer = Timer::new();
             timer
-                .driving(async {
-                    let mut due = Instant::now();
-                    for i in 0..2 * n {
-                        due += SLEEP;
-                        timer.sleep_until(due).await;
-                        if i >= n {
-                            record(&mut h, Instant::now().saturating_duration_since(due));
+                .driving(
+                    async {
+                        let mut due = Instant::now();
+                        for i in 0..2 * n {
+                            due += SLEEP;
+                            timer.sleep_until(due).await;
+                            if i >= n {
+                                record(&mut h, Instant::now().saturating_duration_since(due));
+                            }
                         }
-                    }
-                })
+                    },
+                    || false,
+                )
                 .await
         });
         h

@@ -467,6 +467,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             phase: phase.clone(),
             unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
             idle: std::cell::Cell::new(0),
+            in_flight: std::cell::Cell::new(0),
             more_workers: Notify::new(),
             timer: super::timer::Timer::new(),
             pacer: RefCell::new(plan.pacer.cursor()),
@@ -527,7 +528,7 @@ async fn workers(local: Rc<Local>, first: u32) {
             }
         }
     };
-    local.timer.driving(run).await;
+    local.timer.driving(run, || local.in_flight.get() > 0).await;
 }
 
 /// Ends the waits of this thread's senders once the run stops sending: one watcher per
@@ -559,6 +560,8 @@ struct Local {
     unstarted: RefCell<std::iter::StepBy<std::ops::Range<u32>>>,
     /// Started workers not in a call: free to take the next due call.
     idle: std::cell::Cell<u32>,
+    /// Calls in flight on this thread: their answers will wake it (`Timer::driving`).
+    in_flight: std::cell::Cell<u32>,
     /// Asks the thread's driver to start one more worker.
     more_workers: Notify,
     /// The open loop's precise timer, shared by this thread's workers.
@@ -752,7 +755,9 @@ async fn worker(local: Rc<Local>, id: u32) {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
+        local.in_flight.set(local.in_flight.get() + 1);
         call(&local, id, ticket, slot, origin, warmup).await;
+        local.in_flight.set(local.in_flight.get() - 1);
         idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
         if let crate::load::pacer::Pacer::Burst { size } = &plan.pacer {

@@ -8,17 +8,18 @@
 //! anyway (a loaded machine at a high rate), sends are grouped instead: one wake-up sends all
 //! calls due within the lateness the machine imposes, and none spins.
 //!
-//! One timerfd per thread serves all its workers (`Timer::driving`): the wake-ups they wait
-//! for are kept in order and the timerfd is armed for the earliest, so a group of sends
-//! costs one arming and one wake-up of the runtime, and an expiry wakes only the workers
-//! whose time it is. `stop` ends every wait at once: a run that stops sending tells the
-//! timer once, instead of each send also waiting on the run's phase (a watch receiver cloned,
+//! One timerfd per thread serves all its workers (`Timer::driving`): their waits are kept in
+//! order and released on every turn of the thread at or after their time, whatever woke it.
+//! While calls are in flight, their answers wake the thread often enough that a grouped send
+//! rides on one of those wake-ups, and the timerfd is only a backstop (`BACKSTOP`): on a VM,
+//! arming a timer and being woken by it cost about 25 µs of CPU (docs/design.md, "The open
+//! loop at 80%"). `stop` ends every wait at once: a run that stops sending tells the timer
+//! once, instead of each send also waiting on the run's phase (a watch receiver cloned,
 //! polled and dropped per send was a fifth of the open loop's extra user time over closed
 //! loop's at 80k calls/s).
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::future::{pending, poll_fn, Future};
+use std::future::{poll_fn, Future};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
@@ -36,8 +37,8 @@ struct Margin {
     /// Smoothed time between consecutive due times on this thread, and the last one.
     gap: Cell<Duration>,
     last_due: Cell<Option<Instant>>,
-    /// Grouping: the wake-up of the group still open (sends due by then join it).
-    group: Cell<Option<Instant>>,
+    /// Sends are grouped (`release`), not waited for one by one.
+    grouped: Cell<bool>,
 }
 
 impl Default for Margin {
@@ -46,18 +47,9 @@ impl Default for Margin {
             late: Cell::new(Duration::from_micros(200)),
             gap: Cell::new(Duration::MAX),
             last_due: Cell::new(None),
-            group: Cell::new(None),
+            grouped: Cell::new(false),
         }
     }
-}
-
-/// How a send due at some time is waited for.
-#[derive(Debug, PartialEq, Eq)]
-enum Wait {
-    /// Timer until `wake`, then yield until the due time.
-    Precise { wake: Instant },
-    /// Timer until the group's wake-up (at or after the due time), no yielding.
-    Grouped { wake: Instant },
 }
 
 impl Margin {
@@ -80,34 +72,39 @@ impl Margin {
         self.late.set(next.clamp(MIN_MARGIN, MAX_MARGIN));
     }
 
-    /// How to wait for a send due at `due` (after `note_due(due)`).
+    /// When a wait for a send due at `due` (after `note_due(due)`) may end: a margin before it
+    /// when precise (the rest is spun), at it when grouped.
     ///
     /// Precise while a late wake-up (99th percentile) spans fewer than GROUP_AT gaps between
     /// sends. Beyond that, spinning stops buying precision: on 2 cores at 24,000 calls/s
     /// (sends 42 µs apart, wake-ups late by p99 ~330 µs), precise waits cost 2.0-2.2x closed
     /// loop's CPU per call and took the co-located server's core (latency p99 3.9-5.7 ms).
-    /// Grouped, a call waits without spinning until the open group's wake-up, one lateness
-    /// after the group's first due time: about late/gap calls share a wake-up and none is
-    /// sent early. Same runs: 1.2-1.5x closed loop's CPU, latency p99 3.2-4.0 ms, lag p99
-    /// 0.5-0.8 ms (0.4-0.6 before), lag p50 ~0.2 ms instead of ~5 µs (counted in latency like
-    /// any lag). With one timer per thread since (`Timer`), a group costs one wake-up:
-    /// 1.03x closed loop's CPU at 80% of the maximum (bench/pacing.sh). GROUP_UNTIL <
-    /// GROUP_AT keeps a rate near the border from flipping.
-    fn wait_for(&self, due: Instant) -> Wait {
+    /// Grouped, a send waits without spinning for the thread's first wake-up at or after its
+    /// due time, and the timerfd is armed only as a backstop, `slack` after the earliest
+    /// one: sends due within one lateness share a wake-up and none is sent early. GROUP_UNTIL
+    /// < GROUP_AT keeps a rate near the border from flipping.
+    fn release(&self, due: Instant) -> Instant {
         let (late, gap) = (self.late.get(), self.gap.get());
         let overlapped =
             if gap.is_zero() { u32::MAX } else { (late.as_nanos() / gap.as_nanos()).min(u32::MAX as u128) as u32 };
-        let open = self.group.get();
-        if overlapped < if open.is_some() { GROUP_UNTIL } else { GROUP_AT } {
-            self.group.set(None);
-            return Wait::Precise { wake: due.checked_sub(self.get()).unwrap_or(due) };
+        let grouped = overlapped >= if self.grouped.get() { GROUP_UNTIL } else { GROUP_AT };
+        self.grouped.set(grouped);
+        if grouped {
+            due
+        } else {
+            due.checked_sub(self.get()).unwrap_or(due)
         }
-        let wake = match open {
-            Some(open) if due <= open => open,
-            _ => due.checked_add(late).unwrap_or(due),
-        };
-        self.group.set(Some(wake));
-        Wait::Grouped { wake }
+    }
+
+    /// How long after the earliest release the timerfd may wake the thread: none when
+    /// precise; one lateness when grouped, as a group's wake-up; BACKSTOP (or the lateness,
+    /// when longer) while answers are awaited, whose wake-ups release sends anyway.
+    fn slack(&self, answers_awaited: bool) -> Duration {
+        match (self.grouped.get(), answers_awaited) {
+            (false, _) => Duration::ZERO,
+            (true, false) => self.late.get(),
+            (true, true) => self.late.get().max(BACKSTOP),
+        }
     }
 
     /// Notes the next due time, for the gap between sends (an average over about 16 sends).
@@ -123,6 +120,14 @@ impl Margin {
     }
 }
 
+/// The longest a grouped send waits past its due time for a wake-up of the thread while
+/// answers are awaited (a server that stalls sends none): the timerfd's backstop, one expiry
+/// per BACKSTOP at most. At 80k calls/s on a 2-core VM, over 300k calls: with one lateness
+/// (~150 µs) as the backstop, 37-43k armings and 5.2-5.6 µs of CPU per call; with 1 ms, 3.6k
+/// armings and 3.3-3.4 µs, schedule lag p50 32-37 µs either way. A send's lag is counted in
+/// its latency (intended time), so a late backstop shows; it never hides.
+const BACKSTOP: Duration = Duration::from_millis(1);
+
 /// At most 1/SPIN_SHARE of the time between sends is spent spinning.
 const SPIN_SHARE: u32 = 2;
 
@@ -136,23 +141,22 @@ const GROUP_UNTIL: u32 = 3;
 const QUANTILE_STEP: Duration = Duration::from_nanos(100);
 
 /// A thread's timer for the open loop's sends: a timerfd registered with the runtime, and
-/// the wake-ups its workers wait for; falls back to tokio's timer where a timerfd cannot be
-/// made (no descriptors left). Made inside the thread's runtime; its waits end only inside
-/// `driving`.
+/// the waits of its workers; falls back to tokio's timer where a timerfd cannot be made (no
+/// descriptors left). Made inside the thread's runtime; its waits end only inside `driving`.
 pub struct Timer {
     fd: Option<AsyncFd<OwnedFd>>,
     margin: Margin,
-    /// The wake-ups waited for, earliest first, and whom each wakes. A dropped waiter's stays
-    /// until its time (one spurious wake of its task).
+    /// The waits under way, earliest release first, and whom each wakes. A dropped waiter's
+    /// stays until its time (one spurious wake of its task).
     waiting: RefCell<VecDeque<(Instant, Waker)>>,
-    /// The expiry the timerfd is armed for, until `drive` sees it pass.
+    /// The expiry the timerfd is armed for, until a turn sees it pass.
     armed: Cell<Option<Instant>>,
-    /// The last wake-up whose lateness `margin` learned.
-    learned: Cell<Option<Instant>>,
     /// Set by `stop`: every wait ends at once, false.
     stopped: Cell<bool>,
     /// Wakes the waits on tokio's timer, where no timerfd could be made.
     stopping: tokio::sync::Notify,
+    /// The timerfd refused a time: waits fall back to tokio's timer rather than never end.
+    refused: Cell<bool>,
 }
 
 impl Timer {
@@ -168,9 +172,9 @@ impl Timer {
             margin: Margin::default(),
             waiting: RefCell::new(VecDeque::new()),
             armed: Cell::new(None),
-            learned: Cell::new(None),
             stopped: Cell::new(false),
             stopping: tokio::sync::Notify::new(),
+            refused: Cell::new(false),
         }
     }
 
@@ -184,19 +188,13 @@ impl Timer {
     }
 
     /// Returns at `due` or after it: within microseconds while waits are precise, within one
-    /// lateness when sends are grouped (`Margin::wait_for`). False, at once, after `stop`.
+    /// lateness when sends are grouped (`Margin::release`). False, at once, after `stop`.
     pub async fn sleep_until(&self, due: Instant) -> bool {
         self.margin.note_due(due);
-        let (Wait::Precise { wake } | Wait::Grouped { wake }) = self.margin.wait_for(due);
-        // The lateness as the first of a wake-up's waiters sees it, polled after the tasks
-        // woken before it: the stretch a precise wait must cover. The group's later members
-        // are later by their own group's work, not the machine's.
-        if let Some(woke) = self.until(wake).await {
-            if self.learned.replace(Some(wake)) != Some(wake) {
-                self.margin.learn(woke - wake);
-            }
+        if !self.until(self.margin.release(due)).await {
+            return false;
         }
-        // Grouped waits end at or after the due time: this loop does not turn.
+        // Grouped waits are released at or after the due time: this loop does not turn.
         while Instant::now() < due {
             if self.stopped.get() {
                 return false;
@@ -206,34 +204,31 @@ impl Timer {
         !self.stopped.get()
     }
 
-    /// Returns once the clock has reached `wake` (or at `stop`): the time it woke, or None
-    /// when it did not wait on the timerfd (`wake` already passed, tokio's timer stood in, or
-    /// the timer stopped).
-    async fn until(&self, wake: Instant) -> Option<Instant> {
-        let Some(fd) = &self.fd else {
+    /// Returns once the clock has reached `release` (true), or at `stop` (false). Released
+    /// by the first turn of `driving` at or after that time, whatever woke the thread.
+    async fn until(&self, release: Instant) -> bool {
+        if self.fd.is_none() || self.refused.get() {
             let stopping = self.stopping.notified();
             if !self.stopped.get() {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(wake.into()) => {}
+                    _ = tokio::time::sleep_until(release.into()) => {}
                     _ = stopping => {}
                 }
             }
-            return None;
-        };
+            return !self.stopped.get();
+        }
         let mut registered: Option<Waker> = None;
         poll_fn(|cx| {
             if self.stopped.get() {
-                return Poll::Ready(None);
+                return Poll::Ready(false);
             }
-            let now = Instant::now();
-            if now >= wake {
-                return Poll::Ready(registered.is_some().then_some(now));
+            if Instant::now() >= release {
+                return Poll::Ready(true);
             }
             if !registered.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
-                if !self.add(fd, wake, now, cx.waker().clone()) {
-                    // The timerfd refused a time: the wait ends early rather than never.
-                    return Poll::Ready(None);
-                }
+                let mut waiting = self.waiting.borrow_mut();
+                let at = waiting.partition_point(|(other, _)| *other <= release);
+                waiting.insert(at, (release, cx.waker().clone()));
                 registered = Some(cx.waker().clone());
             }
             Poll::Pending
@@ -241,50 +236,73 @@ impl Timer {
         .await
     }
 
-    /// Adds a wake-up and arms for it when it is the earliest. The expirations are never read
-    /// (a syscall per wake-up saved): arming resets their count, and each expiry is a new edge
-    /// for the runtime's epoll. So an armed expiry already passed is an edge on its way, and
-    /// re-arming now would take it from the waiters it is for (epoll drops an event whose fd
-    /// is no longer readable): `drive` arms the next one once it has seen that edge. False if
-    /// arming failed.
-    fn add(&self, fd: &AsyncFd<OwnedFd>, wake: Instant, now: Instant, waker: Waker) -> bool {
+    /// Runs `work` to its end, releasing its waits whose time has come on every turn,
+    /// whatever woke the thread: an answer, a new call, the timerfd. `answers_awaited` says
+    /// whether calls are in flight on this thread, whose answers will wake it anyway; grouped
+    /// sends then let the timerfd wait up to BACKSTOP for such a wake-up.
+    pub async fn driving<T>(&self, work: impl Future<Output = T>, answers_awaited: impl Fn() -> bool) -> T {
+        let mut work = std::pin::pin!(work);
+        poll_fn(|cx| {
+            self.release_due(cx);
+            if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                return Poll::Ready(out);
+            }
+            self.arm_for_next(answers_awaited());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Wakes the waits whose release has come; learns the lateness of a timerfd expiry seen,
+    /// and asks for the task's wake-up at the next one.
+    fn release_due(&self, cx: &mut std::task::Context<'_>) {
+        let Some(fd) = &self.fd else { return };
+        let mut fired = false;
+        while let Poll::Ready(ready) = fd.poll_read_ready(cx) {
+            match ready {
+                Ok(mut ready) => {
+                    ready.clear_ready();
+                    fired = true;
+                }
+                // The runtime is shutting down: nothing to wait for any more.
+                Err(_) => break,
+            }
+        }
+        let now = Instant::now();
+        if let Some(armed) = self.armed.get().filter(|armed| *armed <= now) {
+            // The expirations are never read (a syscall per wake-up saved): arming resets
+            // their count, and each expiry is a new edge for the runtime's epoll. An expiry
+            // that passed before its edge was seen is not learned from.
+            if fired {
+                self.margin.learn(now - armed);
+            }
+            self.armed.set(None);
+        }
         let mut waiting = self.waiting.borrow_mut();
-        let at = waiting.partition_point(|(other, _)| *other <= wake);
-        waiting.insert(at, (wake, waker));
-        if self.armed.get().is_some_and(|armed| armed <= wake) {
-            return true;
-        }
-        self.armed.set(Some(wake));
-        arm(fd.get_ref(), wake - now)
-    }
-
-    /// Runs `work` to its end beside the driver that wakes its waits.
-    pub async fn driving<T>(&self, work: impl Future<Output = T>) -> T {
-        tokio::select! {
-            out = work => out,
-            never = self.drive() => match never {},
+        let due = waiting.partition_point(|(release, _)| *release <= now);
+        for (_, waker) in waiting.drain(..due) {
+            waker.wake();
         }
     }
 
-    /// Wakes the waiters whose time has come.
-    async fn drive(&self) -> Infallible {
-        let Some(fd) = &self.fd else { return pending().await };
-        loop {
-            let Ok(mut ready) = fd.readable().await else { return pending().await };
-            ready.clear_ready();
-            let now = Instant::now();
-            if self.armed.get().is_none_or(|armed| armed > now) {
-                continue;
-            }
-            let mut waiting = self.waiting.borrow_mut();
-            let served = waiting.partition_point(|(wake, _)| *wake <= now);
-            for (_, waker) in waiting.drain(..served) {
+    /// Arms the timerfd for the earliest wait when nothing armed comes by then: at its
+    /// release when precise, up to the slack after it when grouped (`Margin::slack`).
+    fn arm_for_next(&self, answers_awaited: bool) {
+        let Some(fd) = &self.fd else { return };
+        let Some(&(release, _)) = self.waiting.borrow().front() else { return };
+        let latest = release + self.margin.slack(answers_awaited);
+        let now = Instant::now();
+        if self.armed.get().is_some_and(|armed| armed <= latest) {
+            return;
+        }
+        // An expiry passed but not yet seen is an edge on its way; the new arming's edge
+        // serves the same waits, so no wait is left without one.
+        self.armed.set(Some(latest));
+        if !arm(fd.get_ref(), latest.saturating_duration_since(now)) {
+            self.armed.set(None);
+            self.refused.set(true);
+            for (_, waker) in self.waiting.borrow_mut().drain(..) {
                 waker.wake();
-            }
-            let next = waiting.front().map(|(next, _)| *next);
-            self.armed.set(next);
-            if let Some(next) = next {
-                arm(fd.get_ref(), next - now);
             }
         }
     }
@@ -332,7 +350,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let timer = make();
-            timer.driving(waits(&timer)).await
+            timer.driving(waits(&timer), || false).await
         })
     }
 
@@ -390,7 +408,10 @@ mod tests {
         with_timer(async |timer| {
             let t0 = Instant::now();
             let at = |ms: u64| t0 + Duration::from_millis(ms);
-            let woke_at = async |ms: u64| timer.until(at(ms)).await.expect("woken by the timerfd");
+            let woke_at = async |ms: u64| {
+                assert!(timer.until(at(ms)).await, "a wait ended without a stop");
+                Instant::now()
+            };
             // Each waiter polled once, as a task is, by a waker that counts its wake-ups.
             let poll_counted = |wait: std::pin::Pin<&mut _>| {
                 let wakes = std::sync::Arc::new(Wakes::default());
@@ -458,33 +479,68 @@ mod tests {
     }
 
     #[test]
-    fn sends_closer_than_a_sixth_of_the_lateness_share_wake_ups() {
+    fn sends_closer_than_a_sixth_of_the_lateness_are_grouped() {
         let m = Margin::default();
         let start = Instant::now();
         let at = |us: u64| start + Duration::from_micros(us);
-        // Lateness 200 µs, sends 100 µs apart: each waited for alone.
+        // Lateness 200 µs, sends 100 µs apart: each waited for alone, the timerfd armed at
+        // the release and the rest spun.
         for i in 0..100 {
             m.note_due(at(100 * i));
         }
-        assert_eq!(m.wait_for(at(10_000)), Wait::Precise { wake: at(10_000 - 50) });
-        // Sends 30 µs apart (6.7 per lateness): the first opens a group that wakes one
-        // lateness later; the next ones join it until a due time past that wake-up opens the next.
+        assert_eq!(m.release(at(10_000)), at(10_000 - 50));
+        assert_eq!(m.slack(true), Duration::ZERO);
+        // Sends 30 µs apart (6.7 per lateness): released at their due time, by whatever wakes
+        // the thread; the timerfd waits one lateness past the earliest, or BACKSTOP while
+        // answers are awaited.
         for i in 0..100 {
             m.note_due(at(20_000 + 30 * i));
         }
-        assert_eq!(m.wait_for(at(30_000)), Wait::Grouped { wake: at(30_200) });
-        assert_eq!(m.wait_for(at(30_030)), Wait::Grouped { wake: at(30_200) });
-        assert_eq!(m.wait_for(at(30_200)), Wait::Grouped { wake: at(30_200) });
-        assert_eq!(m.wait_for(at(30_230)), Wait::Grouped { wake: at(30_430) });
+        assert_eq!(m.release(at(30_000)), at(30_000));
+        assert_eq!(m.slack(false), Duration::from_micros(200));
+        assert_eq!(m.slack(true), BACKSTOP);
         // Sends 50 µs apart (4 per lateness): below GROUP_AT but not GROUP_UNTIL, still grouped...
         for i in 0..100 {
             m.note_due(at(40_000 + 50 * i));
         }
-        assert!(matches!(m.wait_for(at(50_000)), Wait::Grouped { .. }));
+        assert_eq!(m.release(at(50_000)), at(50_000));
         // ...and one by one again at 100 µs apart.
         for i in 0..100 {
             m.note_due(at(60_000 + 100 * i));
         }
-        assert!(matches!(m.wait_for(at(80_000)), Wait::Precise { .. }));
+        assert!(m.release(at(80_000)) < at(80_000), "precise again: released a margin early, the rest spun");
+    }
+
+    /// While answers are awaited, a grouped send is released by any turn of the thread after
+    /// its due time, and the timerfd is armed only as a backstop, BACKSTOP after it.
+    #[test]
+    fn a_grouped_send_rides_on_another_wake_up_while_answers_are_awaited() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let timer = Timer::new();
+            let start = Instant::now();
+            for i in 0..100u32 {
+                timer.margin.note_due(start + Duration::from_micros(10) * i);
+            }
+            // The send's wait, polled as a worker is: only when its waker is woken.
+            let due = Instant::now() + Duration::from_micros(300);
+            let mut send = std::pin::pin!(timer.sleep_until(due));
+            let wakes = std::sync::Arc::new(Wakes::default());
+            let waker = Waker::from(wakes.clone());
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(send.as_mut().poll(&mut cx).is_pending());
+            assert!(timer.margin.grouped.get(), "sends 10 µs apart with 200 µs lateness are grouped");
+            // The thread's turns, with calls in flight.
+            let mut turns = std::pin::pin!(timer.driving(std::future::pending::<()>(), || true));
+            assert!(futures::poll!(turns.as_mut()).is_pending());
+            assert_eq!(timer.armed.get(), Some(due + BACKSTOP), "the timerfd is the backstop");
+            assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 0, "woken before its time");
+            // Another wake-up of the thread (an answer's), after the due time and long
+            // before the backstop: the send goes then.
+            std::thread::sleep(Duration::from_micros(400));
+            assert!(futures::poll!(turns.as_mut()).is_pending());
+            assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 1, "not released by the turn");
+            assert_eq!(send.as_mut().poll(&mut cx), Poll::Ready(true));
+        });
     }
 }
