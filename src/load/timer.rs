@@ -548,6 +548,18 @@ mod tests {
             assert!(futures::poll!(turns.as_mut()).is_pending());
             assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 1, "not released by the turn");
             assert_eq!(send.as_mut().poll(&mut cx), Poll::Ready(true));
+            // A backstop that fires (no answer came) releases the next send; its lateness, an
+            // idle thread's, is not learned.
+            let late = timer.margin.late.get();
+            let due = Instant::now() + Duration::from_micros(100);
+            let mut send = std::pin::pin!(timer.sleep_until(due));
+            assert!(send.as_mut().poll(&mut cx).is_pending());
+            assert!(futures::poll!(turns.as_mut()).is_pending());
+            assert!(timer.armed.get().is_some_and(|armed| armed <= due + BACKSTOP && timer.backstop.get()));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert!(futures::poll!(turns.as_mut()).is_pending());
+            assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 2, "the backstop released nothing");
+            assert_eq!(timer.margin.late.get(), late, "a backstop's lateness was learned");
         });
     }
 }
