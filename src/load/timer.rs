@@ -212,33 +212,39 @@ impl Timer {
     /// Returns once the clock has reached `release` (true), or at `stop` (false). Released
     /// by the first turn of `driving` at or after that time, whatever woke the thread.
     async fn until(&self, release: Instant) -> bool {
-        if self.fd.is_none() || self.refused.get() {
-            let stopping = self.stopping.notified();
-            if !self.stopped.get() {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(release.into()) => {}
-                    _ = stopping => {}
+        if self.fd.is_some() {
+            let mut registered: Option<Waker> = None;
+            let timerfd = poll_fn(|cx| {
+                if self.stopped.get() {
+                    return Poll::Ready(Some(false));
                 }
+                if Instant::now() >= release {
+                    return Poll::Ready(Some(true));
+                }
+                if self.refused.get() {
+                    // Woken by a refused arming: tokio's timer takes over below.
+                    return Poll::Ready(None);
+                }
+                if !registered.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+                    let mut waiting = self.waiting.borrow_mut();
+                    let at = waiting.partition_point(|(other, _)| *other <= release);
+                    waiting.insert(at, (release, cx.waker().clone()));
+                    registered = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            });
+            if let Some(reached) = timerfd.await {
+                return reached;
             }
-            return !self.stopped.get();
         }
-        let mut registered: Option<Waker> = None;
-        poll_fn(|cx| {
-            if self.stopped.get() {
-                return Poll::Ready(false);
+        let stopping = self.stopping.notified();
+        if !self.stopped.get() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(release.into()) => {}
+                _ = stopping => {}
             }
-            if Instant::now() >= release {
-                return Poll::Ready(true);
-            }
-            if !registered.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
-                let mut waiting = self.waiting.borrow_mut();
-                let at = waiting.partition_point(|(other, _)| *other <= release);
-                waiting.insert(at, (release, cx.waker().clone()));
-                registered = Some(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
+        }
+        !self.stopped.get()
     }
 
     /// Runs `work` to its end, releasing its waits whose time has come on every turn,
@@ -381,6 +387,28 @@ mod tests {
             assert!(ended < Duration::from_secs(1), "{name}: waits ended {ended:?} after the start, not at the stop");
             assert!(!later, "{name}: a wait after stop went on");
         }
+    }
+
+    /// A timerfd that refuses a time hands its waits to tokio's timer: they end at their
+    /// time, not never. (An eventfd stands in: timerfd_settime refuses it, EINVAL.)
+    #[test]
+    fn a_refused_arming_hands_the_waits_to_tokios_timer() {
+        let refusing = || {
+            // SAFETY: eventfd has no preconditions; the result is checked before use.
+            let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            assert!(raw >= 0);
+            // SAFETY: a fresh descriptor that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            Timer { fd: Some(AsyncFd::new(fd).unwrap()), ..Timer::new() }
+        };
+        let (reached, late, refused) = with_made_timer(refusing, async |timer| {
+            let due = Instant::now() + Duration::from_millis(5);
+            let reached = tokio::time::timeout(Duration::from_secs(2), timer.sleep_until(due)).await;
+            (reached, Instant::now().checked_duration_since(due), timer.refused.get())
+        });
+        assert_eq!(reached, Ok(true), "the wait did not end at its time");
+        assert!(late.is_some(), "the wait ended early");
+        assert!(refused);
     }
 
     #[test]
