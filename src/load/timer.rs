@@ -389,8 +389,9 @@ mod tests {
         }
     }
 
-    /// A timerfd that refuses a time hands its waits to tokio's timer: they end at their
-    /// time, not never. (An eventfd stands in: timerfd_settime refuses it, EINVAL.)
+    /// A timerfd that refuses a time hands its waits to tokio's timer: they sleep until their
+    /// time, neither stranded nor retrying the timerfd in a loop. (An eventfd stands in:
+    /// timerfd_settime refuses it, EINVAL.)
     #[test]
     fn a_refused_arming_hands_the_waits_to_tokios_timer() {
         let refusing = || {
@@ -399,16 +400,26 @@ mod tests {
             assert!(raw >= 0);
             // SAFETY: a fresh descriptor that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            Timer { fd: Some(AsyncFd::new(fd).unwrap()), ..Timer::new() }
+            // SAFETY: the eventfd is owned by the AsyncFd and closed only when it is dropped.
+            let fd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.unwrap();
+            Timer { fd: Some(fd), ..Timer::new() }
         };
-        let (reached, late, refused) = with_made_timer(refusing, async |timer| {
-            let due = Instant::now() + Duration::from_millis(5);
+        let thread_cpu = || {
+            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: writes into the timespec we own.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+        };
+        let wait = Duration::from_millis(20);
+        let (reached, late, cpu, refused) = with_made_timer(refusing, async |timer| {
+            let (due, cpu) = (Instant::now() + wait, thread_cpu());
             let reached = tokio::time::timeout(Duration::from_secs(2), timer.sleep_until(due)).await;
-            (reached, Instant::now().checked_duration_since(due), timer.refused.get())
+            (reached, Instant::now().checked_duration_since(due), thread_cpu() - cpu, timer.refused.get())
         });
+        assert!(refused);
         assert_eq!(reached, Ok(true), "the wait did not end at its time");
         assert!(late.is_some(), "the wait ended early");
-        assert!(refused);
+        assert!(cpu < wait / 2, "the wait spun: {cpu:?} of CPU in {wait:?}");
     }
 
     #[test]
