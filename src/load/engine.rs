@@ -688,7 +688,7 @@ async fn worker(local: Rc<Local>, id: u32) {
     let Some(warmup_end) = far(plan.warmup) else { return };
     let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
     let mut done = 0u64;
-    let mut idle = Idle::new(&local.idle);
+    let mut idle = Idle::new(&local.idle, &local.in_flight);
     while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
         // --ramp, --stages: wait while the active workers are not more than this one's number
         // in the whole run; a call in flight always ends first (k6's graceful ramp-down).
@@ -755,9 +755,7 @@ async fn worker(local: Rc<Local>, id: u32) {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
-        local.in_flight.set(local.in_flight.get() + 1);
         call(&local, id, ticket, slot, origin, warmup).await;
-        local.in_flight.set(local.in_flight.get() - 1);
         idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
         if let crate::load::pacer::Pacer::Burst { size } = &plan.pacer {
@@ -771,27 +769,31 @@ async fn worker(local: Rc<Local>, id: u32) {
     }
 }
 
-/// Counts a worker among its thread's idle ones while it lives outside a call.
+/// Counts a worker among its thread's idle ones while it lives outside a call, and among its
+/// calls in flight while inside one.
 struct Idle<'a> {
     count: &'a std::cell::Cell<u32>,
+    in_flight: &'a std::cell::Cell<u32>,
     idle: bool,
 }
 
 impl<'a> Idle<'a> {
-    fn new(count: &'a std::cell::Cell<u32>) -> Idle<'a> {
+    fn new(count: &'a std::cell::Cell<u32>, in_flight: &'a std::cell::Cell<u32>) -> Idle<'a> {
         count.set(count.get() + 1);
-        Idle { count, idle: true }
+        Idle { count, in_flight, idle: true }
     }
 
     /// Enters a call; returns how many workers are left idle.
     fn busy(&mut self) -> u32 {
         self.idle = false;
+        self.in_flight.set(self.in_flight.get() + 1);
         self.count.set(self.count.get() - 1);
         self.count.get()
     }
 
     fn free(&mut self) {
         self.idle = true;
+        self.in_flight.set(self.in_flight.get() - 1);
         self.count.set(self.count.get() + 1);
     }
 }
@@ -800,6 +802,8 @@ impl Drop for Idle<'_> {
     fn drop(&mut self) {
         if self.idle {
             self.count.set(self.count.get() - 1);
+        } else {
+            self.in_flight.set(self.in_flight.get() - 1);
         }
     }
 }
