@@ -192,8 +192,9 @@ impl Timer {
         self.stopping.notify_waiters();
     }
 
-    /// Returns at `due` or after it: within microseconds while waits are precise, within one
-    /// lateness when sends are grouped (`Margin::release`). False, at once, after `stop`.
+    /// Returns at `due` or after it: within microseconds while waits are precise; when sends
+    /// are grouped, at the thread's first turn after it, the timerfd's backstop at the latest
+    /// (`Margin::slack`). False, at once, after `stop`.
     pub async fn sleep_until(&self, due: Instant) -> bool {
         self.margin.note_due(due);
         if !self.until(self.margin.release(due)).await {
@@ -279,6 +280,10 @@ impl Timer {
                 Err(_) => break,
             }
         }
+        if self.armed.get().is_none() && self.waiting.borrow().is_empty() {
+            // Nothing waits (a closed loop's every turn): no clock to read.
+            return;
+        }
         let now = Instant::now();
         if let Some(armed) = self.armed.get().filter(|armed| *armed <= now) {
             // The expirations are never read (a syscall per wake-up saved): arming resets
@@ -303,12 +308,12 @@ impl Timer {
         let Some(&(release, _)) = self.waiting.borrow().front() else { return };
         let slack = self.margin.slack(answers_awaited);
         let latest = release + slack;
-        let now = Instant::now();
+        // An expiry armed by then serves, one already passed too: its edge is on its way
+        // (re-arming would reset the expiration count, and epoll would drop that edge).
         if self.armed.get().is_some_and(|armed| armed <= latest) {
             return;
         }
-        // An expiry passed but not yet seen is an edge on its way; the new arming's edge
-        // serves the same waits, so no wait is left without one.
+        let now = Instant::now();
         self.armed.set(Some(latest));
         self.backstop.set(slack > self.margin.late.get());
         if !arm(fd.get_ref(), latest.saturating_duration_since(now)) {
@@ -564,12 +569,16 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let timer = Timer::new();
-            let start = Instant::now();
-            for i in 0..100u32 {
-                timer.margin.note_due(start + Duration::from_micros(10) * i);
-            }
+            // Sends 10 µs apart up to `due`, far enough ahead that no stall of a busy machine
+            // passes it before the checks that come first.
+            let paced_to = |due: Instant| {
+                for i in (1..=100u32).rev() {
+                    timer.margin.note_due(due - Duration::from_micros(10) * i);
+                }
+                due
+            };
             // The send's wait, polled as a worker is: only when its waker is woken.
-            let due = Instant::now() + Duration::from_micros(300);
+            let due = paced_to(Instant::now() + Duration::from_millis(20));
             let mut send = std::pin::pin!(timer.sleep_until(due));
             let wakes = std::sync::Arc::new(Wakes::default());
             let waker = Waker::from(wakes.clone());
@@ -581,21 +590,21 @@ mod tests {
             assert!(futures::poll!(turns.as_mut()).is_pending());
             assert_eq!(timer.armed.get(), Some(due + BACKSTOP), "the timerfd is the backstop");
             assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 0, "woken before its time");
-            // Another wake-up of the thread (an answer's), after the due time and long
-            // before the backstop: the send goes then.
-            std::thread::sleep(Duration::from_micros(400));
+            // Another wake-up of the thread (an answer's), after the due time and before the
+            // backstop: the send goes then.
+            std::thread::sleep(due.saturating_duration_since(Instant::now()) + Duration::from_micros(400));
             assert!(futures::poll!(turns.as_mut()).is_pending());
             assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 1, "not released by the turn");
             assert_eq!(send.as_mut().poll(&mut cx), Poll::Ready(true));
-            // A backstop that fires (no answer came) releases the next send; its lateness, an
-            // idle thread's, is not learned.
+            // A backstop that fires (no answer came) wakes the thread; its lateness, an idle
+            // thread's, is not learned.
             let late = timer.margin.late.get();
-            let due = Instant::now() + Duration::from_micros(100);
+            let due = paced_to(Instant::now() + Duration::from_millis(20));
             let mut send = std::pin::pin!(timer.sleep_until(due));
             assert!(send.as_mut().poll(&mut cx).is_pending());
             assert!(futures::poll!(turns.as_mut()).is_pending());
             assert!(timer.armed.get().is_some_and(|armed| armed <= due + BACKSTOP && timer.backstop.get()));
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep_until((due + BACKSTOP + Duration::from_millis(5)).into()).await;
             assert!(futures::poll!(turns.as_mut()).is_pending());
             assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 2, "the backstop released nothing");
             assert_eq!(timer.margin.late.get(), late, "a backstop's lateness was learned");
