@@ -28,6 +28,16 @@ install_peers() {
   rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
 }
 
+# The machine's idle setting, which prices every wake-up of a thread (docs/design.md, "The
+# open loop at 80%"): the cpuidle driver and, on a VM's haltpoll driver, how long an idle vCPU
+# polls before it halts (0: it halts at once, and waking it takes an exit to the host).
+idle_setting() {
+  local driver poll
+  driver=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo unknown)
+  poll=$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || true)
+  echo "cpuidle driver: $driver${poll:+, guest halt polling: $poll ns}"
+}
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_port() {
   for _ in $(seq 100); do
@@ -89,4 +99,42 @@ sample_rss() {
     sleep 1
   done
   ! kill -0 "$first" 2>/dev/null
+}
+
+# measure LABELS TOOL COMMAND...: runs a client (h2load, ghz, fortio or rpcmeter, by TOOL) under
+# /usr/bin/time and appends a row to $results: LABELS (words, one column each), TOOL, its OK calls/s,
+# client CPU µs per OK call (user+sys, start-up included) and max RSS in KB.
+measure() {
+  local labels=$1 tool=$2
+  shift 2
+  if ! /usr/bin/time -f '%U %S %M' -o "$work/time" "$@" >"$work/out" 2>"$work/err"; then
+    echo "$tool ($labels) failed: $(tail -n 2 "$work/err" | tr '\n' ' ')" >&2
+    return 0
+  fi
+  local calls rate user sys rss_kb
+  read -r calls rate < <(python3 - "$tool" "$work/out" <<'PY'
+import json, re, sys
+tool, text = sys.argv[1], open(sys.argv[2]).read()
+if tool == "h2load":
+    # Calls whose HTTP status was 2xx: h2load does not read grpc-status.
+    calls = int(re.search(r"requests: .* (\d+) succeeded", text).group(1))
+    rate = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text).group(1))
+elif tool == "ghz":
+    r = json.loads(text)
+    calls = sum(n for code, n in r["statusCodeDistribution"].items() if code == "OK")
+    rate = r["rps"] * calls / r["count"]
+elif tool == "fortio":
+    r = json.loads(text)
+    calls = r["RetCodes"].get("SERVING", 0)
+    rate = calls / (r["ActualDuration"] / 1e9)
+else:
+    r = json.loads(text)
+    calls = r["requests"]["ok"]
+    rate = calls / r["duration_s"]
+print(calls, rate)
+PY
+  )
+  read -r user sys rss_kb <"$work/time"
+  printf '%s\t%s\t%s\t%s\t%s\n' "${labels// /$'\t'}" "$tool" "$rate" \
+    "$(python3 -c "print(($user + $sys) * 1e6 / max($calls, 1))")" "$rss_kb" >>"$results"
 }

@@ -72,57 +72,21 @@ add_serve
 results=$work/results.tsv
 : >"$results"
 
-# measure SERVER C TOOL COMMAND...: runs the client under /usr/bin/time, appends a row.
-measure() {
-  local server=$1 c=$2 tool=$3
-  shift 3
-  if ! /usr/bin/time -f '%U %S %M' -o "$work/time" "$@" >"$work/out" 2>"$work/err"; then
-    echo "$tool against $server at c=$c failed: $(tail -n 2 "$work/err" | tr '\n' ' ')" >&2
-    return 0
-  fi
-  local calls rate user sys rss_kb
-  read -r calls rate < <(python3 - "$tool" "$work/out" <<'PY'
-import json, re, sys
-tool, text = sys.argv[1], open(sys.argv[2]).read()
-if tool == "h2load":
-    # Calls whose HTTP status was 2xx: h2load does not read grpc-status.
-    calls = int(re.search(r"requests: .* (\d+) succeeded", text).group(1))
-    rate = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text).group(1))
-elif tool == "ghz":
-    r = json.loads(text)
-    calls = sum(n for code, n in r["statusCodeDistribution"].items() if code == "OK")
-    rate = r["rps"] * calls / r["count"]
-elif tool == "fortio":
-    r = json.loads(text)
-    calls = r["RetCodes"].get("SERVING", 0)
-    rate = calls / (r["ActualDuration"] / 1e9)
-else:
-    r = json.loads(text)
-    calls = r["requests"]["ok"]
-    rate = calls / r["duration_s"]
-print(calls, rate)
-PY
-  )
-  read -r user sys rss_kb <"$work/time"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$c" "$tool" "$rate" \
-    "$(python3 -c "print(($user + $sys) * 1e6 / max($calls, 1))")" "$rss_kb" >>"$results"
-}
-
 for entry in "${servers[@]}"; do
   read -r server addr path method proto json hex <<<"$entry"
   python3 -c "import sys; m = bytes.fromhex('$hex'); sys.stdout.buffer.write(b'\0' + len(m).to_bytes(4, 'big') + m)" \
     >"$work/$server.body"
   for c in $CONCURRENCY; do
     echo "measuring $server, c=$c, ${SECS}s per client ..." >&2
-    measure "$server" "$c" h2load h2load -c 1 -m "$c" -D "$SECS" -d "$work/$server.body" \
+    measure "$server $c" h2load h2load -c 1 -m "$c" -D "$SECS" -d "$work/$server.body" \
       -H 'content-type: application/grpc' -H 'te: trailers' "http://$addr$path"
-    measure "$server" "$c" ghz ghz --insecure --proto "$proto" --call "${method/\//.}" -d "$json" \
+    measure "$server $c" ghz ghz --insecure --proto "$proto" --call "${method/\//.}" -d "$json" \
       -c "$c" --connections 1 -z "${SECS}s" -O json "$addr"
     if [[ $server == fortio ]]; then
-      measure "$server" "$c" fortio fortio load -grpc -ping -payload hi -c 1 -s "$c" -qps 0 -t "${SECS}s" \
+      measure "$server $c" fortio fortio load -grpc -ping -payload hi -c 1 -s "$c" -qps 0 -t "${SECS}s" \
         -loglevel Warning -json - "$addr"
     fi
-    measure "$server" "$c" rpcmeter "$rpcmeter" run --plaintext --proto "$proto" --call "$method" -d "$json" \
+    measure "$server $c" rpcmeter "$rpcmeter" run --plaintext --proto "$proto" --call "$method" -d "$json" \
       -c "$c" -z "${SECS}s" -q --format json "$addr"
   done
 done

@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 have cc || apt_install gcc libc6-dev
 cc -O2 -pthread bench/wakeup.c -o "$work/wakeup"
+idle_setting
 echo "two threads on $(nproc) cores:"
 "$work/wakeup"
 if have taskset && (($(nproc) > 1)); then
   echo "both threads on one core (no idle core to wake):"
-  taskset -c 0 "$work/wakeup" | head -n 1
+  taskset -c 0 "$work/wakeup" | head -n 2
 fi
