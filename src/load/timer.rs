@@ -186,9 +186,7 @@ impl Timer {
     /// Ends every wait, those under way and those to come: they return false.
     pub fn stop(&self) {
         self.stopped.set(true);
-        for (_, waker) in self.waiting.borrow_mut().drain(..) {
-            waker.wake();
-        }
+        self.wake_all();
         self.stopping.notify_waiters();
     }
 
@@ -319,9 +317,14 @@ impl Timer {
         if !arm(fd.get_ref(), latest.saturating_duration_since(now)) {
             self.armed.set(None);
             self.refused.set(true);
-            for (_, waker) in self.waiting.borrow_mut().drain(..) {
-                waker.wake();
-            }
+            self.wake_all();
+        }
+    }
+
+    /// Wakes every wait under way, to see `stopped` or `refused`.
+    fn wake_all(&self) {
+        for (_, waker) in self.waiting.borrow_mut().drain(..) {
+            waker.wake();
         }
     }
 }
