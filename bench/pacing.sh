@@ -53,8 +53,36 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+if [[ ${PEERS:-1} == 1 ]]; then
+  # Each client: c=8 on one connection, then an open loop at 80% of that round's maximum (ghz:
+  # --rps with 8 workers; fortio: -qps over 8 streams; rpcmeter as above), ROUNDS interleaved.
+  start_fortio
+  results=$work/peers.tsv
+  : >"$results"
+  ping=(--plaintext --proto bench/ping.proto --call fgrpc.PingServer/Ping -d '{"payload":"hi"}' -q --format json
+    --no-server-stats -z "${SECS}s")
+  ghz_ping=(ghz --insecure --proto bench/ping.proto --call fgrpc.PingServer.Ping -d '{"payload":"hi"}' -c 8
+    --connections 1 -z "${SECS}s" -O json)
+  fortio_ping=(fortio load -grpc -ping -payload hi -c 1 -s 8 -t "${SECS}s" -loglevel Warning -json -)
+  # eighty ROUND TOOL: 80% of the calls/s TOOL's closed loop reached in ROUND.
+  eighty() { awk -F'\t' -v r="$1" -v t="$2" '$1 == r && $2 == "closed" && $3 == t { print int($4 * 0.8) }' "$results"; }
+  for round in $(seq "$ROUNDS"); do
+    echo "peers, round $round of $ROUNDS ..." >&2
+    measure "$round closed" rpcmeter "$rpcmeter" run "${ping[@]}" -c 8 "$fortio_addr"
+    measure "$round closed" ghz "${ghz_ping[@]}" "$fortio_addr"
+    measure "$round closed" fortio "${fortio_ping[@]}" -qps 0 "$fortio_addr"
+    rate=$(eighty "$round" rpcmeter)
+    [[ -z $rate ]] || measure "$round open" rpcmeter "$rpcmeter" run "${ping[@]}" --rps "$rate" --max-in-flight 256 \
+      "$fortio_addr"
+    rate=$(eighty "$round" ghz)
+    [[ -z $rate ]] || measure "$round open" ghz "${ghz_ping[@]}" --rps "$rate" "$fortio_addr"
+    rate=$(eighty "$round" fortio)
+    [[ -z $rate ]] || measure "$round open" fortio "${fortio_ping[@]}" -qps "$rate" "$fortio_addr"
+  done
+fi
+
 python3 - "$work" "$ROUNDS" "$max" "${rates[@]}" <<'PY'
-import json, statistics, sys
+import collections, json, os, statistics, sys
 work, rounds, closed_max, rates = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 closed = json.load(open(f"{work}/closed.json"))
 closed_cpu = closed["client"]["cpu_us_per_request"]
@@ -74,55 +102,24 @@ for rate in rates:
 eighty = [json.load(open(f"{work}/r{r}-{rates[-1]}.json"))["client"]["cpu_us_per_request"] for r in range(1, rounds + 1)]
 print(f"CPU per call at 80% of the maximum / closed loop: {statistics.median(eighty) / closed_cpu:.2f}x "
       f"[{min(eighty) / closed_cpu:.2f}-{max(eighty) / closed_cpu:.2f}] (issue 18's target: <= 1.2x)")
-PY
-
-[[ ${PEERS:-1} == 1 ]] || exit 0
-# Each client: c=8 on one connection, then an open loop at 80% of that round's maximum (ghz:
-# --rps with 8 workers; fortio: -qps over 8 streams; rpcmeter as above), ROUNDS interleaved.
-start_fortio
-results=$work/peers.tsv
-: >"$results"
-ping=(--plaintext --proto bench/ping.proto --call fgrpc.PingServer/Ping -d '{"payload":"hi"}' -q --format json
-  --no-server-stats -z "${SECS}s")
-ghz_ping=(ghz --insecure --proto bench/ping.proto --call fgrpc.PingServer.Ping -d '{"payload":"hi"}' -c 8
-  --connections 1 -z "${SECS}s" -O json)
-fortio_ping=(fortio load -grpc -ping -payload hi -c 1 -s 8 -t "${SECS}s" -loglevel Warning -json -)
-# eighty ROUND TOOL: 80% of the calls/s TOOL's closed loop reached in ROUND.
-eighty() { awk -F'\t' -v r="$1" -v t="$2" '$1 == r && $2 == "closed" && $3 == t { print int($4 * 0.8) }' "$results"; }
-for round in $(seq "$ROUNDS"); do
-  echo "peers, round $round of $ROUNDS ..." >&2
-  measure "$round closed" rpcmeter "$rpcmeter" run "${ping[@]}" -c 8 "$fortio_addr"
-  measure "$round closed" ghz "${ghz_ping[@]}" "$fortio_addr"
-  measure "$round closed" fortio "${fortio_ping[@]}" -qps 0 "$fortio_addr"
-  rate=$(eighty "$round" rpcmeter)
-  [[ -z $rate ]] || measure "$round open" rpcmeter "$rpcmeter" run "${ping[@]}" --rps "$rate" --max-in-flight 256 \
-    "$fortio_addr"
-  rate=$(eighty "$round" ghz)
-  [[ -z $rate ]] || measure "$round open" ghz "${ghz_ping[@]}" --rps "$rate" "$fortio_addr"
-  rate=$(eighty "$round" fortio)
-  [[ -z $rate ]] || measure "$round open" fortio "${fortio_ping[@]}" -qps "$rate" "$fortio_addr"
-done
-
-python3 - "$results" "$ROUNDS" <<'PY'
-import collections, statistics, sys
-runs = collections.defaultdict(dict)  # (tool, round) -> mode -> (calls/s, µs/call)
-for line in open(sys.argv[1]):
-    if line.strip():
-        round_, mode, tool, rate, cpu, _ = line.rstrip("\n").split("\t")
-        runs[tool, round_][mode] = (float(rate), float(cpu))
-print(f"\neach client at 80% of its own closed-loop maximum, against fortio's ping server (grpc-go); "
-      f"CPU = user+sys of the client process; {sys.argv[2]} interleaved rounds, median [min-max]")
-print(f"{'client':>9} {'closed calls/s':>15} {'closed µs/call':>20} {'open calls/s':>13} {'open µs/call':>20} "
-      f"{'open / closed':>20}")
-def cell(values, fmt="{:.1f}"):
-    return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
-for tool in ("rpcmeter", "ghz", "fortio"):
-    both = [m for (t, _), m in sorted(runs.items()) if t == tool and "closed" in m and "open" in m]
-    if not both:
-        print(f"{tool:>9} (no complete round)")
-        continue
-    closed, opened = [m["closed"] for m in both], [m["open"] for m in both]
-    print(f"{tool:>9} {statistics.median(r for r, _ in closed):>15,.0f} {cell([c for _, c in closed]):>20} "
-          f"{statistics.median(r for r, _ in opened):>13,.0f} {cell([c for _, c in opened]):>20} "
-          f"{cell([o[1] / c[1] for o, c in zip(opened, closed)], '{:.2f}').replace(' ', 'x ', 1):>20}")
+peers = f"{work}/peers.tsv"
+if os.path.exists(peers):
+    runs = collections.defaultdict(dict)  # (tool, round) -> mode -> (calls/s, µs/call)
+    for line in open(peers):
+        if line.strip():
+            round_, mode, tool, rate, cpu, _ = line.rstrip("\n").split("\t")
+            runs[tool, round_][mode] = (float(rate), float(cpu))
+    print(f"\neach client at 80% of its own closed-loop maximum, against fortio's ping server (grpc-go); "
+          f"CPU = user+sys of the client process; {rounds} interleaved rounds, median [min-max]")
+    print(f"{'client':>9} {'closed calls/s':>15} {'closed µs/call':>20} {'open calls/s':>13} {'open µs/call':>20} "
+          f"{'open / closed':>20}")
+    for tool in ("rpcmeter", "ghz", "fortio"):
+        both = [m for (t, _), m in sorted(runs.items()) if t == tool and "closed" in m and "open" in m]
+        if not both:
+            print(f"{tool:>9} (no complete round)")
+            continue
+        closed_loop, open_loop = [m["closed"] for m in both], [m["open"] for m in both]
+        print(f"{tool:>9} {statistics.median(r for r, _ in closed_loop):>15,.0f} {cell([c for _, c in closed_loop]):>20} "
+              f"{statistics.median(r for r, _ in open_loop):>13,.0f} {cell([c for _, c in open_loop]):>20} "
+              f"{cell([o[1] / c[1] for o, c in zip(open_loop, closed_loop)], '{:.2f}').replace(' ', 'x ', 1):>20}")
 PY
