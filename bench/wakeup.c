@@ -20,7 +20,7 @@ static double thread_cpu_us(void) {
 }
 
 // One byte back and forth over a socket pair, each thread parked in epoll_wait between, or
-// (spin) polling epoll without parking. With timed, the CPU spent in the writes, each of
+// (spin) polling epoll without parking. With in_writes, the CPU spent in the writes, each of
 // which wakes the other thread when it is parked, is added to *in_writes.
 static void bounce(int fd, int first, int spin, double *in_writes) {
   int ep = epoll_create1(0);
@@ -41,23 +41,15 @@ static void bounce(int fd, int first, int spin, double *in_writes) {
   close(ep);
 }
 
-struct peer_mode {
-  int spin;
-  double *in_writes;
-};
-
-static void *peer(void *arg) {
-  struct peer_mode *mode = arg;
-  bounce(pair[1], 0, mode->spin, mode->in_writes);
+static void *peer(void *spins) {
+  bounce(pair[1], 0, *(int *)spins, NULL);
   return NULL;
 }
 
 // The CPU of the first thread per round trip, the peer parking or spinning.
 static double round_trip(int peer_spins, double *in_writes) {
-  double peer_writes = 0;
-  struct peer_mode mode = {peer_spins, in_writes ? &peer_writes : NULL};
   pthread_t t;
-  pthread_create(&t, NULL, peer, &mode);
+  pthread_create(&t, NULL, peer, &peer_spins);
   double start = thread_cpu_us();
   bounce(pair[0], 1, 0, in_writes);
   double cpu = thread_cpu_us() - start;
