@@ -18,15 +18,22 @@ apt_install() {
 }
 export PATH="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin:$PATH"
 
-# h2load (nghttp2), /usr/bin/time, python3 and fortio; then rpcmeter, built in release.
-install_peers() {
+# python3 and rpcmeter, built in release: sets rpcmeter.
+build_rpcmeter() {
   have python3 || apt_install python3
-  have h2load || apt_install nghttp2-client
-  [[ -x /usr/bin/time ]] || apt_install time
-  have fortio || go install fortio.org/fortio@v1.65.0
   cargo build --release --quiet --bin rpcmeter
   rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
 }
+
+# h2load (nghttp2), /usr/bin/time and fortio; then build_rpcmeter.
+install_peers() {
+  have h2load || apt_install nghttp2-client
+  [[ -x /usr/bin/time ]] || apt_install time
+  have fortio || go install fortio.org/fortio@v1.65.0
+  build_rpcmeter
+}
+
+install_ghz() { have ghz || go install github.com/bojand/ghz/cmd/ghz@latest; }
 
 # The machine's idle setting, which prices every wake-up of a thread (docs/design.md, "The
 # open loop at 80%"): the cpuidle driver and, on a VM's haltpoll driver, how long an idle vCPU

@@ -20,11 +20,9 @@ ROUNDS=${ROUNDS:-3}
 source bench/lib.sh
 if [[ ${PEERS:-1} == 1 ]]; then
   install_peers
-  have ghz || go install github.com/bojand/ghz/cmd/ghz@latest
+  install_ghz
 else
-  have python3 || apt_install python3
-  cargo build --release --quiet --bin rpcmeter
-  rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
+  build_rpcmeter
 fi
 idle_setting
 client=("$rpcmeter")
@@ -64,19 +62,19 @@ if [[ ${PEERS:-1} == 1 ]]; then
   ghz_ping=(ghz --insecure --proto bench/ping.proto --call fgrpc.PingServer.Ping -d '{"payload":"hi"}' -c 8
     --connections 1 -z "${SECS}s" -O json)
   fortio_ping=(fortio load -grpc -ping -payload hi -c 1 -s 8 -t "${SECS}s" -loglevel Warning -json -)
-  # eighty ROUND TOOL: 80% of the calls/s TOOL's closed loop reached in ROUND.
-  eighty() { awk -F'\t' -v r="$1" -v t="$2" '$1 == r && $2 == "closed" && $3 == t { print int($4 * 0.8) }' "$results"; }
+  # open_rate ROUND TOOL: 80% of the calls/s TOOL's closed loop reached in ROUND.
+  open_rate() { awk -F'\t' -v r="$1" -v t="$2" '$1 == r && $2 == "closed" && $3 == t { print int($4 * 0.8) }' "$results"; }
   for round in $(seq "$ROUNDS"); do
     echo "peers, round $round of $ROUNDS ..." >&2
     measure "$round closed" rpcmeter "$rpcmeter" run "${ping[@]}" -c 8 "$fortio_addr"
     measure "$round closed" ghz "${ghz_ping[@]}" "$fortio_addr"
     measure "$round closed" fortio "${fortio_ping[@]}" -qps 0 "$fortio_addr"
-    rate=$(eighty "$round" rpcmeter)
+    rate=$(open_rate "$round" rpcmeter)
     [[ -z $rate ]] || measure "$round open" rpcmeter "$rpcmeter" run "${ping[@]}" --rps "$rate" --max-in-flight 256 \
       "$fortio_addr"
-    rate=$(eighty "$round" ghz)
+    rate=$(open_rate "$round" ghz)
     [[ -z $rate ]] || measure "$round open" ghz "${ghz_ping[@]}" --rps "$rate" "$fortio_addr"
-    rate=$(eighty "$round" fortio)
+    rate=$(open_rate "$round" fortio)
     [[ -z $rate ]] || measure "$round open" fortio "${fortio_ping[@]}" -qps "$rate" "$fortio_addr"
   done
 fi
@@ -104,17 +102,17 @@ print(f"CPU per call at 80% of the maximum / closed loop: {statistics.median(eig
       f"[{min(eighty) / closed_cpu:.2f}-{max(eighty) / closed_cpu:.2f}] (issue 18's target: <= 1.2x)")
 peers = f"{work}/peers.tsv"
 if os.path.exists(peers):
-    runs = collections.defaultdict(dict)  # (tool, round) -> mode -> (calls/s, µs/call)
+    peer_runs = collections.defaultdict(dict)  # (tool, round) -> mode -> (calls/s, µs/call)
     for line in open(peers):
         if line.strip():
             round_, mode, tool, rate, cpu, _ = line.rstrip("\n").split("\t")
-            runs[tool, round_][mode] = (float(rate), float(cpu))
+            peer_runs[tool, round_][mode] = (float(rate), float(cpu))
     print(f"\neach client at 80% of its own closed-loop maximum, against fortio's ping server (grpc-go); "
           f"CPU = user+sys of the client process; {rounds} interleaved rounds, median [min-max]")
     print(f"{'client':>9} {'closed calls/s':>15} {'closed µs/call':>20} {'open calls/s':>13} {'open µs/call':>20} "
           f"{'open / closed':>20}")
     for tool in ("rpcmeter", "ghz", "fortio"):
-        both = [m for (t, _), m in sorted(runs.items()) if t == tool and "closed" in m and "open" in m]
+        both = [m for (t, _), m in sorted(peer_runs.items()) if t == tool and "closed" in m and "open" in m]
         if not both:
             print(f"{tool:>9} (no complete round)")
             continue

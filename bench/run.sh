@@ -26,7 +26,7 @@ esac
 
 source bench/lib.sh
 install_peers
-if [[ $mode == table ]] && ! have ghz; then go install github.com/bojand/ghz/cmd/ghz@latest; fi
+[[ $mode != table ]] || install_ghz
 
 # --- servers -------------------------------------------------------------------------------
 start_fortio

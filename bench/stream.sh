@@ -17,10 +17,7 @@ PER_STREAM=$(( (MESSAGES + STREAMS - 1) / STREAMS ))
 
 source bench/lib.sh
 rpcmeter=${RPCMETER:-}
-if [[ -z $rpcmeter ]]; then
-  cargo build --release --quiet --bin rpcmeter
-  rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
-fi
+[[ -n $rpcmeter ]] || build_rpcmeter
 start_serve
 
 "$rpcmeter" run --plaintext --call rpcmeter.lab.v1.Streaming/Echo -d '{"payload":"aGk="}' \
