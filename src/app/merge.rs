@@ -247,7 +247,11 @@ fn window(result: &Value) -> anyhow::Result<(f64, f64)> {
 /// A short table of the merged result.
 pub fn table(merged: &Value) -> String {
     let l = &merged["latency_us"];
-    let ms = |v: &Value| format!("{:.3} ms", v.as_f64().unwrap_or(0.0) / 1e3);
+    // As `run`'s table writes durations.
+    let ms = |v: &Value| {
+        let us = v.as_f64().filter(|us| us.is_finite() && *us >= 0.0).unwrap_or(0.0);
+        crate::report::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
+    };
     let mut o = format!(
         "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s (union of the windows)\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
         merged["target"].as_str().unwrap_or(""),

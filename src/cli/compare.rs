@@ -48,6 +48,8 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
 }
 
 fn parse_alpha(s: &str) -> Result<f64, String> {
@@ -71,5 +73,6 @@ fn parse_min_effect(s: &str) -> Result<f64, String> {
 }
 
 pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    args.input.apply();
     crate::app::compare::run(&crate::app::compare::Settings::from_args(&args))
 }

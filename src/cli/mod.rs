@@ -101,6 +101,7 @@ pub fn main() -> ExitCode {
 }
 
 fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
+    args.input.apply();
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     if let Some(shards) = args.shards {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.

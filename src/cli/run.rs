@@ -170,6 +170,8 @@ pub struct RunArgs {
     /// else ~/.local/share/rpcmeter/history.sqlite3]
     #[arg(long, value_name = "PATH")]
     pub history: Option<PathBuf>,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
     /// Serve live Prometheus metrics on HOST:PORT/metrics during the run (port 0: any free
     /// port, printed on stderr); updated every --interval, closed when the run ends
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "shards")]
