@@ -508,6 +508,7 @@ pub fn measure(
     }
 
     let meta = Meta {
+        run_id: uuid::Uuid::new_v4(),
         started_at,
         name: settings.name.clone(),
         tags: settings.tags.clone(),

@@ -42,6 +42,9 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut merged = merge::merge(&inputs)?;
+    for warning in merge::warnings(&merged) {
+        eprintln!("rpcmeter: warning: {warning}");
+    }
     if let Some(notices) = merged["notices"].as_array_mut() {
         notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}").into()));
     }

@@ -23,6 +23,7 @@ pub fn value(s: &Summary) -> Value {
     let mut out = json!({
         "meta": {
             "rpcmeter_version": env!("CARGO_PKG_VERSION"),
+            "run_id": s.meta.run_id.to_string(),
             "started_at": humantime::format_rfc3339_millis(s.meta.started_at).to_string(),
             "name": s.meta.name,
             "tags": s.meta.tags.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<Map<_, _>>(),

@@ -61,6 +61,9 @@ impl Format {
 /// What the run was and why it ended, carried into results so that a file explains itself.
 #[derive(Debug, Clone)]
 pub struct Meta {
+    /// A fresh UUID v4 per run (per shard of a sharded run), so that `merge` can refuse the
+    /// same run given twice.
+    pub run_id: uuid::Uuid,
     pub started_at: SystemTime,
     /// `--name`.
     pub name: Option<String>,
