@@ -451,7 +451,8 @@ pub struct MetricComparison {
 
 impl MetricComparison {
     pub fn of(metric: Metric, a: &[RunResult], b: &[RunResult], alpha: f64, min_effect: Option<f64>) -> Self {
-        let values = |runs: &[RunResult]| runs.iter().map(|r| metric.run_value(r)).collect::<Result<Vec<f64>, String>>();
+        let values =
+            |runs: &[RunResult]| runs.iter().map(|r| metric.run_value(r)).collect::<Result<Vec<f64>, String>>();
         let (a_values, b_values) = match (values(a), values(b)) {
             (Ok(x), Ok(y)) => (x, y),
             (Err(why), _) | (_, Err(why)) => {
@@ -465,11 +466,17 @@ impl MetricComparison {
                 }
             }
         };
-        let mut out =
-            MetricComparison { metric, a: a_values, b: b_values, shift: None, none_on: None, verdict: Verdict::NoSignificantDifference };
+        let mut out = MetricComparison {
+            metric,
+            a: a_values,
+            b: b_values,
+            shift: None,
+            none_on: None,
+            verdict: Verdict::NoSignificantDifference,
+        };
         if metric.relative() {
             // A side without OK calls has no logarithm: all zero against all positive is certain.
-            let zero = |xs: &[f64]| (xs.iter().all(|&x| x == 0.0), xs.iter().any(|&x| x == 0.0));
+            let zero = |xs: &[f64]| (xs.iter().all(|&x| x == 0.0), xs.contains(&0.0));
             match (zero(&out.a), zero(&out.b)) {
                 ((false, false), (false, false)) => {}
                 ((false, false), (true, _)) => {
@@ -502,7 +509,8 @@ impl MetricComparison {
             };
             metric.noise_floor().max(within)
         };
-        let shift = mean_shift(Runs { values: &sa, floor_sd: floor(a) }, Runs { values: &sb, floor_sd: floor(b) }, alpha);
+        let shift =
+            mean_shift(Runs { values: &sa, floor_sd: floor(a) }, Runs { values: &sb, floor_sd: floor(b) }, alpha);
         out.verdict = match &shift {
             None => Verdict::CannotJudge("a value is not finite".into()),
             Some(s) if !s.significant() => Verdict::NoSignificantDifference,
@@ -670,7 +678,10 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
         distinct.sort();
         distinct.dedup();
         if distinct.len() > 1 {
-            warnings.push(format!("the runs call different {what} ({}): their numbers may not be comparable", distinct.join(", ")));
+            warnings.push(format!(
+                "the runs call different {what} ({}): their numbers may not be comparable",
+                distinct.join(", ")
+            ));
         }
     }
     for (i, x) in all.iter().enumerate() {
@@ -718,7 +729,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     if !settings.fail_on_regression {
         return Ok(ExitCode::SUCCESS);
     }
-    let unjudged: Vec<String> = report.cannot_judge().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
+    let unjudged: Vec<String> =
+        report.cannot_judge().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
     let regressions: Vec<String> =
         report.regressions().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
     match (regressions.is_empty(), unjudged.is_empty()) {
