@@ -42,7 +42,7 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Print the Kubernetes manifest (an Indexed Job) of one run spread over N pods.
     Kube(kube::KubeArgs),
-    /// Compare two JSON results interval by interval: medians, bootstrap intervals, Mann-Whitney U, a verdict.
+    /// Compare runs of B against runs of A beyond the noise between runs: ratios with confidence intervals, a verdict.
     Compare(compare::CompareArgs),
     /// Draw result JSON files as one self-contained HTML report (inline SVG plots, no network).
     Report(report::ReportArgs),
