@@ -329,3 +329,43 @@ fn kube_keeps_credentials_in_a_secret_and_out_of_the_job() {
     assert_eq!(container["env"][0]["name"], "RPCMETER_METADATA");
     assert_eq!(container["env"][0]["valueFrom"]["secretKeyRef"]["name"], secret["metadata"]["name"]);
 }
+
+/// Answers every call with a status whose message would set the terminal's title and forge a line.
+struct Hostile;
+
+const HOSTILE: &str = "\x1b]0;pwned\x07\nFAKE LINE";
+
+#[tonic::async_trait]
+impl rpcmeter::lab::proto::echo::echo_service_server::EchoService for Hostile {
+    async fn echo(
+        &self,
+        _: tonic::Request<rpcmeter::lab::proto::echo::Message>,
+    ) -> Result<tonic::Response<rpcmeter::lab::proto::echo::Message>, tonic::Status> {
+        Err(tonic::Status::internal(HOSTILE))
+    }
+}
+
+#[test]
+fn a_servers_message_cannot_drive_the_terminal() {
+    use rpcmeter::lab::proto::echo::echo_service_server::EchoServiceServer;
+    let server = ThreadServer::start(|| tonic::service::Routes::new(EchoServiceServer::new(Hostile)));
+    let (code, stdout, stderr) = output(run_echo(server.addr, &["-n", "3"]));
+    assert_eq!(code, Some(1), "{stderr}");
+    let raw = |c: char| c.is_control() && c != '\n';
+    assert!(!stdout.chars().any(raw) && !stderr.chars().any(raw), "{stdout:?}\n{stderr:?}");
+    let line = stdout.lines().find(|l| l.contains("INTERNAL: ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.ends_with(r"INTERNAL: \x1b]0;pwned\x07\nFAKE LINE"), "{line}");
+    assert!(!stdout.lines().any(|l| l.starts_with("FAKE LINE")), "{stdout}");
+    // An error line carries it escaped too (ping's warm-up call fails with it).
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["ping", "--plaintext", "-n", "1", "--proto"])
+        .arg(echo_proto())
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(!stderr.trim_end().chars().any(|c| c.is_control()), "{stderr:?}");
+    assert!(stderr.contains(r"\x1b]0;pwned\x07\nFAKE LINE"), "{stderr}");
+}
