@@ -54,6 +54,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_args(args: &RunArgs, arguments: Vec<String>) -> anyhow::Result<Settings> {
+        let redactor = super::redact::Redactor::new(&args.redact);
         let plaintext = match args.target.scheme_plaintext {
             Some(false) if args.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
             Some(scheme) => scheme || args.tls.plaintext,
@@ -131,8 +132,9 @@ impl Settings {
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,
             name: args.name.clone(),
-            tags: args.tag.clone(),
-            arguments,
+            // Results, history and reports are shared; credentials stay with the run.
+            tags: redactor.tags(&args.tag),
+            arguments: redactor.arguments(arguments, args),
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
             metrics_addr: args.metrics_addr,
         })

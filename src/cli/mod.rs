@@ -94,7 +94,8 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("rpcmeter: error: {err:#}");
+            // One line, whatever a server put in it (its messages reach errors).
+            eprintln!("rpcmeter: error: {}", crate::report::printable::printable(&format!("{err:#}")));
             ExitCode::from(crate::error::exit_code(&err))
         }
     }

@@ -178,7 +178,13 @@ fn render(s: &Summary) -> String {
     if !s.errors.is_empty() {
         let _ = writeln!(o, "\nErrors (per call, by the server's message):");
         for e in s.errors.iter().take(10) {
-            let _ = writeln!(o, "  {:>9}  {}: {}", e.count, status::name(e.status), e.message);
+            let _ = writeln!(
+                o,
+                "  {:>9}  {}: {}",
+                e.count,
+                status::name(e.status),
+                super::printable::printable(&e.message)
+            );
         }
         if s.errors.len() > 10 {
             let _ = writeln!(o, "  ... {} more kinds (all in --format json)", s.errors.len() - 10);
