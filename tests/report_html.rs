@@ -124,6 +124,8 @@ fn report_of_an_all_failed_run_shows_statuses_and_messages_and_no_steady_state()
     ]);
     server.shutdown();
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    assert_eq!(json["steady_state"]["verdict"], "not judged: no call succeeded", "the JSON calls it steady");
     let page = dir.path().join("failed.html");
     let o = rpcmeter(&["report", result.to_str().unwrap(), "-o", page.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
