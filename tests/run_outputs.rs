@@ -171,3 +171,86 @@ fn exports_beside_the_report_and_a_readable_hdr_log() {
     }
     assert_eq!(calls, total);
 }
+
+/// Starts a long run writing `out` (and its exports), waits until it is measuring.
+fn long_run_into(server: &TestServer, dir: &std::path::Path) -> std::process::Child {
+    let mut cmd = run_echo(server.addr, &["-c", "2", "-z", "60s", "--format", "json", "-o"]);
+    cmd.arg(dir.join("r.json"));
+    cmd.arg("--export").arg(format!("csv={}", dir.join("r.csv").display()));
+    cmd.arg("--csv-details").arg(dir.join("calls.csv"));
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+#[test]
+fn a_killed_run_leaves_the_earlier_results_whole() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["r.json", "r.csv", "calls.csv"];
+    for name in names {
+        std::fs::write(dir.path().join(name), format!("a good earlier {name}\n")).unwrap();
+    }
+    let mut child = long_run_into(&server, dir.path());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(server.calls() > 0, "the run had not started");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    for name in names {
+        let kept = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(kept, format!("a good earlier {name}\n"), "{name} was overwritten by a killed run");
+    }
+}
+
+#[test]
+fn a_hang_up_ends_the_run_like_sigterm_with_a_partial_report() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("r.json"), "old").unwrap();
+    let child = long_run_into(&server, dir.path());
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["partial"], true);
+    assert!(r["requests"]["total"].as_u64().unwrap() > 0);
+    assert_accounted(&r);
+    let calls = std::fs::read_to_string(dir.path().join("calls.csv")).unwrap();
+    assert!(calls.lines().count() > 1, "{calls}");
+    // Nothing but the three outputs: no temporary file left beside them.
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["calls.csv", "r.csv", "r.json"]);
+}
+
+#[test]
+fn outputs_are_written_whole_and_private() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = run_echo(server.addr, &["-n", "20", "-o"]);
+    cmd.arg(dir.path().join("r.txt"));
+    cmd.arg("--export").arg(format!("json={}", dir.path().join("r.json").display()));
+    cmd.arg("--hdr-log").arg(dir.path().join("r.hlog"));
+    let (code, _, stderr) = output(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["r.hlog", "r.json", "r.txt"], "a temporary file was left behind");
+    for name in &left {
+        let mode = std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}: {mode:o}");
+    }
+    // A device stays a device: -o /dev/null is written through, not replaced.
+    let (code, _, stderr) = output({
+        let mut cmd = run_echo(server.addr, &["-n", "5", "-o", "/dev/null"]);
+        cmd.arg("--export").arg("json=/dev/stdout");
+        cmd
+    });
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+}

@@ -600,3 +600,70 @@ async fn relaxed_store_orders_every_put_once_per_key() {
     }
     assert_last_write_wins(&puts, &last);
 }
+
+/// The health protocol (https://github.com/grpc/grpc/blob/master/doc/health-checking.md):
+/// Check of a service the server does not know is NOT_FOUND, but Watch of one sends
+/// SERVICE_UNKNOWN and keeps the stream open (the service may come later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_watch_of_an_unknown_service_says_service_unknown_and_stays_open() {
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let mut health = HealthClient::new(connect(&server).await);
+    let unknown = || HealthCheckRequest { service: "no.such.Service".into() };
+    assert_eq!(health.check(unknown()).await.unwrap_err().code(), Code::NotFound);
+    let mut watch = health.watch(unknown()).await.expect("a stream, not an error").into_inner();
+    let first = watch.message().await.unwrap().expect("a first message");
+    assert_eq!(first.status(), ServingStatus::ServiceUnknown);
+    let next = tokio::time::timeout(Duration::from_millis(300), watch.message()).await;
+    assert!(next.is_err(), "the stream must stay open: {next:?}");
+}
+
+/// A shutdown turns every service NOT_SERVING before it drains: a watcher hears it, then its
+/// stream ends, so that an open Watch does not hold the drain for its whole 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_turns_health_not_serving_and_ends_watch_streams() {
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let mut health = HealthClient::new(connect(&server).await);
+    let mut watches = Vec::new();
+    for name in ["", "rpcmeter.lab.v1.TestService"] {
+        let mut watch = health.watch(HealthCheckRequest { service: name.into() }).await.unwrap().into_inner();
+        assert_eq!(watch.message().await.unwrap().unwrap().status(), ServingStatus::Serving, "{name:?}");
+        watches.push(watch);
+    }
+    let stopping = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        server.shutdown();
+        started.elapsed()
+    });
+    for mut watch in watches {
+        let next = tokio::time::timeout(Duration::from_secs(5), watch.message()).await;
+        assert_eq!(next.unwrap().unwrap().unwrap().status(), ServingStatus::NotServing);
+        let end = tokio::time::timeout(Duration::from_secs(3), watch.message()).await;
+        assert!(matches!(end, Ok(Ok(None))), "the stream ends after NOT_SERVING: {end:?}");
+    }
+    let took = stopping.join().unwrap();
+    assert!(took < Duration::from_secs(3), "open Watch streams held the drain for {took:?}");
+}
+
+/// An unknown method, or a method of an unknown service, is UNIMPLEMENTED with a message
+/// that names it (tonic's own answer has none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unimplemented_names_the_unknown_method() {
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let channel = connect(&server).await;
+    for path in ["/rpcmeter.lab.v1.Stats/Nope", "/no.such.Service/Call"] {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let status = grpc
+            .unary::<_, StatsReply, _>(
+                tonic::Request::new(StatsRequest {}),
+                path.parse().unwrap(),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unimplemented, "{path}");
+        assert_eq!(status.message(), format!("unknown method {path}"));
+    }
+}

@@ -412,6 +412,7 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
         outputs.write_failed_start(settings.name.as_deref(), &settings.call, &target, e)
     })?;
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    problems.extend(outputs.commit());
     // Recorded after the reports, so a history that fails never costs one. A --history asked
     // for is an output like --export: failing it exits 1. The default history is a
     // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
@@ -442,7 +443,12 @@ pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details
     settings.outputs = quiet.clone();
     settings.progress = false;
     settings.history = None;
-    let (summary, _) = measure(&settings, control, &mut Outputs::open(&quiet)?)?;
+    let mut outputs = Outputs::open(&quiet)?;
+    let (summary, _) = measure(&settings, control, &mut outputs)?;
+    // The step's --csv-details is read by the lab right after: it must be in place.
+    if let Some(failed) = outputs.commit().into_iter().next() {
+        return Err(failed);
+    }
     Ok(summary)
 }
 

@@ -46,7 +46,7 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
     }
     let json = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
     if let Some(path) = &args.output {
-        std::fs::write(path, &json).map_err(|e| output_failed(path, e))?;
+        crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;
     }
     let text = match args.format {
         MergeFormat::Json => json,

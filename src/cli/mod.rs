@@ -122,10 +122,12 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
     crate::app::run::run(settings, interruptible()?)
 }
 
-/// A run's outside control, counting SIGINT and SIGTERM (Ctrl-C once: drain; twice: stop).
+/// A run's outside control, counting SIGINT, SIGTERM and SIGHUP (Ctrl-C once: drain; twice: stop).
 pub fn interruptible() -> anyhow::Result<std::sync::Arc<crate::load::engine::Control>> {
     let control = std::sync::Arc::new(crate::load::engine::Control::default());
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // A hang-up (the terminal closed, an ssh session lost) ends the run as SIGTERM does: the
+    // measured part is reported, not lost.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         let control = control.clone();
         // SAFETY: the handler only increments an atomic, which is async-signal-safe.
         unsafe {

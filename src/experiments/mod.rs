@@ -9,6 +9,7 @@ pub mod servers;
 mod threaded_vs_async;
 mod warmup;
 
+use crate::app::outputs::write_whole;
 use crate::app::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed};
 use crate::load::engine::Control;
@@ -145,7 +146,7 @@ impl Lab {
         let summary = measure_step(settings, &self.control, true)?;
         let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
         let file = self.results.join(format!("{}.json", file_name(label)));
-        std::fs::write(&file, &json).map_err(|e| output_failed(&file, e))?;
+        write_whole(&file, json.as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
         self.runs.push(html::parse(&shown, &json).map_err(crate::error::internal)?);
         Ok(summary)
@@ -155,9 +156,9 @@ impl Lab {
     fn finish(self) -> anyhow::Result<(PathBuf, PathBuf)> {
         let md = self.options.out.join(format!("{}.md", self.name));
         let page = self.options.out.join(format!("{}.html", self.name));
-        std::fs::write(&md, self.doc.markdown()).map_err(|e| output_failed(&md, e))?;
+        write_whole(&md, self.doc.markdown().as_bytes()).map_err(|e| output_failed(&md, e))?;
         let html = html::render_page(&self.doc.title, &self.doc.html(), &self.runs);
-        std::fs::write(&page, html).map_err(|e| output_failed(&page, e))?;
+        write_whole(&page, html.as_bytes()).map_err(|e| output_failed(&page, e))?;
         Ok((md, page))
     }
 }

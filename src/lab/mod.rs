@@ -7,6 +7,7 @@ use tonic::{Response, Status};
 mod db;
 mod echo;
 mod exec;
+mod health;
 mod network;
 mod server;
 mod spin;
@@ -31,6 +32,7 @@ pub struct Lab {
     exec: Executor,
     db: db::Db,
     store: storage::Store,
+    health: health::LabHealth,
 }
 
 impl Lab {

@@ -231,6 +231,9 @@ impl LabServer {
     }
 
     fn stop_and_join(&mut self) {
+        // Health first, so that a watcher (a load balancer) hears NOT_SERVING before the
+        // listener closes.
+        self.lab.health.stop_serving();
         let _ = self.stop.send(true);
         if let Some(thread) = self.thread.take() {
             match self.done.recv_timeout(self.drain + DRAIN_GRACE) {
@@ -283,6 +286,6 @@ impl Lab {
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
         let store = Store::new(config.relax);
-        Ok(Lab { stats: Arc::new(Stats::new(config.spin)), config, exec, db, store })
+        Ok(Lab { stats: Arc::new(Stats::new(config.spin)), config, exec, db, store, health: Default::default() })
     }
 }
