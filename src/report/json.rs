@@ -98,7 +98,7 @@ pub fn value(s: &Summary) -> Value {
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
-    fields.insert("steady_state".into(), steady_state(&s.steady));
+    fields.insert("steady_state".into(), steady_state(&s.steady, s.requests.ok));
     if let Some(rounds) = s.warm_rounds {
         fields.insert("warm_rounds".into(), verdict(rounds).into());
         if let crate::stats::steady::Steadiness::Steady { from } = rounds {
@@ -177,10 +177,11 @@ pub fn verdict(v: crate::stats::steady::Steadiness) -> &'static str {
     }
 }
 
-fn steady_state(s: &super::SteadyState) -> Value {
+/// A run with no OK call is not judged: its latencies are those of failures.
+fn steady_state(s: &super::SteadyState, ok: u64) -> Value {
     json!({
-        "verdict": verdict(s.verdict),
-        "steady_after_s": s.after.map(units::secs),
+        "verdict": if ok == 0 { super::NOT_JUDGED } else { verdict(s.verdict) },
+        "steady_after_s": s.after.filter(|_| ok > 0).map(units::secs),
         "intervals": s.intervals,
         "series": "p50 call latency per interval",
     })

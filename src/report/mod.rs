@@ -278,6 +278,10 @@ pub struct Messages {
     pub first_message: Option<Latency>,
 }
 
+/// The steady-state verdict of a run with no OK call: a failure's latency says nothing of
+/// the service's, however flat it is.
+pub const NOT_JUDGED: &str = "not judged: no call succeeded";
+
 /// The steady-state verdict on the interval series, with what it was computed from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SteadyState {
@@ -558,6 +562,7 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
     }
     out.extend(littles_law(plan, s));
     match (s.steady.verdict, s.steady.after) {
+        _ if s.requests.ok == 0 => {}
         (Steadiness::NoSteadyState, _) => out.push(notice(
             NoticeKind::NoSteadyState,
             "no steady state reached: the per-interval p50 latency was still changing at the end; \

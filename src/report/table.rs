@@ -158,6 +158,7 @@ fn render(s: &Summary) -> String {
         "\nSteady state ({} intervals of p50 latency): {}",
         s.steady.intervals,
         match (s.steady.verdict, s.steady.after) {
+            _ if r.ok == 0 => super::NOT_JUDGED.to_string(),
             (Steadiness::Steady { .. }, Some(after)) if after.is_zero() => "steady from the start".to_string(),
             (Steadiness::Steady { .. }, Some(after)) => format!("steady after {:.1} s", after.as_secs_f64()),
             (Steadiness::NoSteadyState, _) => "no steady state reached".to_string(),
