@@ -60,6 +60,7 @@ pub fn value(s: &Summary) -> Value {
         "attempt_latency_us": latency(&s.attempt_latency),
         "service_time_us": latency(&s.service_time),
         "late_sends": s.late_sends,
+        "late_wakeups": s.late_wakeups,
         "client": {
             "cpu_s": units::secs(c.cpu),
             "cpu_us_per_request": units::micros(c.cpu_per_call),

@@ -123,12 +123,13 @@ fn render(s: &Summary) -> String {
     if let Some(lag) = &s.schedule_lag {
         let _ = writeln!(
             o,
-            "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; {} sends more than 1 ms behind \
-             schedule with every slot busy",
+            "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; sends more than 1 ms behind \
+             schedule: {} waiting for an in-flight slot, {} late by the client's wake-up",
             duration(lag.percentile(50.0)),
             duration(lag.percentile(99.0)),
             duration(lag.max),
-            s.late_sends
+            s.late_sends,
+            s.late_wakeups
         );
     }
     if !s.measured.call_latency.is_empty() {
