@@ -203,8 +203,8 @@ impl Timer {
     /// machine, against tokio's 1 ms tick), and no spinning (a thread that spins loses the
     /// scheduler's wake-up preference: on a loaded machine, 1 ms backoffs spinning their last
     /// stretch reached the test server of tests/run_engine.rs 1.5-15 ms apart). False, at
-    /// once, after `stop`. Not counted
-    /// in the time between sends, which decides how sends are waited for.
+    /// once, after `stop`. Not counted in the time between sends, which decides how sends are
+    /// waited for.
     pub async fn wait_until(&self, due: Instant) -> bool {
         self.until(due).await
     }
