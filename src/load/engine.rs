@@ -622,8 +622,8 @@ impl Local {
     /// call already started is drained to its final answer like any other.
     async fn back_off(&self, at: Option<Instant>) -> bool {
         let Some(at) = at else { return false };
-        // The precise timer: tokio's rounds up to its 1 ms tick (backoffs of 1/2/4 ms reached
-        // the server 2/3/5 ms apart).
+        // The precise timer: tokio's rounds up to its 1 ms tick, about 1 ms more on every
+        // backoff (tests/run_engine.rs, retry_backoffs_last_as_designed_not_a_timer_tick_more).
         if self.timer.wait_until(at).await {
             return true;
         }

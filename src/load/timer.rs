@@ -202,8 +202,9 @@ impl Timer {
     /// the schedule's sends (a retry's backoff): late by one wake-up (tens of µs on an idle
     /// machine, against tokio's 1 ms tick), and no spinning (a thread that spins loses the
     /// scheduler's wake-up preference: on a loaded machine, 1 ms backoffs spinning their last
-    /// stretch reached the server 1.5-15 ms apart). False, at once, after `stop`. Not counted
-    /// in the time between sends, which decides how sends are waited for.
+    /// stretch reached the test server of tests/run_engine.rs 1.5-15 ms apart). False, at
+    /// once, after `stop`. Not counted in the time between sends, which decides how sends are
+    /// waited for.
     pub async fn wait_until(&self, due: Instant) -> bool {
         self.until(due).await
     }
