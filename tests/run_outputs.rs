@@ -369,3 +369,24 @@ fn a_servers_message_cannot_drive_the_terminal() {
     assert!(!stderr.trim_end().chars().any(|c| c.is_control()), "{stderr:?}");
     assert!(stderr.contains(r"\x1b]0;pwned\x07\nFAKE LINE"), "{stderr}");
 }
+
+#[test]
+fn a_full_disk_is_one_line_and_a_closed_pipe_is_quiet() {
+    let bin = env!("CARGO_BIN_EXE_rpcmeter");
+    for what in [&["completions", "bash"][..], &["man"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = Command::new(bin).args(what).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{what:?}: {stderr}");
+        assert!(stderr.contains("standard output") && !stderr.contains("panicked"), "{what:?}: {stderr}");
+
+        // `| head -c10` that has read its fill: the reading end is closed before the write.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(bin).args(what).stdout(writer).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what:?}: {stderr}");
+        assert_eq!(stderr, "", "{what:?}");
+    }
+}

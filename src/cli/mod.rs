@@ -83,22 +83,38 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::main(args),
         Command::History(args) => history::main(args),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
+            // Into memory first: clap_complete panics on a failed write (a full disk).
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut text);
+            to_stdout(&text)
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|_| ExitCode::SUCCESS)
-            .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e)),
+        Command::Man => {
+            let mut text = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut text) {
+                Ok(()) => to_stdout(&text),
+                Err(e) => Err(crate::error::internal(e)),
+            }
+        }
     };
     match result {
         Ok(code) => code,
+        Err(err) if crate::error::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // One line, whatever a server put in it (its messages reach errors).
             eprintln!("rpcmeter: error: {}", crate::report::printable::printable(&format!("{err:#}")));
             ExitCode::from(crate::error::exit_code(&err))
         }
     }
+}
+
+/// Writes `bytes` to standard output; a failed write is an output error (exit 1, one line).
+fn to_stdout(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|_| out.flush())
+        .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
