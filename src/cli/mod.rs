@@ -1,6 +1,7 @@
 //! The command line: clap types, one file per subcommand. `app` turns them into validated
 //! settings and runs them; only this layer and the reports print.
 use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 pub mod calibrate;
@@ -100,8 +101,10 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) if crate::error::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            // One line, whatever a server put in it (its messages reach errors).
-            eprintln!("rpcmeter: error: {}", crate::report::printable::printable(&format!("{err:#}")));
+            // One line, whatever a server put in it (its messages reach errors). Best effort:
+            // after a hang-up stderr may be gone, and eprintln! would panic.
+            let line = crate::report::printable::printable(&format!("{err:#}")).into_owned();
+            let _ = writeln!(std::io::stderr(), "rpcmeter: error: {line}");
             ExitCode::from(crate::error::exit_code(&err))
         }
     }
@@ -109,7 +112,6 @@ pub fn main() -> ExitCode {
 
 /// Writes `bytes` to standard output; a failed write is an output error (exit 1, one line).
 fn to_stdout(bytes: &[u8]) -> anyhow::Result<ExitCode> {
-    use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(bytes)
         .and_then(|_| out.flush())
