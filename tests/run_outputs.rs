@@ -274,26 +274,34 @@ fn credentials_reach_no_result_nor_the_history_and_both_are_private() {
     let server = TestServer::start(Behaviour::Echo);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let metadata = r#"{"authorization":"Bearer s3cr3t-XYZ","x-tenant":"acme-QQQ","x-run":"7"}"#;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
-    cmd.env("XDG_DATA_HOME", &data).env("HOME", dir.path());
-    cmd.args(["run", "--plaintext", "--quiet", "--proto"]).arg(echo_proto());
-    cmd.args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#, "-n", "20", "--format", "json"]);
-    cmd.args(["-m", metadata, "--redact", "X-Tenant", "--tag", "api-token=tok-ABC", "--tag", "host=ci"]);
-    cmd.arg("-o").arg(dir.path().join("r.json"));
-    cmd.arg("--export").arg(format!("junit={}", dir.path().join("r.xml").display()));
-    cmd.arg(server.addr.to_string());
-    let (code, stdout, stderr) = output(cmd);
-    assert_eq!(code, Some(0), "{stderr}");
-    let history = data.join("rpcmeter").join("history.sqlite3");
-    assert!(history.exists(), "not recorded: {stderr}");
-    for path in files_under(dir.path()) {
-        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-        for secret in ["s3cr3t-XYZ", "acme-QQQ", "tok-ABC"] {
-            assert!(!text.contains(secret), "{secret} in {}", path.display());
+    let run = |extra: &[&str], out: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+        cmd.env("XDG_DATA_HOME", &data).env("HOME", dir.path());
+        cmd.args(["run", "--plaintext", "--quiet", "--proto"]).arg(echo_proto());
+        cmd.args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#, "-n", "20", "--format", "json"]);
+        cmd.args(extra).arg("-o").arg(dir.path().join(out));
+        cmd.arg(server.addr.to_string());
+        let (code, stdout, stderr) = output(cmd);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!stdout.contains("s3cr3t") && !stderr.contains("s3cr3t"));
+    };
+    let metadata = r#"{"authorization":"Bearer s3cr3t-XYZ","x-run":"7"}"#;
+    let junit = format!("junit={}", dir.path().join("r.xml").display());
+    let nowhere = |secrets: &[&str]| {
+        for path in files_under(dir.path()) {
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            for secret in secrets {
+                assert!(!text.contains(secret), "{secret} in {}", path.display());
+            }
         }
-    }
-    assert!(!stdout.contains("s3cr3t") && !stderr.contains("s3cr3t"));
+    };
+    run(&["-m", metadata, "--tag", "api-token=tok-ABC", "--tag", "host=ci", "--export", &junit], "r.json");
+    let history = data.join("rpcmeter").join("history.sqlite3");
+    assert!(history.exists(), "not recorded");
+    nowhere(&["s3cr3t-XYZ", "tok-ABC"]);
+    // A name of the user's own, kept out with --redact.
+    run(&["-m", r#"{"X-Tenant":"acme-QQQ"}"#, "--redact", "x-tenant"], "r2.json");
+    nowhere(&["acme-QQQ"]);
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
     let arguments = r["meta"]["arguments"].to_string();
     assert!(
@@ -368,4 +376,25 @@ fn a_servers_message_cannot_drive_the_terminal() {
     assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
     assert!(!stderr.trim_end().chars().any(|c| c.is_control()), "{stderr:?}");
     assert!(stderr.contains(r"\x1b]0;pwned\x07\nFAKE LINE"), "{stderr}");
+}
+
+#[test]
+fn a_full_disk_is_one_line_and_a_closed_pipe_is_quiet() {
+    let bin = env!("CARGO_BIN_EXE_rpcmeter");
+    for what in [&["completions", "bash"][..], &["man"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = Command::new(bin).args(what).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{what:?}: {stderr}");
+        assert!(stderr.contains("standard output") && !stderr.contains("panicked"), "{what:?}: {stderr}");
+
+        // `| head -c10` that has read its fill: the reading end is closed before the write.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(bin).args(what).stdout(writer).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what:?}: {stderr}");
+        assert_eq!(stderr, "", "{what:?}");
+    }
 }
