@@ -12,6 +12,11 @@ fn local_shards_split_the_load_and_merge_exactly() {
     assert_eq!(server.calls(), 801);
     let shards = r["shards"].as_array().unwrap();
     assert_eq!(shards.len(), 3);
+    // Each shard is a run of its own; the whole has an id of its own and lists theirs.
+    let ids = r["meta"]["source_run_ids"].as_array().unwrap_or_else(|| panic!("{}", r["meta"]));
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|id| uuid::Uuid::parse_str(id.as_str().unwrap()).is_ok()), "{ids:?}");
+    assert!(r["meta"]["run_id"].is_string() && !ids.contains(&r["meta"]["run_id"]));
     // -n split with the remainder spread: 267 each.
     for s in shards {
         assert_eq!(s["calls"], 267, "{s}");
@@ -220,4 +225,21 @@ fn interrupted_parent_reports(signal: i32) {
 fn no_shard_outlives_a_killed_parent() {
     let (_parent, server, tmp) = signalled(libc::SIGKILL);
     nothing_outlives(&server, &tmp);
+}
+
+/// A shard's window is where merge puts it: it starts at --start-at, not when its process
+/// did (pods start minutes apart; their windows were placed apart, and merged apart).
+#[test]
+fn a_shards_window_starts_at_its_start_time() {
+    let server = TestServer::start(Behaviour::Echo);
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let unix = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let unix = format!("{unix:.3}");
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix.parse().unwrap());
+    let r = json_of(run_echo(server.addr, &["--shard", "0/2", "--start-at", &unix, "-n", "10"]));
+    let started = humantime::parse_rfc3339(r["meta"]["started_at"].as_str().unwrap()).unwrap();
+    // started_at is written to the millisecond.
+    let at = at - std::time::Duration::from_millis(1);
+    let off = started.duration_since(at).unwrap_or_else(|e| panic!("{:?} before --start-at", e.duration()));
+    assert!(off < std::time::Duration::from_millis(500), "{off:?} after --start-at");
 }
