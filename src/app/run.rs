@@ -497,7 +497,9 @@ pub fn measure(
         sinks.add(Box::new(live));
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
-    let started_at = SystemTime::now();
+    // A shard's clock starts at --start-at: its window begins there (merge places it by this),
+    // not while it connected and waited.
+    let started_at = SystemTime::now().max(plan.start_at.unwrap_or(SystemTime::UNIX_EPOCH));
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), requests, &mut sinks, control);
