@@ -134,7 +134,7 @@ pub fn run_local(
         _ => merge::table(&merged),
     };
     match &output {
-        Some(path) => std::fs::write(path, &text).map_err(|e| output_failed(path, e))?,
+        Some(path) => crate::app::outputs::write_whole(path, text.as_bytes()).map_err(|e| output_failed(path, e))?,
         None => {
             std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?
         }
