@@ -332,7 +332,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         drain: args.drain,
         keep_responses: args.csv_details.is_some(),
         shard,
-        start_at: args.start_at,
+        start: args.start_at.map(crate::load::plan::Start::At),
         warmup_auto,
     })
 }
@@ -497,9 +497,7 @@ pub fn measure(
         sinks.add(Box::new(live));
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
-    // A shard's clock starts at --start-at: its window begins there (merge places it by this),
-    // not while it connected and waited.
-    let started_at = SystemTime::now().max(plan.start_at.unwrap_or(SystemTime::UNIX_EPOCH));
+    let started_at = SystemTime::now();
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), requests, &mut sinks, control);
@@ -513,7 +511,9 @@ pub fn measure(
 
     let meta = Meta {
         run_id: uuid::Uuid::new_v4(),
-        started_at,
+        // A shard's clock starts at the shared start: its window begins there (merge places
+        // it by this), not while it connected and waited.
+        started_at: if plan.start.is_some() { result.started_at } else { started_at },
         name: settings.name.clone(),
         tags: settings.tags.clone(),
         arguments: settings.arguments.clone(),

@@ -84,6 +84,8 @@ impl Ended {
 
 #[derive(Debug)]
 pub struct RunResult {
+    /// The schedule's zero on the wall clock.
+    pub started_at: SystemTime,
     pub measured: Shard,
     pub warmup: Shard,
     /// From the end of the warm-up to the last measured answer.
@@ -236,19 +238,32 @@ pub fn run(
             return Err(run_failed(format!("{err:#}")));
         }
     }
-    // --start-at: every shard starts its clock at the same wall-clock instant.
-    if let Some(at) = shared.plan.start_at {
-        while let Ok(left) = at.duration_since(SystemTime::now()) {
-            if control.interrupts.load(Relaxed) > 0 {
+    // A shared start (--start-at, --coordinator): the schedule's zero is the agreed instant
+    // itself, not when this thread wakes up after it (a wake-up 3 ms late shifted every call
+    // of one shard against the others'). Threads wait for it on their precise timers.
+    let start = match &shared.plan.start {
+        Some(start) => match start.agree(control) {
+            Ok(at) => at,
+            Err(e) => {
                 shared.phase.send_replace(Phase::Abort);
-                return Err(run_failed("interrupted while waiting for --start-at"));
+                return Err(e);
             }
-            std::thread::sleep(left.min(Duration::from_millis(20)));
+        },
+        None => Instant::now() + START_LEAD,
+    };
+    while let Some(left) = start.checked_duration_since(Instant::now()).and_then(|l| l.checked_sub(START_LEAD)) {
+        if control.interrupts.load(Relaxed) > 0 {
+            shared.phase.send_replace(Phase::Abort);
+            return Err(run_failed("interrupted while waiting for the start"));
         }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
     }
     let usage_before = resource::usage();
-    let start = Instant::now() + START_LEAD;
-    let _ = shared.start_wall.set(SystemTime::now() + START_LEAD);
+    let now = (Instant::now(), SystemTime::now());
+    let _ = shared.start_wall.set(match start.checked_duration_since(now.0) {
+        Some(ahead) => now.1 + ahead,
+        None => now.1 - now.0.duration_since(start),
+    });
     shared.phase.send_replace(Phase::Go(start));
     let collected = collect(&shared, start, &reports, sinks, control, threads);
     for handle in handles {
@@ -262,6 +277,7 @@ pub fn run(
     // early; the run lasts that long, so that its window never exceeds the run.
     let sent = shared.started.load(Relaxed);
     // One cursor for both reads below: Poisson arrivals are read in turn, once.
+    let started_at = shared.start_wall.get().copied().unwrap_or_else(SystemTime::now);
     let mut schedule = plan.pacer.cursor();
     let slot_end =
         schedule.intended(plan.shard.global(sent)).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
@@ -283,6 +299,7 @@ pub fn run(
         _ => 0,
     };
     Ok(RunResult {
+        started_at,
         window: ran.saturating_sub(plan.warmup),
         warmup_window,
         rounds,
@@ -852,6 +869,9 @@ enum Origin {
 /// answer came.
 async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Origin, warmup: bool) -> Instant {
     let plan = &local.shared.plan;
+    // Numbers of the whole run, as the unsharded schedule gives them: shards' calls and
+    // workers never share a {{.RequestNumber}} or {{.WorkerID}} (see ShardOf::global).
+    let (ticket, worker) = (plan.shard.global(ticket), plan.shard.global(worker as u64) as u32);
     let request = local.shared.requests.request(ticket, worker);
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());

@@ -1,9 +1,11 @@
 //! The Plan: everything a run needs, validated. The CLI builds it; the engine only reads it.
+use super::engine::Control;
 use super::pacer::{Pacer, Stages};
 use super::retry::RetryPolicy;
 use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::grpc::{CallSpec, Target};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// When a run ends (the first limit reached wins; at least one is set).
 #[derive(Debug, Clone, Default)]
@@ -52,6 +54,50 @@ impl ShardOf {
     }
 }
 
+/// When the schedule's zero is, for shards that must start together.
+#[derive(Clone)]
+pub enum Start {
+    /// `--start-at`: a wall-clock time, read on this machine's clock.
+    At(std::time::SystemTime),
+    /// `--coordinator`: agreed with the other shards once this one is connected and ready
+    /// (app/coordinator.rs), as an instant on this machine's monotonic clock.
+    Agreed(Arc<dyn Fn(&Control) -> anyhow::Result<Instant> + Send + Sync>),
+}
+
+impl Start {
+    /// The instant the schedule starts, on this machine's monotonic clock.
+    pub fn agree(&self, control: &Control) -> anyhow::Result<Instant> {
+        match self {
+            Start::At(at) => {
+                let (now, wall) = (Instant::now(), std::time::SystemTime::now());
+                Ok(match at.duration_since(wall) {
+                    Ok(ahead) => now + ahead,
+                    // Checked when the flags were read; a start passed since is now.
+                    Err(_) => now,
+                })
+            }
+            Start::Agreed(agree) => agree(control),
+        }
+    }
+
+    /// The wall-clock time given (`--start-at`), if any.
+    pub fn wall(&self) -> Option<std::time::SystemTime> {
+        match self {
+            Start::At(at) => Some(*at),
+            Start::Agreed(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Start {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Start::At(at) => f.debug_tuple("At").field(at).finish(),
+            Start::Agreed(_) => f.write_str("Agreed"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub target: Target,
@@ -82,9 +128,8 @@ pub struct Plan {
     pub keep_responses: bool,
     /// This process's share of a load split over several (`--shard`).
     pub shard: ShardOf,
-    /// Wait until this wall-clock time to start the clock (`--start-at`), so that shards on
-    /// several machines start together.
-    pub start_at: Option<std::time::SystemTime>,
+    /// A start shared with other shards (`--start-at`, `--coordinator`); None: at once.
+    pub start: Option<Start>,
     /// `--warmup auto`: exclude the warm-up that steady-state detection finds.
     pub warmup_auto: bool,
 }

@@ -49,6 +49,8 @@ struct Echo {
     stalled_until: Mutex<Option<Instant>>,
     first_call: std::sync::OnceLock<Instant>,
     arrivals: Mutex<Vec<Instant>>,
+    /// Every call's arrival and request content, in order of arrival.
+    contents: Mutex<Vec<(Instant, String)>>,
 }
 
 #[tonic::async_trait]
@@ -56,6 +58,7 @@ impl EchoService for Echo {
     async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
         let arrived = Instant::now();
         let n = self.calls.fetch_add(1, SeqCst) + 1;
+        self.contents.lock().unwrap().push((arrived, request.get_ref().content.clone()));
         let since_first = self.first_call.get_or_init(Instant::now).elapsed();
         match self.behaviour {
             Behaviour::WarmsUp { slow, fast, warm } => {
@@ -166,6 +169,7 @@ impl TestServer {
             stalled_until: Mutex::new(None),
             first_call: std::sync::OnceLock::new(),
             arrivals: Mutex::new(Vec::new()),
+            contents: Mutex::new(Vec::new()),
         });
         let service = EchoServiceServer::from_arc(echo.clone());
         let server = ThreadServer::start(move || tonic::service::Routes::new(service));
@@ -185,6 +189,11 @@ impl TestServer {
     /// When each attempt arrived, in order (kept by `UnavailableUnlessMultipleOf` only).
     pub fn arrivals(&self) -> Vec<Instant> {
         self.calls.arrivals.lock().unwrap().clone()
+    }
+
+    /// Every call's arrival and request content, in order of arrival.
+    pub fn contents(&self) -> Vec<(Instant, String)> {
+        self.calls.contents.lock().unwrap().clone()
     }
 }
 
