@@ -2,6 +2,7 @@
 //! per subcommand orchestrates the parts (schema, load, sinks, report). Nothing below this
 //! layer reads flags; nothing in it measures or renders.
 pub mod compare;
+pub mod coordinator;
 pub mod history;
 pub mod merge;
 pub mod outputs;

@@ -50,6 +50,8 @@ pub struct Settings {
     pub history: Option<crate::history::SaveTo>,
     /// `--metrics-addr`: serve live Prometheus metrics there during the run.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// `--coordinator`: this shard meets the others, and shard 0 prints the merged result.
+    pub coordination: Option<super::coordinator::Coordination>,
 }
 
 impl Settings {
@@ -137,6 +139,7 @@ impl Settings {
             arguments: redactor.arguments(arguments, args),
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
             metrics_addr: args.metrics_addr,
+            coordination: coordination(args)?,
         })
     }
 }
@@ -147,6 +150,23 @@ fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
     } else {
         Ok(n)
     }
+}
+
+/// `--coordinator` (or `run --shards`' `--join`): the merged result it prints is a table or JSON.
+fn coordination(args: &RunArgs) -> anyhow::Result<Option<super::coordinator::Coordination>> {
+    let (addr, listen) = match (&args.coordinator, &args.join) {
+        (Some(addr), _) => (addr.clone(), args.shard.is_some_and(|s| s.index == 0)),
+        (None, Some(addr)) => (addr.clone(), false),
+        (None, None) => return Ok(None),
+    };
+    if listen && !matches!(args.format, Format::Table | Format::Json) {
+        use clap::ValueEnum;
+        let asked = args.format.to_possible_value().map_or(String::new(), |v| v.get_name().to_string());
+        return Err(bad_input(format!(
+            "--coordinator prints the merged result as --format table or json, not {asked}"
+        )));
+    }
+    Ok(Some(super::coordinator::Coordination { addr, listen, join_timeout: args.join_timeout }))
 }
 
 /// How the load flags combine into a Plan; every limit that cannot be met is refused here.
@@ -408,6 +428,9 @@ pub(crate) fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<
 
 /// Runs `settings` to the end and says how it went: the exit code, or the error to print.
 pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode> {
+    if let Some(how) = settings.coordination.clone() {
+        return super::coordinator::run_shard(settings, control, &how);
+    }
     let mut outputs = Outputs::open(&settings.outputs)?;
     let (summary, sinks_failed) = measure(&settings, &control, &mut outputs).inspect_err(|e| {
         let target = settings.plan.target.to_string();
@@ -551,7 +574,7 @@ fn exclude_found_warmup(
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached
 /// assertion, each output that could not be written.
-fn verdict(summary: &Summary, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
+pub(crate) fn verdict(summary: &Summary, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
     let mut problems: Vec<String> = Vec::new();
     let c = &summary.requests;
     if c.total == 0 {

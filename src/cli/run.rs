@@ -203,6 +203,17 @@ pub struct RunArgs {
     /// several machines start together
     #[arg(long, value_parser = parse::start_at)]
     pub start_at: Option<std::time::SystemTime>,
+    /// With --shard: meet the other shards at HOST:PORT and start together once all have joined
+    /// (shard 0 listens there, port 0: any free port, printed on stderr; the others connect);
+    /// shard 0 prints the merged result of all shards, the others one line on stderr
+    #[arg(long, value_name = "HOST:PORT", requires = "shard", conflicts_with_all = ["shards", "start_at", "export"])]
+    pub coordinator: Option<String>,
+    /// As --coordinator, never listening: `run --shards`' own shards join their parent
+    #[arg(long, value_name = "HOST:PORT", hide = true, requires = "shard", conflicts_with_all = ["coordinator", "start_at"])]
+    pub join: Option<String>,
+    /// How long shards of a --coordinator run wait for all of them to join
+    #[arg(long, value_parser = parse::positive_duration, default_value = "60s")]
+    pub join_timeout: Duration,
     /// Split the load over N local processes (shards) and print their merged result
     #[arg(long, value_parser = parse::shard_count, conflicts_with_all = ["shard", "burst", "csv_details", "hdr_log", "export"])]
     pub shards: Option<u32>,
