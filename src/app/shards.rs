@@ -1,24 +1,23 @@
-//! `run --shards N`: the load split over N local processes, each `run --shard I/N` with one
-//! shared `--start-at`, their results merged exactly. The same path as a distributed run on
-//! Kubernetes (`rpcmeter kube`), on one machine: for a many-core host, and for tests. No
+//! `run --shards N`: the load split over N local processes, each `run --shard I/N` joining
+//! a coordinator in the parent (app/coordinator.rs), their results merged exactly. The same
+//! path as a distributed run on Kubernetes (`rpcmeter kube`), on one machine: for a many-core host, and for tests. No
 //! shard outlives the parent: signals are passed on, and the kernel ends shards whose parent died.
+use super::coordinator::{merged, write_merged, Event, Hub};
 use super::merge;
-use crate::error::{output_failed, run_failed};
+use crate::error::run_failed;
 use crate::report::Format;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Time for every child to start, resolve the schema and connect before the shared start.
-const LEAD: Duration = Duration::from_secs(3);
+use std::time::Duration;
 
 /// Flags of the whole run that the children must not get as they are (each child writes its
 /// own JSON result) and whether each takes a value.
-const PARENT_ONLY: [(&str, bool); 8] = [
+const PARENT_ONLY: [(&str, bool); 9] = [
     ("--shards", true),
+    ("--join-timeout", true),
     ("-o", true),
     ("--output", true),
     ("--format", true),
@@ -45,19 +44,25 @@ fn child_arguments(arguments: &[String]) -> Vec<String> {
     out
 }
 
-/// Runs the shards as child processes, passes on the signals the parent gets, and merges
-/// what they measured (all of it, or what they had when interrupted: marked partial).
+/// Runs the shards as child processes that join a coordinator in this process (the same
+/// hub as `--coordinator`'s: one start instant, results over its connections), passes on the
+/// signals the parent gets, and merges what they measured (all of it, or what they had when
+/// interrupted: marked partial).
 pub fn run_local(
     shards: u32,
     format: Format,
     output: Option<PathBuf>,
+    join_timeout: Duration,
     arguments: &[String],
 ) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().map_err(|e| crate::error::internal(format!("cannot find rpcmeter: {e}")))?;
     // Before any child starts: from here on a signal is the parent's to pass on, never its end.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
         .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
-    let start = (SystemTime::now() + LEAD).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let hub = Hub::listen("127.0.0.1:0", shards, join_timeout)?;
+    let (addr, closer) = (hub.local_addr().to_string(), hub.closer.clone());
+    // The children are signalled by this process, never told to stop by the hub.
+    let hub = std::thread::spawn(move || hub.run(None));
     let common = child_arguments(arguments);
     let mut children = Vec::new();
     for index in 0..shards {
@@ -65,9 +70,11 @@ pub fn run_local(
         command
             .arg("run")
             .args(&common)
-            .args(["--shard", &format!("{index}/{shards}"), "--start-at", &format!("{start:.6}")])
+            .args(["--shard", &format!("{index}/{shards}"), "--join", &addr])
+            .args(["--join-timeout", &humantime::format_duration(join_timeout).to_string()])
             // A shard's result is a part: only the whole run is worth recording. It comes back
-            // through a pipe, so no file is left behind however the run ends.
+            // over the hub's connection (or, if that fails, through a pipe), so no file is left
+            // behind however the run ends.
             .args(["--format", "json", "-q", "--no-save"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -98,30 +105,40 @@ pub fn run_local(
         std::thread::sleep(Duration::from_millis(20));
     }
     let interrupted = received > 0;
-    let mut inputs = Vec::new();
+    // Every child has ended: no result is coming that has not come.
+    let _ = closer.send(Event::Closed);
+    let gathered = hub.join().map_err(|_| crate::error::internal("the coordinator's thread panicked"))?;
+    let (mut results, mut missing) = match gathered {
+        Ok(outcome) => (outcome.results, outcome.missing),
+        Err(_) => Default::default(),
+    };
     let mut failed = Vec::new();
     for child in children {
         let (index, success, stdout, said) = child.finish();
         let label = format!("shard {index}/{shards}");
-        match merge::read_stream(&stdout, &label) {
-            Ok((mut read, _)) if !read.is_empty() => {
-                let mut input = read.swap_remove(0);
-                input.label = label.clone();
-                inputs.push(input);
-                if !success {
-                    failed.push(format!("{label}: {said}"));
-                }
+        // A shard that could not give its result to the hub printed it.
+        if !results.contains_key(&index) {
+            if let Some(input) = merge::read_stream(&stdout, &label).ok().and_then(|(read, _)| read.into_iter().next())
+            {
+                results.insert(index, input.result);
             }
-            _ => failed.push(format!("{label}: {said}")),
+        }
+        if results.contains_key(&index) {
+            missing.remove(&index);
+        } else {
+            missing.insert(index, said.clone());
+        }
+        if !success {
+            failed.push(format!("{label}: {said}"));
         }
     }
-    if inputs.is_empty() {
+    if results.is_empty() {
         return Err(run_failed(match interrupted {
             true => format!("interrupted before any shard had a result ({})", failed.join("; ")),
             false => failed.join("; "),
         }));
     }
-    let mut merged = merge::merge(&inputs)?;
+    let mut merged = merged(shards, &results, &missing)?;
     if interrupted {
         merged["partial"] = true.into();
         merged["meta"]["ended"] = "interrupted".into();
@@ -129,16 +146,7 @@ pub fn run_local(
             notices.push("interrupted: the shards were stopped and what they measured merged".into());
         }
     }
-    let text = match format {
-        Format::Json => serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n",
-        _ => merge::table(&merged),
-    };
-    match &output {
-        Some(path) => crate::app::outputs::write_whole(path, text.as_bytes()).map_err(|e| output_failed(path, e))?,
-        None => {
-            std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?
-        }
-    }
+    write_merged(&merged, format, output.as_deref())?;
     match failed.is_empty() {
         true => Ok(ExitCode::SUCCESS),
         false => Err(run_failed(failed.join("; "))),

@@ -136,7 +136,7 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
                 "--shards prints the merged result as --format table or json, not {asked}"
             )));
         }
-        return crate::app::shards::run_local(shards, args.format, args.output.clone(), &arguments);
+        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
     }
     let settings = crate::app::run::Settings::from_args(&args, arguments)?;
     crate::app::run::run(settings, interruptible()?)
