@@ -73,3 +73,114 @@ fn start_at_shards_interleave_and_number_their_calls_as_the_whole_run() {
     eprintln!("median offsets per shard (ms): {offsets:?}");
     assert!(spread(&offsets) < 1.5, "shards started apart: median offsets {offsets:?} ms");
 }
+
+/// Starts shard 0 of `count` with `--coordinator 127.0.0.1:0`; returns it and the address
+/// it listens on (from its stderr), its stderr's reader kept for what it says after.
+fn hub_shard(server: &TestServer, count: u32, extra: &[&str]) -> (Child, String, std::thread::JoinHandle<String>) {
+    use std::io::BufRead;
+    let mut child = shard(server.addr, 0, count, &["--coordinator", "127.0.0.1:0", "--format", "json"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr =
+        line.split("listening on ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap_or_else(|| panic!("{line}"));
+    let addr = addr.to_string();
+    let rest = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut all);
+        all
+    });
+    (child, addr, rest)
+}
+
+/// Three shards joining 1 s apart start at one instant, set by shard 0 once all have joined:
+/// each shard's calls arrive where the whole schedule puts them, and shard 0 prints the one
+/// merged result, whose windows are one window.
+#[test]
+fn shards_joining_apart_start_together_and_shard_0_prints_the_merge() {
+    let server = TestServer::start(Behaviour::Echo);
+    let load = ["--rps", "300", "-n", "600"];
+    let (first, addr, said) = hub_shard(&server, 3, &load);
+    let mut others = Vec::new();
+    for index in 1..3 {
+        std::thread::sleep(Duration::from_secs(1));
+        let mut extra = vec!["--coordinator", &addr, "--format", "json"];
+        extra.extend(load);
+        others
+            .push(shard(server.addr, index, 3, &extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    }
+    let out = first.wait_with_output().unwrap();
+    let said = said.join().unwrap();
+    assert!(out.status.success(), "{said}");
+    for other in wait_all(others) {
+        let stderr = String::from_utf8_lossy(&other.stderr);
+        assert!(other.status.success(), "{stderr}");
+        // One log holds the answer: the others print one line, no result.
+        assert!(other.stdout.is_empty() && stderr.contains("result given to the coordinator"), "{stderr}");
+    }
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"], 600, "{merged}");
+    assert_eq!(merged["shards"].as_array().unwrap().len(), 3);
+    assert_eq!(merged["partial"], false);
+    assert_eq!(merged["windows"].as_array().unwrap().len(), 1, "{}", merged["windows"]);
+    let numbers: BTreeSet<u64> = server.contents().iter().map(|(_, c)| c.parse().unwrap()).collect();
+    assert_eq!(numbers.len(), 600, "distinct request numbers");
+    let offsets = median_offsets(&server, 3, 300.0);
+    eprintln!("median offsets per shard (ms): {offsets:?}");
+    assert!(spread(&offsets) < 1.5, "shards started apart: median offsets {offsets:?} ms");
+}
+
+/// A shard killed mid-run: shard 0 prints what the others measured, marked partial and
+/// naming the shard that is missing, and exits 1.
+#[test]
+fn a_shard_killed_mid_run_leaves_a_partial_merge_naming_it() {
+    let server = TestServer::start(Behaviour::Echo);
+    let load = ["--rps", "150", "-z", "3s"];
+    let (first, addr, said) = hub_shard(&server, 3, &load);
+    let mut others: Vec<Child> = (1..3)
+        .map(|index| {
+            let mut extra = vec!["--coordinator", addr.as_str(), "--format", "json"];
+            extra.extend(load);
+            shard(server.addr, index, 3, &extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(20);
+    while server.calls() < 100 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    others[1].kill().unwrap();
+    let out = first.wait_with_output().unwrap();
+    let said = said.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("shard 2/3 is missing"), "{said}");
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(merged["partial"], true);
+    assert_eq!(merged["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(merged["missing_shards"][0]["shard"], "2/3", "{}", merged["missing_shards"]);
+    assert!(merged["requests"]["total"].as_u64().unwrap() > 0);
+    for other in wait_all(others) {
+        let _ = other;
+    }
+}
+
+/// `run --shards` goes through the same coordinator: its shards' calls carry the whole run's
+/// numbers too.
+#[test]
+fn local_shards_number_their_calls_as_the_whole_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    let mut cmd = shard(server.addr, 0, 1, &[]);
+    // --shard 0/1 is the whole run; --shards replaces it.
+    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).filter(|a| *a != "--shard" && *a != "0/1").collect();
+    cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    cmd.args(args).args(["--shards", "3", "--rps", "300", "-n", "300"]);
+    let merged = json_of(cmd);
+    assert_eq!(merged["requests"]["total"], 300);
+    let numbers: BTreeSet<u64> = server.contents().iter().map(|(_, c)| c.parse().unwrap()).collect();
+    assert_eq!(numbers, (0..300).collect());
+}

@@ -1,9 +1,11 @@
 //! `run --shard I/N --coordinator HOST:PORT`: the shards of one run meet, start together and
 //! hand their results to one place. Shard 0 listens (the hub, on a thread of its own); every
 //! shard, shard 0 included, joins it over TCP once its own connections to the target are up.
-//! When all N have joined, the hub sends each one the start as a delay less half that shard's
-//! least round trip, which the shard turns into an instant on its own monotonic clock: the
-//! machines' wall clocks never enter. At the end each shard sends its whole result JSON
+//! Each shard answers the hub's pings with the time on its own monotonic clock; the ping with
+//! the least round trip tells, within half of it, which time of the shard's clock is which
+//! instant of the hub's. When all N have joined, the hub sends each shard the start as a time
+//! on that shard's own monotonic clock: the machines' wall clocks never enter, and a shard that
+//! reads the start message late (a busy machine) still starts on time. At the end each shard sends its whole result JSON
 //! (histograms included); the hub merges them exactly (app/merge.rs) and shard 0 prints the
 //! merged result, so one log holds the answer. `run --shards N` is the same hub in the parent
 //! process, its children joining it (app/shards.rs).
@@ -11,8 +13,8 @@
 //! The protocol: one JSON object per line, at most `MAX_LINE` bytes, except a result: its
 //! line `{"result": LEN}` then LEN bytes of JSON, at most `MAX_RESULT`.
 //! - shard to hub: `{"hello": I, "of": N}` (with `"failed": WHY` when it failed before
-//!   joining), `{"pong": K}`, `{"result": LEN}`, `{"failed": WHY}`;
-//! - hub to shard: `{"ping": K}`, `{"start_in_ns": D}`, `{"abort": WHY}`, `{"stop": true}`
+//!   joining), `{"pong": K, "at_ns": T}` (T: its own clock), `{"result": LEN}`, `{"failed": WHY}`;
+//! - hub to shard: `{"ping": K}`, `{"start_at_ns": T}` (on the shard's clock), `{"abort": WHY}`, `{"stop": true}`
 //!   (shard 0 was interrupted: drain as a Ctrl-C would), `{"got": true}` (result received).
 use super::merge;
 use super::outputs::{OutputSettings, Outputs};
@@ -35,8 +37,12 @@ use std::time::{Duration, Instant};
 const MAX_LINE: u64 = 64 << 10;
 /// Largest result a shard may send (a result with kept intervals is a few MiB).
 const MAX_RESULT: u64 = 256 << 20;
-/// Round trips measured per shard; the least is the one least delayed by queues.
+/// Round trips measured per shard, at least, spread over at least `PING_SPAN`: the least is
+/// the one least delayed by queues. A shard that has just joined may be busy for a while (on
+/// a loaded machine all of 5 quick pings took 230 ms, and half of that came off its start).
 const PINGS: u64 = 5;
+const PING_SPAN: Duration = Duration::from_millis(300);
+const PING_GAP: Duration = Duration::from_millis(20);
 /// Time for the start to reach every shard, beyond the slowest round trip.
 const START_MARGIN: Duration = Duration::from_millis(200);
 /// After the first result, how long the hub waits for the others': the shards' runs have
@@ -83,6 +89,8 @@ pub enum Event {
     Joined {
         index: u32,
         rtt: Duration,
+        /// At this instant of the hub's, the shard's clock read this (ns).
+        clock: (Instant, u64),
         stream: TcpStream,
     },
     Result {
@@ -147,9 +155,9 @@ impl Hub {
     pub fn run(self, control: Option<Arc<Control>>) -> anyhow::Result<Outcome> {
         let n = self.count;
         let interrupted = || control.as_ref().is_some_and(|c| c.interrupts.load(Relaxed) > 0);
-        let mut joined: BTreeMap<u32, (Duration, TcpStream)> = BTreeMap::new();
-        let abort = |joined: &mut BTreeMap<u32, (Duration, TcpStream)>, why: String| {
-            for (_, stream) in joined.values_mut() {
+        let mut joined: BTreeMap<u32, (Duration, (Instant, u64), TcpStream)> = BTreeMap::new();
+        let abort = |joined: &mut BTreeMap<u32, (Duration, (Instant, u64), TcpStream)>, why: String| {
+            for (_, _, stream) in joined.values_mut() {
                 let _ = send(stream, &json!({ "abort": why }));
             }
             run_failed(why)
@@ -172,11 +180,11 @@ impl Hub {
                 return Err(abort(&mut joined, "interrupted while the shards were joining".into()));
             }
             match self.events.recv_timeout(left.min(Duration::from_millis(50))) {
-                Ok(Event::Joined { index, rtt, mut stream }) => {
+                Ok(Event::Joined { index, rtt, clock, mut stream }) => {
                     if joined.contains_key(&index) {
                         let _ = send(&mut stream, &json!({ "abort": format!("shard {index}/{n} joined twice") }));
                     } else {
-                        joined.insert(index, (rtt, stream));
+                        joined.insert(index, (rtt, clock, stream));
                     }
                 }
                 Ok(Event::Failed { index, why }) => {
@@ -189,12 +197,12 @@ impl Hub {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Err(abort(&mut joined, "the hub stopped".into())),
             }
         }
-        // One instant for all: each shard gets the time left until it, less its one-way trip.
-        let slowest = joined.values().map(|(rtt, _)| *rtt).max().unwrap_or_default();
+        // One instant for all, told to each shard as a time of its own clock.
+        let slowest = joined.values().map(|(rtt, _, _)| *rtt).max().unwrap_or_default();
         let start = Instant::now() + START_MARGIN + slowest;
-        for (rtt, stream) in joined.values_mut() {
-            let delay = start.saturating_duration_since(Instant::now()).saturating_sub(*rtt / 2);
-            let _ = send(stream, &json!({ "start_in_ns": delay.as_nanos() as u64 }));
+        for (_, (at, shard_ns), stream) in joined.values_mut() {
+            let at_ns = shard_ns.saturating_add(start.saturating_duration_since(*at).as_nanos() as u64);
+            let _ = send(stream, &json!({ "start_at_ns": at_ns }));
         }
         let mut results = BTreeMap::new();
         let mut missing = BTreeMap::new();
@@ -203,7 +211,7 @@ impl Hub {
         while results.len() + missing.len() < n as usize {
             if !stopped && interrupted() {
                 stopped = true;
-                for (_, stream) in joined.values_mut() {
+                for (_, _, stream) in joined.values_mut() {
                     let _ = send(stream, &json!({ "stop": true }));
                 }
             }
@@ -212,7 +220,7 @@ impl Hub {
             }
             match self.events.recv_timeout(Duration::from_millis(50)) {
                 Ok(Event::Result { index, result }) => {
-                    if let Some((_, stream)) = joined.get_mut(&index) {
+                    if let Some((_, _, stream)) = joined.get_mut(&index) {
                         let _ = send(stream, &json!({ "got": true }));
                     }
                     results.insert(index, result);
@@ -261,20 +269,33 @@ fn serve(stream: TcpStream, count: u32, join_timeout: Duration, tx: mpsc::Sender
         let _ = tx.send(Event::Failed { index, why: why.to_string() });
         return;
     }
-    let mut rtt = Duration::MAX;
-    for k in 0..PINGS {
+    let (mut rtt, mut clock) = (Duration::MAX, (Instant::now(), 0));
+    let pinging = Instant::now();
+    for k in 0.. {
+        if k >= PINGS && pinging.elapsed() >= PING_SPAN {
+            break;
+        }
+        if k > 0 {
+            std::thread::sleep(PING_GAP);
+        }
         let sent = Instant::now();
-        let answered = send(&mut writer, &json!({ "ping": k })).is_ok()
-            && matches!(receive(&mut reader), Ok(Some(m)) if m["pong"] == k);
-        if !answered {
+        let answer = match send(&mut writer, &json!({ "ping": k })) {
+            Ok(()) => receive(&mut reader).ok().flatten().filter(|m| m["pong"] == k),
+            Err(_) => None,
+        };
+        let Some(shard_ns) = answer.and_then(|m| m["at_ns"].as_u64()) else {
             let _ = tx.send(Event::Failed { index, why: "left while joining".into() });
             return;
+        };
+        let took = sent.elapsed();
+        if took < rtt {
+            // The shard read its clock about halfway.
+            (rtt, clock) = (took, (sent + took / 2, shard_ns));
         }
-        rtt = rtt.min(sent.elapsed());
     }
     // The run is as long as it is: from here on, only the connection's end is a failure.
     let _ = reader.get_ref().set_read_timeout(None);
-    if tx.send(Event::Joined { index, rtt, stream: writer }).is_err() {
+    if tx.send(Event::Joined { index, rtt, clock, stream: writer }).is_err() {
         return;
     }
     let gone = |e: String| Event::Failed { index, why: format!("disconnected before sending its result ({e})") };
@@ -312,6 +333,8 @@ pub struct Client {
     count: u32,
     join_timeout: Duration,
     control: Arc<Control>,
+    /// Zero of the times this shard tells the hub (pongs) and is told (the start).
+    epoch: Instant,
     writer: Mutex<Option<TcpStream>>,
     /// The hub's messages after the start (its answer to the result).
     from_hub: Mutex<Option<mpsc::Receiver<(Instant, Value)>>>,
@@ -319,7 +342,16 @@ pub struct Client {
 
 impl Client {
     pub fn new(addr: String, index: u32, count: u32, join_timeout: Duration, control: Arc<Control>) -> Client {
-        Client { addr, index, count, join_timeout, control, writer: Mutex::new(None), from_hub: Mutex::new(None) }
+        Client {
+            addr,
+            index,
+            count,
+            join_timeout,
+            control,
+            epoch: Instant::now(),
+            writer: Mutex::new(None),
+            from_hub: Mutex::new(None),
+        }
     }
 
     /// Connects, trying again until `within` has passed (the hub may not listen yet).
@@ -360,7 +392,7 @@ impl Client {
         let mut ponger = writer.try_clone().map_err(io)?;
         *self.writer.lock().unwrap() = Some(writer);
         let (tx, rx) = mpsc::channel();
-        let control = self.control.clone();
+        let (control, epoch) = (self.control.clone(), self.epoch);
         // Pings are answered on this thread at once (they measure the trip, not a wait);
         // a stop counts as the user's Ctrl-C would; the rest goes to whoever waits.
         std::thread::spawn(move || {
@@ -370,7 +402,8 @@ impl Client {
                 let at = Instant::now();
                 match message {
                     Some(m) if m.get("ping").is_some() => {
-                        let _ = send(&mut ponger, &json!({ "pong": m["ping"] }));
+                        let at_ns = epoch.elapsed().as_nanos() as u64;
+                        let _ = send(&mut ponger, &json!({ "pong": m["ping"], "at_ns": at_ns }));
                     }
                     Some(m) if m["stop"] == true => {
                         control.interrupts.fetch_add(1, Relaxed);
@@ -391,10 +424,10 @@ impl Client {
             if self.control.interrupts.load(Relaxed) > 0 {
                 return Err(run_failed("interrupted while waiting for the other shards"));
             }
-            let Ok((at, message)) = rx.recv_timeout(Duration::from_millis(50)) else { continue };
-            if let Some(delay) = message["start_in_ns"].as_u64() {
+            let Ok((_, message)) = rx.recv_timeout(Duration::from_millis(50)) else { continue };
+            if let Some(at_ns) = message["start_at_ns"].as_u64() {
                 *self.from_hub.lock().unwrap() = Some(rx);
-                return Ok(at + Duration::from_nanos(delay));
+                return Ok(self.epoch + Duration::from_nanos(at_ns));
             }
             if let Some(why) = message["abort"].as_str() {
                 return Err(run_failed(format!("the coordinator ended the run: {why}")));
