@@ -180,13 +180,14 @@ impl Hub {
                 return Err(abort(&mut joined, "interrupted while the shards were joining".into()));
             }
             match self.events.recv_timeout(left.min(Duration::from_millis(50))) {
-                Ok(Event::Joined { index, rtt, clock, mut stream }) => {
-                    if joined.contains_key(&index) {
+                Ok(Event::Joined { index, rtt, clock, mut stream }) => match joined.entry(index) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
                         let _ = send(&mut stream, &json!({ "abort": format!("shard {index}/{n} joined twice") }));
-                    } else {
-                        joined.insert(index, (rtt, clock, stream));
                     }
-                }
+                    std::collections::btree_map::Entry::Vacant(place) => {
+                        place.insert((rtt, clock, stream));
+                    }
+                },
                 Ok(Event::Failed { index, why }) => {
                     return Err(abort(&mut joined, format!("shard {index}/{n} failed before the start: {why}")));
                 }

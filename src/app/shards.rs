@@ -117,10 +117,10 @@ pub fn run_local(
         let (index, success, stdout, said) = child.finish();
         let label = format!("shard {index}/{shards}");
         // A shard that could not give its result to the hub printed it.
-        if !results.contains_key(&index) {
+        if let std::collections::btree_map::Entry::Vacant(place) = results.entry(index) {
             if let Some(input) = merge::read_stream(&stdout, &label).ok().and_then(|(read, _)| read.into_iter().next())
             {
-                results.insert(index, input.result);
+                place.insert(input.result);
             }
         }
         if results.contains_key(&index) {

@@ -61,8 +61,11 @@ pub enum Start {
     At(std::time::SystemTime),
     /// `--coordinator`: agreed with the other shards once this one is connected and ready
     /// (app/coordinator.rs), as an instant on this machine's monotonic clock.
-    Agreed(Arc<dyn Fn(&Control) -> anyhow::Result<Instant> + Send + Sync>),
+    Agreed(Arc<Agree>),
 }
+
+/// Joins the other shards and returns the agreed start.
+pub type Agree = dyn Fn(&Control) -> anyhow::Result<Instant> + Send + Sync;
 
 impl Start {
     /// The instant the schedule starts, on this machine's monotonic clock.
