@@ -184,3 +184,25 @@ fn local_shards_number_their_calls_as_the_whole_run() {
     let numbers: BTreeSet<u64> = server.contents().iter().map(|(_, c)| c.parse().unwrap()).collect();
     assert_eq!(numbers, (0..300).collect());
 }
+
+/// A shard alone waits no longer than --join-timeout, whichever side it is on, and says who
+/// is missing.
+#[test]
+fn a_shard_left_alone_gives_up_at_the_join_timeout() {
+    let server = TestServer::start(Behaviour::Echo);
+    let began = Instant::now();
+    let (first, _addr, said) = hub_shard(&server, 2, &["-n", "10", "--join-timeout", "1s"]);
+    let out = first.wait_with_output().unwrap();
+    let said = said.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("shard 1/2 did not join within --join-timeout 1s"), "{said}");
+    // Nobody listens on port 9 of 127.0.0.1 (discard): the joiner retries, then gives up.
+    let out = shard(server.addr, 1, 2, &["-n", "10", "--coordinator", "127.0.0.1:9", "--join-timeout", "1s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot join the coordinator at 127.0.0.1:9"), "{stderr}");
+    assert!(began.elapsed() < Duration::from_secs(15), "{:?}", began.elapsed());
+    assert_eq!(server.calls(), 0);
+}
