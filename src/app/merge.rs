@@ -75,6 +75,8 @@ const HISTOGRAMS: [(&str, &str); 4] = [
     ("schedule_lag", "schedule_lag_us"),
 ];
 
+const LATE: [&str; 2] = ["late_sends", "late_wakeups"];
+
 const COUNTS: [&str; 8] = ["total", "ok", "failed", "retries", "attempts", "retry_exhausted", "abandoned", "unsent"];
 
 /// The merged result.
@@ -108,6 +110,12 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
             key.into(),
             inputs.iter().map(|i| i.result["requests"][key].as_u64().unwrap_or(0)).sum::<u64>().into(),
         );
+    }
+    // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
+    for key in LATE {
+        if inputs.iter().any(|i| i.result.get(key).is_some()) {
+            out.insert(key.into(), inputs.iter().map(|i| i.result[key].as_u64().unwrap_or(0)).sum::<u64>().into());
+        }
     }
     for key in ["statuses", "attempt_statuses"] {
         let mut sum: BTreeMap<String, u64> = BTreeMap::new();
