@@ -79,7 +79,7 @@ fn bad_tls_files_are_one_line_and_exit_2() {
     let missing = tmp.path().join("missing.pem").display().to_string();
     for (args, keyword) in [
         (vec!["--tls-cert", missing.as_str(), "--tls-key", missing.as_str()], "--tls-cert"),
-        (vec!["--tls-cert", junk.as_str(), "--tls-key", junk.as_str()], "TLS"),
+        (vec!["--tls-cert", junk.as_str(), "--tls-key", junk.as_str()], "--tls-cert"),
         (vec!["--tls-cert", junk.as_str()], "--tls-key"),
         (vec!["--tls-client-ca", junk.as_str()], "--tls-client-ca"),
     ] {
@@ -163,4 +163,39 @@ fn self_signed_reuses_its_ca_on_restart_and_signs_for_a_year() {
         assert!((300..=398).contains(&days(leaf)), "{leaf}: {} days", days(leaf));
     }
     assert!(days("ca.pem") > 398, "the CA outlives its certificates");
+}
+
+/// A certificate or key that is not one, or a key that is not the certificate's: one line
+/// naming the file and what is wrong with it, exit 2, before anything listens.
+#[test]
+fn a_bad_tls_file_is_named_with_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = tmp.path().join("pki");
+    drop(serve(&["--self-signed", &pki.display().to_string()]));
+    let bad = tmp.path().join("bad.pem");
+    std::fs::write(&bad, "not a certificate").unwrap();
+    let (bad, key, cert, client) =
+        (bad.display().to_string(), file(&pki, "server-key.pem"), file(&pki, "server.pem"), file(&pki, "client.pem"));
+    for (args, named, what) in [
+        (vec!["--tls-cert", bad.as_str(), "--tls-key", key.as_str()], &bad, "no PEM certificate"),
+        (vec!["--tls-cert", cert.as_str(), "--tls-key", bad.as_str()], &bad, "private key"),
+        (vec!["--tls-cert", client.as_str(), "--tls-key", key.as_str()], &key, "not the key of"),
+        (
+            vec!["--tls-cert", cert.as_str(), "--tls-key", key.as_str(), "--tls-client-ca", bad.as_str()],
+            &bad,
+            "no PEM certificate",
+        ),
+    ] {
+        let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(&args)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(named.as_str()) && stderr.contains(what), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: listened anyway");
+    }
 }

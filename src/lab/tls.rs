@@ -3,6 +3,10 @@
 //! machine (`--self-signed DIR`), so that a run can measure what TLS and mTLS cost.
 use crate::error::bad_input;
 use std::path::{Path, PathBuf};
+use tokio_rustls::rustls::crypto::ring::sign::any_supported_type;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::sign::CertifiedKey;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// The lab's TLS, as PEM read from the files (read before serving, so that a bad file is
@@ -26,19 +30,46 @@ fn read(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))
 }
 
-/// `--tls-client-ca`, read.
+/// The certificates of a PEM file; none is an error naming `flag` and `path` (tonic's own
+/// error for that, "peer sent no certificates", names neither).
+fn certificates(flag: &str, path: &Path, pem: &[u8]) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>();
+    match certs {
+        Ok(certs) if !certs.is_empty() => Ok(certs),
+        Ok(_) => Err(bad_input(format!(
+            "{flag} {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            path.display()
+        ))),
+        Err(e) => Err(bad_input(format!("{flag} {}: not a PEM certificate: {e}", path.display()))),
+    }
+}
+
+/// `--tls-client-ca`, read and checked.
 pub fn read_client_ca(path: &Path) -> anyhow::Result<Vec<u8>> {
-    read("--tls-client-ca", path)
+    let pem = read("--tls-client-ca", path)?;
+    certificates("--tls-client-ca", path, &pem)?;
+    Ok(pem)
 }
 
 impl LabTls {
-    /// `--tls-cert`, `--tls-key` and maybe `--tls-client-ca`, read.
+    /// `--tls-cert`, `--tls-key` and maybe `--tls-client-ca`, read and checked: each one
+    /// that is not what it should be, or a key that is not the certificate's, is one line
+    /// naming the file.
     pub fn from_files(cert: &Path, key: &Path, client_ca: Option<&Path>) -> anyhow::Result<LabTls> {
-        Ok(LabTls {
-            cert_pem: read("--tls-cert", cert)?,
-            key_pem: read("--tls-key", key)?,
-            client_ca_pem: client_ca.map(read_client_ca).transpose()?,
-        })
+        let (cert_pem, key_pem) = (read("--tls-cert", cert)?, read("--tls-key", key)?);
+        let certs = certificates("--tls-cert", cert, &cert_pem)?;
+        let bad_key =
+            |e: &dyn std::fmt::Display| bad_input(format!("--tls-key {}: no usable private key: {e}", key.display()));
+        let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| bad_key(&e))?;
+        let signer = any_supported_type(&private).map_err(|e| bad_key(&e))?;
+        if CertifiedKey::new(certs, signer).keys_match().is_err() {
+            return Err(bad_input(format!(
+                "--tls-key {}: not the key of the certificate in --tls-cert {}",
+                key.display(),
+                cert.display()
+            )));
+        }
+        Ok(LabTls { cert_pem, key_pem, client_ca_pem: client_ca.map(read_client_ca).transpose()? })
     }
 
     /// tonic's configuration (ALPN h2 included); its own checks of the PEM happen when the
