@@ -39,8 +39,8 @@ fn serve(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
 }
 
 #[test]
-fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+fn serve_prints_where_it_listens_answers_and_drains_on_sigint_sigterm_and_sighup() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let (child, stdout, addr) = serve(&["--addr", "127.0.0.1:0", "--fib", "15", "--db-sleep", "10ms"]);
         assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "the real port: {addr}");
 

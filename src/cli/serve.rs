@@ -1,4 +1,4 @@
-//! `rpcmeter serve`: the lab's reference services, until SIGINT or SIGTERM.
+//! `rpcmeter serve`: the lab's reference services, until SIGINT, SIGTERM or SIGHUP.
 use crate::error::bad_input;
 use crate::lab::proto::lab::StatsReply;
 use crate::lab::tls::{self, LabTls};
@@ -126,9 +126,10 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // Handlers before the first line: a signal sent as soon as it is read must drain, not kill.
-    let (mut interrupt, mut terminate) = {
+    // A hang-up (its terminal closed) drains as SIGTERM does.
+    let (mut interrupt, mut terminate, mut hangup) = {
         let _inside = runtime.enter();
-        (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?)
+        (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?)
     };
     let shape = match &args_self_signed {
         Some(dir) => format!(
@@ -154,10 +155,12 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             _ = interrupt.recv() => {}
             _ = terminate.recv() => {}
+            _ = hangup.recv() => {}
         }
     });
-    writeln!(out, "stopping: draining calls in flight (a second SIGINT or SIGTERM stops at once)")?;
-    out.flush()?;
+    // Best effort: after a hang-up the terminal may be gone, and the drain must still happen.
+    let _ =
+        writeln!(out, "stopping: draining calls in flight (a second signal stops at once)").and_then(|_| out.flush());
     // The drain blocks (at most its 5 s and 1 s more) on a thread of its own, so that a
     // second signal is heard meanwhile.
     let reader = server.stats_reader();
@@ -168,6 +171,7 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
             stats = drained => Some(stats),
             _ = interrupt.recv() => None,
             _ = terminate.recv() => None,
+            _ = hangup.recv() => None,
         }
     });
     let stats = match drained {
