@@ -150,7 +150,8 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
         return Err(path_error(
             foreign,
             format!(
-                "exists and was not made by --self-signed (no {MARKER} beside it): remove it or choose another DIR"
+                "exists, and without {MARKER} beside it --self-signed did not make it (or an older rpcmeter \
+                 did): remove it or choose another DIR"
             ),
         ));
     }
