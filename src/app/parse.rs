@@ -194,6 +194,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn listen_addresses_take_a_bare_port_as_every_interface() {
+        assert_eq!(listen_addr(":9100"), Ok("0.0.0.0:9100".parse().unwrap()));
+        assert_eq!(listen_addr("127.0.0.1:0"), Ok("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(listen_addr("[::1]:9100"), Ok("[::1]:9100".parse().unwrap()));
+        for bad in ["localhost", ":", ":99999", "9100", ""] {
+            assert!(listen_addr(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn durations_are_bounded() {
         assert_eq!(duration("1500ms"), Ok(Duration::from_millis(1500)));
         assert!(duration("30days").is_ok());
