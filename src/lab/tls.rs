@@ -165,8 +165,7 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
     let ca_key_path = dir.join(CA_KEY);
     let (issuer, ca_not_after) = match (present.contains(&CA), present.contains(&CA_KEY)) {
         (true, true) => {
-            let read =
-                |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| path_error(name, e.to_string()));
+            let read = |name: &str| read_nofollow(&dir.join(name)).map_err(|e| path_error(name, e.to_string()));
             let (ca_pem, ca_key_pem) = (read(CA)?, read(CA_KEY)?);
             let unusable = |e: rcgen::Error| {
                 path_error(CA, format!("cannot reuse this CA ({e}): remove {CA} and {CA_KEY} to make a new one"))
@@ -237,6 +236,15 @@ fn mode(secret: bool) -> u32 {
     } else {
         0o644
     }
+}
+
+/// Reads a file that must not be a link (one put there since DIR was looked at).
+fn read_nofollow(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::new();
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Writes a file that must not exist yet: O_CREAT|O_EXCL (which never follows a link) and
