@@ -494,6 +494,9 @@ pub fn measure(
         let live = LiveMetrics::start(addr, method.full_name(), &target, plan.pacer.is_open())
             .inspect_err(|_| outputs.discard())?;
         eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
+        if !live.addr.ip().is_loopback() {
+            eprintln!("rpcmeter: warning: metrics on {} can be read by anyone who reaches this machine", live.addr);
+        }
         sinks.add(Box::new(live));
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();

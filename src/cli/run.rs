@@ -179,7 +179,8 @@ pub struct RunArgs {
     pub input: crate::input::InputArgs,
     /// Serve live Prometheus metrics on HOST:PORT/metrics during the run (port 0: any free
     /// port, printed on stderr); updated every --interval, closed when the run ends
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "shards")]
+    /// (`:PORT`: every interface, as Prometheus exporters take it)
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse::listen_addr, conflicts_with = "shards")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Length of the intervals of progress, CSV rows and HDR log
     #[arg(long, value_parser = parse::positive_duration, default_value = "1s")]
