@@ -185,7 +185,9 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
             out.insert(key.into(), v.clone());
         }
     }
-    let started = humantime::format_rfc3339_millis(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(start.max(0.0)));
+    // Times from files: one beyond what a clock can hold is the epoch, not a panic.
+    let at = Duration::try_from_secs_f64(start.max(0.0)).ok().and_then(|d| SystemTime::UNIX_EPOCH.checked_add(d));
+    let started = humantime::format_rfc3339_millis(at.unwrap_or(SystemTime::UNIX_EPOCH));
     out.insert(
         "meta".into(),
         json!({
