@@ -335,3 +335,33 @@ fn flag_values_never_panic() {
         .unwrap();
     drop(done);
 }
+
+/// Inputs the properties above found or that are too rare to be drawn, kept as they are.
+#[test]
+fn inputs_that_broke_once() {
+    // A warm-up or a duration beyond any Duration: merge and history show panicked.
+    let mut odd: Value = serde_json::from_str(BASE).unwrap();
+    odd["warmup"] = serde_json::json!({"duration_s": 1e300});
+    odd["duration_s"] = 1e300.into();
+    odd["latency_us"]["p50"] = 1e300.into();
+    let (inputs, _) = rpcmeter::app::merge::read_stream(&odd.to_string(), "odd").unwrap();
+    assert!(rpcmeter::app::merge::merge(&inputs).is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("h.sqlite3");
+    let id = rpcmeter::history::History::open(&history).unwrap().save(&odd).unwrap();
+    use rpcmeter::app::history::{run, Action, ShowFormat};
+    let shown = run(Some(history.clone()), Action::Show { id, format: ShowFormat::Table }).unwrap();
+    assert!(shown.contains("p50 -"), "{shown}");
+    assert!(run(Some(history), Action::List { limit: 1 }).is_ok());
+
+    // Each {{randomString}} within its bound, 100 of them far beyond it: refused, not built.
+    let pool = prost_reflect::DescriptorPool::decode(rpcmeter::lab::proto::FILE_DESCRIPTOR_SET).unwrap();
+    let echo = rpcmeter::schema::find_method(&pool, "EchoService/echo").unwrap();
+    let many = serde_json::json!({"content": "{{randomString 4194304}}".repeat(100)}).to_string();
+    bounded(many.as_str(), |many| {
+        use rpcmeter::schema::{DataSource, RequestSource};
+        let refused = RequestSource::new(&echo, &DataSource::Json(many.to_string())).err().unwrap().to_string();
+        assert!(refused.contains("add up to 419430400 characters"), "{refused}");
+    })
+    .unwrap();
+}
