@@ -97,6 +97,7 @@ fn odd_value() -> impl Strategy<Value = Value> {
         1 => any::<bool>().prop_map(Value::from),
         1 => any::<i64>().prop_map(Value::from),
         1 => any::<u64>().prop_map(Value::from),
+        1 => prop_oneof![Just(u64::MAX), Just(1 << 53), Just(i64::MAX as u64)].prop_map(Value::from),
         4 => odd_number(),
         1 => ".{0,20}".prop_map(Value::from),
         1 => "HISTFAAA[A-Za-z0-9+/=]{0,60}".prop_map(Value::from),
@@ -353,6 +354,12 @@ fn inputs_that_broke_once() {
     let shown = run(Some(history.clone()), Action::Show { id, format: ShowFormat::Table }).unwrap();
     assert!(shown.contains("p50 -"), "{shown}");
     assert!(run(Some(history), Action::List { limit: 1 }).is_ok());
+    // Counts whose sum overflows: merge panicked.
+    let mut huge: Value = serde_json::from_str(BASE).unwrap();
+    huge["requests"]["ok"] = u64::MAX.into();
+    let text = format!("{BASE}\n{huge}");
+    let refused = rpcmeter::app::merge::read_stream(&text, "huge").err().unwrap().to_string();
+    assert_eq!(refused, "huge #2: requests.ok 18446744073709551615 is not a count of calls");
 
     // Each {{randomString}} within its bound, 100 of them far beyond it: refused, not built.
     let pool = prost_reflect::DescriptorPool::decode(rpcmeter::lab::proto::FILE_DESCRIPTOR_SET).unwrap();
