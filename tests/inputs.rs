@@ -88,6 +88,9 @@ fn request_data_and_protos_are_bounded() {
     let proto = sparse(dir.path(), "big.proto", 20 << 20);
     let out = rpcmeter(&["run", "--plaintext", "--proto", proto.to_str().unwrap(), "--call", "M/x", &closed]);
     refused(&out, &["big.proto", "20.0 MiB, larger than the 16.0 MiB allowed for a .proto file"]);
+    // The PEM reader reads lines: /dev/zero has none, and grew until memory ran out.
+    let out = rpcmeter(&["run", "--proto", &echo, "--call", "EchoService/echo", "--cacert", "/dev/zero", &closed]);
+    refused(&out, &["/dev/zero", "larger than the 16.0 MiB allowed for a PEM file"]);
     let set = sparse(dir.path(), "big.pb", 20 << 20);
     let out = rpcmeter(&["run", "--plaintext", "--protoset", set.to_str().unwrap(), "--call", "M/x", &closed]);
     refused(&out, &["--protoset", "big.pb", "20.0 MiB"]);
