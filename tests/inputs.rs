@@ -95,3 +95,19 @@ fn request_data_and_protos_are_bounded() {
     let out = rpcmeter(&["run", "--plaintext", "--protoset", set.to_str().unwrap(), "--call", "M/x", &closed]);
     refused(&out, &["--protoset", "big.pb", "20.0 MiB"]);
 }
+
+#[test]
+fn history_rows_are_bounded_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite3");
+    let result = serde_json::json!({"meta": {"name": "x".repeat(5000)}, "requests": {"total": 1}});
+    let id = rpcmeter::history::History::open(&path).unwrap().save(&result).unwrap().to_string();
+    let history = path.to_str().unwrap();
+    let out = rpcmeter(&["history", "--history", history, "--max-input-size", "4KiB", "show", &id]);
+    refused(&out, &[&format!("run #{id}"), "larger than the 4.0 KiB allowed for a result"]);
+    let out = rpcmeter(&["history", "--history", history, "show", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The listing cuts what it shows.
+    let out = rpcmeter(&["history", "--history", history]);
+    assert!(out.status.success() && out.stdout.len() < 1000, "{}", String::from_utf8_lossy(&out.stdout));
+}
