@@ -97,7 +97,7 @@ static MAX: AtomicU64 = AtomicU64::new(0);
 pub struct InputArgs {
     /// Read input files (results, -D data, .proto and PEM files, standard input) up to SIZE
     /// each [default: 256MiB for results, 64MiB for -D data, 16MiB for .proto and PEM files]
-    #[arg(long, value_name = "SIZE", value_parser = size)]
+    #[arg(long, global = true, value_name = "SIZE", value_parser = size)]
     pub max_input_size: Option<ByteSize>,
 }
 

@@ -103,7 +103,7 @@ fn history_rows_are_bounded_too() {
     let result = serde_json::json!({"meta": {"name": "x".repeat(5000)}, "requests": {"total": 1}});
     let id = rpcmeter::history::History::open(&path).unwrap().save(&result).unwrap().to_string();
     let history = path.to_str().unwrap();
-    let out = rpcmeter(&["history", "--history", history, "--max-input-size", "4KiB", "show", &id]);
+    let out = rpcmeter(&["history", "--history", history, "show", &id, "--max-input-size", "4KiB"]);
     refused(&out, &[&format!("run #{id}"), "larger than the 4.0 KiB allowed for a result"]);
     let out = rpcmeter(&["history", "--history", history, "show", &id]);
     assert!(out.status.success(), "{}", stderr(&out));
