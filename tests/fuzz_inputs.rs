@@ -223,6 +223,38 @@ fn result_json_never_panics_in_merge_report_compare_or_history() {
     drop(done);
 }
 
+/// The commands end to end (compare's judgement and tables included), few cases: each is
+/// a process. Exit 0, 1 or 2 with one line on stderr: never a panic (101) or a signal.
+#[test]
+fn result_json_never_panics_the_commands() {
+    let done = watchdog("commands on result JSON", Duration::from_secs(240));
+    let dir = tempfile::tempdir().unwrap();
+    let (base, odd) = (dir.path().join("base.json"), dir.path().join("odd.json"));
+    std::fs::write(&base, BASE).unwrap();
+    let (base, odd_arg) = (base.to_str().unwrap().to_string(), odd.to_str().unwrap().to_string());
+    let mut runner = runner(12);
+    runner
+        .run(&result_text(), |text| {
+            std::fs::write(&odd, &text).unwrap();
+            for args in [
+                vec!["compare", &base, &odd_arg],
+                vec!["compare", &odd_arg, &base, "--format", "json"],
+                vec!["merge", &base, &odd_arg],
+                vec!["report", &odd_arg, "-o", "-"],
+            ] {
+                let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(&args).output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                prop_assert!(matches!(out.status.code(), Some(0..=2)), "{args:?}: {:?} {err}", out.status);
+                if out.status.code() == Some(2) {
+                    prop_assert!(err.lines().count() == 1, "{args:?}: {err}");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    drop(done);
+}
+
 /// Request strings as `-d` and `-D` give them: templates mixed with text, odd brackets and
 /// numbers at the edges of their types.
 fn request_text() -> impl Strategy<Value = String> {
