@@ -93,6 +93,52 @@ fn report_draws_two_lab_runs_self_contained_and_escaped() {
     screenshot(&page);
 }
 
+/// A run whose every call failed (the lab's Cpu refuses n above 45) must say so on the
+/// page: its status, the server's message, no OK throughput, and never "steady".
+#[test]
+fn report_of_an_all_failed_run_shows_statuses_and_messages_and_no_steady_state() {
+    let server = LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("failed.json");
+    let o = rpcmeter(&[
+        "run",
+        "--plaintext",
+        "--quiet",
+        "--no-save",
+        "--call",
+        "TestService/Cpu",
+        "-d",
+        r#"{"n": 1000}"#,
+        "-z",
+        "2s",
+        "--rps",
+        "100",
+        "--interval",
+        "200ms",
+        "--format",
+        "json",
+        "-o",
+        result.to_str().unwrap(),
+        &addr,
+    ]);
+    server.shutdown();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    assert_eq!(json["steady_state"]["verdict"], "not judged: no call succeeded", "the JSON calls it steady");
+    let page = dir.path().join("failed.html");
+    let o = rpcmeter(&["report", result.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<td>INVALID_ARGUMENT</td>"), "no status table");
+    assert!(html.contains("n = 1000 is above 45"), "no error message");
+    assert!(html.contains("Every call failed"), "no failure banner");
+    assert!(html.contains("not judged: no call succeeded"), "steady state judged on failures");
+    assert!(!html.contains("steady after") && !html.contains("<td>steady"), "an all-failed run called steady");
+    assert!(html.contains("OK calls/s"), "no OK throughput");
+    screenshot(&page);
+}
+
 #[test]
 fn report_names_a_missing_or_foreign_file_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -39,8 +39,8 @@ fn serve(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
 }
 
 #[test]
-fn serve_prints_where_it_listens_answers_and_drains_on_sigint_and_sigterm() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+fn serve_prints_where_it_listens_answers_and_drains_on_sigint_sigterm_and_sighup() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let (child, stdout, addr) = serve(&["--addr", "127.0.0.1:0", "--fib", "15", "--db-sleep", "10ms"]);
         assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "the real port: {addr}");
 
@@ -190,4 +190,52 @@ fn a_second_sigint_during_the_drain_stops_at_once() {
     let cpu_row = printed.lines().find(|l| l.starts_with("/rpcmeter.lab.v1.TestService/Cpu")).unwrap();
     assert_eq!(cpu_row.split_whitespace().skip(1).collect::<Vec<_>>(), ["1", "0", "0", "0"], "{printed}");
     assert!(printed.contains("still in flight 1"), "{printed}");
+}
+
+/// SIGTERM turns health NOT_SERVING before the drain: a Watch stream hears it, then ends.
+#[test]
+fn a_health_watch_sees_not_serving_after_sigterm() {
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+    let (child, stdout, addr) = serve(&["--addr", "127.0.0.1:0"]);
+    let pid = child.id() as libc::pid_t;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen = runtime.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+        let mut health = HealthClient::new(channel.connect().await.unwrap());
+        let mut watch = health.watch(HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
+        let mut seen = vec![watch.message().await.unwrap().unwrap().status()];
+        // SAFETY: kill with a pid we spawned and a valid signal number.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        while let Ok(Ok(Some(reply))) = tokio::time::timeout(Duration::from_secs(10), watch.message()).await {
+            seen.push(reply.status());
+        }
+        seen
+    });
+    assert_eq!(seen, [ServingStatus::Serving, ServingStatus::NotServing]);
+    let output = finish(child, stdout);
+    assert!(output.status.success(), "{:?}", output.status);
+}
+
+/// Plaintext on an address beyond loopback: one warning line on stderr; on loopback, none.
+/// Zero bounds are refused in one line, exit 2.
+#[test]
+fn serve_warns_once_when_plaintext_listens_beyond_loopback() {
+    for (addr, warnings) in [("127.0.0.1:0", 0), ("0.0.0.0:0", 1)] {
+        let (child, stdout, _) = serve(&["--addr", addr]);
+        // SAFETY: kill with a pid we spawned and a valid signal number.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+        let output = finish(child, stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            stderr.lines().filter(|l| l.starts_with("warning: serving plaintext")).count(),
+            warnings,
+            "{stderr}"
+        );
+    }
+    for bound in ["--kv-max-bytes", "--db-max-rows"] {
+        let (code, stderr) = run(&["serve", "--addr", "127.0.0.1:0", bound, "0"]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(bound), "{stderr}");
+    }
 }

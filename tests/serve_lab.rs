@@ -600,3 +600,153 @@ async fn relaxed_store_orders_every_put_once_per_key() {
     }
     assert_last_write_wins(&puts, &last);
 }
+
+/// The health protocol (https://github.com/grpc/grpc/blob/master/doc/health-checking.md):
+/// Check of a service the server does not know is NOT_FOUND, but Watch of one sends
+/// SERVICE_UNKNOWN and keeps the stream open (the service may come later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_watch_of_an_unknown_service_says_service_unknown_and_stays_open() {
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let mut health = HealthClient::new(connect(&server).await);
+    let unknown = || HealthCheckRequest { service: "no.such.Service".into() };
+    assert_eq!(health.check(unknown()).await.unwrap_err().code(), Code::NotFound);
+    let mut watch = health.watch(unknown()).await.expect("a stream, not an error").into_inner();
+    let first = watch.message().await.unwrap().expect("a first message");
+    assert_eq!(first.status(), ServingStatus::ServiceUnknown);
+    let next = tokio::time::timeout(Duration::from_millis(300), watch.message()).await;
+    assert!(next.is_err(), "the stream must stay open: {next:?}");
+}
+
+/// A shutdown turns every service NOT_SERVING before it drains: a watcher hears it, then its
+/// stream ends, so that an open Watch does not hold the drain for its whole 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_turns_health_not_serving_and_ends_watch_streams() {
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let mut health = HealthClient::new(connect(&server).await);
+    let mut watches = Vec::new();
+    for name in ["", "rpcmeter.lab.v1.TestService"] {
+        let mut watch = health.watch(HealthCheckRequest { service: name.into() }).await.unwrap().into_inner();
+        assert_eq!(watch.message().await.unwrap().unwrap().status(), ServingStatus::Serving, "{name:?}");
+        watches.push(watch);
+    }
+    let stopping = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        server.shutdown();
+        started.elapsed()
+    });
+    for mut watch in watches {
+        let next = tokio::time::timeout(Duration::from_secs(5), watch.message()).await;
+        assert_eq!(next.unwrap().unwrap().unwrap().status(), ServingStatus::NotServing);
+        let end = tokio::time::timeout(Duration::from_secs(3), watch.message()).await;
+        assert!(matches!(end, Ok(Ok(None))), "the stream ends after NOT_SERVING: {end:?}");
+    }
+    let took = stopping.join().unwrap();
+    assert!(took < Duration::from_secs(3), "open Watch streams held the drain for {took:?}");
+}
+
+/// An unknown method, or a method of an unknown service, is UNIMPLEMENTED with a message
+/// that names it (tonic's own answer has none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unimplemented_names_the_unknown_method() {
+    let server = LabServer::start(config(Model::Async)).unwrap();
+    let channel = connect(&server).await;
+    for path in ["/rpcmeter.lab.v1.Stats/Nope", "/no.such.Service/Call"] {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let status = grpc
+            .unary::<_, StatsReply, _>(
+                tonic::Request::new(StatsRequest {}),
+                path.parse().unwrap(),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unimplemented, "{path}");
+        assert_eq!(status.message(), format!("unknown method {path}"));
+    }
+}
+
+/// The KV store holds at most `kv_max_bytes` (keys, values and 64 bytes per key): a put
+/// beyond is RESOURCE_EXHAUSTED naming the bound, and changes nothing; overwriting a key
+/// with a value no larger still succeeds.
+async fn kv_store_is_bounded(relax: bool) {
+    let server = LabServer::start(LabConfig { kv_max_bytes: 10_000, relax, ..config(Model::Async) }).unwrap();
+    let mut storage = StorageClient::new(connect(&server).await);
+    let put = |key: &str, len: usize| PutRequest { key: key.into(), value: vec![b'x'; len] };
+    storage.put_value(put("a", 4000)).await.unwrap();
+    storage.put_value(put("b", 4000)).await.unwrap();
+    let full = storage.put_value(put("c", 4000)).await.unwrap_err();
+    assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
+    assert!(full.message().contains("--kv-max-bytes 10000"), "{}", full.message());
+    let missing = storage.get_value(GetRequest { key: "c".into() }).await.unwrap().into_inner();
+    assert!(!missing.found, "a refused put stores nothing: {missing:?}");
+    let grow = storage.put_value(put("a", 9000)).await.unwrap_err();
+    assert_eq!(grow.code(), Code::ResourceExhausted);
+    let kept = storage.get_value(GetRequest { key: "a".into() }).await.unwrap().into_inner();
+    assert_eq!(kept.value.len(), 4000, "a refused overwrite keeps the old value");
+    storage.put_value(put("a", 100)).await.expect("a smaller value frees room");
+    storage.put_value(put("c", 3800)).await.expect("room freed by the smaller value");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn linearizable_kv_store_refuses_puts_beyond_its_bound() {
+    kv_store_is_bounded(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaxed_kv_store_refuses_puts_beyond_its_bound() {
+    kv_store_is_bounded(true).await;
+}
+
+/// The Db table holds at most `db_max_rows`: a call that would pass it is RESOURCE_EXHAUSTED
+/// naming the bound and inserts nothing (its transaction rolls back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_table_refuses_rows_beyond_its_bound() {
+    let server = LabServer::start(LabConfig { db_max_rows: 25, ..config(Model::Async) }).unwrap();
+    let mut test = TestServiceClient::new(connect(&server).await);
+    assert_eq!(test.db(DbRequest { rows: 10 }).await.unwrap().into_inner().count, 10);
+    assert_eq!(test.db(DbRequest { rows: 10 }).await.unwrap().into_inner().count, 20);
+    let full = test.db(DbRequest { rows: 10 }).await.unwrap_err();
+    assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
+    assert!(full.message().contains("--db-max-rows 25"), "{}", full.message());
+    assert_eq!(test.db(DbRequest { rows: 5 }).await.unwrap().into_inner().count, 25, "the refused rows rolled back");
+}
+
+/// This machine's address on its default route, if it has one that is not loopback.
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // A UDP connect sends nothing: it only picks the route and so the local address.
+    socket.connect("192.0.2.1:9").ok()?;
+    Some(socket.local_addr().ok()?.ip()).filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
+
+/// Stats/Reset zeroes what every client reads: from a peer that is not on this machine's
+/// loopback it is PERMISSION_DENIED unless `allow_remote_reset`; Get is answered to anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_reset_from_a_remote_peer_is_refused_unless_allowed() {
+    let Some(ip) = non_loopback_ip() else {
+        eprintln!("skipped: this machine has no address but loopback");
+        return;
+    };
+    for allow_remote_reset in [false, true] {
+        let server =
+            LabServer::start(LabConfig { addr: "0.0.0.0:0".into(), allow_remote_reset, ..config(Model::Async) })
+                .unwrap();
+        let port = server.local_addr().port();
+        let remote = Channel::from_shared(format!("http://{ip}:{port}")).unwrap().connect().await.unwrap();
+        let mut stats = StatsClient::new(remote);
+        stats.get(StatsRequest {}).await.expect("Get is answered to anyone");
+        let reset = stats.reset(StatsRequest {}).await;
+        if allow_remote_reset {
+            reset.expect("allowed");
+        } else {
+            let refused = reset.unwrap_err();
+            assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+            assert!(refused.message().contains("--allow-remote-reset"), "{}", refused.message());
+        }
+        let local = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect().await.unwrap();
+        StatsClient::new(local).reset(StatsRequest {}).await.expect("loopback may reset");
+    }
+}

@@ -40,8 +40,8 @@ impl OutputSettings {
     }
 }
 
-/// The opened files. Those that did not exist before are removed again when the run fails
-/// before measuring anything, so an unreachable target leaves no empty result behind.
+/// The opened files: each is written beside its path and renamed into place only once the
+/// run is over, so a run that fails or is killed leaves an earlier result whole.
 pub struct Outputs {
     pub settings: OutputSettings,
     opened: Vec<Opened>,
@@ -49,36 +49,35 @@ pub struct Outputs {
 
 struct Opened {
     path: PathBuf,
-    /// None once a sink has taken it.
-    file: Option<File>,
-    existed: bool,
+    /// None once discarded (a failed write must not replace a good earlier file).
+    file: Option<WholeFile>,
 }
 
 impl Outputs {
     pub fn open(settings: &OutputSettings) -> anyhow::Result<Outputs> {
         let mut opened = Vec::new();
         for (flag, path) in settings.files()? {
-            let existed = path.exists();
-            let file = File::create(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))?;
-            opened.push(Opened { path: path.to_path_buf(), file: Some(file), existed });
+            let file = WholeFile::create(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))?;
+            opened.push(Opened { path: path.to_path_buf(), file: Some(file) });
         }
         Ok(Outputs { settings: settings.clone(), opened })
     }
 
-    /// Hands the opened file of `path` to its sink (once).
+    /// A handle on the file of `path` for the sink that streams into it.
     pub fn take(&mut self, path: &Path) -> Option<File> {
-        self.opened.iter_mut().find(|o| o.path == path)?.file.take()
+        self.opened.iter().find(|o| o.path == path)?.file.as_ref()?.file().try_clone().ok()
     }
 
-    /// The run failed before it measured anything: remove the files this run created.
-    pub fn discard(&self) {
-        for o in self.opened.iter().filter(|o| !o.existed) {
-            let _ = std::fs::remove_file(&o.path);
+    /// The run failed before it measured anything: nothing is written, earlier files stay.
+    pub fn discard(&mut self) {
+        for o in &mut self.opened {
+            o.file = None;
         }
     }
 
     /// Writes the primary report, then every export. Returns the errors of what failed, each
-    /// naming its file; the primary's failure does not stop the exports.
+    /// naming its file; the primary's failure does not stop the exports. `commit` puts them
+    /// in place.
     pub fn write_reports(&mut self, summary: &Summary) -> Vec<anyhow::Error> {
         let mut failed = Vec::new();
         let primary = self.settings.format.exporter().render(summary);
@@ -96,6 +95,17 @@ impl Outputs {
         failed
     }
 
+    /// Puts every file still held in place (after the streams' sinks have finished).
+    pub fn commit(&mut self) -> Vec<anyhow::Error> {
+        let mut failed = Vec::new();
+        for o in &mut self.opened {
+            if let Some(file) = o.file.take() {
+                failed.extend(file.commit().map_err(|e| output_failed(&o.path, e)).err());
+            }
+        }
+        failed
+    }
+
     /// The run failed before measuring (its files were discarded): JUnit outputs still get a
     /// report naming why, so CI shows a failed test rather than none. Best effort: the
     /// run's own error is what the user sees.
@@ -103,19 +113,135 @@ impl Outputs {
         let text = crate::report::junit::failed_to_start(name, call, target, &format!("{why:#}"));
         if self.settings.format == Format::Junit {
             match &self.settings.primary {
-                Some(path) => drop(std::fs::write(path, &text)),
+                Some(path) => drop(write_whole(path, text.as_bytes())),
                 None => drop(std::io::stdout().write_all(text.as_bytes())),
             }
         }
         for (_, path) in self.settings.exports.iter().filter(|(f, _)| *f == Format::Junit) {
-            let _ = std::fs::write(path, &text);
+            let _ = write_whole(path, text.as_bytes());
         }
     }
 
     fn write_file(&mut self, path: &Path, text: &str) -> anyhow::Result<()> {
-        match self.opened.iter_mut().find(|o| o.path == path).and_then(|o| o.file.as_mut()) {
-            Some(f) => f.write_all(text.as_bytes()).and_then(|_| f.flush()).map_err(|e| output_failed(path, e)),
-            None => Err(output_failed(path, std::io::Error::other("not open"))),
+        let Some(opened) = self.opened.iter_mut().find(|o| o.path == path) else {
+            return Err(output_failed(path, std::io::Error::other("not open")));
+        };
+        let Some(file) = opened.file.as_mut() else {
+            return Err(output_failed(path, std::io::Error::other("not open")));
+        };
+        let mut f = file.file();
+        let written = f.write_all(text.as_bytes()).and_then(|_| f.flush());
+        if written.is_err() {
+            // Half a report must not replace a whole earlier one.
+            opened.file = None;
         }
+        written.map_err(|e| output_failed(path, e))
+    }
+}
+
+/// A file that a user named, written whole or not at all: the text goes to a temporary file
+/// in the same directory (so the rename stays on one file system) that `commit` renames over
+/// the path. Until then an earlier file at the path is untouched, whatever happens to the
+/// process (a SIGKILL leaves only a hidden `.NAME.*.tmp` beside it). A new file is private
+/// (0600: results carry a command line); a file replaced keeps its mode. A device or FIFO
+/// (`/dev/null`, `/dev/stdout`) is written through, never replaced; so is a file in a
+/// directory where no temporary file can be made.
+pub struct WholeFile {
+    inner: Inner,
+}
+
+enum Inner {
+    Temp { temp: tempfile::NamedTempFile, target: PathBuf },
+    Through(File),
+}
+
+impl WholeFile {
+    pub fn create(path: &Path) -> std::io::Result<WholeFile> {
+        // A link is followed: the file it names is replaced, the link stays.
+        let target = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+            _ => path.to_path_buf(),
+        };
+        let existing = std::fs::metadata(&target).ok();
+        if existing.as_ref().is_some_and(|m| !m.is_file()) {
+            // A device or FIFO is written through; a directory fails here, with its own error.
+            return Ok(WholeFile { inner: Inner::Through(File::create(&target)?) });
+        }
+        let dir = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = target.file_name().map_or("out".into(), |n| n.to_string_lossy());
+        let temp = match tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir) {
+            Ok(temp) => temp,
+            // A file the user may write in a directory they may not: written in place, as
+            // before (no whole-or-nothing then, but no refusal either).
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && existing.is_some() => {
+                return Ok(WholeFile { inner: Inner::Through(File::create(&target)?) });
+            }
+            Err(e) => {
+                // tempfile names its random file in the message; the user named the path.
+                let text = e.to_string();
+                return Err(std::io::Error::new(e.kind(), text.split(" at path ").next().unwrap_or(&text).to_string()));
+            }
+        };
+        if let Some(m) = existing {
+            temp.as_file().set_permissions(m.permissions())?;
+        }
+        Ok(WholeFile { inner: Inner::Temp { temp, target } })
+    }
+
+    /// The file being written.
+    pub fn file(&self) -> &File {
+        match &self.inner {
+            Inner::Temp { temp, .. } => temp.as_file(),
+            Inner::Through(f) => f,
+        }
+    }
+
+    /// Puts the file in place: on disk first, then renamed over the path.
+    pub fn commit(self) -> std::io::Result<()> {
+        match self.inner {
+            Inner::Temp { temp, target } => {
+                temp.as_file().sync_all()?;
+                temp.persist(&target).map(drop).map_err(|e| e.error)
+            }
+            Inner::Through(mut f) => f.flush(),
+        }
+    }
+}
+
+/// Writes `bytes` to `path` whole (see `WholeFile`).
+pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let file = WholeFile::create(path)?;
+    let mut f = file.file();
+    f.write_all(bytes)?;
+    file.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_replaced_only_when_committed_and_a_link_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, "old").unwrap();
+        let file = WholeFile::create(&path).unwrap();
+        file.file().write_all(b"half").unwrap();
+        drop(file);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "the temporary file was left");
+        write_whole(&path, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+
+        let link = dir.path().join("latest.json");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        write_whole(&link, b"newer").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "newer");
+        let err = write_whole(&dir.path().join("no/such/dir.json"), b"x").unwrap_err();
+        assert!(!err.to_string().contains(".tmp"), "{err}");
     }
 }

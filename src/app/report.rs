@@ -27,7 +27,7 @@ pub fn report(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
         let mut out = std::io::stdout().lock();
         out.write_all(page.as_bytes()).and_then(|_| out.flush())
     } else {
-        std::fs::write(output, page.as_bytes())
+        crate::app::outputs::write_whole(output, page.as_bytes())
     };
     written.map_err(|e| output_failed(output, e))?;
     let what = format!(

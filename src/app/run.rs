@@ -54,6 +54,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_args(args: &RunArgs, arguments: Vec<String>) -> anyhow::Result<Settings> {
+        let redactor = super::redact::Redactor::new(&args.redact);
         let plaintext = match args.target.scheme_plaintext {
             Some(false) if args.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
             Some(scheme) => scheme || args.tls.plaintext,
@@ -131,8 +132,9 @@ impl Settings {
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,
             name: args.name.clone(),
-            tags: args.tag.clone(),
-            arguments,
+            // Results, history and reports are shared; credentials stay with the run.
+            tags: redactor.tags(&args.tag),
+            arguments: redactor.arguments(arguments, args),
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
             metrics_addr: args.metrics_addr,
         })
@@ -412,6 +414,7 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
         outputs.write_failed_start(settings.name.as_deref(), &settings.call, &target, e)
     })?;
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    problems.extend(outputs.commit());
     // Recorded after the reports, so a history that fails never costs one. A --history asked
     // for is an output like --export: failing it exits 1. The default history is a
     // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
@@ -442,7 +445,12 @@ pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details
     settings.outputs = quiet.clone();
     settings.progress = false;
     settings.history = None;
-    let (summary, _) = measure(&settings, control, &mut Outputs::open(&quiet)?)?;
+    let mut outputs = Outputs::open(&quiet)?;
+    let (summary, _) = measure(&settings, control, &mut outputs)?;
+    // The step's --csv-details is read by the lab right after: it must be in place.
+    if let Some(failed) = outputs.commit().into_iter().next() {
+        return Err(failed);
+    }
     Ok(summary)
 }
 
@@ -489,7 +497,9 @@ pub fn measure(
         sinks.add(Box::new(live));
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
-    let started_at = SystemTime::now();
+    // A shard's clock starts at --start-at: its window begins there (merge places it by this),
+    // not while it connected and waited.
+    let started_at = SystemTime::now().max(plan.start_at.unwrap_or(SystemTime::UNIX_EPOCH));
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), requests, &mut sinks, control);
@@ -502,6 +512,7 @@ pub fn measure(
     }
 
     let meta = Meta {
+        run_id: uuid::Uuid::new_v4(),
         started_at,
         name: settings.name.clone(),
         tags: settings.tags.clone(),

@@ -5,6 +5,7 @@
 //! client's alone.
 use crate::app::run::{run, Settings};
 use crate::experiments::servers::{self, Runtime, Server};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -54,13 +55,19 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let mut argv = vec!["rpcmeter run", "--plaintext", "--quiet"];
         argv.extend(flags);
         argv.push(&addr);
-        println!("\n=== {title}\n$ {} ", argv.join(" ").replace(r#"{"content":"hello"}"#, r#"'{"content":"hello"}'"#));
+        // writeln, not println: a closed pipe is an error to report quietly, not a panic.
+        writeln!(
+            std::io::stdout(),
+            "\n=== {title}\n$ {} ",
+            argv.join(" ").replace(r#"{"content":"hello"}"#, r#"'{"content":"hello"}'"#)
+        )?;
         // Read as `rpcmeter run` reads them, so that the demo shows commands a user can copy.
         let parsed = super::run::parse_words(&argv)?;
         let settings = Settings::from_args(&parsed, argv.iter().skip(1).map(|a| a.to_string()).collect())?;
         run(settings, control.clone())?;
     }
-    println!("\n=== The server's own count (server-side throughput beside the client's)");
-    print!("{}", server.stop());
+    let mut out = std::io::stdout();
+    writeln!(out, "\n=== The server's own count (server-side throughput beside the client's)")?;
+    write!(out, "{}", server.stop())?;
     Ok(ExitCode::SUCCESS)
 }

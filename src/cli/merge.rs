@@ -42,12 +42,15 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut merged = merge::merge(&inputs)?;
+    for warning in merge::warnings(&merged) {
+        eprintln!("rpcmeter: warning: {warning}");
+    }
     if let Some(notices) = merged["notices"].as_array_mut() {
         notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}").into()));
     }
     let json = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
     if let Some(path) = &args.output {
-        std::fs::write(path, &json).map_err(|e| output_failed(path, e))?;
+        crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;
     }
     let text = match args.format {
         MergeFormat::Json => json,

@@ -9,12 +9,14 @@ pub mod servers;
 mod threaded_vs_async;
 mod warmup;
 
+use crate::app::outputs::write_whole;
 use crate::app::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed};
 use crate::load::engine::Control;
 use crate::report::{html, Summary};
 use doc::Doc;
 use servers::{Built, Runtime, Server};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -145,7 +147,7 @@ impl Lab {
         let summary = measure_step(settings, &self.control, true)?;
         let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
         let file = self.results.join(format!("{}.json", file_name(label)));
-        std::fs::write(&file, &json).map_err(|e| output_failed(&file, e))?;
+        write_whole(&file, json.as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
         self.runs.push(html::parse(&shown, &json).map_err(crate::error::internal)?);
         Ok(summary)
@@ -155,9 +157,9 @@ impl Lab {
     fn finish(self) -> anyhow::Result<(PathBuf, PathBuf)> {
         let md = self.options.out.join(format!("{}.md", self.name));
         let page = self.options.out.join(format!("{}.html", self.name));
-        std::fs::write(&md, self.doc.markdown()).map_err(|e| output_failed(&md, e))?;
+        write_whole(&md, self.doc.markdown().as_bytes()).map_err(|e| output_failed(&md, e))?;
         let html = html::render_page(&self.doc.title, &self.doc.html(), &self.runs);
-        std::fs::write(&page, html).map_err(|e| output_failed(&page, e))?;
+        write_whole(&page, html.as_bytes()).map_err(|e| output_failed(&page, e))?;
         Ok((md, page))
     }
 }
@@ -186,7 +188,8 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
             Name::PingVsGrpc => ping_vs_grpc::run(Lab::new(name, ping_vs_grpc::TITLE, options, control.clone())?)?,
             Name::All => unreachable!("expanded above"),
         };
-        println!("lab {}: {} and {}", name.slug(), md.display(), page.display());
+        // writeln, not println: a closed pipe is an error to report quietly, not a panic.
+        writeln!(std::io::stdout(), "lab {}: {} and {}", name.slug(), md.display(), page.display())?;
     }
     Ok(())
 }

@@ -91,8 +91,15 @@ impl History {
     /// missing. Errors name the file.
     pub fn open(path: &Path) -> anyhow::Result<History> {
         let open = || -> anyhow::Result<rusqlite::Connection> {
+            // Private: results carry command lines. A directory made here is 0700, a new
+            // database 0600 (SQLite gives its -wal and -shm files the database's mode).
+            use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            }
+            match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+                _ => {}
             }
             let conn = rusqlite::Connection::open(path)?;
             // Before anything else: switching to WAL and creating the schema take locks too.

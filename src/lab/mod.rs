@@ -7,6 +7,7 @@ use tonic::{Response, Status};
 mod db;
 mod echo;
 mod exec;
+mod health;
 mod network;
 mod server;
 mod spin;
@@ -17,7 +18,7 @@ mod test_service;
 pub mod tls;
 
 pub use db::DbSpec;
-pub use server::{LabConfig, LabServer, Model, StatsReader};
+pub use server::{LabConfig, LabServer, Model, StatsReader, DB_MAX_ROWS, KV_MAX_BYTES};
 pub use stats::Method;
 pub use streaming::MAX_CHUNK_BYTES;
 
@@ -31,6 +32,7 @@ pub struct Lab {
     exec: Executor,
     db: db::Db,
     store: storage::Store,
+    health: health::LabHealth,
 }
 
 impl Lab {

@@ -11,6 +11,7 @@
 //! h2's stream-store lock. On a current-thread runtime the streams woken by one read all run
 //! first and the connection writes their answers in one `writev`: under h2load's echo at 64
 //! streams, server CPU per call fell from about 17 µs to 8.3 (docs/design.md, "Network threads").
+use super::health::HealthService;
 use super::proto::echo::echo_service_server::EchoServiceServer;
 use super::proto::lab::{
     stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
@@ -29,6 +30,7 @@ use tonic::codec::CompressionEncoding::Gzip;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic::Status;
+use tonic_health::pb::health_server::HealthServer;
 
 /// Starts one network thread per core, each serving `listener` until `stopped` turns true
 /// (or its sender is gone) and then draining for at most `drain`. Calls run on `calls`.
@@ -62,12 +64,7 @@ async fn serve(
     drain: Duration,
     calls: Handle,
 ) {
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<EchoServiceServer<Arc<Lab>>>().await;
-    health.set_serving::<TestServiceServer<Arc<Lab>>>().await;
-    health.set_serving::<StorageServer<Arc<Lab>>>().await;
-    health.set_serving::<StatsServer<Arc<Lab>>>().await;
-    health.set_serving::<StreamingServer<Arc<Lab>>>().await;
+    let health_service = HealthServer::new(HealthService(lab.clone()));
     // Health too, so that ghz and grpcurl can call grpc.health.v1.Health through reflection.
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -144,13 +141,25 @@ where
             let lab = self.lab.clone();
             return Box::pin(async move { Ok(echo::fast_echo(&lab, request.into_body()).await) });
         }
+        let path = request.uri().path().to_owned();
         let running = AbortOnDropHandle::new(self.calls.spawn(self.inner.call(request)));
         Box::pin(async move {
             match running.await {
-                Ok(answer) => answer,
+                Ok(answer) => answer.map(|response| name_unknown_method(response, &path)),
                 Err(ended) if ended.is_panic() => Ok(Status::internal("the call panicked").into_http()),
                 Err(_) => Ok(Status::unavailable("the server is stopping").into_http()),
             }
         })
     }
+}
+
+/// tonic answers a method it does not know (in a known service or not) with UNIMPLEMENTED
+/// and no message: the answer names the method, so that a typo shows in the client's error.
+fn name_unknown_method(response: http::Response<tonic::body::Body>, path: &str) -> http::Response<tonic::body::Body> {
+    let headers = response.headers();
+    let unimplemented = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"12");
+    if unimplemented && headers.get("grpc-message").is_none_or(|m| m.is_empty()) {
+        return Status::unimplemented(format!("unknown method {path}")).into_http();
+    }
+    response
 }

@@ -44,7 +44,18 @@ pub struct Run {
     pub total: u64,
     pub ok: u64,
     pub failed: u64,
+    /// Calls due before the end that were never sent (not in `total`).
+    pub unsent: u64,
+    /// Stopped before its end (Ctrl-C, a drain that timed out).
+    pub partial: bool,
+    /// Every call's final status by name, most frequent first.
+    pub statuses: Vec<(String, u64)>,
+    /// Failed calls by (status, message), most frequent first; messages as the server sent them.
+    pub errors: Vec<(String, String, u64)>,
+    /// All calls per second, failed ones included.
     pub throughput_rps: f64,
+    /// OK calls per second.
+    pub ok_rps: f64,
     /// `latency_us` as given: p50, p99, p999, ...
     pub latency_us: serde_json::Map<String, Value>,
     pub cpu_us_per_call: Option<f64>,
@@ -108,6 +119,25 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
         })
         .unwrap_or_default();
     let name = v.pointer("/meta/name").map(text).filter(|n| !n.is_empty());
+    let mut statuses: Vec<(String, u64)> = obj
+        .get("statuses")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, n)| n.as_u64().map(|n| (k.clone(), n))).filter(|s| s.1 > 0).collect())
+        .unwrap_or_default();
+    statuses.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let mut errors: Vec<(String, String, u64)> = obj
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|rows| {
+            let field = |r: &Value, k: &str| r.get(k).map(text).unwrap_or_default();
+            rows.iter()
+                .map(|r| (field(r, "status"), field(r, "message"), r.get("count").and_then(Value::as_u64).unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    errors.sort_by_key(|e| std::cmp::Reverse(e.2));
+    let (total, ok) = (u(requests, "total"), u(requests, "ok"));
+    let throughput_rps = obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0);
     Ok(Run {
         label: name.unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file).to_string()),
         file: file.to_string(),
@@ -122,10 +152,20 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
         mode: obj.get("mode").map(text).unwrap_or_default(),
         load: obj.get("load").map(text).unwrap_or_default(),
         concurrency: obj.get("concurrency").and_then(Value::as_f64),
-        total: u(requests, "total"),
-        ok: u(requests, "ok"),
+        total,
+        ok,
         failed: u(requests, "failed"),
-        throughput_rps: obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0),
+        unsent: u(requests, "unsent"),
+        partial: obj.get("partial").and_then(Value::as_bool).unwrap_or(false),
+        statuses,
+        errors,
+        throughput_rps,
+        // Older and merged files lack `ok_rps`: the OK share of the throughput is the same.
+        ok_rps: obj.get("ok_rps").and_then(Value::as_f64).unwrap_or(if total == 0 {
+            0.0
+        } else {
+            throughput_rps * ok as f64 / total as f64
+        }),
         latency_us: latency.clone(),
         cpu_us_per_call: f("/client/cpu_us_per_request"),
         max_rss_bytes: f("/client/max_rss_bytes"),
@@ -165,6 +205,49 @@ impl Run {
         self.histogram.value_at_quantile(percent / 100.0) as f64 / 1e3
     }
 
+    /// The steady-state verdict in words. A run with no OK call is never "steady": its
+    /// latencies are those of failures (a refusal is fast and flat).
+    fn steady_text(&self) -> String {
+        if self.ok == 0 {
+            return "not judged: no call succeeded".into();
+        }
+        match self.steady_after_s {
+            Some(s) => format!("{} after {} s", self.steady, num(s)),
+            None => self.steady.clone(),
+        }
+    }
+
+    /// What went wrong, one line each, most serious first: empty for a clean run.
+    fn failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let share = |n: u64| if self.total == 0 { 0.0 } else { n as f64 * 100.0 / self.total as f64 };
+        let top: Vec<String> =
+            self.statuses.iter().filter(|s| s.0 != "OK").take(4).map(|(c, n)| format!("{c} {n}")).collect();
+        if self.total == 0 {
+            out.push("No call was answered.".to_string());
+        } else if self.ok == 0 {
+            out.push(format!("Every call failed: {} of {} ({}).", self.failed, self.total, top.join(", ")));
+        } else if self.failed > 0 {
+            out.push(format!(
+                "{} of {} calls failed ({:.2}%): {}.",
+                self.failed,
+                self.total,
+                share(self.failed),
+                top.join(", ")
+            ));
+        }
+        if self.partial {
+            out.push("Partial result: the run was stopped before its end.".to_string());
+        }
+        if self.unsent > 0 {
+            out.push(format!(
+                "{} calls were due before the end but never sent: the rate was not kept (they are not in the totals).",
+                self.unsent
+            ));
+        }
+        out
+    }
+
     /// A `latency_us` key as text (from the file), else from the histogram.
     fn stat(&self, key: &str, percent: f64) -> String {
         match self.latency_us.get(key).and_then(Value::as_f64) {
@@ -183,10 +266,12 @@ h3 { font-size: 15px; margin: 14px 0 6px; }
 p.small, .meta { color: #555; font-size: 13px; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 9em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
 figure { margin: 12px 0; max-width: 900px; } table.lab td { font-variant-numeric: tabular-nums; }
+.alert { border-left: 6px solid #c0392b; background: #fdecea; color: #7b1d12; padding: 8px 12px; margin: 8px 0; font-weight: bold; font-size: 15px; }
+.alert p { margin: 2px 0; } td.bad { color: #c0392b; font-weight: bold; } table.statuses, table.errors { margin: 4px 0 8px; }
 svg.plot { width: 100%; height: auto; background: #fff; border: 1px solid #ddd; border-radius: 4px; }
 svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, Helvetica, sans-serif; fill: #222; }
 svg text.title { font-size: 15px; font-weight: bold; } svg text.axis { font-size: 13px; }
@@ -220,6 +305,16 @@ pub fn render_page(title: &str, write_up: &str, runs: &[Run]) -> String {
         runs.len(),
         env!("CARGO_PKG_VERSION")
     );
+    // Failures first, above everything else: a page of plots must not hide them.
+    let failing: Vec<String> =
+        runs.iter().flat_map(|r| r.failures().into_iter().map(move |line| format!("{}: {line}", r.label))).collect();
+    if !failing.is_empty() {
+        h.push_str("<div class=\"alert\" id=\"failures\">");
+        for line in &failing {
+            let _ = write!(h, "<p>{}</p>", esc(line));
+        }
+        h.push_str("</div>\n");
+    }
     h.push_str(&summary_table(runs));
     if runs.len() > 1 {
         h.push_str("<h2>Across runs</h2>\n");
@@ -245,19 +340,21 @@ pub fn render_page(title: &str, write_up: &str, runs: &[Run]) -> String {
 }
 
 fn summary_table(runs: &[Run]) -> String {
-    let mut t = String::from(
+    // Unsent calls are rare: their column only when a run has some.
+    let any_unsent = runs.iter().any(|r| r.unsent > 0);
+    let mut t = format!(
         "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>run</th><th>target</th><th>call</th><th>mode</th><th>calls</th><th>ok</th>\
-         <th>failed</th><th>throughput</th><th>p50</th><th>p99</th><th>p99.9</th><th>client CPU/call</th><th>steady state</th><th>notices</th></tr>\n",
+         <th>failed</th>{}<th>calls/s (attempted)</th><th>OK calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>client CPU/call</th><th>steady state</th><th>notices</th></tr>\n",
+        if any_unsent { "<th>unsent</th>" } else { "" }
     );
     for (i, r) in runs.iter().enumerate() {
-        let steady = match r.steady_after_s {
-            Some(s) => format!("{} after {} s", r.steady, num(s)),
-            None => r.steady.clone(),
-        };
+        let steady = r.steady_text();
+        let bad = |n: u64| if n > 0 { "n bad" } else { "n" };
         let _ = writeln!(
             t,
             "<tr><td><span class=\"swatch\" style=\"background:{}\"></span><a href=\"#run-{i}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} calls/s</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"{}\">{}</td>{}<td class=\"n\">{:.1}</td>\
+             <td class=\"{}\">{:.1}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
             color(i),
             esc(&r.label),
@@ -266,8 +363,12 @@ fn summary_table(runs: &[Run]) -> String {
             esc(if r.load.is_empty() { &r.mode } else { &r.load }),
             r.total,
             r.ok,
+            bad(r.failed),
             r.failed,
+            if any_unsent { format!("<td class=\"{}\">{}</td>", bad(r.unsent), r.unsent) } else { String::new() },
             r.throughput_rps,
+            if r.ok == 0 && r.total > 0 { "n bad" } else { "n" },
+            r.ok_rps,
             r.stat("p50", 50.0),
             r.stat("p99", 99.0),
             r.stat("p999", 99.9),
@@ -278,6 +379,66 @@ fn summary_table(runs: &[Run]) -> String {
     }
     t.push_str("</table>\n");
     t
+}
+
+/// What went wrong, in red where no reader can miss it; nothing for a clean run.
+fn failure_box(r: &Run) -> String {
+    let lines = r.failures();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("<div class=\"alert\">");
+    for line in &lines {
+        let _ = write!(s, "<p>{}</p>", esc(line));
+    }
+    s.push_str("</div>\n");
+    s
+}
+
+/// Most kinds of error listed; the rest are counted in one row.
+const ERROR_ROWS: usize = 20;
+
+/// Every final status with its share, and the failed calls' messages (escaped: a server
+/// writes them).
+fn status_tables(r: &Run) -> String {
+    let mut s = String::new();
+    if !r.statuses.is_empty() {
+        s.push_str("<h3>Statuses</h3><table class=\"statuses\"><tr><th>status</th><th>calls</th><th>share</th></tr>");
+        let all: u64 = r.statuses.iter().map(|x| x.1).sum::<u64>().max(1);
+        for (code, n) in &r.statuses {
+            let class = if code == "OK" { "n" } else { "n bad" };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td class=\"{class}\">{n}</td><td class=\"{class}\">{:.2}%</td></tr>",
+                esc(code),
+                *n as f64 * 100.0 / all as f64
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !r.errors.is_empty() {
+        s.push_str("<h3>Errors</h3><table class=\"errors\"><tr><th>status</th><th>message</th><th>calls</th></tr>");
+        for (code, message, n) in r.errors.iter().take(ERROR_ROWS) {
+            let _ = write!(s, "<tr><td>{}</td><td>{}</td><td class=\"n bad\">{n}</td></tr>", esc(code), esc(message));
+        }
+        if r.errors.len() > ERROR_ROWS {
+            let rest: u64 = r.errors[ERROR_ROWS..].iter().map(|e| e.2).sum();
+            let _ = write!(
+                s,
+                "<tr><td colspan=\"2\">{} more kinds of error</td><td class=\"n bad\">{rest}</td></tr>",
+                r.errors.len() - ERROR_ROWS
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if r.failed > 0 {
+        let _ = writeln!(
+            s,
+            "<p class=\"small\">Latency counts every call, failed ones included{}.</p>",
+            if r.ok == 0 { ": no call succeeded, so every latency below is a failure's" } else { "" }
+        );
+    }
+    s
 }
 
 fn run_section(i: usize, r: &Run) -> String {
@@ -301,6 +462,8 @@ fn run_section(i: usize, r: &Run) -> String {
             )
         }
     );
+    s.push_str(&failure_box(r));
+    s.push_str(&status_tables(r));
     if let Some(m) = &r.messages {
         let _ = writeln!(s, "<p class=\"meta\">Messages (streams): {}</p>", esc(m));
     }
@@ -423,7 +586,7 @@ fn series_plots(i: usize, r: &Run) -> String {
         if any {
             p.legend("warm-up", "#f0ad4e", Mark::Area);
         }
-        if let Some(after) = r.steady_after_s.filter(|&a| a > 0.0) {
+        if let Some(after) = r.steady_after_s.filter(|&a| a > 0.0 && r.ok > 0) {
             p.vline(after, "#2a7", &format!("steady after {} s", num(after)));
         }
     };
@@ -440,7 +603,12 @@ fn series_plots(i: usize, r: &Run) -> String {
     p.legend_bottom = true;
     shade(&mut p);
     p.line(&iv.iter().map(|p| (p.t_s, p.rps)).collect::<Vec<_>>(), color(i), 2.0, false);
-    p.legend("calls/s", color(i), Mark::Line);
+    p.legend("calls/s (attempted)", color(i), Mark::Line);
+    if iv.iter().any(|p| p.failed > 0.0) {
+        let ok = |p: &IntervalPoint| if p.calls > 0.0 { p.rps * (p.calls - p.failed) / p.calls } else { 0.0 };
+        p.line(&iv.iter().map(|p| (p.t_s, ok(p))).collect::<Vec<_>>(), "#2a7", 2.0, true);
+        p.legend("OK calls/s", "#2a7", Mark::Dashed);
+    }
     empty(&mut p);
     out.push_str(&p.finish());
 
@@ -709,6 +877,29 @@ mod tests {
             "{html}"
         );
         assert!(!render(&[parse("u.json", &result("fine", 4)).unwrap()]).contains("Messages (streams)"));
+    }
+
+    #[test]
+    fn failed_calls_show_with_their_escaped_messages() {
+        let mut v: Value = serde_json::from_str(&result("fine", 4)).unwrap();
+        v["statuses"] = serde_json::json!({"OK": 999, "UNAVAILABLE": 1});
+        v["errors"] = serde_json::json!([{"status": "UNAVAILABLE", "message": "<img src=x> & gone", "count": 1}]);
+        v["requests"]["unsent"] = 7.into();
+        v["partial"] = true.into();
+        let html = render(&[parse("f.json", &v.to_string()).unwrap()]);
+        assert!(html.contains("&lt;img src=x&gt; &amp; gone") && !html.contains("<img"), "message not escaped");
+        assert!(html.contains("<td>UNAVAILABLE</td>") && html.contains("0.10%"));
+        assert!(
+            html.contains("1 of 1000 calls failed")
+                && html.contains("Partial result")
+                && html.contains("7 calls were due")
+        );
+        assert!(html.contains("<th>unsent</th>"));
+        // A clean run has no alert and no unsent column.
+        let mut clean: Value = serde_json::from_str(&result("fine", 4)).unwrap();
+        clean["requests"] = serde_json::json!({"total": 1000, "ok": 1000, "failed": 0});
+        let clean = render(&[parse("c.json", &clean.to_string()).unwrap()]);
+        assert!(!clean.contains("class=\"alert\"") && !clean.contains("<th>unsent</th>"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub fn value(s: &Summary) -> Value {
     let mut out = json!({
         "meta": {
             "rpcmeter_version": env!("CARGO_PKG_VERSION"),
+            "run_id": s.meta.run_id.to_string(),
             "started_at": humantime::format_rfc3339_millis(s.meta.started_at).to_string(),
             "name": s.meta.name,
             "tags": s.meta.tags.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<Map<_, _>>(),
@@ -59,6 +60,7 @@ pub fn value(s: &Summary) -> Value {
         "attempt_latency_us": latency(&s.attempt_latency),
         "service_time_us": latency(&s.service_time),
         "late_sends": s.late_sends,
+        "late_wakeups": s.late_wakeups,
         "client": {
             "cpu_s": units::secs(c.cpu),
             "cpu_us_per_request": units::micros(c.cpu_per_call),
@@ -97,7 +99,7 @@ pub fn value(s: &Summary) -> Value {
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
-    fields.insert("steady_state".into(), steady_state(&s.steady));
+    fields.insert("steady_state".into(), steady_state(&s.steady, s.requests.ok));
     if let Some(rounds) = s.warm_rounds {
         fields.insert("warm_rounds".into(), verdict(rounds).into());
         if let crate::stats::steady::Steadiness::Steady { from } = rounds {
@@ -176,10 +178,11 @@ pub fn verdict(v: crate::stats::steady::Steadiness) -> &'static str {
     }
 }
 
-fn steady_state(s: &super::SteadyState) -> Value {
+/// A run with no OK call is not judged: its latencies are those of failures.
+fn steady_state(s: &super::SteadyState, ok: u64) -> Value {
     json!({
-        "verdict": verdict(s.verdict),
-        "steady_after_s": s.after.map(units::secs),
+        "verdict": if ok == 0 { super::NOT_JUDGED } else { verdict(s.verdict) },
+        "steady_after_s": s.after.filter(|_| ok > 0).map(units::secs),
         "intervals": s.intervals,
         "series": "p50 call latency per interval",
     })
