@@ -39,8 +39,23 @@ fn checked(input: Input) -> anyhow::Result<Input> {
             )));
         }
     }
+    // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
+    // run, and a few of them would overflow the sum.
+    let r = &input.result;
+    let counts = ["requests", "statuses", "attempt_statuses", "messages"]
+        .into_iter()
+        .flat_map(|key| r[key].as_object().into_iter().flatten().map(move |(name, n)| (format!("{key}.{name}"), n)))
+        .chain(r["errors"].as_array().into_iter().flatten().map(|e| ("errors[].count".to_string(), &e["count"])));
+    for (name, n) in counts {
+        if n.as_u64().is_some_and(|n| n > MAX_COUNT) {
+            return Err(bad_input(format!("{}: {name} {n} is not a count of calls", input.label)));
+        }
+    }
     Ok(input)
 }
+
+/// The largest count a result may hold: 2^53.
+const MAX_COUNT: u64 = 1 << 53;
 
 /// Results one after the other in one text, as `kubectl logs` of several pods gives them:
 /// every JSON object that starts a line is read; other lines (a pod's error) are returned
@@ -108,7 +123,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     for key in COUNTS {
         requests.insert(
             key.into(),
-            inputs.iter().map(|i| i.result["requests"][key].as_u64().unwrap_or(0)).sum::<u64>().into(),
+            inputs.iter().map(|i| i.result["requests"][key].as_u64().unwrap_or(0)).fold(0, u64::saturating_add).into(),
         );
     }
     // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
@@ -121,7 +136,8 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         let mut sum: BTreeMap<String, u64> = BTreeMap::new();
         for input in inputs {
             for (name, n) in input.result[key].as_object().into_iter().flatten() {
-                *sum.entry(name.clone()).or_default() += n.as_u64().unwrap_or(0);
+                let sum = sum.entry(name.clone()).or_default();
+                *sum = sum.saturating_add(n.as_u64().unwrap_or(0));
             }
         }
         out.insert(key.into(), json!(sum));
@@ -130,7 +146,8 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     for input in inputs {
         for e in input.result["errors"].as_array().into_iter().flatten() {
             let key = (e["status"].as_str().unwrap_or("").to_string(), e["message"].as_str().unwrap_or("").to_string());
-            *errors.entry(key).or_default() += e["count"].as_u64().unwrap_or(0);
+            let count = errors.entry(key).or_default();
+            *count = count.saturating_add(e["count"].as_u64().unwrap_or(0));
         }
     }
     let mut errors: Vec<_> = errors.into_iter().collect();
@@ -235,7 +252,8 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
 /// Streaming results: messages added, their histograms added and summarised again, rates
 /// over the union of the windows (`rate`).
 fn merge_messages(inputs: &[Input], kind: Value, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
-    let sum = |key: &str| inputs.iter().map(|i| i.result["messages"][key].as_u64().unwrap_or(0)).sum::<u64>();
+    let sum =
+        |key: &str| inputs.iter().map(|i| i.result["messages"][key].as_u64().unwrap_or(0)).fold(0, u64::saturating_add);
     let (sent, received) = (sum("sent"), sum("received"));
     let mut out = json!({
         "kind": kind,

@@ -27,7 +27,7 @@ impl std::fmt::Debug for LabTls {
 }
 
 fn read(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))
+    crate::input::read(path, crate::input::Kind::Pem, &format!("{flag} {}", path.display()))
 }
 
 /// The certificates of a PEM file; none is an error naming `flag` and `path` (tonic's own
