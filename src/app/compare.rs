@@ -139,6 +139,10 @@ pub struct RunResult {
     pub throughput_rps: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// The sampling error of p50 and p99 (of their logarithms), from the call latency
+    /// histogram's order statistics; 0 without a histogram.
+    pub p50_error: f64,
+    pub p99_error: f64,
     /// The interval series; empty for merged results, which keep none.
     pub interval: Option<Duration>,
     pub intervals: Vec<IntervalRow>,
@@ -175,6 +179,13 @@ struct RawResult {
     #[serde(default)]
     intervals: Vec<RawInterval>,
     shards: Option<Vec<JsonValue>>,
+    #[serde(default)]
+    histograms: RawHistograms,
+}
+
+#[derive(Deserialize, Default)]
+struct RawHistograms {
+    call_latency: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -262,7 +273,16 @@ impl RunResult {
         let (p50, p99) = (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?);
         let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
         let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
+        let histogram = match &raw.histograms.call_latency {
+            Some(text) => Some(
+                crate::record::shard::from_text(text).map_err(|why| bad(format!("histograms.call_latency {why}")))?,
+            ),
+            None => None,
+        };
+        let error = |q: f64| histogram.as_ref().map_or(0.0, |h| quantile_error(h, q));
         Ok(RunResult {
+            p50_error: error(0.5),
+            p99_error: error(0.99),
             label,
             name: raw.meta.name,
             started_at: raw.meta.started_at,
@@ -293,6 +313,16 @@ impl RunResult {
         self.intervals.iter().filter(|iv| iv.measured).filter(full)
     }
 
+    /// How far the run's value could be from its own run's true one by sampling alone, as a
+    /// standard error of its logarithm (percentiles: order statistics of the histogram).
+    fn sampling_error(&self, metric: Metric) -> f64 {
+        match metric {
+            Metric::P50 => self.p50_error,
+            Metric::P99 => self.p99_error,
+            Metric::Throughput | Metric::ErrorRate => 0.0,
+        }
+    }
+
     fn failed_share(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -300,6 +330,22 @@ impl RunResult {
             self.failed as f64 / self.calls as f64
         }
     }
+}
+
+/// The standard error of the logarithm of the `q` quantile of `h`: the values at the ranks
+/// one binomial standard deviation, `sqrt(q (1 - q) / n)`, either side of `q` (the order
+/// statistics' distribution-free interval), half their distance in logarithms.
+fn quantile_error(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+    let n = h.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let step = (q * (1.0 - q) / n as f64).sqrt();
+    let (low, high) = (h.value_at_quantile((q - step).max(0.0)), h.value_at_quantile((q + step).min(1.0)));
+    if low == 0 || high == 0 {
+        return 0.0;
+    }
+    ((high as f64).ln() - (low as f64).ln()) / 2.0
 }
 
 /// A metric compared between runs.
@@ -389,8 +435,11 @@ impl Metric {
         }
     }
 
-    /// The noise of a run's value seen within it: the standard error of the mean of the
-    /// logarithms of its full intervals' values (2 intervals or more). 0 without intervals.
+    /// How much the run's value moved within it: the standard deviation of the logarithms of
+    /// its full intervals' values (3 intervals or more, else 0). What moves a run against the
+    /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
+    /// too, so a run is taken to vary between runs at least this much (not this over the root
+    /// of the count: intervals of one run share its conditions and do not average them out).
     pub fn within_run(self, run: &RunResult) -> f64 {
         let values: Vec<f64> = run
             .full_intervals()
@@ -403,12 +452,12 @@ impl Metric {
             .filter(|x| *x > 0.0)
             .map(f64::ln)
             .collect();
-        if values.len() < 2 {
+        if values.len() < 3 {
             return 0.0;
         }
         let n = values.len() as f64;
         let mean = values.iter().sum::<f64>() / n;
-        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
     }
 
     /// A value, typed.
@@ -499,7 +548,7 @@ impl MetricComparison {
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
         let floor = |runs: &[RunResult]| -> f64 {
             let within = if metric.relative() {
-                runs.iter().map(|r| metric.within_run(r)).fold(0.0, f64::max)
+                runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric))).fold(0.0, f64::max)
             } else {
                 // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
                 let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
