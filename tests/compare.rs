@@ -356,7 +356,10 @@ fn bad_files_and_flags_exit_2_naming_the_problem() {
     assert_eq!(code, Some(2), "{stderr}");
     let (code, _, stderr) = compare(&[a.as_os_str(), a.as_os_str(), os("--metric"), os("p42")]);
     assert_eq!(code, Some(2), "{stderr}");
-    // One side only, or three files without `--`.
+    // A flag after `--` (where every argument is B's), one side only, three files without `--`.
+    let (code, _, stderr) = compare(&[a.as_os_str(), os("--"), a.as_os_str(), os("--fail-on-regression")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--fail-on-regression comes after `--`"), "{stderr}");
     for args in [vec![a.as_os_str()], vec![a.as_os_str(), a.as_os_str(), a.as_os_str()]] {
         let (code, _, stderr) = compare(&args);
         assert_eq!(code, Some(2), "{stderr}");

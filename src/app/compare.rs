@@ -75,6 +75,13 @@ impl Settings {
                 )))
             }
         };
+        // After `--` everything is a file of B: a flag there is a mistake, not a file.
+        if let Some(flag) = b.iter().find(|p| p.to_string_lossy().starts_with('-') && !p.exists()) {
+            return Err(bad_input(format!(
+                "compare: {} comes after `--`, where every argument is a result of B: put flags before `--`",
+                flag.display()
+            )));
+        }
         Ok(Settings {
             a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
             b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
@@ -436,7 +443,7 @@ impl Metric {
     }
 
     /// How much the run's value moved within it: the standard deviation of the logarithms of
-    /// its full intervals' values (3 intervals or more, else 0). What moves a run against the
+    /// its full intervals' values (2 intervals or more, else 0). What moves a run against the
     /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
     /// too, so a run is taken to vary between runs at least this much (not this over the root
     /// of the count: intervals of one run share its conditions and do not average them out).
@@ -452,7 +459,7 @@ impl Metric {
             .filter(|x| *x > 0.0)
             .map(f64::ln)
             .collect();
-        if values.len() < 3 {
+        if values.len() < 2 {
             return 0.0;
         }
         let n = values.len() as f64;
@@ -707,7 +714,10 @@ impl Report {
                 if floors.is_empty() { "the resolution shown".to_string() } else { floors.join(", ") }
             );
         } else {
-            s += " Each side's noise is the larger of the spread between its runs and the floor (docs/design.md, \"compare\").";
+            s +=
+                " Each side's noise per run is the largest of the spread between its runs, the spread within them and \
+                  the floor (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine \
+                  over time is not taken for one of B.";
         }
         s
     }
