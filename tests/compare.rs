@@ -288,6 +288,23 @@ fn different_methods_or_the_same_run_twice_are_warned_of() {
 
     let (_, _, stderr) = compare(&[a.as_os_str(), a.as_os_str()]);
     assert!(stderr.contains("are the same run"), "{stderr}");
+
+    // Run ids (`meta.run_id`, and a merged result's `meta.source_run_ids`) name the runs.
+    let with_ids = |name: &str, id: Value, sources: Value| {
+        let mut r = result_json(name, BASE, 10, 21);
+        r["meta"]["run_id"] = id;
+        r["meta"]["source_run_ids"] = sources;
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, r.to_string()).unwrap();
+        path
+    };
+    let one = with_ids("one", json!("r-1"), json!([]));
+    let other = with_ids("other", json!("r-2"), json!([]));
+    let merged = with_ids("merged", json!("r-3"), json!(["r-1", "r-4"]));
+    let (code, _, stderr) = compare(&[one.as_os_str(), other.as_os_str()]);
+    assert!(code == Some(0) && stderr.is_empty(), "same start, other ids: two runs: {stderr}");
+    let (_, _, stderr) = compare(&[merged.as_os_str(), one.as_os_str()]);
+    assert!(stderr.contains("one.json is one of the runs merged into"), "{stderr}");
 }
 
 #[test]

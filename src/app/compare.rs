@@ -132,6 +132,8 @@ pub struct RunResult {
     pub started_at: Option<String>,
     /// `meta.run_id`, when the result has one.
     pub run_id: Option<String>,
+    /// `meta.source_run_ids` of a merged result: the runs merged into it.
+    pub source_run_ids: Vec<String>,
     pub call: Option<String>,
     pub target: Option<String>,
     /// How many results were merged into this one (`merge`, `run --shards`); 0 for one run.
@@ -199,7 +201,10 @@ struct RawHistograms {
 struct RawMeta {
     name: Option<String>,
     started_at: Option<String>,
-    run_id: Option<String>,
+    /// Any JSON: a string today; read leniently so that a new form is no reason to refuse.
+    run_id: Option<JsonValue>,
+    #[serde(default)]
+    source_run_ids: Vec<JsonValue>,
     #[serde(default)]
     merged_from: Vec<JsonValue>,
 }
@@ -293,7 +298,8 @@ impl RunResult {
             label,
             name: raw.meta.name,
             started_at: raw.meta.started_at,
-            run_id: raw.meta.run_id,
+            run_id: raw.meta.run_id.as_ref().map(id_text),
+            source_run_ids: raw.meta.source_run_ids.iter().map(id_text).collect(),
             call: raw.call,
             target: raw.target,
             merged_from,
@@ -337,6 +343,11 @@ impl RunResult {
             self.failed as f64 / self.calls as f64
         }
     }
+}
+
+/// A run id as text, whatever JSON it was written as.
+fn id_text(id: &JsonValue) -> String {
+    id.as_str().map_or_else(|| id.to_string(), str::to_string)
 }
 
 /// The standard error of the logarithm of the `q` quantile of `h`: the values at the ranks
@@ -752,6 +763,11 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
             };
             if same {
                 warnings.push(format!("{} and {} are the same run: it is compared with itself", x.label, y.label));
+            }
+            for (whole, part) in [(x, y), (y, x)] {
+                if part.run_id.as_ref().is_some_and(|id| whole.source_run_ids.contains(id)) {
+                    warnings.push(format!("{} is one of the runs merged into {}", part.label, whole.label));
+                }
             }
         }
     }
