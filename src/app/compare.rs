@@ -75,6 +75,13 @@ impl Settings {
                 )))
             }
         };
+        // After `--` everything is a file of B: a flag there is a mistake, not a file.
+        if let Some(flag) = b.iter().find(|p| p.to_string_lossy().starts_with('-') && !p.exists()) {
+            return Err(bad_input(format!(
+                "compare: {} comes after `--`, where every argument is a result of B: put flags before `--`",
+                flag.display()
+            )));
+        }
         Ok(Settings {
             a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
             b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
@@ -125,6 +132,8 @@ pub struct RunResult {
     pub started_at: Option<String>,
     /// `meta.run_id`, when the result has one.
     pub run_id: Option<String>,
+    /// `meta.source_run_ids` of a merged result: the runs merged into it.
+    pub source_run_ids: Vec<String>,
     pub call: Option<String>,
     pub target: Option<String>,
     /// How many results were merged into this one (`merge`, `run --shards`); 0 for one run.
@@ -139,6 +148,10 @@ pub struct RunResult {
     pub throughput_rps: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// The sampling error of p50 and p99 (of their logarithms), from the call latency
+    /// histogram's order statistics; 0 without a histogram.
+    pub p50_error: f64,
+    pub p99_error: f64,
     /// The interval series; empty for merged results, which keep none.
     pub interval: Option<Duration>,
     pub intervals: Vec<IntervalRow>,
@@ -175,13 +188,23 @@ struct RawResult {
     #[serde(default)]
     intervals: Vec<RawInterval>,
     shards: Option<Vec<JsonValue>>,
+    #[serde(default)]
+    histograms: RawHistograms,
+}
+
+#[derive(Deserialize, Default)]
+struct RawHistograms {
+    call_latency: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawMeta {
     name: Option<String>,
     started_at: Option<String>,
-    run_id: Option<String>,
+    /// Any JSON: a string today; read leniently so that a new form is no reason to refuse.
+    run_id: Option<JsonValue>,
+    #[serde(default)]
+    source_run_ids: Vec<JsonValue>,
     #[serde(default)]
     merged_from: Vec<JsonValue>,
 }
@@ -262,11 +285,21 @@ impl RunResult {
         let (p50, p99) = (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?);
         let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
         let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
+        let histogram = match &raw.histograms.call_latency {
+            Some(text) => Some(
+                crate::record::shard::from_text(text).map_err(|why| bad(format!("histograms.call_latency {why}")))?,
+            ),
+            None => None,
+        };
+        let error = |q: f64| histogram.as_ref().map_or(0.0, |h| quantile_error(h, q));
         Ok(RunResult {
+            p50_error: error(0.5),
+            p99_error: error(0.99),
             label,
             name: raw.meta.name,
             started_at: raw.meta.started_at,
-            run_id: raw.meta.run_id,
+            run_id: raw.meta.run_id.as_ref().map(id_text),
+            source_run_ids: raw.meta.source_run_ids.iter().map(id_text).collect(),
             call: raw.call,
             target: raw.target,
             merged_from,
@@ -293,6 +326,16 @@ impl RunResult {
         self.intervals.iter().filter(|iv| iv.measured).filter(full)
     }
 
+    /// How far the run's value could be from its own run's true one by sampling alone, as a
+    /// standard error of its logarithm (percentiles: order statistics of the histogram).
+    fn sampling_error(&self, metric: Metric) -> f64 {
+        match metric {
+            Metric::P50 => self.p50_error,
+            Metric::P99 => self.p99_error,
+            Metric::Throughput | Metric::ErrorRate => 0.0,
+        }
+    }
+
     fn failed_share(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -300,6 +343,27 @@ impl RunResult {
             self.failed as f64 / self.calls as f64
         }
     }
+}
+
+/// A run id as text, whatever JSON it was written as.
+fn id_text(id: &JsonValue) -> String {
+    id.as_str().map_or_else(|| id.to_string(), str::to_string)
+}
+
+/// The standard error of the logarithm of the `q` quantile of `h`: the values at the ranks
+/// one binomial standard deviation, `sqrt(q (1 - q) / n)`, either side of `q` (the order
+/// statistics' distribution-free interval), half their distance in logarithms.
+fn quantile_error(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+    let n = h.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let step = (q * (1.0 - q) / n as f64).sqrt();
+    let (low, high) = (h.value_at_quantile((q - step).max(0.0)), h.value_at_quantile((q + step).min(1.0)));
+    if low == 0 || high == 0 {
+        return 0.0;
+    }
+    ((high as f64).ln() - (low as f64).ln()) / 2.0
 }
 
 /// A metric compared between runs.
@@ -389,8 +453,11 @@ impl Metric {
         }
     }
 
-    /// The noise of a run's value seen within it: the standard error of the mean of the
-    /// logarithms of its full intervals' values (2 intervals or more). 0 without intervals.
+    /// How much the run's value moved within it: the standard deviation of the logarithms of
+    /// its full intervals' values (2 intervals or more, else 0). What moves a run against the
+    /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
+    /// too, so a run is taken to vary between runs at least this much (not this over the root
+    /// of the count: intervals of one run share its conditions and do not average them out).
     pub fn within_run(self, run: &RunResult) -> f64 {
         let values: Vec<f64> = run
             .full_intervals()
@@ -408,7 +475,7 @@ impl Metric {
         }
         let n = values.len() as f64;
         let mean = values.iter().sum::<f64>() / n;
-        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
     }
 
     /// A value, typed.
@@ -499,7 +566,7 @@ impl MetricComparison {
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
         let floor = |runs: &[RunResult]| -> f64 {
             let within = if metric.relative() {
-                runs.iter().map(|r| metric.within_run(r)).fold(0.0, f64::max)
+                runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric))).fold(0.0, f64::max)
             } else {
                 // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
                 let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
@@ -658,7 +725,10 @@ impl Report {
                 if floors.is_empty() { "the resolution shown".to_string() } else { floors.join(", ") }
             );
         } else {
-            s += " Each side's noise is the larger of the spread between its runs and the floor (docs/design.md, \"compare\").";
+            s +=
+                " Each side's noise per run is the largest of the spread between its runs, the spread within them and \
+                  the floor (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine \
+                  over time is not taken for one of B.";
         }
         s
     }
@@ -693,6 +763,11 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
             };
             if same {
                 warnings.push(format!("{} and {} are the same run: it is compared with itself", x.label, y.label));
+            }
+            for (whole, part) in [(x, y), (y, x)] {
+                if part.run_id.as_ref().is_some_and(|id| whole.source_run_ids.contains(id)) {
+                    warnings.push(format!("{} is one of the runs merged into {}", part.label, whole.label));
+                }
             }
         }
     }

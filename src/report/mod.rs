@@ -300,7 +300,7 @@ pub struct SteadyState {
 pub fn steady_state(rows: &[IntervalRow], interval: Duration) -> SteadyState {
     let full: Vec<&IntervalRow> = rows.iter().filter(|r| r.length >= interval).collect();
     let p50s: Vec<f64> = full.iter().map(|r| if r.calls == 0 { f64::NAN } else { r.p50.as_secs_f64() }).collect();
-    let verdict = steady::steadiness(&p50s);
+    let verdict = steady::latency_steadiness(&p50s);
     let after = match verdict {
         Steadiness::Steady { from } => Some(full.get(from).map_or(Duration::ZERO, |r| r.at.saturating_sub(r.length))),
         _ => None,
