@@ -70,6 +70,9 @@ pub struct Lab {
     results: PathBuf,
     control: Arc<Control>,
     name: &'static str,
+    /// The steps that ran, in order, "(cut short)" on one stopped during it: what an
+    /// interrupted write-up names.
+    ran: Vec<String>,
 }
 
 impl Lab {
@@ -83,6 +86,7 @@ impl Lab {
             results,
             control,
             name: name.slug(),
+            ran: Vec::new(),
         })
     }
 
@@ -94,6 +98,12 @@ impl Lab {
     /// Whether the user asked to stop (Ctrl-C): the lab then writes what it has.
     pub fn interrupted(&self) -> bool {
         self.control.interrupts.load(Relaxed) > 0
+    }
+
+    /// Records a step that ran (for the write-up of an interrupted lab); `measure` does it for
+    /// its runs, a lab that measures otherwise calls it.
+    pub fn ran(&mut self, label: &str, cut_short: bool) {
+        self.ran.push(if cut_short { format!("{label} (cut short)") } else { label.to_string() });
     }
 
     /// Builds (or finds built) each runtime the user allowed; the ones that cannot be are
@@ -144,6 +154,7 @@ impl Lab {
             crate::app::server_side::reset(&target);
         }
         let summary = measure_step(settings, &self.control, true)?;
+        self.ran(label, summary.partial());
         let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
         let file = self.results.join(format!("{}.json", file_name(label)));
         write_whole(&file, json.as_bytes()).map_err(|e| output_failed(&file, e))?;
@@ -153,7 +164,15 @@ impl Lab {
     }
 
     /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.
-    fn finish(self) -> anyhow::Result<(PathBuf, PathBuf)> {
+    fn finish(mut self) -> anyhow::Result<(PathBuf, PathBuf)> {
+        if self.interrupted() {
+            let ran = if self.ran.is_empty() { "none".to_string() } else { self.ran.join(", ") };
+            self.doc.interrupted(format!(
+                "the lab was stopped (a signal) before its end. Steps that ran: {ran}. Every later step was not run: \
+                 its rows are missing or shown \"–\", and no conclusion is drawn."
+            ));
+            eprintln!("lab {}: interrupted: the write-up is marked INTERRUPTED and draws no conclusion", self.name);
+        }
         let md = self.options.out.join(format!("{}.md", self.name));
         let page = self.options.out.join(format!("{}.html", self.name));
         write_whole(&md, self.doc.markdown().as_bytes()).map_err(|e| output_failed(&md, e))?;
@@ -176,7 +195,8 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
     };
     for name in names {
         if control.interrupts.load(Relaxed) > 0 {
-            break;
+            println!("lab {}: not run (interrupted)", name.slug());
+            continue;
         }
         let (md, page) = match name {
             Name::Warmup => warmup::run(Lab::new(name, warmup::TITLE, options, control.clone())?)?,

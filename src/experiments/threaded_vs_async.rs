@@ -198,8 +198,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         line_plot("memory", "Server RSS over time", "time since the server started (s)", "RSS (MiB)", &memory),
         "each server's resident memory, sampled every 100 ms through all its Cpu and Db steps",
     );
-    lab.doc.heading("What it shows");
-    lab.doc.list(findings(&steps));
+    lab.doc.findings("What it shows", findings(&steps));
     lab.finish()
 }
 
