@@ -121,3 +121,31 @@ fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
     let html = std::fs::read_to_string(dir.path().join("kv-throughput.html")).unwrap();
     assert!(html.contains("INTERRUPTED: ") && html.contains("Not drawn"));
 }
+
+/// A --db the servers cannot use: a scheme they do not know is refused before anything starts
+/// (one line, exit 2); a server that fails on it says why in the error, not "its first line
+/// was \"\"".
+#[test]
+fn a_bad_db_is_one_line_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab_with = |db: &str| {
+        Command::cargo_bin("rpcmeter")
+            .unwrap()
+            .args(["lab", "threaded-vs-async", "--quick", "--runtimes", "rpcmeter", "--db", db, "--out"])
+            .arg(dir.path())
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    let o = lab_with("mysql://x");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--db") && err.contains("mysql://x") && err.contains("postgres://"), "{err}");
+    // Port 1: nothing listens there; the server's own error comes through.
+    let o = lab_with("postgres://u:secret@127.0.0.1:1/x");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot use database") && !err.contains("first line was"), "{err}");
+    assert!(!err.contains("secret"), "a password shown: {err}");
+}

@@ -91,7 +91,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         humantime::format_duration(plan.retry),
         plan.fib,
         if lab.options.quick { " (quick mode; the write-up's fib(30) and S..XL x 20 without --quick)" } else { "" },
-        if lab.options.db.is_some() { "Postgres (--db)" } else { "SQLite (no --db given; Postgres with --db postgres://...)" },
+        if lab.options.db.is_some() { "the database of --db" } else { "SQLite (no --db given; Postgres with --db postgres://...)" },
     ));
     let wanted: Vec<Runtime> = vec![Runtime::Rpcmeter, Runtime::Python];
     let ready = lab.servers(&wanted)?;
