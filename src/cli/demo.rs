@@ -12,6 +12,10 @@ pub struct DemoArgs {
     /// Measured time of each step
     #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "3s")]
     pub duration: std::time::Duration,
+    /// Record the demo's runs in the run history (as `run` does); by default a demo leaves
+    /// no trace there, since the user ran no measurement of their own
+    #[arg(long)]
+    pub save: bool,
 }
 
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -54,10 +58,14 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let mut argv = vec!["rpcmeter run", "--plaintext", "--quiet"];
         argv.extend(flags);
         argv.push(&addr);
-        println!("\n=== {title}\n$ {} ", argv.join(" ").replace(r#"{"content":"hello"}"#, r#"'{"content":"hello"}'"#));
+        let words: Vec<String> = argv.iter().skip(1).map(|a| a.to_string()).collect();
+        println!("\n=== {title}\n$ rpcmeter {}", crate::experiments::command_line(&words));
         // Read as `rpcmeter run` reads them, so that the demo shows commands a user can copy.
         let parsed = super::run::parse_words(&argv)?;
-        let settings = Settings::from_args(&parsed, argv.iter().skip(1).map(|a| a.to_string()).collect())?;
+        let mut settings = Settings::from_args(&parsed, words)?;
+        if !args.save {
+            settings.history = None;
+        }
         run(settings, control.clone())?;
     }
     println!("\n=== The server's own count (server-side throughput beside the client's)");

@@ -148,7 +148,7 @@ impl Lab {
             bad_input(format!("lab {}: {label}: {}", self.name, e.render().to_string().lines().next().unwrap_or("")))
         })?;
         let settings = Settings::from_args(&parsed, argv[1..].to_vec())?;
-        eprintln!("lab {}: {label}: rpcmeter run {}", self.name, argv[1..].join(" "));
+        eprintln!("lab {}: {label}: rpcmeter {}", self.name, command_line(&argv[1..]));
         // The lab owns the server: each step's server-side count and throughput start at zero.
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
@@ -182,6 +182,14 @@ impl Lab {
     }
 }
 
+/// `run` and its flags as a line a user can paste into a shell: each word quoted as it needs.
+pub fn command_line(flags: &[String]) -> String {
+    std::iter::once("run".to_string())
+        .chain(flags.iter().map(|w| crate::app::history::shell_word(w)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A label as a file name: letters, digits, '-' and '.' kept, anything else '_'.
 fn file_name(label: &str) -> String {
     label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
@@ -210,6 +218,33 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
         println!("lab {}: {} and {}", name.slug(), md.display(), page.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// What the lab prints, given to `sh -c`, gives back the very words it ran with.
+    #[test]
+    fn printed_commands_round_trip_through_a_shell() {
+        let flags: Vec<String> = [
+            "--call",
+            "EchoService/echo",
+            "-d",
+            r#"{"content":"it's {{.RequestNumber}} $HOME `x` \ ; | & *"}"#,
+            "--name",
+            "two words",
+            "",
+            "-z",
+            "1s",
+        ]
+        .map(String::from)
+        .to_vec();
+        let line = super::command_line(&flags);
+        let out = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\0' {}", line)).output().unwrap();
+        let words: Vec<String> =
+            String::from_utf8(out.stdout).unwrap().split_terminator('\0').map(String::from).collect();
+        assert_eq!(words[0], "run");
+        assert_eq!(words[1..], flags[..], "{line}");
+    }
 }
 
 /// A number of milliseconds as the tables show it.
