@@ -220,33 +220,6 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    /// What the lab prints, given to `sh -c`, gives back the very words it ran with.
-    #[test]
-    fn printed_commands_round_trip_through_a_shell() {
-        let flags: Vec<String> = [
-            "--call",
-            "EchoService/echo",
-            "-d",
-            r#"{"content":"it's {{.RequestNumber}} $HOME `x` \ ; | & *"}"#,
-            "--name",
-            "two words",
-            "",
-            "-z",
-            "1s",
-        ]
-        .map(String::from)
-        .to_vec();
-        let line = super::command_line(&flags);
-        let out = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\0' {}", line)).output().unwrap();
-        let words: Vec<String> =
-            String::from_utf8(out.stdout).unwrap().split_terminator('\0').map(String::from).collect();
-        assert_eq!(words[0], "run");
-        assert_eq!(words[1..], flags[..], "{line}");
-    }
-}
-
 /// A number of milliseconds as the tables show it.
 fn ms(d: std::time::Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
@@ -276,4 +249,31 @@ fn line_plot(id: &str, title: &str, x_title: &str, y_title: &str, series: &[(Str
         plot.legend(name, color, Mark::Line);
     }
     plot.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    /// What the lab prints, given to `sh -c`, gives back the very words it ran with.
+    #[test]
+    fn printed_commands_round_trip_through_a_shell() {
+        let flags: Vec<String> = [
+            "--call",
+            "EchoService/echo",
+            "-d",
+            r#"{"content":"it's {{.RequestNumber}} $HOME `x` \ ; | & *"}"#,
+            "--name",
+            "two words",
+            "",
+            "-z",
+            "1s",
+        ]
+        .map(String::from)
+        .to_vec();
+        let line = super::command_line(&flags);
+        let out = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\0' {}", line)).output().unwrap();
+        let words: Vec<String> =
+            String::from_utf8(out.stdout).unwrap().split_terminator('\0').map(String::from).collect();
+        assert_eq!(words[0], "run");
+        assert_eq!(words[1..], flags[..], "{line}");
+    }
 }
