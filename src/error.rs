@@ -52,6 +52,15 @@ pub fn internal(message: impl std::fmt::Display) -> anyhow::Error {
     Failure::Internal(message.to_string()).into()
 }
 
+/// Whether `err` is a write to a closed pipe (`rpcmeter man | head`): the reader has all it
+/// wanted, so the command ends quietly with exit 0, as cat, grep and git do.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| match e.downcast_ref::<Failure>() {
+        Some(Failure::Output { error, .. }) => error.kind() == std::io::ErrorKind::BrokenPipe,
+        _ => e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe),
+    })
+}
+
 /// The exit code an error maps to: its own when it is a `Failure` anywhere in the chain.
 /// An I/O error that no layer classified is an output that failed (1); anything else
 /// unclassified is internal (3), since every input error is classified where it is found.

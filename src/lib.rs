@@ -11,6 +11,7 @@ pub mod error;
 pub mod experiments;
 pub mod grpc;
 pub mod history;
+pub mod input;
 pub mod lab;
 pub mod load;
 pub mod ping;

@@ -20,15 +20,23 @@ const BASE: Level = Level { rps: 10_000.0, p50_us: 400.0, p99_us: 1_500.0, error
 
 /// A result file of `measured` full 1 s intervals at `level` with 5 % noise, after two warm-up
 /// intervals 3x slower and followed by a partial interval with a tenth of the calls (both
-/// far off the level: they would change the verdicts if they were counted).
+/// far off the level: they would change the verdicts if they were counted). The whole-run
+/// numbers are those of the measured full intervals, as a run writes them.
 fn write_result(dir: &Path, name: &str, level: Level, measured: usize, seed: u64) -> PathBuf {
+    let result = result_json(name, level, measured, seed);
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap()).unwrap();
+    path
+}
+
+fn result_json(name: &str, level: Level, measured: usize, seed: u64) -> Value {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut noise = move || 1.0 + 0.05 * (rng.gen::<f64>() * 2.0 - 1.0) * 1.7;
     let mut intervals = Vec::new();
     let mut t = 0.0;
     let row = |t: f64, length: f64, phase: &str, rps: f64, p50: f64, p99: f64, error_rate: f64| {
         let calls = (rps * length).round() as u64;
-        let failed = (calls as f64 * error_rate).round() as u64;
+        let failed = (calls as f64 * error_rate.min(1.0)).round() as u64;
         json!({"t_s": t, "length_s": length, "phase": phase, "calls": calls, "ok": calls - failed,
                "failed": failed, "rps": calls as f64 / length, "p50_us": p50, "p90_us": p50 * 2.0,
                "p99_us": p99, "max_us": p99 * 2.0})
@@ -47,21 +55,31 @@ fn write_result(dir: &Path, name: &str, level: Level, measured: usize, seed: u64
             level.rps * r,
             level.p50_us * l50,
             level.p99_us * l99,
-            level.error_rate * e,
+            if level.error_rate >= 1.0 { 1.0 } else { level.error_rate * e },
         ));
     }
+    let full = &intervals[2..];
+    let sum = |key: &str| full.iter().map(|iv| iv[key].as_u64().unwrap()).sum::<u64>();
+    let median = |key: &str| {
+        let mut v: Vec<f64> = full.iter().map(|iv| iv[key].as_f64().unwrap()).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (calls, ok, failed) = (sum("calls"), sum("ok"), sum("failed"));
+    let (p50, p99) = (median("p50_us"), median("p99_us"));
     intervals.push(row(t + 0.25, 0.25, "measured", level.rps / 10.0, level.p50_us * 5.0, level.p99_us * 5.0, 0.5));
-    let result = json!({
-        "meta": {"name": name, "started_at": "2025-01-01T00:00:00.000Z"},
-        "requests": {"total": 0, "ok": 0, "failed": 0},
-        "throughput_rps": level.rps,
-        "latency_us": {"p50": level.p50_us, "p99": level.p99_us},
+    json!({
+        "meta": {"name": name, "started_at": format!("2025-01-01T00:00:{:02}.000Z", seed % 60)},
+        "call": "EchoService/echo",
+        "target": "127.0.0.1:9000",
+        "requests": {"total": calls, "ok": ok, "failed": failed},
+        "duration_s": measured as f64,
+        "throughput_rps": calls as f64 / measured as f64,
+        "ok_rps": ok as f64 / measured as f64,
+        "latency_us": {"p50": p50, "p99": p99},
         "interval_s": 1.0,
         "intervals": intervals,
-    });
-    let path = dir.join(format!("{name}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap()).unwrap();
-    path
+    })
 }
 
 fn compare(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
@@ -80,7 +98,7 @@ fn os(s: &str) -> &std::ffi::OsStr {
 
 /// The per-interval row of a metric in the table.
 fn row<'a>(table: &'a str, label: &str) -> &'a str {
-    let rows = &table[table.find("Per interval").unwrap_or_else(|| panic!("{table}"))..];
+    let rows = &table[table.find("Per metric").unwrap_or_else(|| panic!("{table}"))..];
     rows.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} row:\n{table}"))
 }
 
@@ -100,8 +118,9 @@ fn an_a_a_pair_shows_no_significant_difference_and_exits_0() {
         let line = row(&stdout, label);
         assert!(line.contains("no significant difference"), "{line}\n{stdout}");
     }
-    // Whole-run numbers of each file, for context.
-    assert!(stdout.contains("10000.0 calls/s") && stdout.contains("1.50 ms"), "{stdout}");
+    // One run a side: the report says what it cannot judge, and how many runs would.
+    assert!(stdout.contains("A: 1 run, B: 1 run.") && stdout.contains("are not judged"), "{stdout}");
+    assert!(stdout.contains("3 runs or more a side"), "{stdout}");
 
     let (code, stdout, _) = compare(&[a.as_os_str(), b.as_os_str(), os("--format"), os("json")]);
     assert_eq!(code, Some(0));
@@ -110,32 +129,33 @@ fn an_a_a_pair_shows_no_significant_difference_and_exits_0() {
     for key in ["throughput", "p50", "p99", "error_rate"] {
         let m = metric(&report, key);
         assert_eq!(m["verdict"], "no significant difference", "{m}");
-        // 30 full measured intervals: no warm-up, no partial last one.
-        assert_eq!((m["a"]["n"].as_u64(), m["b"]["n"].as_u64()), (Some(30), Some(30)), "{m}");
+        assert_eq!((m["a"]["runs"].as_array().unwrap().len(), m["b"]["runs"].as_array().unwrap().len()), (1, 1));
         assert!(m["p_value"].as_f64().unwrap() >= 0.05, "{m}");
     }
     let throughput = metric(&report, "throughput");
     let ci = throughput["ratio_ci"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() < 1.0 && ci[1].as_f64().unwrap() > 1.0, "{throughput}");
-    assert_eq!(report["a"]["full_measured_intervals"], 30);
+    // The floor of one run a side: 2 % per run, so about ±5.5 % at alpha 0.05.
+    let resolution = throughput["resolution"].as_f64().unwrap();
+    assert!((0.05..0.06).contains(&resolution), "{throughput}");
 }
 
 #[test]
 fn a_regression_is_named_and_fails_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let a = write_result(dir.path(), "a", BASE, 30, 3);
-    // 10 % less throughput, 20 % slower p99, 1 % errors; p50 unchanged.
-    let worse = Level { rps: 9_000.0, p99_us: 1_800.0, error_rate: 0.01, ..BASE };
+    // 10 % less throughput, 30 % slower p99, 0.5 % errors; p50 unchanged.
+    let worse = Level { rps: 9_000.0, p99_us: 1_950.0, error_rate: 0.005, ..BASE };
     let b = write_result(dir.path(), "b", worse, 30, 4);
 
     let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str()]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    // The sample medians differ from the levels by the noise: 10 % and 20 % give about that.
     let line = |label: &str| row(&stdout, label).to_string();
     assert!(line("throughput").contains("% lower: regression"), "{stdout}");
     assert!(line("p99 latency").contains("% slower: regression"), "{stdout}");
     assert!(line("p50 latency").contains("no significant difference"), "{stdout}");
-    assert!(line("error rate").contains("B is higher by 0.99 pp: regression"), "{stdout}");
+    assert!(line("error rate").contains("B is higher by 0.5"), "{stdout}");
+    assert!(line("error rate").contains("pp: regression"), "{stdout}");
 
     let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
@@ -153,10 +173,10 @@ fn a_regression_is_named_and_fails_only_when_asked() {
     let p99 = metric(&report, "p99");
     assert_eq!(p99["verdict"], "regression");
     assert_eq!(p99["unit"], "us");
-    assert!(p99["p_value"].as_f64().unwrap() < 0.001, "{p99}");
-    // The 95 % intervals cover the true shift (+300 µs, x1.2).
+    assert!(p99["p_value"].as_f64().unwrap() < 0.05, "{p99}");
+    // The interval covers the true shift (x1.3) and not 1: it agrees with the p-value.
     let covers = |ci: &Value, x: f64| ci[0].as_f64().unwrap() <= x && x <= ci[1].as_f64().unwrap();
-    assert!(covers(&p99["difference_ci"], 300.0) && covers(&p99["ratio_ci"], 1.2), "{p99}");
+    assert!(covers(&p99["ratio_ci"], 1.3) && !covers(&p99["ratio_ci"], 1.0), "{p99}");
     assert_eq!(report["metrics"].as_array().unwrap().len(), 2);
 
     // B better than A: an improvement, never a failure.
@@ -164,18 +184,157 @@ fn a_regression_is_named_and_fails_only_when_asked() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(row(&stdout, "throughput").contains("% higher: improvement"), "{stdout}");
     assert!(row(&stdout, "p99 latency").contains("% faster: improvement"), "{stdout}");
-    assert!(row(&stdout, "error rate").contains("B is 100% lower: improvement"), "{stdout}");
+    assert!(row(&stdout, "error rate").contains("pp: improvement"), "{stdout}");
 }
 
 #[test]
-fn too_few_intervals_get_no_verdict() {
+fn a_default_run_of_four_full_intervals_is_judged() {
+    // `run -z 5s` (the default) often ends with 4 full intervals and a last one a little
+    // longer; compare needed 5 a side, so two default runs were never judged.
     let dir = tempfile::tempdir().unwrap();
     let a = write_result(dir.path(), "a", BASE, 4, 5);
-    let b = write_result(dir.path(), "b", Level { rps: 5_000.0, ..BASE }, 30, 6);
+    let b = write_result(dir.path(), "b", Level { rps: 5_000.0, ..BASE }, 4, 6);
     let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(row(&stdout, "throughput").contains("% lower: regression"), "{stdout}");
+    assert!(!stdout.contains("too few"), "{stdout}");
+}
+
+#[test]
+fn a_b_whose_every_call_failed_is_a_regression_never_faster() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_result(dir.path(), "ok", BASE, 30, 11);
+    // Every call failed at once (UNAVAILABLE in 40 µs): fast "latency", high call rate.
+    let failed = Level { rps: 50_000.0, p50_us: 40.0, p99_us: 90.0, error_rate: 1.0 };
+    for measured in [2, 30] {
+        let b = write_result(dir.path(), &format!("allfailed{measured}"), failed, measured, 12);
+        let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        assert!(!stdout.contains("faster") && !stdout.contains("improvement"), "{stdout}");
+        assert!(row(&stdout, "throughput").contains("B has no OK calls: regression"), "{stdout}");
+        assert!(row(&stdout, "p50 latency").contains("cannot judge") && stdout.contains("has no OK calls"), "{stdout}");
+        assert!(row(&stdout, "error rate").contains("B is higher by 100.00 pp: regression"), "{stdout}");
+        // The regression and what could not be judged, each on a line of its own.
+        assert_eq!(stderr.lines().count(), 2, "{stderr}");
+        assert!(stderr.lines().any(|l| l.contains("could not judge") && l.contains("p50 latency")), "{stderr}");
+        assert!(stderr.lines().any(|l| l.contains("regressed") && l.contains("error rate")), "{stderr}");
+    }
+
+    // Only latency asked for: nothing to judge is a failure of its own.
+    let b = dir.path().join("allfailed30.json");
+    let (code, stdout, stderr) =
+        compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression"), os("--metric=p50")]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("could not judge p50 latency"), "{stderr}");
+    // Without --fail-on-regression it is a report, not a failure.
+    let (code, _, _) = compare(&[a.as_os_str(), b.as_os_str(), os("--metric=p50")]);
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn latency_counts_ok_calls_only() {
+    // 30 % of B's calls failed: its result's latency mixes them in, so it is not compared;
+    // its throughput of OK calls is (and is lower).
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_result(dir.path(), "a", BASE, 10, 13);
+    let b = write_result(dir.path(), "b", Level { p50_us: 100.0, error_rate: 0.3, ..BASE }, 10, 14);
+    let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str()]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("too few intervals to judge (4 vs 30; 5 per side needed)"), "{stdout}");
-    assert!(!stdout.contains("regression"), "{stdout}");
+    assert!(row(&stdout, "p50 latency").contains("cannot judge: 30% of"), "{stdout}");
+    assert!(row(&stdout, "throughput").contains("% lower: regression"), "{stdout}");
+}
+
+#[test]
+fn merged_and_sharded_results_are_compared_on_their_whole_run_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    // What `merge` and `run --shards` write: histograms and counts, no interval series.
+    let merged = |name: &str, level: Level, seed: u64| {
+        let mut r = result_json(name, level, 10, seed);
+        let o = r.as_object_mut().unwrap();
+        o.remove("intervals");
+        o.remove("interval_s");
+        o.insert("shards".into(), json!([{"input": "s0"}, {"input": "s1"}]));
+        r["meta"]["merged_from"] = json!(["s0.json", "s1.json"]);
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, r.to_string()).unwrap();
+        path
+    };
+    let a = merged("a", BASE, 15);
+    let b = merged("b", Level { p50_us: 600.0, ..BASE }, 16);
+    let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(row(&stdout, "p50 latency").contains("% slower: regression"), "{stdout}");
+    assert!(stdout.contains("is merged from 2 results: compared on its whole-run numbers"), "{stdout}");
+    // A merged result against a single run.
+    let single = write_result(dir.path(), "single", BASE, 10, 17);
+    let (code, stdout, stderr) = compare(&[a.as_os_str(), single.as_os_str()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+}
+
+#[test]
+fn different_methods_or_the_same_run_twice_are_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_result(dir.path(), "a", BASE, 10, 18);
+    let mut other = result_json("b", BASE, 10, 19);
+    other["call"] = json!("rpcmeter.lab.v1.Storage/Get");
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, other.to_string()).unwrap();
+    let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("rpcmeter: warning: the runs call different methods"), "{stderr}");
+    assert!(stderr.contains("rpcmeter.lab.v1.Storage/Get") && stdout.contains("different methods"), "{stderr}");
+
+    let (_, _, stderr) = compare(&[a.as_os_str(), a.as_os_str()]);
+    assert!(stderr.contains("are the same run"), "{stderr}");
+}
+
+#[test]
+fn several_runs_a_side_are_judged_on_the_spread_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // Runs that move 12 % from one to the next (what a busy machine does): a 10 % drop of B
+    // is within that spread with 3 runs a side...
+    let runs = |side: &str, scale: f64, seed: u64| -> Vec<PathBuf> {
+        [1.0, 1.12, 0.88]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let level = Level { rps: BASE.rps * scale * k, ..BASE };
+                write_result(dir.path(), &format!("{side}{i}"), level, 10, seed + i as u64)
+            })
+            .collect()
+    };
+    let (a, b) = (runs("a", 1.0, 20), runs("b", 0.9, 30));
+    // Flags before `--`: what follows it is B's runs.
+    let mut args: Vec<&std::ffi::OsStr> = vec![os("--format=json")];
+    args.extend(a.iter().map(|p| p.as_os_str()));
+    args.push(os("--"));
+    args.extend(b.iter().map(|p| p.as_os_str()));
+    let (code, stdout, stderr) = compare(&args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let throughput = metric(&report, "throughput");
+    assert_eq!(throughput["verdict"], "no significant difference", "{throughput}");
+    assert_eq!(throughput["a"]["runs"].as_array().unwrap().len(), 3);
+    assert!(throughput["degrees_of_freedom"].as_f64().is_some(), "{throughput}");
+    assert!(report["runs"].as_str().unwrap().starts_with("A: 3 runs, B: 3 runs."), "{report}");
+
+    // ... and the same drop with steady runs is found.
+    let steady = |side: &str, scale: f64, seed: u64| -> Vec<PathBuf> {
+        (0..3)
+            .map(|i| {
+                write_result(dir.path(), &format!("s{side}{i}"), Level { rps: BASE.rps * scale, ..BASE }, 10, seed + i)
+            })
+            .collect()
+    };
+    let (a, b) = (steady("a", 1.0, 40), steady("b", 0.9, 50));
+    let mut args: Vec<&std::ffi::OsStr> = a.iter().map(|p| p.as_os_str()).collect();
+    args.push(os("--"));
+    args.extend(b.iter().map(|p| p.as_os_str()));
+    let (code, stdout, stderr) = compare(&args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(row(&stdout, "throughput").contains("% lower: regression"), "{stdout}");
 }
 
 #[test]
@@ -197,27 +356,33 @@ fn bad_files_and_flags_exit_2_naming_the_problem() {
     assert_eq!(code, Some(2), "{stderr}");
     let (code, _, stderr) = compare(&[a.as_os_str(), a.as_os_str(), os("--metric"), os("p42")]);
     assert_eq!(code, Some(2), "{stderr}");
+    // One side only, or three files without `--`.
+    for args in [vec![a.as_os_str()], vec![a.as_os_str(), a.as_os_str(), a.as_os_str()]] {
+        let (code, _, stderr) = compare(&args);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.lines().count() == 1 && stderr.contains("--"), "{stderr}");
+    }
 }
 
 #[test]
 fn a_significant_change_below_min_effect_is_no_meaningful_difference() {
     let dir = tempfile::tempdir().unwrap();
-    // 100 intervals a side make a 3 % drop in throughput significant; p99 is 20 % slower.
-    let a = write_result(dir.path(), "a", BASE, 100, 8);
-    let b = write_result(dir.path(), "b", Level { rps: 9_700.0, p99_us: 1_800.0, ..BASE }, 100, 9);
+    // A 10 % drop in throughput is significant with one run a side; p99 is 40 % slower.
+    let a = write_result(dir.path(), "a", BASE, 30, 8);
+    let b = write_result(dir.path(), "b", Level { rps: 9_000.0, p99_us: 2_100.0, ..BASE }, 30, 9);
 
-    // Without --min-effect the 3 % is a regression like any other.
+    // Without --min-effect the 10 % is a regression like any other.
     let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(row(&stdout, "throughput").contains("% lower: regression"), "{stdout}");
 
     // With it, throughput is significant but too small to matter; p99 still fails the run.
     let (code, stdout, stderr) =
-        compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression"), os("--min-effect"), os("5%")]);
+        compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression"), os("--min-effect"), os("15%")]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(row(&stdout, "throughput").contains("no meaningful difference"), "{stdout}");
     assert!(row(&stdout, "p99 latency").contains("% slower: regression"), "{stdout}");
-    assert!(stdout.contains("smallest change that matters 5.0%"), "{stdout}");
+    assert!(stdout.contains("smallest change that matters 15%"), "{stdout}");
     assert!(stderr.contains("p99 latency") && !stderr.contains("throughput"), "{stderr}");
 
     // Only throughput compared: nothing left that fails.
@@ -225,7 +390,7 @@ fn a_significant_change_below_min_effect_is_no_meaningful_difference() {
         a.as_os_str(),
         b.as_os_str(),
         os("--fail-on-regression"),
-        os("--min-effect=5%"),
+        os("--min-effect=15%"),
         os("--metric=throughput"),
         os("--format=json"),
     ]);
@@ -234,7 +399,7 @@ fn a_significant_change_below_min_effect_is_no_meaningful_difference() {
     let throughput = metric(&report, "throughput");
     assert_eq!(throughput["verdict"], "no meaningful difference", "{throughput}");
     assert!(throughput["p_value"].as_f64().unwrap() < 0.05, "{throughput}");
-    assert_eq!(report["min_effect"], 0.05);
+    assert_eq!(report["min_effect"], 0.15);
     assert_eq!(report["regressions"], json!([]));
 
     for bad in ["150%", "five", "-1%"] {

@@ -50,16 +50,10 @@ fn two_runs_merge_into_one_exactly() {
     let span = m["duration_s"].as_f64().unwrap();
     assert!(span >= ra["duration_s"].as_f64().unwrap() + rb["duration_s"].as_f64().unwrap() - 0.01, "{span}");
     assert_eq!(m["shards"].as_array().unwrap().len(), 2);
-    // A merged result merges again.
-    let again = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .arg("merge")
-        .arg(&merged)
-        .arg(&a)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
-    assert_eq!(again["requests"]["total"], 1400);
+    // A merged result merges again, but not with one of its parts: its calls would count
+    // twice (the_same_run_twice_is_refused merges a merge with a third run).
+    let again = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").arg(&merged).arg(&a).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", String::from_utf8_lossy(&again.stderr));
 }
 
 #[test]
@@ -71,4 +65,160 @@ fn what_is_not_a_result_is_refused_naming_it() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad.json") && stderr.lines().count() == 1, "{stderr}");
+}
+
+fn rpcmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+}
+
+fn read(p: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn write(p: &std::path::Path, v: &serde_json::Value) {
+    std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// One short run's JSON result, written to `path`.
+fn one_run(server: &TestServer, path: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut cmd = run_echo(server.addr, extra);
+    cmd.arg("--export").arg(format!("json={}", path.display()));
+    assert!(cmd.output().unwrap().status.success());
+    read(path)
+}
+
+/// `merge a.json a.json` once doubled every count without a word.
+#[test]
+fn the_same_run_twice_is_refused() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let a = one_run(&server, &p("a.json"), &["-n", "50"]);
+    let b = one_run(&server, &p("b.json"), &["-n", "70"]);
+    let id = a["meta"]["run_id"].as_str().unwrap_or_else(|| panic!("no meta.run_id: {}", a["meta"]));
+    assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version(), Some(uuid::Version::Random));
+    assert_ne!(a["meta"]["run_id"], b["meta"]["run_id"]);
+    // A copy is the same run.
+    std::fs::copy(p("a.json"), p("copy.json")).unwrap();
+    for twice in [["a.json", "a.json"], ["a.json", "copy.json"]] {
+        let out = rpcmeter().arg("merge").arg(p(twice[0])).arg(p(twice[1])).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{twice:?}: {stderr}");
+        assert!(stderr.contains(id) && stderr.trim_end().lines().count() == 1, "{stderr}");
+    }
+    // A merge carries its sources' ids and one of its own; merged with one of its parts, refused.
+    let out = rpcmeter().arg("merge").arg(p("a.json")).arg(p("b.json")).arg("-o").arg(p("m.json")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = read(&p("m.json"));
+    assert_eq!(m["meta"]["source_run_ids"], serde_json::json!([a["meta"]["run_id"], b["meta"]["run_id"]]));
+    let own = m["meta"]["run_id"].as_str().unwrap();
+    assert!(uuid::Uuid::parse_str(own).is_ok() && own != id, "{own}");
+    for part in ["a.json", "b.json", "m.json"] {
+        let out = rpcmeter().arg("merge").arg(p("m.json")).arg(p(part)).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "m.json + {part}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A merge of a merge lists every run underneath.
+    let c = one_run(&server, &p("c.json"), &["-n", "30"]);
+    let out = rpcmeter().arg("merge").arg(p("m.json")).arg(p("c.json")).args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mm: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(mm["requests"]["total"], 150);
+    assert_eq!(mm["meta"]["source_run_ids"].as_array().unwrap().len(), 3);
+    assert!(mm["meta"]["source_run_ids"].as_array().unwrap().contains(&c["meta"]["run_id"]));
+}
+
+/// Results written before run ids existed: the same run (same start, counts and histogram) is
+/// refused however its file was re-written; different runs still merge.
+#[test]
+fn results_without_a_run_id_are_refused_when_the_same() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    for (name, n) in [("a.json", "40"), ("b.json", "60")] {
+        let mut r = one_run(&server, &p(name), &["-n", n]);
+        r["meta"].as_object_mut().unwrap().remove("run_id");
+        write(&p(name), &r);
+    }
+    // The same result, written compactly: not the same bytes, the same run.
+    let a: serde_json::Value = read(&p("a.json"));
+    std::fs::write(p("a-compact.json"), serde_json::to_string(&a).unwrap()).unwrap();
+    let out = rpcmeter().arg("merge").arg(p("a.json")).arg(p("a-compact.json")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("a-compact.json"), "{stderr}");
+    let out = rpcmeter().arg("merge").arg(p("a.json")).arg(p("b.json")).args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["requests"]["total"], 100);
+}
+
+/// Moves a result's start by `by` seconds and gives it a new run id.
+fn shifted(r: &serde_json::Value, by: f64) -> serde_json::Value {
+    let mut r = r.clone();
+    let at = humantime::parse_rfc3339(r["meta"]["started_at"].as_str().unwrap()).unwrap();
+    let at = at + std::time::Duration::from_secs_f64(by);
+    r["meta"]["started_at"] = humantime::format_rfc3339_millis(at).to_string().into();
+    r["meta"]["run_id"] = uuid::Uuid::new_v4().to_string().into();
+    r
+}
+
+/// "Union of the windows" was the span: two runs 6 s apart merged over 6 s of nothing.
+#[test]
+fn the_merged_duration_is_the_union_of_the_windows() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let a = one_run(&server, &p("a.json"), &["-n", "200", "--rps", "400"]);
+    let d = a["duration_s"].as_f64().unwrap();
+    assert!(d > 0.3, "{d}");
+    let merge = |other: &serde_json::Value| -> serde_json::Value {
+        write(&p("other.json"), other);
+        let out = rpcmeter().arg("merge").arg(p("a.json")).arg(p("other.json")).args(["--format", "json"]).output();
+        let out = out.unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Apart: the gap is left out.
+    let m = merge(&shifted(&a, 6.0));
+    let union = m["duration_s"].as_f64().unwrap();
+    assert!((union - 2.0 * d).abs() < 0.01, "union {union} s, each {d} s");
+    assert!((m["span_s"].as_f64().unwrap() - (6.0 + d)).abs() < 0.01, "{}", m["span_s"]);
+    let rps = m["throughput_rps"].as_f64().unwrap();
+    assert!((rps - 400.0 / (2.0 * d)).abs() < 1.0, "{rps}");
+    // Overlapping: the overlap counts once.
+    let m = merge(&shifted(&a, d / 2.0));
+    let union = m["duration_s"].as_f64().unwrap();
+    assert!((union - 1.5 * d).abs() < 0.01, "union {union} s, each {d} s");
+    // The table says which it is.
+    let out = rpcmeter().arg("merge").arg(p("a.json")).arg(p("other.json")).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("union of the measured windows"), "{table}");
+}
+
+/// Closed and open loops, or different methods, merge with a warning and a note in the meta.
+#[test]
+fn mixed_results_merge_with_a_warning() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    one_run(&server, &p("closed.json"), &["-n", "50"]);
+    let open = one_run(&server, &p("open.json"), &["-n", "50", "--rps", "500"]);
+    let out = rpcmeter().arg("merge").arg(p("closed.json")).arg(p("open.json")).args(["--format", "json"]).output();
+    let out = out.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning") && stderr.contains("closed") && stderr.contains("open"), "{stderr}");
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(m["meta"]["mixed"].to_string().contains("closed"), "{}", m["meta"]);
+    // Another method: merged, with its warning.
+    let mut other = shifted(&open, 0.0);
+    other["call"] = "other.Service/Method".into();
+    write(&p("other.json"), &other);
+    let out = rpcmeter().arg("merge").arg(p("open.json")).arg(p("other.json")).args(["--format", "json"]).output();
+    let out = out.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning") && stderr.contains("other.Service/Method"), "{stderr}");
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(m["meta"]["mixed"].to_string().contains("other.Service/Method"), "{}", m["meta"]);
 }

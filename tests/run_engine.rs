@@ -268,11 +268,13 @@ fn per_call_csv_and_hdr_log_are_streamed() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "msg,key,version,timestamp,latency_ns,bytes,success,status,attempts,warmup,worker"
+        "msg,key,version,timestamp,latency_ns,bytes,success,status,attempts,warmup,worker,intended"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 300);
     assert!(rows.iter().all(|r| r.contains(",true,OK,1,false,")), "{}", rows[0]);
+    // A closed loop has no schedule: no intended send time.
+    assert!(rows.iter().all(|r| r.ends_with(',')), "{}", rows[0]);
     let log = std::fs::read_to_string(&hdr).unwrap();
     assert!(log.contains("#[StartTime:"), "{log}");
 }
@@ -336,4 +338,107 @@ fn retries_in_flight_finish_when_the_count_is_reached() {
     assert_eq!(u(&q["total"]), 40);
     assert_eq!(u(&q["failed"]), u(&q["retry_exhausted"]), "{q}");
     assert_eq!(u(&q["attempts"]), server.calls());
+}
+
+/// The `schedule_lag` warning's text, if any.
+fn schedule_lag_warning(r: &serde_json::Value) -> Option<String> {
+    let warnings = r["warnings"].as_array().unwrap();
+    warnings.iter().find(|w| w["kind"] == "schedule_lag").map(|w| w["message"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn schedule_lag_of_a_stall_is_named_slot_wait_not_a_busy_client() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    // 500 calls/s; call 200 (t = 0.4 s) stalls all handling for 300 ms: the 20 slots fill in
+    // 40 ms, and the ~130 calls due after that wait for one.
+    let server = TestServer::start(Behaviour::StallAt { at: 200, stall: Duration::from_millis(300) });
+    let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "1500ms", "--max-in-flight", "20"]));
+    assert_accounted(&r);
+    let lag = schedule_lag_warning(&r).unwrap_or_else(|| panic!("no schedule lag warning: {}", r["warnings"]));
+    assert!(lag.contains("slot wait") && lag.contains("20 in-flight slots"), "{lag}");
+    assert!(!lag.contains("descheduled"), "{lag}");
+    let (slot, wakeup) = (u(&r["late_sends"]), u(&r["late_wakeups"]));
+    // A loaded machine wakes the client late too (the sends before and after the stall); the
+    // stall's are most.
+    assert!(slot >= 100 && slot > wakeup, "late sends: {slot} waiting for a slot, {wakeup} by wake-ups");
+}
+
+#[test]
+fn schedule_lag_without_a_stall_blames_no_slot() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = TestServer::start(Behaviour::Echo);
+    let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "1s"]));
+    assert_accounted(&r);
+    // A loaded machine may wake the client late (then the warning says so); slots never ran out.
+    assert_eq!(u(&r["late_sends"]), 0, "{}", r["warnings"]);
+    if let Some(lag) = schedule_lag_warning(&r) {
+        assert!(lag.contains("late wake-ups") && !lag.contains("slot wait"), "{lag}");
+    }
+}
+
+#[test]
+fn retry_backoffs_last_as_designed_not_a_timer_tick_more() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    // Attempts 1-3 of every call are UNAVAILABLE, the 4th OK: backoffs of 1, 2 and 4 ms.
+    let server = TestServer::start(Behaviour::UnavailableUnlessMultipleOf { every: 4 });
+    let calls = 40;
+    let r =
+        json_of(run_echo(server.addr, &["-c", "1", "-n", &calls.to_string(), "--max-retries", "3", "--retry-ms", "1"]));
+    let q = &r["requests"];
+    assert_eq!((u(&q["total"]), u(&q["ok"]), u(&q["attempts"])), (calls, calls, 4 * calls));
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len() as u64, 4 * calls);
+    // Between two attempts' arrivals: the backoff and one attempt's round trip (the answer
+    // back, the next request out); what is left over is the timer's overshoot. tokio's timer
+    // rounds up to its 1 ms tick, nearly every backoff; a loaded machine (other tests, a
+    // build) delays some wake-ups by its scheduler's tick, so the lower quartile judges.
+    let round_trip = f(&r["attempt_latency_us"]["p50"]) / 1e3;
+    let mut over: Vec<f64> = arrivals
+        .chunks(4)
+        .flat_map(|call| {
+            [(1, 1.0), (2, 2.0), (3, 4.0)]
+                .map(|(retry, designed)| (call[retry] - call[retry - 1]).as_secs_f64() * 1e3 - designed - round_trip)
+        })
+        .collect();
+    over.sort_by(f64::total_cmp);
+    let quartile = over[over.len() / 4];
+    assert!(
+        quartile < 0.5,
+        "backoffs overshot by {quartile:.3} ms (lower quartile; median {:.3} ms), past an attempt's p50 of {round_trip:.3} ms",
+        over[over.len() / 2]
+    );
+}
+
+#[test]
+fn per_call_details_carry_the_open_loops_intended_send_times() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("calls.csv");
+    let mut cmd = run_echo(server.addr, &["--rps", "500", "-z", "1s", "--threads", "2", "--connections", "2"]);
+    cmd.arg("--csv-details").arg(&csv);
+    let r = json_of(cmd);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name}: {header:?}"));
+    let (sent, intended) = (column("timestamp"), column("intended"));
+    let mut rows: Vec<(u128, u128)> = lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            (cells[intended].parse().unwrap_or_else(|_| panic!("{l}")), cells[sent].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(rows.len() as u64, u(&r["requests"]["total"]));
+    // A loaded machine may leave the last calls unsent; those sent are the schedule's first.
+    assert!(rows.len() >= 100, "{} calls", rows.len());
+    rows.sort();
+    // The schedule itself: 1/500 s apart exactly, across both threads.
+    for pair in rows.windows(2) {
+        assert_eq!(pair[1].0 - pair[0].0, 2_000_000, "intended times {} and {}", pair[0].0, pair[1].0);
+    }
+    // No call leaves before its time (the two clocks are read apart: 50 µs of slack).
+    for (due, sent) in &rows {
+        assert!(sent + 50_000 >= *due, "sent at {sent}, due at {due}");
+    }
 }

@@ -254,3 +254,147 @@ fn outputs_are_written_whole_and_private() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
 }
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        match path.is_dir() {
+            true => found.extend(files_under(&path)),
+            false => found.push(path),
+        }
+    }
+    found
+}
+
+#[test]
+fn credentials_reach_no_result_nor_the_history_and_both_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let run = |extra: &[&str], out: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+        cmd.env("XDG_DATA_HOME", &data).env("HOME", dir.path());
+        cmd.args(["run", "--plaintext", "--quiet", "--proto"]).arg(echo_proto());
+        cmd.args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#, "-n", "20", "--format", "json"]);
+        cmd.args(extra).arg("-o").arg(dir.path().join(out));
+        cmd.arg(server.addr.to_string());
+        let (code, stdout, stderr) = output(cmd);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!stdout.contains("s3cr3t") && !stderr.contains("s3cr3t"));
+    };
+    let metadata = r#"{"authorization":"Bearer s3cr3t-XYZ","x-run":"7"}"#;
+    let junit = format!("junit={}", dir.path().join("r.xml").display());
+    let nowhere = |secrets: &[&str]| {
+        for path in files_under(dir.path()) {
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            for secret in secrets {
+                assert!(!text.contains(secret), "{secret} in {}", path.display());
+            }
+        }
+    };
+    run(&["-m", metadata, "--tag", "api-token=tok-ABC", "--tag", "host=ci", "--export", &junit], "r.json");
+    let history = data.join("rpcmeter").join("history.sqlite3");
+    assert!(history.exists(), "not recorded");
+    nowhere(&["s3cr3t-XYZ", "tok-ABC"]);
+    // A name of the user's own, kept out with --redact.
+    run(&["-m", r#"{"X-Tenant":"acme-QQQ"}"#, "--redact", "x-tenant"], "r2.json");
+    nowhere(&["acme-QQQ"]);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let arguments = r["meta"]["arguments"].to_string();
+    assert!(
+        arguments.contains("REDACTED") && arguments.contains("x-run") && arguments.contains("host=ci"),
+        "{arguments}"
+    );
+    assert_eq!(r["meta"]["tags"]["api-token"], "REDACTED");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&history), 0o600);
+    assert_eq!(mode(&data.join("rpcmeter")), 0o700);
+    assert_eq!(mode(&dir.path().join("r.json")), 0o600);
+    assert_eq!(mode(&dir.path().join("r.xml")), 0o600);
+}
+
+#[test]
+fn kube_keeps_credentials_in_a_secret_and_out_of_the_job() {
+    let metadata = r#"{"authorization":"Bearer s3cr3t-XYZ","x-run":"7"}"#;
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["kube", "--shards", "2", "run", "--plaintext", "--call", "EchoService/echo", "-m", metadata, "svc:9000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    let (secret, job) = (&list["items"][0], &list["items"][1]);
+    assert_eq!(secret["kind"], "Secret");
+    assert_eq!(secret["stringData"]["metadata"], metadata, "the pods must still send the real metadata");
+    assert_eq!(job["kind"], "Job");
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert!(!job.to_string().contains("s3cr3t"), "{job}");
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.windows(2).any(|w| w == ["-m", "$(RPCMETER_METADATA)"]), "{args:?}");
+    assert_eq!(container["env"][0]["name"], "RPCMETER_METADATA");
+    assert_eq!(container["env"][0]["valueFrom"]["secretKeyRef"]["name"], secret["metadata"]["name"]);
+}
+
+/// Answers every call with a status whose message would set the terminal's title and forge a line.
+struct Hostile;
+
+const HOSTILE: &str = "\x1b]0;pwned\x07\nFAKE LINE";
+
+#[tonic::async_trait]
+impl rpcmeter::lab::proto::echo::echo_service_server::EchoService for Hostile {
+    async fn echo(
+        &self,
+        _: tonic::Request<rpcmeter::lab::proto::echo::Message>,
+    ) -> Result<tonic::Response<rpcmeter::lab::proto::echo::Message>, tonic::Status> {
+        Err(tonic::Status::internal(HOSTILE))
+    }
+}
+
+#[test]
+fn a_servers_message_cannot_drive_the_terminal() {
+    use rpcmeter::lab::proto::echo::echo_service_server::EchoServiceServer;
+    let server = ThreadServer::start(|| tonic::service::Routes::new(EchoServiceServer::new(Hostile)));
+    let (code, stdout, stderr) = output(run_echo(server.addr, &["-n", "3"]));
+    assert_eq!(code, Some(1), "{stderr}");
+    let raw = |c: char| c.is_control() && c != '\n';
+    assert!(!stdout.chars().any(raw) && !stderr.chars().any(raw), "{stdout:?}\n{stderr:?}");
+    let line = stdout.lines().find(|l| l.contains("INTERNAL: ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.ends_with(r"INTERNAL: \x1b]0;pwned\x07\nFAKE LINE"), "{line}");
+    assert!(!stdout.lines().any(|l| l.starts_with("FAKE LINE")), "{stdout}");
+    // An error line carries it escaped too (ping's warm-up call fails with it).
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["ping", "--plaintext", "-n", "1", "--proto"])
+        .arg(echo_proto())
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(!stderr.trim_end().chars().any(|c| c.is_control()), "{stderr:?}");
+    assert!(stderr.contains(r"\x1b]0;pwned\x07\nFAKE LINE"), "{stderr}");
+}
+
+#[test]
+fn a_full_disk_is_one_line_and_a_closed_pipe_is_quiet() {
+    let bin = env!("CARGO_BIN_EXE_rpcmeter");
+    for what in [&["completions", "bash"][..], &["man"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = Command::new(bin).args(what).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{what:?}: {stderr}");
+        assert!(stderr.contains("standard output") && !stderr.contains("panicked"), "{what:?}: {stderr}");
+
+        // `| head -c10` that has read its fill: the reading end is closed before the write.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(bin).args(what).stdout(writer).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what:?}: {stderr}");
+        assert_eq!(stderr, "", "{what:?}");
+    }
+}

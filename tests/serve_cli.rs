@@ -215,3 +215,27 @@ fn a_health_watch_sees_not_serving_after_sigterm() {
     let output = finish(child, stdout);
     assert!(output.status.success(), "{:?}", output.status);
 }
+
+/// Plaintext on an address beyond loopback: one warning line on stderr; on loopback, none.
+/// Zero bounds are refused in one line, exit 2.
+#[test]
+fn serve_warns_once_when_plaintext_listens_beyond_loopback() {
+    for (addr, warnings) in [("127.0.0.1:0", 0), ("0.0.0.0:0", 1)] {
+        let (child, stdout, _) = serve(&["--addr", addr]);
+        // SAFETY: kill with a pid we spawned and a valid signal number.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+        let output = finish(child, stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            stderr.lines().filter(|l| l.starts_with("warning: serving plaintext")).count(),
+            warnings,
+            "{stderr}"
+        );
+    }
+    for bound in ["--kv-max-bytes", "--db-max-rows"] {
+        let (code, stderr) = run(&["serve", "--addr", "127.0.0.1:0", bound, "0"]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(bound), "{stderr}");
+    }
+}

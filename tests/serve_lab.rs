@@ -667,3 +667,86 @@ async fn unimplemented_names_the_unknown_method() {
         assert_eq!(status.message(), format!("unknown method {path}"));
     }
 }
+
+/// The KV store holds at most `kv_max_bytes` (keys, values and 64 bytes per key): a put
+/// beyond is RESOURCE_EXHAUSTED naming the bound, and changes nothing; overwriting a key
+/// with a value no larger still succeeds.
+async fn kv_store_is_bounded(relax: bool) {
+    let server = LabServer::start(LabConfig { kv_max_bytes: 10_000, relax, ..config(Model::Async) }).unwrap();
+    let mut storage = StorageClient::new(connect(&server).await);
+    let put = |key: &str, len: usize| PutRequest { key: key.into(), value: vec![b'x'; len] };
+    storage.put_value(put("a", 4000)).await.unwrap();
+    storage.put_value(put("b", 4000)).await.unwrap();
+    let full = storage.put_value(put("c", 4000)).await.unwrap_err();
+    assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
+    assert!(full.message().contains("--kv-max-bytes 10000"), "{}", full.message());
+    let missing = storage.get_value(GetRequest { key: "c".into() }).await.unwrap().into_inner();
+    assert!(!missing.found, "a refused put stores nothing: {missing:?}");
+    let grow = storage.put_value(put("a", 9000)).await.unwrap_err();
+    assert_eq!(grow.code(), Code::ResourceExhausted);
+    let kept = storage.get_value(GetRequest { key: "a".into() }).await.unwrap().into_inner();
+    assert_eq!(kept.value.len(), 4000, "a refused overwrite keeps the old value");
+    storage.put_value(put("a", 100)).await.expect("a smaller value frees room");
+    storage.put_value(put("c", 3800)).await.expect("room freed by the smaller value");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn linearizable_kv_store_refuses_puts_beyond_its_bound() {
+    kv_store_is_bounded(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaxed_kv_store_refuses_puts_beyond_its_bound() {
+    kv_store_is_bounded(true).await;
+}
+
+/// The Db table holds at most `db_max_rows`: a call that would pass it is RESOURCE_EXHAUSTED
+/// naming the bound and inserts nothing (its transaction rolls back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_table_refuses_rows_beyond_its_bound() {
+    let server = LabServer::start(LabConfig { db_max_rows: 25, ..config(Model::Async) }).unwrap();
+    let mut test = TestServiceClient::new(connect(&server).await);
+    assert_eq!(test.db(DbRequest { rows: 10 }).await.unwrap().into_inner().count, 10);
+    assert_eq!(test.db(DbRequest { rows: 10 }).await.unwrap().into_inner().count, 20);
+    let full = test.db(DbRequest { rows: 10 }).await.unwrap_err();
+    assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
+    assert!(full.message().contains("--db-max-rows 25"), "{}", full.message());
+    assert_eq!(test.db(DbRequest { rows: 5 }).await.unwrap().into_inner().count, 25, "the refused rows rolled back");
+}
+
+/// This machine's address on its default route, if it has one that is not loopback.
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // A UDP connect sends nothing: it only picks the route and so the local address.
+    socket.connect("192.0.2.1:9").ok()?;
+    Some(socket.local_addr().ok()?.ip()).filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
+
+/// Stats/Reset zeroes what every client reads: from a peer that is not on this machine's
+/// loopback it is PERMISSION_DENIED unless `allow_remote_reset`; Get is answered to anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_reset_from_a_remote_peer_is_refused_unless_allowed() {
+    let Some(ip) = non_loopback_ip() else {
+        eprintln!("skipped: this machine has no address but loopback");
+        return;
+    };
+    for allow_remote_reset in [false, true] {
+        let server =
+            LabServer::start(LabConfig { addr: "0.0.0.0:0".into(), allow_remote_reset, ..config(Model::Async) })
+                .unwrap();
+        let port = server.local_addr().port();
+        let remote = Channel::from_shared(format!("http://{ip}:{port}")).unwrap().connect().await.unwrap();
+        let mut stats = StatsClient::new(remote);
+        stats.get(StatsRequest {}).await.expect("Get is answered to anyone");
+        let reset = stats.reset(StatsRequest {}).await;
+        if allow_remote_reset {
+            reset.expect("allowed");
+        } else {
+            let refused = reset.unwrap_err();
+            assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+            assert!(refused.message().contains("--allow-remote-reset"), "{}", refused.message());
+        }
+        let local = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect().await.unwrap();
+        StatsClient::new(local).reset(StatsRequest {}).await.expect("loopback may reset");
+    }
+}

@@ -12,6 +12,11 @@ fn local_shards_split_the_load_and_merge_exactly() {
     assert_eq!(server.calls(), 801);
     let shards = r["shards"].as_array().unwrap();
     assert_eq!(shards.len(), 3);
+    // Each shard is a run of its own; the whole has an id of its own and lists theirs.
+    let ids = r["meta"]["source_run_ids"].as_array().unwrap_or_else(|| panic!("{}", r["meta"]));
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|id| uuid::Uuid::parse_str(id.as_str().unwrap()).is_ok()), "{ids:?}");
+    assert!(r["meta"]["run_id"].is_string() && !ids.contains(&r["meta"]["run_id"]));
     // -n split with the remainder spread: 267 each.
     for s in shards {
         assert_eq!(s["calls"], 267, "{s}");
@@ -126,4 +131,115 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
     let rps = merged["throughput_rps"].as_f64().unwrap();
     assert!((rps - 200.0).abs() < 10.0, "two shards started together keep the whole rate: {rps}");
     assert!(merged["notices"].to_string().contains("left out"), "{}", merged["notices"]);
+}
+
+/// Processes running a shard against `addr` (their command lines name it and `--shard`).
+fn shards_of(addr: std::net::SocketAddr) -> Vec<u32> {
+    let addr = addr.to_string();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(line) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = line.split(|b| *b == 0).collect();
+        if args.contains(&b"--shard".as_slice()) && args.contains(&addr.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Polls `done` every 50 ms for up to `limit`.
+fn within(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    done()
+}
+
+/// `run --shards 2 -z 30s` started with its own TMPDIR, signalled with `signal` once the
+/// shards have loaded the server for a second; returns the parent, the server and the TMPDIR.
+fn signalled(signal: i32) -> (std::process::Child, TestServer, tempfile::TempDir) {
+    use std::process::Stdio;
+    let server = TestServer::start(Behaviour::Echo);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = run_echo(server.addr, &["--shards", "2", "--rps", "200", "-z", "30s", "--format", "json"]);
+    let mut parent = cmd.env("TMPDIR", tmp.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // The shards start together about 3 s after the parent.
+    assert!(within(std::time::Duration::from_secs(15), || server.calls() > 0), "the shards never called");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(shards_of(server.addr).len(), 2, "two shards run");
+    // SAFETY: a plain kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(parent.id() as i32, signal) }, 0);
+    if signal == libc::SIGKILL {
+        parent.wait().unwrap();
+    }
+    (parent, server, tmp)
+}
+
+/// After the parent: no shard left, the server no longer called, no temporary file left.
+fn nothing_outlives(server: &TestServer, tmp: &tempfile::TempDir) {
+    let gone = within(std::time::Duration::from_secs(5), || shards_of(server.addr).is_empty());
+    assert!(gone, "shards still running: {:?}", shards_of(server.addr));
+    let before = server.calls();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(server.calls(), before, "the server is still being called");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// SIGTERM once killed the parent with no report while its shards, reparented to init, went on
+/// loading the target to the end and left their temporary files.
+#[test]
+fn sigterm_to_the_parent_stops_the_shards_and_reports_what_they_measured() {
+    interrupted_parent_reports(libc::SIGTERM);
+}
+
+/// SIGINT to the parent alone (not its process group) was not passed on; SIGHUP not handled.
+#[test]
+fn sigint_and_sighup_to_the_parent_are_passed_on() {
+    interrupted_parent_reports(libc::SIGINT);
+    interrupted_parent_reports(libc::SIGHUP);
+}
+
+fn interrupted_parent_reports(signal: i32) {
+    let (parent, server, tmp) = signalled(signal);
+    let waited = std::time::Instant::now();
+    let out = parent.wait_with_output().unwrap();
+    assert!(waited.elapsed() < std::time::Duration::from_secs(10), "{:?}", waited.elapsed());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "signal {signal}: {:?}: {stderr}", out.status);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert!(r["requests"]["total"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["partial"], true);
+    assert_eq!(r["meta"]["ended"], "interrupted");
+    assert_eq!(r["shards"].as_array().unwrap().len(), 2);
+    nothing_outlives(&server, &tmp);
+}
+
+/// A parent killed outright cannot pass anything on: each shard learns it from the kernel.
+#[test]
+fn no_shard_outlives_a_killed_parent() {
+    let (_parent, server, tmp) = signalled(libc::SIGKILL);
+    nothing_outlives(&server, &tmp);
+}
+
+/// A shard's window is where merge puts it: it starts at --start-at, not when its process
+/// did (pods start minutes apart; their windows were placed apart, and merged apart).
+#[test]
+fn a_shards_window_starts_at_its_start_time() {
+    let server = TestServer::start(Behaviour::Echo);
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let unix = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let unix = format!("{unix:.3}");
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix.parse().unwrap());
+    let r = json_of(run_echo(server.addr, &["--shard", "0/2", "--start-at", &unix, "-n", "10"]));
+    let started = humantime::parse_rfc3339(r["meta"]["started_at"].as_str().unwrap()).unwrap();
+    // started_at is written to the millisecond.
+    let at = at - std::time::Duration::from_millis(1);
+    let off = started.duration_since(at).unwrap_or_else(|e| panic!("{:?} before --start-at", e.duration()));
+    assert!(off < std::time::Duration::from_millis(500), "{off:?} after --start-at");
 }

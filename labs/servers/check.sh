@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Smoke checks of the reference servers (labs/servers/README.md): builds all three into a
+# Smoke checks of the reference servers (labs/servers/README.md): builds all four into a
 # temporary directory with their build.sh, starts each on 127.0.0.1 port 0, loads it with
-# rpcmeter, reads and resets its Stats, runs Python's Cpu and Db beyond capacity in both
-# models, and the Java latch client against the Go server and `rpcmeter serve`.
+# rpcmeter, reads and resets its Stats, runs Python's and Ruby's Cpu and Db beyond capacity
+# in both models, and the Java latch client against the Go server and `rpcmeter serve`.
 #   bash labs/servers/check.sh        RPCMETER=/path/to/rpcmeter (default: rpcmeter on PATH,
 #                                     else target/release or target/debug of this repository)
 # A server whose toolchain is missing (its build.sh exits 3) is skipped, and said so.
@@ -162,7 +162,7 @@ latch_check() {
 }
 
 echo "rpcmeter: $rpcmeter; work: $work"
-for name in python go java; do build "$name"; done
+for name in python go java ruby; do build "$name"; done
 
 # Commands are word-split on purpose: build.sh prints them as a shell would read them.
 for name in go java; do
@@ -189,6 +189,24 @@ if [[ -n ${server_of[python]:-} ]]; then
         rmeter_check python-threaded Db 20 True
         stats_check python-threaded /rpcmeter.lab.v1.TestService/Db
         stop python-threaded
+    fi
+fi
+
+if [[ -n ${server_of[ruby]:-} ]]; then
+    # async: capacity 5 threads x 5 tasks = 25 calls
+    if start ruby-async ${server_of[ruby]} --port 0 --async --fib 24; then
+        echo_check ruby-async
+        stats_check ruby-async /EchoService/echo
+        rmeter_check ruby-async Cpu 20 False
+        rmeter_check ruby-async Db 40 True
+        stop ruby-async
+    fi
+    # threaded: capacity 5 calls, so -c 20 is beyond it
+    if start ruby-threaded ${server_of[ruby]} --port 0 --model threaded --fib 24; then
+        rmeter_check ruby-threaded Cpu 20 True
+        rmeter_check ruby-threaded Db 20 True
+        stats_check ruby-threaded /rpcmeter.lab.v1.TestService/Db
+        stop ruby-threaded
     fi
 fi
 

@@ -1,23 +1,30 @@
-//! `rpcmeter compare A B`: two results of `rpcmeter run --format json` -> one comparison per
-//! metric, from their interval series -> a table or JSON, and the exit code.
+//! `rpcmeter compare A B` (or `compare a1 a2 a3 -- b1 b2 b3`): results of `rpcmeter run
+//! --format json` (also merged and `--shards` results) -> one comparison per metric -> a
+//! table or JSON, and the exit code.
 //!
-//! Each metric is a sample per run: one value per full measured interval (warm-up and the
-//! last, shorter interval left out; latency and error rate also leave out intervals without
-//! calls). A's and B's samples go to `stats::compare`: medians, B - A and B / A with 95 %
-//! bootstrap intervals (seeded: the same files always give the same numbers), the
-//! Mann-Whitney U test, and Tukey and z-score outlier flags (reported, never removed).
-//! B is a regression on a metric when the test says p < alpha and B went the bad way:
-//! lower throughput, higher latency, higher error rate. With `--min-effect`, a significant
-//! change of the median smaller than that share of A's median is "no meaningful
-//! difference": statistically real, too small to act on (it never fails a CI run).
+//! The unit is the run, as benchstat's: from one run to the next of the same build against
+//! the same server, p50 moves by a few percent (an A/A audit saw 3-37 µs on about 1 ms), far
+//! more than the noise between the intervals of one run, so a test over one run's intervals
+//! calls identical servers different. Each metric gives one value per run: throughput of OK
+//! calls per second, p50 and p99 latency of OK calls, the error rate (failed / calls).
+//! Throughput and latency are compared as logarithms (a ratio B / A), the error rate as a
+//! difference in percentage points. `stats::compare::mean_shift` judges the runs: Welch's t
+//! over the runs' values, each side's noise per run taken as the largest of the spread
+//! measured between its runs (2 runs or more), the noise measured within its runs (from
+//! their intervals; binomial for the error rate) and the stated floor [`Metric::noise_floor`]
+//! (docs/design.md, "compare"). With one run a side nothing between runs is measured: the
+//! floor sets the smallest change judged, and the report says so. The interval and the
+//! p-value come from the same t (or normal) distribution, so they never disagree.
 //!
-//! Where results come from is [`ResultRef`]: paths today; a run history's ids can be one
-//! more variant, resolved in [`ResultRef::resolve`], without touching the rest.
+//! A regression is a significant change the bad way: lower throughput, higher latency or
+//! error rate. With `--min-effect`, a significant change smaller than that share of A's value
+//! is "no meaningful difference". A metric that cannot be judged (no OK calls on a side,
+//! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
 use crate::cli::compare::{CompareArgs, CompareFormat, MetricArg};
 use crate::error::{bad_input, output_failed, run_failed};
 use crate::report::units;
 use crate::stats::assertions::Value;
-use crate::stats::compare::{Bootstrap, Comparison, Interval, Outcome};
+use crate::stats::compare::{mean_shift, MeanShift, Runs};
 use serde::Deserialize;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;
@@ -26,25 +33,25 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Fewer intervals than this on a side: no verdict for that metric.
-pub const MIN_INTERVALS: usize = 5;
+/// A run whose calls failed more than this share has no latency of OK calls to compare: its
+/// result's latency counts failed calls too (a fast rejection would look like a fast call).
+pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 
 /// Everything a comparison needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub a: ResultRef,
-    pub b: ResultRef,
+    pub a: Vec<ResultRef>,
+    pub b: Vec<ResultRef>,
     pub metrics: Vec<Metric>,
     pub alpha: f64,
-    /// `--min-effect`: the smallest relative change of the median that counts (0.05 = 5 %).
+    /// `--min-effect`: the smallest relative change that counts (0.05 = 5 %).
     pub min_effect: Option<f64>,
     pub fail_on_regression: bool,
     pub format: CompareFormat,
-    pub bootstrap: Bootstrap,
 }
 
 impl Settings {
-    pub fn from_args(args: &CompareArgs) -> Settings {
+    pub fn from_args(args: &CompareArgs) -> anyhow::Result<Settings> {
         let mut metrics: Vec<Metric> = args.metrics.iter().map(|&m| Metric::from(m)).collect();
         if metrics.is_empty() {
             metrics = Metric::ALL.to_vec();
@@ -56,28 +63,38 @@ impl Settings {
                 true
             }
         });
-        Settings {
-            a: ResultRef::resolve(&args.a),
-            b: ResultRef::resolve(&args.b),
+        // `compare A B`, or `compare A... -- B...`.
+        let (a, b) = match (args.a.as_slice(), args.b.as_slice()) {
+            ([a, b], []) => (vec![a.clone()], vec![b.clone()]),
+            (a, b) if !b.is_empty() => (a.to_vec(), b.to_vec()),
+            (a, _) => {
+                return Err(bad_input(format!(
+                    "compare: {} result(s) given and no `--`: give A and B (`compare a.json b.json`), or each \
+                     side's runs (`compare a1.json a2.json -- b1.json b2.json`)",
+                    a.len()
+                )))
+            }
+        };
+        Ok(Settings {
+            a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
+            b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
             metrics,
             alpha: args.alpha,
             min_effect: args.min_effect,
             fail_on_regression: args.fail_on_regression,
             format: args.format,
-            bootstrap: Bootstrap::default(),
-        }
+        })
     }
 }
 
 /// Where a result comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResultRef {
-    /// A JSON result file.
+    /// A JSON result file, or a history id ("42", "#42").
     Path(PathBuf),
 }
 
 impl ResultRef {
-    /// What a command-line argument names: a file, or a history id (read in `load`).
     pub fn resolve(arg: &Path) -> ResultRef {
         ResultRef::Path(arg.to_path_buf())
     }
@@ -93,7 +110,6 @@ impl ResultRef {
     pub fn load(&self) -> anyhow::Result<RunResult> {
         match self {
             ResultRef::Path(path) => {
-                // A history id ("42", "#42") or a file.
                 let text = crate::history::resolve_text(&path.to_string_lossy())?;
                 RunResult::parse(&text, self.label())
             }
@@ -101,16 +117,30 @@ impl ResultRef {
     }
 }
 
-/// The parts of a run's JSON result that a comparison reads.
+/// The parts of a result that a comparison reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {
     pub label: String,
     pub name: Option<String>,
     pub started_at: Option<String>,
-    pub interval: Duration,
+    /// `meta.run_id`, when the result has one.
+    pub run_id: Option<String>,
+    pub call: Option<String>,
+    pub target: Option<String>,
+    /// How many results were merged into this one (`merge`, `run --shards`); 0 for one run.
+    pub merged_from: usize,
+    pub partial: bool,
+    pub calls: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub duration: Duration,
+    /// OK calls per second of the measured window.
+    pub ok_rps: f64,
     pub throughput_rps: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// The interval series; empty for merged results, which keep none.
+    pub interval: Option<Duration>,
     pub intervals: Vec<IntervalRow>,
 }
 
@@ -122,8 +152,8 @@ pub struct IntervalRow {
     pub length: Duration,
     pub measured: bool,
     pub calls: u64,
+    pub ok: u64,
     pub failed: u64,
-    pub rps: f64,
     pub p50: Duration,
     pub p99: Duration,
 }
@@ -132,16 +162,35 @@ pub struct IntervalRow {
 struct RawResult {
     #[serde(default)]
     meta: RawMeta,
+    call: Option<String>,
+    target: Option<String>,
+    #[serde(default)]
+    partial: bool,
+    requests: RawRequests,
+    duration_s: f64,
     throughput_rps: f64,
+    ok_rps: Option<f64>,
     latency_us: RawLatency,
-    interval_s: f64,
+    interval_s: Option<f64>,
+    #[serde(default)]
     intervals: Vec<RawInterval>,
+    shards: Option<Vec<JsonValue>>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawMeta {
     name: Option<String>,
     started_at: Option<String>,
+    run_id: Option<String>,
+    #[serde(default)]
+    merged_from: Vec<JsonValue>,
+}
+
+#[derive(Deserialize)]
+struct RawRequests {
+    total: u64,
+    ok: u64,
+    failed: u64,
 }
 
 #[derive(Deserialize)]
@@ -156,8 +205,8 @@ struct RawInterval {
     length_s: f64,
     phase: String,
     calls: u64,
+    ok: Option<u64>,
     failed: u64,
-    rps: f64,
     p50_us: f64,
     p99_us: f64,
 }
@@ -175,10 +224,15 @@ impl RunResult {
             ns if ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64 => Ok(Duration::from_nanos(ns.round() as u64)),
             _ => Err(bad(format!("{key} {us} is not a latency in µs"))),
         };
-        let interval = seconds(raw.interval_s, "interval_s")?;
-        if interval.is_zero() {
-            return Err(bad("interval_s is 0".into()));
-        }
+        let rate = |x: f64, key: &str| match x {
+            x if x.is_finite() && x >= 0.0 => Ok(x),
+            _ => Err(bad(format!("{key} {x} is not a rate"))),
+        };
+        let interval = match raw.interval_s {
+            Some(s) if seconds(s, "interval_s")?.is_zero() => return Err(bad("interval_s is 0".into())),
+            Some(s) => Some(seconds(s, "interval_s")?),
+            None => None,
+        };
         let intervals = raw
             .intervals
             .iter()
@@ -192,35 +246,63 @@ impl RunResult {
                         other => return Err(bad(format!("unknown interval phase {other:?}"))),
                     },
                     calls: iv.calls,
+                    ok: iv.ok.unwrap_or(iv.calls.saturating_sub(iv.failed)),
                     failed: iv.failed,
-                    rps: iv.rps,
                     p50: micros(iv.p50_us, "p50_us")?,
                     p99: micros(iv.p99_us, "p99_us")?,
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let duration = seconds(raw.duration_s, "duration_s")?;
+        let ok_rps = match raw.ok_rps {
+            Some(x) => rate(x, "ok_rps")?,
+            None if duration.is_zero() => 0.0,
+            None => raw.requests.ok as f64 / duration.as_secs_f64(),
+        };
         let (p50, p99) = (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?);
+        let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
+        let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
         Ok(RunResult {
             label,
             name: raw.meta.name,
             started_at: raw.meta.started_at,
-            interval,
-            throughput_rps: raw.throughput_rps,
+            run_id: raw.meta.run_id,
+            call: raw.call,
+            target: raw.target,
+            merged_from,
+            partial: raw.partial,
+            calls: raw.requests.total,
+            ok: raw.requests.ok,
+            failed: raw.requests.failed,
+            duration,
+            ok_rps,
+            throughput_rps,
             p50,
             p99,
+            interval,
             intervals,
         })
     }
 
-    /// The measured intervals of full length (the last, shorter one and warm-up left out).
+    /// The measured intervals of full length (warm-up and the last, shorter one left out).
     pub fn full_intervals(&self) -> impl Iterator<Item = &IntervalRow> {
         // Lengths are written rounded to the µs.
-        let full = |iv: &&IntervalRow| iv.length.abs_diff(self.interval) <= Duration::from_micros(1);
+        let full = move |iv: &&IntervalRow| {
+            self.interval.is_some_and(|length| iv.length.abs_diff(length) <= Duration::from_micros(1))
+        };
         self.intervals.iter().filter(|iv| iv.measured).filter(full)
+    }
+
+    fn failed_share(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.failed as f64 / self.calls as f64
+        }
     }
 }
 
-/// A metric compared per interval.
+/// A metric compared between runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
     Throughput,
@@ -266,22 +348,70 @@ impl Metric {
         self == Metric::Throughput
     }
 
-    /// The sample of a run: one value per full measured interval, in calls/s, nanoseconds
-    /// or a fraction. Latency and error rate skip intervals without calls (nothing to measure).
-    pub fn sample(self, run: &RunResult) -> Vec<(Duration, f64)> {
-        let with_calls = |iv: &&IntervalRow| iv.calls > 0;
-        let full = run.full_intervals();
+    /// Compared as a ratio (on logarithms), or else as a difference (the error rate: 0 has no
+    /// logarithm and "0.5 pp more errors" is what a user reads).
+    pub fn relative(self) -> bool {
+        self != Metric::ErrorRate
+    }
+
+    /// The least standard deviation of one run's value from run to run, on the metric's scale
+    /// (of the logarithm: 0.02 is about 2 %): what one run a side cannot measure. Stated and
+    /// justified in docs/design.md ("compare"); the error rate's is binomial, per comparison.
+    pub fn noise_floor(self) -> f64 {
         match self {
-            Metric::Throughput => full.map(|iv| (iv.at, iv.rps)).collect(),
-            Metric::P50 => full.filter(with_calls).map(|iv| (iv.at, iv.p50.as_nanos() as f64)).collect(),
-            Metric::P99 => full.filter(with_calls).map(|iv| (iv.at, iv.p99.as_nanos() as f64)).collect(),
-            Metric::ErrorRate => {
-                full.filter(with_calls).map(|iv| (iv.at, iv.failed as f64 / iv.calls as f64)).collect()
-            }
+            Metric::Throughput | Metric::P50 => 0.02,
+            Metric::P99 => 0.05,
+            Metric::ErrorRate => 0.0,
         }
     }
 
-    /// A value of the sample, typed.
+    /// A run's value (OK calls per second, ns of OK calls' latency, a fraction), or why it has none.
+    pub fn run_value(self, run: &RunResult) -> Result<f64, String> {
+        let latency = |d: Duration| {
+            if run.ok == 0 {
+                Err(format!("{} has no OK calls", run.label))
+            } else if run.failed_share() > MAX_FAILED_FOR_LATENCY {
+                Err(format!(
+                    "{}% of {}'s calls failed, and its latency counts them",
+                    percent(run.failed_share()),
+                    run.label
+                ))
+            } else {
+                Ok(d.as_nanos() as f64)
+            }
+        };
+        match self {
+            Metric::Throughput => Ok(run.ok_rps),
+            Metric::P50 => latency(run.p50),
+            Metric::P99 => latency(run.p99),
+            Metric::ErrorRate if run.calls == 0 => Err(format!("{} made no calls", run.label)),
+            Metric::ErrorRate => Ok(run.failed_share()),
+        }
+    }
+
+    /// The noise of a run's value seen within it: the standard error of the mean of the
+    /// logarithms of its full intervals' values (2 intervals or more). 0 without intervals.
+    pub fn within_run(self, run: &RunResult) -> f64 {
+        let values: Vec<f64> = run
+            .full_intervals()
+            .filter_map(|iv| match self {
+                Metric::Throughput => Some(iv.ok as f64 / iv.length.as_secs_f64()),
+                Metric::P50 if iv.ok > 0 => Some(iv.p50.as_nanos() as f64),
+                Metric::P99 if iv.ok > 0 => Some(iv.p99.as_nanos() as f64),
+                _ => None,
+            })
+            .filter(|x| *x > 0.0)
+            .map(f64::ln)
+            .collect();
+        if values.len() < 2 {
+            return 0.0;
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+    }
+
+    /// A value, typed.
     pub fn value(self, x: f64) -> Value {
         match self {
             Metric::Throughput => Value::PerSecond(x),
@@ -289,31 +419,19 @@ impl Metric {
             Metric::ErrorRate => Value::Fraction(x),
         }
     }
-
-    /// A difference of two values (B - A), typed: its sign and size.
-    pub fn difference(self, x: f64) -> Difference {
-        Difference { negative: x < 0.0, size: self.value(x.abs()) }
-    }
-}
-
-/// A signed difference B - A of a metric's values.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Difference {
-    pub negative: bool,
-    pub size: Value,
 }
 
 /// What one metric's comparison concludes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Fewer than [`MIN_INTERVALS`] values on a side.
-    TooFew,
+    /// No value on a side, and why.
+    CannotJudge(String),
     NoSignificantDifference,
-    /// p < alpha, but the medians differ by less than `--min-effect` of A's.
+    /// Significant, but the change is smaller than `--min-effect` of A's value.
     NoMeaningfulDifference,
-    /// p < alpha and B went the good way.
+    /// Significant and B went the good way.
     Improvement,
-    /// p < alpha and B went the bad way (lower throughput, higher latency or error rate).
+    /// Significant and B went the bad way (lower throughput, higher latency or error rate).
     Regression,
 }
 
@@ -321,46 +439,123 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricComparison {
     pub metric: Metric,
-    /// The ends of the intervals in each sample, in order (for naming flagged outliers).
-    pub a_at: Vec<Duration>,
-    pub b_at: Vec<Duration>,
-    /// `None` when a side has no interval at all.
-    pub numbers: Option<Comparison>,
+    /// Each run's value, in the metric's unit (empty when some run has none).
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    /// On the scale compared: logarithms of the values for a relative metric, else the values.
+    pub shift: Option<MeanShift>,
+    /// B had no OK calls at all where A had some (or the other way): certain, no test needed.
+    pub none_on: Option<&'static str>,
     pub verdict: Verdict,
 }
 
 impl MetricComparison {
-    pub fn of(
-        metric: Metric,
-        a: &RunResult,
-        b: &RunResult,
-        alpha: f64,
-        min_effect: Option<f64>,
-        how: &Bootstrap,
-    ) -> MetricComparison {
-        let (a_at, a_values): (Vec<Duration>, Vec<f64>) = metric.sample(a).into_iter().unzip();
-        let (b_at, b_values): (Vec<Duration>, Vec<f64>) = metric.sample(b).into_iter().unzip();
-        let numbers = Comparison::of(&a_values, &b_values, how);
-        let verdict = match &numbers {
-            None => Verdict::TooFew,
-            Some(c) => match (c.outcome(alpha, MIN_INTERVALS), metric.higher_is_better()) {
-                (Outcome::TooFew, _) => Verdict::TooFew,
-                (Outcome::NoSignificantDifference, _) => Verdict::NoSignificantDifference,
-                _ if below(min_effect, c) => Verdict::NoMeaningfulDifference,
-                (Outcome::BHigher, true) | (Outcome::BLower, false) => Verdict::Improvement,
-                (Outcome::BHigher, false) | (Outcome::BLower, true) => Verdict::Regression,
-            },
+    pub fn of(metric: Metric, a: &[RunResult], b: &[RunResult], alpha: f64, min_effect: Option<f64>) -> Self {
+        let values =
+            |runs: &[RunResult]| runs.iter().map(|r| metric.run_value(r)).collect::<Result<Vec<f64>, String>>();
+        let (a_values, b_values) = match (values(a), values(b)) {
+            (Ok(x), Ok(y)) => (x, y),
+            (Err(why), _) | (_, Err(why)) => {
+                return MetricComparison {
+                    metric,
+                    a: vec![],
+                    b: vec![],
+                    shift: None,
+                    none_on: None,
+                    verdict: Verdict::CannotJudge(why),
+                }
+            }
         };
-        MetricComparison { metric, a_at, b_at, numbers, verdict }
+        let mut out = MetricComparison {
+            metric,
+            a: a_values,
+            b: b_values,
+            shift: None,
+            none_on: None,
+            verdict: Verdict::NoSignificantDifference,
+        };
+        if metric.relative() {
+            // A side without OK calls has no logarithm: all zero against all positive is certain.
+            let zero = |xs: &[f64]| (xs.iter().all(|&x| x == 0.0), xs.contains(&0.0));
+            match (zero(&out.a), zero(&out.b)) {
+                ((false, false), (false, false)) => {}
+                ((false, false), (true, _)) => {
+                    out.none_on = Some("B");
+                    out.verdict = if metric.higher_is_better() { Verdict::Regression } else { Verdict::Improvement };
+                    return out;
+                }
+                ((true, _), (false, false)) => {
+                    out.none_on = Some("A");
+                    out.verdict = if metric.higher_is_better() { Verdict::Improvement } else { Verdict::Regression };
+                    return out;
+                }
+                _ => {
+                    out.verdict = Verdict::CannotJudge("some runs have no OK calls".into());
+                    return out;
+                }
+            }
+        }
+        let scale = |xs: &[f64]| if metric.relative() { xs.iter().map(|x| x.ln()).collect() } else { xs.to_vec() };
+        let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
+        let floor = |runs: &[RunResult]| -> f64 {
+            let within = if metric.relative() {
+                runs.iter().map(|r| metric.within_run(r)).fold(0.0, f64::max)
+            } else {
+                // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
+                let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
+                let p = if calls == 0 { 0.0 } else { failed as f64 / calls as f64 };
+                let least_calls = runs.iter().map(|r| r.calls).min().unwrap_or(0).max(1) as f64;
+                (p * (1.0 - p) / least_calls).sqrt()
+            };
+            metric.noise_floor().max(within)
+        };
+        let shift =
+            mean_shift(Runs { values: &sa, floor_sd: floor(a) }, Runs { values: &sb, floor_sd: floor(b) }, alpha);
+        out.verdict = match &shift {
+            None => Verdict::CannotJudge("a value is not finite".into()),
+            Some(s) if !s.significant() => Verdict::NoSignificantDifference,
+            Some(s) if below(min_effect, metric, s) => Verdict::NoMeaningfulDifference,
+            Some(s) if (s.difference > 0.0) == metric.higher_is_better() => Verdict::Improvement,
+            Some(_) => Verdict::Regression,
+        };
+        out.shift = shift;
+        out
     }
 
     pub fn is_regression(&self) -> bool {
-        matches!(self.verdict, Verdict::Regression)
+        self.verdict == Verdict::Regression
+    }
+
+    /// B / A of a relative metric, with its interval.
+    pub fn ratio(&self) -> Option<(f64, f64, f64)> {
+        let s = self.shift.filter(|_| self.metric.relative())?;
+        Some((s.difference.exp(), s.ci.low.exp(), s.ci.high.exp()))
+    }
+
+    /// Each side's summary: the geometric mean of its runs (relative metrics), else the mean.
+    pub fn sides(&self) -> Option<(f64, f64)> {
+        match (self.shift, self.metric.relative()) {
+            (Some(s), true) => Some((s.a_mean.exp(), s.b_mean.exp())),
+            (Some(s), false) => Some((s.a_mean, s.b_mean)),
+            (None, _) if !self.a.is_empty() && !self.b.is_empty() => {
+                let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+                Some((mean(&self.a), mean(&self.b)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The smallest change the test could have judged: half the interval's width, as a share
+    /// of A's value (relative metrics) or in the metric's unit.
+    pub fn resolution(&self) -> Option<f64> {
+        let s = self.shift?;
+        let half = (s.ci.high - s.ci.low) / 2.0;
+        Some(if self.metric.relative() { half.exp() - 1.0 } else { half })
     }
 
     /// "B is 3.5% slower: regression", "no significant difference", ...
     pub fn verdict_text(&self) -> String {
-        match self.verdict {
+        match &self.verdict {
             Verdict::Regression => format!("{}: regression", self.change_text()),
             Verdict::Improvement => format!("{}: improvement", self.change_text()),
             _ => self.change_text(),
@@ -369,103 +564,188 @@ impl MetricComparison {
 
     /// "B is 3.5% slower", "no significant difference", ...
     pub fn change_text(&self) -> String {
-        let numbers = match (self.verdict, &self.numbers) {
-            (Verdict::TooFew, _) | (_, None) => {
-                return format!(
-                    "too few intervals to judge ({} vs {}; {MIN_INTERVALS} per side needed)",
-                    self.a_at.len(),
-                    self.b_at.len()
-                )
+        match &self.verdict {
+            Verdict::CannotJudge(why) => return format!("cannot judge: {why}"),
+            Verdict::NoSignificantDifference => return "no significant difference".into(),
+            Verdict::NoMeaningfulDifference => {
+                let ratio = self.ratio().map_or(String::new(), |(r, _, _)| format!(": B / A = {r:.3}"));
+                return format!("no meaningful difference (significant, but within --min-effect{ratio})");
             }
-            (Verdict::NoSignificantDifference, _) => return "no significant difference".into(),
-            (Verdict::NoMeaningfulDifference, Some(c)) => {
-                return format!(
-                    "no meaningful difference (significant, but B / A = {:.3} is within --min-effect)",
-                    c.shift.ratio.unwrap_or(1.0)
-                )
-            }
-            (_, Some(numbers)) => numbers,
-        };
-        // The direction is the test's: B's values tend to be the higher ones.
-        let b_higher = numbers.test.b_over_a > 0.5;
+            _ => {}
+        }
+        if let Some(side) = self.none_on {
+            return format!("{side} has no OK calls");
+        }
+        let Some(s) = self.shift else { return String::new() };
+        let b_higher = s.difference > 0.0;
         let word = match (self.metric, b_higher) {
             (Metric::P50 | Metric::P99, true) => "slower",
             (Metric::P50 | Metric::P99, false) => "faster",
             (_, true) => "higher",
             (_, false) => "lower",
         };
-        let shift = &numbers.shift;
-        match shift.ratio.map(|r| r - 1.0) {
-            Some(change) if change != 0.0 && (change > 0.0) == b_higher => {
-                format!("B is {}% {word}", percent(change.abs()))
-            }
-            None if shift.difference != 0.0 && (shift.difference > 0.0) == b_higher => {
-                format!("B is {word} by {}", format_size(self.metric.difference(shift.difference).size))
-            }
-            _ => {
-                format!("B is {word} by rank (medians {} and {})", self.show(shift.a_median), self.show(shift.b_median))
-            }
+        match self.ratio() {
+            Some((r, _, _)) => format!("B is {}% {word}", percent((r - 1.0).abs())),
+            None => format!("B is {word} by {:.2} pp", s.difference.abs() * 100.0),
         }
     }
+}
 
-    fn show(&self, x: f64) -> String {
-        format_value(self.metric.value(x))
+/// Whether the change is smaller than `min_effect` of A's value. The error rate has a
+/// relative change only when A's is above zero: otherwise any significant change counts.
+fn below(min_effect: Option<f64>, metric: Metric, s: &MeanShift) -> bool {
+    let Some(min) = min_effect else { return false };
+    if metric.relative() {
+        (s.difference.exp() - 1.0).abs() < min
+    } else {
+        s.a_mean > 0.0 && (s.difference / s.a_mean).abs() < min
     }
 }
 
-/// Whether the medians differ by less than `min_effect` of A's. A ratio needs A's median
-/// above zero (an error rate of zero has none): then any significant change counts.
-fn below(min_effect: Option<f64>, c: &Comparison) -> bool {
-    match (min_effect, c.shift.ratio) {
-        (Some(min), Some(ratio)) => (ratio - 1.0).abs() < min,
-        _ => false,
-    }
-}
-
-/// A whole comparison: both runs, each metric.
+/// A whole comparison: both sides' runs, each metric.
 #[derive(Debug, Clone)]
 pub struct Report {
-    pub a: RunResult,
-    pub b: RunResult,
+    pub a: Vec<RunResult>,
+    pub b: Vec<RunResult>,
     pub alpha: f64,
     pub min_effect: Option<f64>,
-    pub bootstrap: Bootstrap,
     pub metrics: Vec<MetricComparison>,
+    /// Why the comparison may mislead (different methods, the same run twice, ...).
+    pub warnings: Vec<String>,
+    /// How the comparison was made, where a reader could assume otherwise.
+    pub notes: Vec<String>,
 }
 
 impl Report {
-    pub fn of(a: RunResult, b: RunResult, settings: &Settings) -> Report {
+    pub fn of(a: Vec<RunResult>, b: Vec<RunResult>, settings: &Settings) -> Report {
         let metrics = settings
             .metrics
             .iter()
-            .map(|&m| MetricComparison::of(m, &a, &b, settings.alpha, settings.min_effect, &settings.bootstrap))
+            .map(|&m| MetricComparison::of(m, &a, &b, settings.alpha, settings.min_effect))
             .collect();
-        Report { a, b, alpha: settings.alpha, min_effect: settings.min_effect, bootstrap: settings.bootstrap, metrics }
+        let (warnings, notes) = caveats(&a, &b);
+        Report { a, b, alpha: settings.alpha, min_effect: settings.min_effect, metrics, warnings, notes }
     }
 
     pub fn regressions(&self) -> impl Iterator<Item = &MetricComparison> {
         self.metrics.iter().filter(|m| m.is_regression())
     }
+
+    pub fn cannot_judge(&self) -> impl Iterator<Item = &MetricComparison> {
+        self.metrics.iter().filter(|m| matches!(m.verdict, Verdict::CannotJudge(_)))
+    }
+
+    /// What one run a side cannot see, said once.
+    pub fn runs_text(&self) -> String {
+        let runs = |n: usize| if n == 1 { "1 run".to_string() } else { format!("{n} runs") };
+        let mut s = format!("A: {}, B: {}.", runs(self.a.len()), runs(self.b.len()));
+        if self.a.len() < 2 || self.b.len() < 2 {
+            let floors: Vec<String> = self
+                .metrics
+                .iter()
+                .filter_map(|m| {
+                    let r = m.resolution()?;
+                    m.metric.relative().then(|| format!("{} {}%", m.metric.label(), percent(r)))
+                })
+                .collect();
+            let _ = write!(
+                s,
+                " With one run on a side the noise between runs is not measured: a run is taken to vary by at least \
+                 {} (throughput, p50) and {} (p99) from run to run (docs/design.md, \"compare\"), so differences under \
+                 {} are not judged. Give 3 runs or more a side (`compare a1 a2 a3 -- b1 b2 b3`) to measure it.",
+                percent_sd(Metric::P50),
+                percent_sd(Metric::P99),
+                if floors.is_empty() { "the resolution shown".to_string() } else { floors.join(", ") }
+            );
+        } else {
+            s += " Each side's noise is the larger of the spread between its runs and the floor (docs/design.md, \"compare\").";
+        }
+        s
+    }
 }
 
-/// Reads both results, compares, prints; with `fail_on_regression`, a regression is exit 1
-/// (after the report is printed).
+fn percent_sd(metric: Metric) -> String {
+    format!("{}%", percent(metric.noise_floor().exp() - 1.0))
+}
+
+/// Warnings (the comparison may mean nothing) and notes (how it was made).
+fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
+    let (mut warnings, mut notes) = (Vec::new(), Vec::new());
+    let all: Vec<&RunResult> = a.iter().chain(b).collect();
+    for (what, key) in [("methods", 0), ("targets", 1)] {
+        let field = |r: &RunResult| if key == 0 { r.call.clone() } else { r.target.clone() };
+        let mut distinct: Vec<String> = all.iter().filter_map(|r| field(r)).collect();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() > 1 {
+            warnings.push(format!(
+                "the runs call different {what} ({}): their numbers may not be comparable",
+                distinct.join(", ")
+            ));
+        }
+    }
+    for (i, x) in all.iter().enumerate() {
+        for y in &all[i + 1..] {
+            let same = match (&x.run_id, &y.run_id) {
+                (Some(p), Some(q)) => p == q,
+                // Without run ids: the same start and the same calls are the same run.
+                _ => x.started_at.is_some() && x.started_at == y.started_at && x.calls == y.calls,
+            };
+            if same {
+                warnings.push(format!("{} and {} are the same run: it is compared with itself", x.label, y.label));
+            }
+        }
+    }
+    for r in &all {
+        if r.partial {
+            warnings.push(format!("{} ended early (partial): its numbers cover only part of the run", r.label));
+        }
+        if r.merged_from > 0 {
+            notes.push(format!(
+                "{} is merged from {} results: compared on its whole-run numbers (the merged histograms and \
+                 counts), as one run",
+                r.label, r.merged_from
+            ));
+        }
+    }
+    (warnings, notes)
+}
+
+/// Reads every result, compares, prints; with `fail_on_regression`, a regression or a metric
+/// that cannot be judged is exit 1 (after the report is printed).
 pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
-    let a = settings.a.load()?;
-    let b = settings.b.load()?;
+    let load = |refs: &[ResultRef]| refs.iter().map(ResultRef::load).collect::<anyhow::Result<Vec<_>>>();
+    let (a, b) = (load(&settings.a)?, load(&settings.b)?);
     let report = Report::of(a, b, settings);
+    for w in &report.warnings {
+        eprintln!("rpcmeter: warning: {w}");
+    }
     let text = match settings.format {
         CompareFormat::Table => table(&report),
         CompareFormat::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| output_failed(Path::new("-"), e))?;
+    if !settings.fail_on_regression {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let unjudged: Vec<String> =
+        report.cannot_judge().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
     let regressions: Vec<String> =
         report.regressions().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
-    if settings.fail_on_regression && !regressions.is_empty() {
-        return Err(run_failed(format!("B regressed against A: {}", regressions.join("; "))));
+    match (regressions.is_empty(), unjudged.is_empty()) {
+        (true, true) => Ok(ExitCode::SUCCESS),
+        (false, _) => {
+            if !unjudged.is_empty() {
+                eprintln!("rpcmeter: --fail-on-regression: could not judge {}", unjudged.join("; "));
+            }
+            Err(run_failed(format!("B regressed against A: {}", regressions.join("; "))))
+        }
+        (true, false) => Err(run_failed(format!(
+            "--fail-on-regression: could not judge {} (a metric that cannot be judged fails too)",
+            unjudged.join("; ")
+        ))),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 // ---- rendering: the only place with units ----
@@ -484,18 +764,6 @@ fn format_value(v: Value) -> String {
         Value::Latency(d) => units::duration(d),
         Value::PerSecond(r) => format!("{r:.1}/s"),
         Value::Fraction(f) => format!("{:.2}%", f * 100.0),
-    }
-}
-
-fn format_difference(d: Difference) -> String {
-    format!("{}{}", if d.negative { "-" } else { "+" }, format_size(d.size))
-}
-
-/// The size of a difference: error rates in percentage points, not as a relative change.
-fn format_size(size: Value) -> String {
-    match size {
-        Value::Fraction(f) => format!("{:.2} pp", f * 100.0),
-        size => format_value(size),
     }
 }
 
@@ -518,77 +786,67 @@ fn describe(r: &RunResult) -> String {
     s
 }
 
+/// The change with its interval: "0.912 [0.871, 0.955]" or "+0.50 pp [+0.20, +0.80]".
+fn change_cell(m: &MetricComparison) -> String {
+    if let Some((r, low, high)) = m.ratio() {
+        return format!("{r:.3} [{low:.3}, {high:.3}]");
+    }
+    match m.shift.filter(|_| !m.metric.relative()) {
+        Some(s) => {
+            let pp = |x: f64| format!("{:+.2}", x * 100.0);
+            format!("{} pp [{}, {}]", pp(s.difference), pp(s.ci.low), pp(s.ci.high))
+        }
+        None => "-".into(),
+    }
+}
+
+fn resolution_cell(m: &MetricComparison) -> String {
+    match m.resolution() {
+        Some(r) if m.metric.relative() => format!("±{}%", percent(r)),
+        Some(r) => format!("±{:.2} pp", r * 100.0),
+        None => "-".into(),
+    }
+}
+
 /// The human report.
 pub fn table(r: &Report) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "A: {}\nB: {}", describe(&r.a), describe(&r.b));
-    let _ = writeln!(o, "\nWhole run:       {:>16}  {:>16}", "A", "B");
-    let rate = |x: f64| format!("{x:.1} calls/s");
-    let _ = writeln!(o, "  throughput     {:>16}  {:>16}", rate(r.a.throughput_rps), rate(r.b.throughput_rps));
-    let _ = writeln!(o, "  p50 latency    {:>16}  {:>16}", units::duration(r.a.p50), units::duration(r.b.p50));
-    let _ = writeln!(o, "  p99 latency    {:>16}  {:>16}", units::duration(r.a.p99), units::duration(r.b.p99));
-    let level = r.bootstrap.level * 100.0;
+    for (side, runs) in [("A", &r.a), ("B", &r.b)] {
+        for run in runs {
+            let _ = writeln!(o, "{side}: {}", describe(run));
+        }
+    }
+    let _ = writeln!(o, "\n{}", r.runs_text());
+    let level = (1.0 - r.alpha) * 100.0;
     let _ = writeln!(
         o,
-        "\nPer interval: medians of the full measured intervals ({} s) and how many; B - A and B / A with \
-         {level:.0}% bootstrap intervals; Mann-Whitney U, two-sided, alpha {}{}:",
-        units::secs(r.a.interval),
+        "\nPer metric: each side's runs (geometric mean; OK calls only for throughput and latency), B / A with its \
+         {level:.0}% interval (B - A for the error rate), the change it can resolve, Welch's t, alpha {}{}:",
         r.alpha,
         r.min_effect.map_or(String::new(), |m| format!(", smallest change that matters {}%", percent(m)))
     );
     let _ = writeln!(
         o,
-        "  {:<12} {:>16} {:>16}  {:<34} {:<22} {:>8}  verdict",
-        "metric", "A (n)", "B (n)", "B - A [CI]", "B / A [CI]", "p"
+        "  {:<12} {:>14} {:>14}  {:<30} {:>10} {:>8}  verdict",
+        "metric", "A", "B", "B / A [CI]", "resolves", "p"
     );
     for m in &r.metrics {
-        let side = |at: &[Duration], median: Option<f64>| {
-            median.map_or_else(
-                || format!("- ({})", at.len()),
-                |x| format!("{} ({})", format_value(m.metric.value(x)), at.len()),
-            )
-        };
-        let n = m.numbers.as_ref();
-        let difference = n.map_or("-".into(), |c| {
-            let d = |x: f64| format_difference(m.metric.difference(x));
-            let ci = c.shift.difference_ci;
-            format!("{} [{}, {}]", d(c.shift.difference), d(ci.low), d(ci.high))
-        });
-        let ratio =
-            n.and_then(|c| c.shift.ratio.map(|x| (x, c.shift.ratio_ci))).map_or("-".into(), |(x, ci)| match ci {
-                Some(Interval { low, high }) => format!("{x:.3} [{low:.3}, {high:.3}]"),
-                None => format!("{x:.3}"),
-            });
-        let p = n.map_or("-".into(), |c| format_p(c.test.p_value));
+        let sides = m.sides();
+        let show = |x: Option<f64>| x.map_or("-".into(), |x| format_value(m.metric.value(x)));
         let _ = writeln!(
             o,
-            "  {:<12} {:>16} {:>16}  {:<34} {:<22} {:>8}  {}",
+            "  {:<12} {:>14} {:>14}  {:<30} {:>10} {:>8}  {}",
             m.metric.label(),
-            side(&m.a_at, n.map(|c| c.a.median)),
-            side(&m.b_at, n.map(|c| c.b.median)),
-            difference,
-            ratio,
-            p,
+            show(sides.map(|s| s.0)),
+            show(sides.map(|s| s.1)),
+            change_cell(m),
+            resolution_cell(m),
+            m.shift.map_or("-".into(), |s| format_p(s.p_value)),
             m.verdict_text()
         );
     }
-    let mut notes = Vec::new();
-    for m in &r.metrics {
-        let Some(c) = &m.numbers else { continue };
-        for (run, robust, at) in [("A", &c.a, &m.a_at), ("B", &c.b, &m.b_at)] {
-            if !robust.tukey_outliers.is_empty() {
-                let when: Vec<String> =
-                    robust.tukey_outliers.iter().map(|&i| format!("{}", units::secs(at[i]))).collect();
-                notes.push(format!(
-                    "{run}'s {} is beyond the Tukey fences (1.5 IQR) in {} of {} intervals (ending at {} s); kept",
-                    m.metric.label(),
-                    robust.tukey_outliers.len(),
-                    robust.n,
-                    when.join(", ")
-                ));
-            }
-        }
-    }
+    let mut notes: Vec<String> = r.notes.clone();
+    notes.extend(r.warnings.iter().map(|w| format!("warning: {w}")));
     if r.regressions().next().is_some() {
         let names: Vec<&str> = r.regressions().map(|m| m.metric.label()).collect();
         notes.push(format!("B regressed against A: {}", names.join(", ")));
@@ -610,18 +868,18 @@ fn json_number(metric: Metric, x: f64) -> JsonValue {
     }
 }
 
-fn json_interval(metric: Metric, ci: Option<Interval>) -> JsonValue {
-    ci.map_or(JsonValue::Null, |ci| json!([json_number(metric, ci.low), json_number(metric, ci.high)]))
-}
-
 fn json_run(r: &RunResult) -> JsonValue {
     json!({
         "source": r.label,
         "name": r.name,
         "started_at": r.started_at,
-        "interval_s": units::secs(r.interval),
-        "full_measured_intervals": r.full_intervals().count(),
+        "run_id": r.run_id,
+        "merged_from": r.merged_from,
+        "partial": r.partial,
+        "calls": r.calls,
+        "failed": r.failed,
         "throughput_rps": r.throughput_rps,
+        "ok_rps": r.ok_rps,
         "latency_us": {"p50": units::micros(r.p50), "p99": units::micros(r.p99)},
     })
 }
@@ -634,54 +892,46 @@ pub fn to_json(r: &Report) -> JsonValue {
         .map(|m| {
             let metric = m.metric;
             let verdict = match m.verdict {
-                Verdict::TooFew => "too few intervals",
+                Verdict::CannotJudge(_) => "cannot judge",
                 Verdict::NoSignificantDifference => "no significant difference",
                 Verdict::NoMeaningfulDifference => "no meaningful difference",
                 Verdict::Improvement => "improvement",
                 Verdict::Regression => "regression",
             };
-            let side = |robust: Option<&crate::stats::compare::Robust>, at: &[Duration]| {
-                let when = |idx: &[usize]| idx.iter().map(|&i| units::secs(at[i])).collect::<Vec<_>>();
-                match robust {
-                    None => json!({"n": at.len()}),
-                    Some(s) => json!({
-                        "n": s.n,
-                        "median": json_number(metric, s.median),
-                        "mad": json_number(metric, s.mad),
-                        "tukey_outliers_t_s": when(&s.tukey_outliers),
-                        "z_outliers_t_s": when(&s.z_outliers),
-                    }),
-                }
-            };
-            let c = m.numbers.as_ref();
+            let sides = m.sides();
+            let values = |xs: &[f64]| xs.iter().map(|&x| json_number(metric, x)).collect::<Vec<_>>();
+            let s = m.shift;
             json!({
                 "metric": metric.key(),
                 "unit": match metric { Metric::Throughput => "calls/s", Metric::P50 | Metric::P99 => "us", Metric::ErrorRate => "fraction" },
-                "a": side(c.map(|c| &c.a), &m.a_at),
-                "b": side(c.map(|c| &c.b), &m.b_at),
-                "difference": c.map(|c| json_number(metric, c.shift.difference)),
-                "difference_ci": json_interval(metric, c.map(|c| c.shift.difference_ci)),
-                "ratio": c.and_then(|c| c.shift.ratio),
-                "ratio_ci": c.and_then(|c| c.shift.ratio_ci).map(|ci| json!([ci.low, ci.high])),
-                "hodges_lehmann": c.and_then(|c| c.hodges_lehmann).map(|x| json_number(metric, x)),
-                "p_value": c.map(|c| c.test.p_value),
+                "a": {"runs": values(&m.a), "summary": sides.map(|s| json_number(metric, s.0))},
+                "b": {"runs": values(&m.b), "summary": sides.map(|s| json_number(metric, s.1))},
+                "ratio": m.ratio().map(|r| r.0),
+                "ratio_ci": m.ratio().map(|r| json!([r.1, r.2])),
+                "difference": s.filter(|_| !metric.relative()).map(|s| s.difference),
+                "difference_ci": s.filter(|_| !metric.relative()).map(|s| json!([s.ci.low, s.ci.high])),
+                "resolution": m.resolution(),
+                "degrees_of_freedom": s.and_then(|s| s.degrees_of_freedom),
+                "p_value": s.map(|s| s.p_value),
                 "verdict": verdict,
                 "summary": m.verdict_text(),
             })
         })
         .collect();
     json!({
-        "a": json_run(&r.a),
-        "b": json_run(&r.b),
+        "a": r.a.iter().map(json_run).collect::<Vec<_>>(),
+        "b": r.b.iter().map(json_run).collect::<Vec<_>>(),
         "alpha": r.alpha,
+        "confidence": 1.0 - r.alpha,
         "min_effect": r.min_effect,
-        "test": "Mann-Whitney U, two-sided, normal approximation with tie and continuity corrections",
-        "confidence": r.bootstrap.level,
-        "bootstrap_resamples": r.bootstrap.resamples,
-        "bootstrap_seed": r.bootstrap.seed,
-        "min_intervals": MIN_INTERVALS,
+        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor; normal when no spread is measured",
+        "noise_floor": Metric::ALL.iter().map(|m| (m.key().to_string(), JsonValue::from(m.noise_floor()))).collect::<serde_json::Map<_, _>>(),
+        "runs": r.runs_text(),
         "metrics": metrics,
         "regressions": r.regressions().map(|m| m.metric.key()).collect::<Vec<_>>(),
+        "cannot_judge": r.cannot_judge().map(|m| m.metric.key()).collect::<Vec<_>>(),
+        "warnings": r.warnings,
+        "notes": r.notes,
     })
 }
 
@@ -690,7 +940,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn samples_are_the_full_measured_intervals() {
+    fn full_intervals_and_run_values() {
         // As `run` writes them: a warm-up row, full rows, one without calls, and a last row
         // that is not full length (here longer: it runs to the last answer).
         let row = |t: f64, length: f64, phase: &str, calls: u64, failed: u64| {
@@ -700,7 +950,10 @@ mod tests {
         };
         let text = json!({
             "meta": {"name": "x"},
+            "requests": {"total": 1200, "ok": 1195, "failed": 5},
+            "duration_s": 2.009172,
             "throughput_rps": 1000.0,
+            "ok_rps": 995.0,
             "latency_us": {"p50": 100.0, "p99": 1000.0},
             "interval_s": 0.5,
             "intervals": [row(0.5, 0.5, "warmup", 10, 0), row(1.0, 0.5, "measured", 500, 5),
@@ -708,17 +961,10 @@ mod tests {
         })
         .to_string();
         let r = RunResult::parse(&text, "x.json".into()).unwrap();
-        assert_eq!(
-            (r.name.as_deref(), r.interval, r.p99),
-            (Some("x"), Duration::from_millis(500), Duration::from_millis(1))
-        );
-        assert_eq!(
-            Metric::Throughput.sample(&r),
-            vec![(Duration::from_secs(1), 1000.0), (Duration::from_millis(1500), 0.0)]
-        );
-        assert_eq!(Metric::P99.sample(&r), vec![(Duration::from_secs(1), 1_348_985.0)]);
-        assert_eq!(Metric::ErrorRate.sample(&r), vec![(Duration::from_secs(1), 0.01)]);
-        assert_eq!(Metric::P99.value(1_348_985.0), Value::Latency(Duration::from_nanos(1_348_985)));
+        assert_eq!(r.full_intervals().count(), 2);
+        assert_eq!(Metric::Throughput.run_value(&r), Ok(995.0));
+        assert_eq!(Metric::P99.run_value(&r), Ok(1_000_000.0));
+        assert_eq!(Metric::ErrorRate.run_value(&r), Ok(5.0 / 1200.0));
 
         let bad = RunResult::parse("[]", "y.json".into()).unwrap_err().to_string();
         assert!(bad.starts_with("y.json: not a result of rpcmeter run"), "{bad}");

@@ -61,7 +61,10 @@ pub fn run(path: Option<PathBuf>, action: Action) -> anyhow::Result<String> {
                 ShowFormat::Table => summary(id, &result, &path),
             })
         }
-        Action::Remove { id } => match history.as_ref().map(|h| h.remove(id)).transpose()? {
+        Action::Remove { id } => match history.as_ref().map(|h| h.remove(id)).transpose().map_err(|e| {
+            // The history could not be written (read-only, disk full): an output that failed.
+            crate::error::output_failed(&path, std::io::Error::other(e.root_cause().to_string()))
+        })? {
             Some(true) => Ok(format!("removed run #{id}\n")),
             _ => Err(unknown(id)),
         },

@@ -80,10 +80,8 @@ const COUNTS: [&str; 8] = ["total", "ok", "failed", "retries", "attempts", "retr
 /// The merged result.
 pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     let first = inputs.first().ok_or_else(|| bad_input("merge: no result given"))?;
-    let calls: Vec<&str> = inputs.iter().map(|i| i.result["call"].as_str().unwrap_or("")).collect();
-    if calls.iter().any(|c| *c != calls[0]) {
-        return Err(bad_input(format!("merge: the results call different methods ({})", calls.join(", "))));
-    }
+    let sources = sources(inputs)?;
+    let mixed = mixed(inputs);
     let mut out = Map::new();
     // Histograms: added, then summarised again from the sum.
     let mut histograms = Map::new();
@@ -133,15 +131,31 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         "errors".into(),
         errors.iter().map(|((s, m), n)| json!({"status": s, "message": m, "count": n})).collect::<Vec<_>>().into(),
     );
-    // Throughput over the union of the measured windows.
-    let windows: Vec<(f64, f64)> = inputs.iter().map(|i| window(&i.result)).collect::<anyhow::Result<_>>()?;
-    let start = windows.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
-    let end = windows.iter().map(|w| w.1).fold(f64::NEG_INFINITY, f64::max);
-    let span = (end - start).max(0.0);
+    // Throughput over the union of the measured windows: runs apart do not count the time
+    // between them, runs that overlap count their overlap once.
+    let mut windows = Vec::new();
+    for input in inputs {
+        windows.extend(measured_windows(&input.result).map_err(|e| bad_input(format!("{}: {e}", input.label)))?);
+    }
+    let windows = union(windows);
+    let start = windows.first().map_or(0.0, |w| w.0);
+    let span = windows.last().map_or(0.0, |w| w.1) - start;
+    let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
     let total = requests["total"].as_u64().unwrap_or(0);
     let ok = out["statuses"][status::name(tonic::Code::Ok)].as_u64().unwrap_or(0);
-    let rate = |n: u64| if span > 0.0 { n as f64 / span } else { 0.0 };
-    out.insert("duration_s".into(), ((span * 1e6).round() / 1e6).into());
+    let rate = |n: u64| if measured > 0.0 { n as f64 / measured } else { 0.0 };
+    let micros = |s: f64| (s * 1e6).round() / 1e6;
+    out.insert("duration_s".into(), micros(measured).into());
+    out.insert("duration_is".into(), DURATION_IS.into());
+    out.insert("span_s".into(), micros(span).into());
+    out.insert(
+        "windows".into(),
+        windows
+            .iter()
+            .map(|(from, to)| json!({"started_at": rfc3339(*from), "duration_s": micros(to - from)}))
+            .collect::<Vec<_>>()
+            .into(),
+    );
     out.insert("throughput_rps".into(), rate(total).into());
     out.insert("ok_rps".into(), rate(ok).into());
     out.insert("requests".into(), requests.into());
@@ -168,6 +182,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         .collect();
     let mut notices: Vec<String> =
         vec![format!("merged from {} results: every histogram and count added exactly", inputs.len())];
+    notices.extend(mixed.iter().cloned());
     for s in shards.iter().filter(|s| s["bottleneck"] == true) {
         notices.push(format!("{}: its client was the bottleneck (see its notices)", s["input"].as_str().unwrap_or("")));
     }
@@ -185,16 +200,25 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
             out.insert(key.into(), v.clone());
         }
     }
-    let started = humantime::format_rfc3339_millis(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(start.max(0.0)));
+    // Mixed inputs: every value named, none passed off as the whole's.
+    for key in MIXABLE {
+        let values = distinct(inputs, key);
+        if values.len() > 1 {
+            out.insert(key.into(), values.join(", ").into());
+        }
+    }
     out.insert(
         "meta".into(),
         json!({
             "rpcmeter_version": env!("CARGO_PKG_VERSION"),
+            "run_id": uuid::Uuid::new_v4().to_string(),
+            "source_run_ids": sources,
             "merged_from": inputs.iter().map(|i| i.label.clone()).collect::<Vec<_>>(),
-            "started_at": started.to_string(),
+            "started_at": rfc3339(start),
             "ended": if partial { "partial" } else { "completed" },
             "name": first.result["meta"]["name"],
             "tags": first.result["meta"]["tags"],
+            "mixed": mixed,
         }),
     );
     Ok(out.into())
@@ -230,26 +254,148 @@ fn merge_messages(inputs: &[Input], kind: Value, rate: &dyn Fn(u64) -> f64) -> a
     Ok(out)
 }
 
-/// The measured window of one result, in seconds since the epoch: from its start plus its
-/// warm-up, for its measured duration.
-fn window(result: &Value) -> anyhow::Result<(f64, f64)> {
-    let started = result["meta"]["started_at"].as_str().unwrap_or("");
-    let started = humantime::parse_rfc3339(started)
-        .map_err(|_| bad_input(format!("meta.started_at {started:?} is not a time")))?
+/// What a merged `duration_s` is, said in the result and its table.
+pub const DURATION_IS: &str = "union of the measured windows";
+
+/// The measured windows of one result, in seconds since the epoch: a merged result's own list
+/// (`windows`), else from its start plus its warm-up, for its measured duration.
+fn measured_windows(result: &Value) -> Result<Vec<(f64, f64)>, String> {
+    if let Some(windows) = result.get("windows").and_then(Value::as_array) {
+        return windows.iter().map(|w| window(&w["started_at"], 0.0, &w["duration_s"])).collect();
+    }
+    let warmup = result["warmup"]["duration_s"].as_f64().unwrap_or(0.0);
+    Ok(vec![window(&result["meta"]["started_at"], warmup, &result["duration_s"])?])
+}
+
+fn window(started: &Value, warmup: f64, duration: &Value) -> Result<(f64, f64), String> {
+    let text = started.as_str().unwrap_or("");
+    let started = humantime::parse_rfc3339(text)
+        .map_err(|_| format!("started_at {text:?} is not a time"))?
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
-    let warmup = result["warmup"]["duration_s"].as_f64().unwrap_or(0.0);
-    let start = started + warmup;
-    Ok((start, start + result["duration_s"].as_f64().unwrap_or(0.0)))
+    let length = duration.as_f64().filter(|d| d.is_finite() && *d >= 0.0);
+    let length = length.ok_or_else(|| format!("duration_s {duration} is not a duration"))?;
+    Ok((started + warmup, started + warmup + length))
+}
+
+/// Windows sorted, those that overlap or touch made one.
+fn union(mut windows: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    windows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (from, to) in windows {
+        match out.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => out.push((from, to)),
+        }
+    }
+    out
+}
+
+fn rfc3339(epoch_s: f64) -> String {
+    // humantime writes years up to 9999 only; a window beyond is a broken input's.
+    let epoch_s = epoch_s.clamp(0.0, 253_402_300_799.0);
+    let at = SystemTime::UNIX_EPOCH + Duration::try_from_secs_f64(epoch_s).unwrap_or_default();
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// One run an input holds: its id, or for a result written before run ids existed, what
+/// tells it apart (its start, shard, counts and call-latency histogram).
+#[derive(PartialEq)]
+enum Run {
+    Id(String),
+    Unnamed(String),
+}
+
+/// The runs an input holds: a merged result's sources, else the run itself.
+fn runs(result: &Value) -> Vec<Run> {
+    let meta = &result["meta"];
+    let sources = meta["source_run_ids"].as_array().into_iter().flatten().filter_map(Value::as_str);
+    let ids: Vec<Run> = sources.map(|id| Run::Id(id.to_string())).collect();
+    if !ids.is_empty() {
+        return ids;
+    }
+    if let Some(id) = meta["run_id"].as_str() {
+        return vec![Run::Id(id.to_string())];
+    }
+    let tell = json!([meta["started_at"], meta["shard"], result["requests"], result["histograms"]["call_latency"]]);
+    vec![Run::Unnamed(tell.to_string())]
+}
+
+/// The run ids of all inputs, each once: the same run given twice (a file and its copy, a
+/// merge and one of its parts) would count its calls twice, so it is refused.
+fn sources(inputs: &[Input]) -> anyhow::Result<Vec<String>> {
+    let mut seen: Vec<(Run, &str)> = Vec::new();
+    for input in inputs {
+        for run in runs(&input.result) {
+            if let Some((_, before)) = seen.iter().find(|(r, _)| *r == run) {
+                let which = match &run {
+                    Run::Id(id) => format!("run {id}"),
+                    Run::Unnamed(_) => "a run without a run id (same start, counts and histogram)".into(),
+                };
+                return Err(bad_input(format!(
+                    "merge: {} holds {which}, already given in {before}: its calls would count twice",
+                    input.label
+                )));
+            }
+            seen.push((run, &input.label));
+        }
+    }
+    Ok(seen.into_iter().filter_map(|(run, _)| if let Run::Id(id) = run { Some(id) } else { None }).collect())
+}
+
+/// What inputs may differ in and still merge, with a warning: a merged closed and open loop,
+/// or two methods, is rarely what was meant.
+const MIXABLE: [&str; 3] = ["mode", "call", "target"];
+
+fn distinct(inputs: &[Input], key: &str) -> Vec<String> {
+    let mut values: Vec<String> = Vec::new();
+    for input in inputs {
+        let value = input.result[key].as_str().unwrap_or("").to_string();
+        if !values.contains(&value) {
+            values.push(value);
+        }
+    }
+    values
+}
+
+/// One line per way the inputs differ, naming which input had which value.
+fn mixed(inputs: &[Input]) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in MIXABLE {
+        if distinct(inputs, key).len() > 1 {
+            let each: Vec<String> =
+                inputs.iter().map(|i| format!("{} ({})", i.result[key].as_str().unwrap_or(""), i.label)).collect();
+            out.push(format!("merged results of different {key}: {}", each.join(", ")));
+        }
+    }
+    out
+}
+
+/// The span beside the union, when gaps between the windows were left out.
+fn span_note(merged: &Value) -> String {
+    let (union, span) = (merged["duration_s"].as_f64().unwrap_or(0.0), merged["span_s"].as_f64().unwrap_or(0.0));
+    match span > union + 0.005 {
+        true => format!("; first start to last end {span:.2} s"),
+        false => String::new(),
+    }
+}
+
+/// The warnings a merge prints: how its inputs differ.
+pub fn warnings(merged: &Value) -> Vec<String> {
+    merged["meta"]["mixed"].as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from).collect()
 }
 
 /// A short table of the merged result.
 pub fn table(merged: &Value) -> String {
     let l = &merged["latency_us"];
-    let ms = |v: &Value| format!("{:.3} ms", v.as_f64().unwrap_or(0.0) / 1e3);
+    // As `run`'s table writes durations.
+    let ms = |v: &Value| {
+        let us = v.as_f64().filter(|us| us.is_finite() && *us >= 0.0).unwrap_or(0.0);
+        crate::report::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
+    };
     let mut o = format!(
-        "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s (union of the windows)\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
+        "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
         merged["target"].as_str().unwrap_or(""),
         merged["call"].as_str().unwrap_or(""),
         merged["shards"].as_array().map_or(0, Vec::len),
@@ -257,6 +403,7 @@ pub fn table(merged: &Value) -> String {
         merged["requests"]["ok"],
         merged["requests"]["failed"],
         merged["duration_s"].as_f64().unwrap_or(0.0),
+        span_note(merged),
         merged["throughput_rps"].as_f64().unwrap_or(0.0),
         ms(&l["p50"]),
         ms(&l["p90"]),
@@ -278,4 +425,21 @@ pub fn table(merged: &Value) -> String {
         o += &format!("Note: {}\n", n.as_str().unwrap_or(""));
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_apart_add_and_overlaps_count_once() {
+        let u = union(vec![(10.0, 12.0), (0.0, 2.0), (1.0, 3.0), (3.0, 4.0)]);
+        assert_eq!(u, vec![(0.0, 4.0), (10.0, 12.0)]);
+    }
+
+    #[test]
+    fn a_window_beyond_the_year_9999_does_not_panic() {
+        assert!(rfc3339(1e300).starts_with("9999-"));
+        assert!(window(&"2024-01-01T00:00:00Z".into(), 0.0, &json!(-1.0)).is_err());
+    }
 }

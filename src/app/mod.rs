@@ -7,6 +7,7 @@ pub mod merge;
 pub mod outputs;
 pub mod parse;
 pub mod ping;
+pub mod redact;
 pub mod report;
 pub mod run;
 pub mod server_side;

@@ -144,7 +144,8 @@ impl Outputs {
 /// the path. Until then an earlier file at the path is untouched, whatever happens to the
 /// process (a SIGKILL leaves only a hidden `.NAME.*.tmp` beside it). A new file is private
 /// (0600: results carry a command line); a file replaced keeps its mode. A device or FIFO
-/// (`/dev/null`, `/dev/stdout`) is written through, never replaced.
+/// (`/dev/null`, `/dev/stdout`) is written through, never replaced; so is a file in a
+/// directory where no temporary file can be made.
 pub struct WholeFile {
     inner: Inner,
 }
@@ -171,12 +172,19 @@ impl WholeFile {
             _ => Path::new("."),
         };
         let name = target.file_name().map_or("out".into(), |n| n.to_string_lossy());
-        let temp =
-            tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir).map_err(|e| {
+        let temp = match tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir) {
+            Ok(temp) => temp,
+            // A file the user may write in a directory they may not: written in place, as
+            // before (no whole-or-nothing then, but no refusal either).
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && existing.is_some() => {
+                return Ok(WholeFile { inner: Inner::Through(File::create(&target)?) });
+            }
+            Err(e) => {
                 // tempfile names its random file in the message; the user named the path.
                 let text = e.to_string();
-                std::io::Error::new(e.kind(), text.split(" at path ").next().unwrap_or(&text).to_string())
-            })?;
+                return Err(std::io::Error::new(e.kind(), text.split(" at path ").next().unwrap_or(&text).to_string()));
+            }
+        };
         if let Some(m) = existing {
             temp.as_file().set_permissions(m.permissions())?;
         }
@@ -209,4 +217,31 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = file.file();
     f.write_all(bytes)?;
     file.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_replaced_only_when_committed_and_a_link_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, "old").unwrap();
+        let file = WholeFile::create(&path).unwrap();
+        file.file().write_all(b"half").unwrap();
+        drop(file);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "the temporary file was left");
+        write_whole(&path, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+
+        let link = dir.path().join("latest.json");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        write_whole(&link, b"newer").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "newer");
+        let err = write_whole(&dir.path().join("no/such/dir.json"), b"x").unwrap_err();
+        assert!(!err.to_string().contains(".tmp"), "{err}");
+    }
 }

@@ -262,12 +262,15 @@ pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
 
 // ---- rendering: the only place with units ----
 
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+/// As `run`'s table writes durations (`units::duration`): `70.0 µs`, not `0.070 ms`.
+pub fn ms(d: Duration) -> String {
+    units::duration(d)
 }
 
-fn signed_ms(ns: f64) -> String {
-    format!("{}{:.3} ms", if ns < 0.0 { "-" } else { "+" }, ns.abs() / 1e6)
+/// A difference in ns, signed, in `ms`'s units.
+pub fn signed_ms(ns: f64) -> String {
+    let size = Duration::try_from_secs_f64(ns.abs() / 1e9).unwrap_or(Duration::MAX);
+    format!("{}{}", if ns < 0.0 { "-" } else { "+" }, ms(size))
 }
 
 fn trim_word(t: Trim) -> &'static str {

@@ -30,5 +30,18 @@ pub fn report(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
         crate::app::outputs::write_whole(output, page.as_bytes())
     };
     written.map_err(|e| output_failed(output, e))?;
+    let what = format!(
+        "wrote the report of {} run{} ({}) to {}",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        crate::report::units::bytes(page.len() as u64),
+        if output == Path::new("-") { "standard output".to_string() } else { output.display().to_string() }
+    );
+    // Standard output holds the report itself when it is the output.
+    // A note that cannot be printed (a closed pipe) fails nothing: the report is written.
+    let _ = match output == Path::new("-") {
+        true => writeln!(std::io::stderr(), "{what}"),
+        false => writeln!(std::io::stdout(), "{what}"),
+    };
     Ok(ExitCode::SUCCESS)
 }

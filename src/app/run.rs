@@ -54,6 +54,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_args(args: &RunArgs, arguments: Vec<String>) -> anyhow::Result<Settings> {
+        let redactor = super::redact::Redactor::new(&args.redact);
         let plaintext = match args.target.scheme_plaintext {
             Some(false) if args.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
             Some(scheme) => scheme || args.tls.plaintext,
@@ -131,8 +132,9 @@ impl Settings {
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,
             name: args.name.clone(),
-            tags: args.tag.clone(),
-            arguments,
+            // Results, history and reports are shared; credentials stay with the run.
+            tags: redactor.tags(&args.tag),
+            arguments: redactor.arguments(arguments, args),
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
             metrics_addr: args.metrics_addr,
         })
@@ -495,7 +497,9 @@ pub fn measure(
         sinks.add(Box::new(live));
     }
     let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
-    let started_at = SystemTime::now();
+    // A shard's clock starts at --start-at: its window begins there (merge places it by this),
+    // not while it connected and waited.
+    let started_at = SystemTime::now().max(plan.start_at.unwrap_or(SystemTime::UNIX_EPOCH));
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), requests, &mut sinks, control);
@@ -508,6 +512,7 @@ pub fn measure(
     }
 
     let meta = Meta {
+        run_id: uuid::Uuid::new_v4(),
         started_at,
         name: settings.name.clone(),
         tags: settings.tags.clone(),

@@ -1,12 +1,15 @@
 //! `run --shards N`: the load split over N local processes, each `run --shard I/N` with one
 //! shared `--start-at`, their results merged exactly. The same path as a distributed run on
-//! Kubernetes (`rpcmeter kube`), on one machine: for a many-core host, and for tests.
+//! Kubernetes (`rpcmeter kube`), on one machine: for a many-core host, and for tests. No
+//! shard outlives the parent: signals are passed on, and the kernel ends shards whose parent died.
 use super::merge;
 use crate::error::{output_failed, run_failed};
 use crate::report::Format;
-use std::io::Write;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Time for every child to start, resolve the schema and connect before the shared start.
@@ -42,6 +45,8 @@ fn child_arguments(arguments: &[String]) -> Vec<String> {
     out
 }
 
+/// Runs the shards as child processes, passes on the signals the parent gets, and merges
+/// what they measured (all of it, or what they had when interrupted: marked partial).
 pub fn run_local(
     shards: u32,
     format: Format,
@@ -49,51 +54,87 @@ pub fn run_local(
     arguments: &[String],
 ) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().map_err(|e| crate::error::internal(format!("cannot find rpcmeter: {e}")))?;
-    let dir = tempfile::tempdir().map_err(|e| crate::error::internal(format!("no temporary directory: {e}")))?;
+    // Before any child starts: from here on a signal is the parent's to pass on, never its end.
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
     let start = (SystemTime::now() + LEAD).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
     let common = child_arguments(arguments);
     let mut children = Vec::new();
     for index in 0..shards {
-        let result = dir.path().join(format!("shard-{index}.json"));
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .arg("run")
             .args(&common)
             .args(["--shard", &format!("{index}/{shards}"), "--start-at", &format!("{start:.6}")])
-            // A shard's result is a part: only the whole run is worth recording.
-            .args(["--format", "json", "-q", "--no-save", "-o"])
-            .arg(&result)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| crate::error::internal(format!("cannot start shard {index}: {e}")))?;
-        children.push((index, result, child));
+            // A shard's result is a part: only the whole run is worth recording. It comes back
+            // through a pipe, so no file is left behind however the run ends.
+            .args(["--format", "json", "-q", "--no-save"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        bound_to_parent(&mut command);
+        match command.spawn() {
+            Ok(child) => children.push(Shard::watch(index, child)),
+            Err(e) => {
+                stop(&mut children, libc::SIGKILL);
+                return Err(crate::error::internal(format!("cannot start shard {index}: {e}")));
+            }
+        }
     }
+    // Until every shard has ended: each signal passed on as `run` takes it (once: drain and
+    // report; twice: stop now), a third and later kill the shards outright.
+    let mut received = 0;
+    while children.iter_mut().any(|c| c.running()) {
+        for signal in signals.pending() {
+            received += 1;
+            // A shard's `run` handles SIGINT and SIGTERM; a hang-up ends it like SIGTERM.
+            let passed = match (received, signal) {
+                (3.., _) => libc::SIGKILL,
+                (_, SIGINT) => SIGINT,
+                _ => SIGTERM,
+            };
+            stop(&mut children, passed);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let interrupted = received > 0;
     let mut inputs = Vec::new();
     let mut failed = Vec::new();
-    for (index, result, child) in children {
-        let out = child.wait_with_output().map_err(|e| crate::error::internal(format!("shard {index}: {e}")))?;
-        let said = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").to_string();
-        match merge::read(&result) {
-            Ok(mut input) if out.status.success() || result.exists() => {
-                input.label = format!("shard {index}/{shards}");
+    for child in children {
+        let (index, success, stdout, said) = child.finish();
+        let label = format!("shard {index}/{shards}");
+        match merge::read_stream(&stdout, &label) {
+            Ok((mut read, _)) if !read.is_empty() => {
+                let mut input = read.swap_remove(0);
+                input.label = label.clone();
                 inputs.push(input);
-                if !out.status.success() {
-                    failed.push(format!("shard {index}/{shards}: {said}"));
+                if !success {
+                    failed.push(format!("{label}: {said}"));
                 }
             }
-            _ => failed.push(format!("shard {index}/{shards}: {said}")),
+            _ => failed.push(format!("{label}: {said}")),
         }
     }
     if inputs.is_empty() {
-        return Err(run_failed(failed.join("; ")));
+        return Err(run_failed(match interrupted {
+            true => format!("interrupted before any shard had a result ({})", failed.join("; ")),
+            false => failed.join("; "),
+        }));
     }
-    let merged = merge::merge(&inputs)?;
+    let mut merged = merge::merge(&inputs)?;
+    if interrupted {
+        merged["partial"] = true.into();
+        merged["meta"]["ended"] = "interrupted".into();
+        if let Some(notices) = merged["notices"].as_array_mut() {
+            notices.push("interrupted: the shards were stopped and what they measured merged".into());
+        }
+    }
     let text = match format {
         Format::Json => serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n",
         _ => merge::table(&merged),
     };
     match &output {
-        Some(path) => std::fs::write(path, &text).map_err(|e| output_failed(path, e))?,
+        Some(path) => crate::app::outputs::write_whole(path, text.as_bytes()).map_err(|e| output_failed(path, e))?,
         None => {
             std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?
         }
@@ -104,6 +145,86 @@ pub fn run_local(
     }
 }
 
+/// Sends `signal` to every shard still running (not yet waited for, so its pid is still its).
+fn stop(children: &mut [Shard], signal: i32) {
+    for child in children.iter_mut().filter(|c| !c.ended) {
+        // SAFETY: kill(2) of our own child, which has not been reaped.
+        unsafe { libc::kill(child.child.id() as libc::pid_t, signal) };
+    }
+}
+
+/// A shard in a process group of its own, so that a terminal's Ctrl-C reaches the parent
+/// alone (which passes it on once: a shard that got it twice would stop instead of drain),
+/// and, on Linux, sent SIGTERM by the kernel when the parent dies, even by SIGKILL.
+fn bound_to_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl(2) and getppid(2) are async-signal-safe and nothing here allocates,
+        // as code between fork and exec must not. The death signal comes when the thread
+        // that forked ends: this one, the main thread, which lives as long as the parent.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent died before prctl: the kernel will not tell, so do not start.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// A running shard, its output read on threads of its own (a shard blocked on a full pipe
+/// would never end).
+struct Shard {
+    index: u32,
+    child: Child,
+    ended: bool,
+    status: Option<std::process::ExitStatus>,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Shard {
+    fn watch(index: u32, mut child: Child) -> Shard {
+        fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = from.read_to_end(&mut all);
+                all
+            })
+        }
+        let stdout = child.stdout.take().map(drain).unwrap_or_else(|| drain(std::io::empty()));
+        let stderr = child.stderr.take().map(drain).unwrap_or_else(|| drain(std::io::empty()));
+        Shard { index, child, ended: false, status: None, stdout, stderr }
+    }
+
+    fn running(&mut self) -> bool {
+        if !self.ended {
+            match self.child.try_wait() {
+                Ok(status) => (self.ended, self.status) = (status.is_some(), status),
+                // It cannot be waited for (never seen): counted as ended, and as failed.
+                Err(_) => self.ended = true,
+            }
+        }
+        !self.ended
+    }
+
+    /// Whether it succeeded, what it printed, the last line it said on stderr.
+    fn finish(mut self) -> (u32, bool, String, String) {
+        let status = self.status.take();
+        let stdout = String::from_utf8_lossy(&self.stdout.join().unwrap_or_default()).into_owned();
+        let stderr = self.stderr.join().unwrap_or_default();
+        let said = String::from_utf8_lossy(&stderr).lines().last().unwrap_or("").to_string();
+        (self.index, status.is_some_and(|s| s.success()), stdout, said)
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,8 +99,9 @@ impl Machine {
 }
 
 /// Bumped when a floor is measured differently. 2: timers without the kernel's timer slack;
-/// 3: the open loop's own timer instead of thread::sleep.
-const METHOD: u32 = 3;
+/// 3: the open loop's own timer instead of thread::sleep; 4: a loopback round trip measured
+/// beside the null gRPC calls.
+const METHOD: u32 = 4;
 
 /// Where a calibration came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,7 +137,7 @@ pub struct Calibration {
     /// A thread blocked on a Unix socket: from the writer's write to the reader's wake-up.
     #[serde(rename = "idle_wakeup_us")]
     pub idle_wakeup: Floor,
-    /// 1-byte TCP ping-pong on 127.0.0.1, back to back.
+    /// 1-byte TCP ping-pong on 127.0.0.1, back to back, between two blocked threads.
     #[serde(rename = "loopback_rtt_busy_us")]
     pub loopback_rtt_busy: Floor,
     /// The same with 1 ms between pings.
@@ -145,6 +146,11 @@ pub struct Calibration {
     /// EchoService/echo with an empty message on the in-process lab, one call at a time.
     #[serde(rename = "null_rpc_us")]
     pub null_rpc: Floor,
+    /// 1-byte TCP ping-pong on 127.0.0.1 under the null call's wake-up conditions: from the
+    /// same runtime thread, to a runtime thread as the lab's, each ping just before a null
+    /// call. The floor printed beside the null call: a call is at least this round trip.
+    #[serde(rename = "loopback_rtt_beside_rpc_us", default)]
+    pub loopback_rtt_beside_rpc: Floor,
     /// Null calls/s of one client thread, `in_flight` calls on one connection (closed loop).
     pub max_calls_per_s: f64,
     pub in_flight: usize,
@@ -190,13 +196,14 @@ pub fn cached() -> Option<Calibration> {
 
 /// One line for other reports, e.g. "null RPC p50 45.0 µs p99 90.0 µs,
 /// loopback RTT 20.0 µs, open-loop timer p99 1.0 µs, hiccup p99 80.0 µs" (loopback RTT:
-/// busy p50; timer: the lateness of the one `run --rps` paces with).
+/// p50 of the one measured beside the null calls, under their wake-up conditions, so that
+/// it is comparable; timer: the lateness of the one `run --rps` paces with).
 pub fn floor_line(c: &Calibration) -> String {
     format!(
         "null RPC p50 {} p99 {}, loopback RTT {}, open-loop timer p99 {}, hiccup p99 {}",
         duration(c.null_rpc.p50),
         duration(c.null_rpc.p99),
-        duration(c.loopback_rtt_busy.p50),
+        duration(c.loopback_rtt_beside_rpc.p50),
         duration(c.pacer_lateness.p99),
         duration(c.hiccup.p99),
     )
@@ -235,6 +242,7 @@ pub fn table(c: &Calibration, cache: Option<&Path>) -> String {
         ("loopback TCP RTT, busy", &c.loopback_rtt_busy),
         ("loopback TCP RTT, idle (1 ms apart)", &c.loopback_rtt_idle),
         ("null gRPC call (in-process lab, 1 at a time)", &c.null_rpc),
+        ("loopback TCP RTT, beside the null calls", &c.loopback_rtt_beside_rpc),
         ("hiccup (1 ms sleep loop)", &c.hiccup),
     ];
     for (name, f) in rows {
@@ -333,6 +341,7 @@ pub fn measure(machine: Machine) -> anyhow::Result<Calibration> {
         loopback_rtt_busy,
         loopback_rtt_idle,
         null_rpc: grpc.null_rpc,
+        loopback_rtt_beside_rpc: grpc.loopback_rtt,
         max_calls_per_s: grpc.calls_per_s,
         in_flight: IN_FLIGHT,
         hiccup,
@@ -486,11 +495,48 @@ fn loopback_rtt() -> anyhow::Result<(Floor, Floor)> {
 
 struct Grpc {
     null_rpc: Floor,
+    loopback_rtt: Floor,
     calls_per_s: f64,
 }
 
+/// A 1-byte echo on 127.0.0.1:0 served by a runtime thread of its own, as the lab serves
+/// (woken through epoll, not a blocked read); ends when its one client closes.
+fn async_echo() -> anyhow::Result<(std::net::SocketAddr, std::thread::JoinHandle<std::io::Result<()>>)> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(io_failed("cannot listen on 127.0.0.1"))?;
+    let addr = listener.local_addr().map_err(io_failed("no local address"))?;
+    listener.set_nonblocking(true).map_err(io_failed("a non-blocking listener"))?;
+    let runtime = current_thread_runtime()?;
+    let echo = std::thread::Builder::new()
+        .name("calibrate-async-echo".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let (mut s, _) = tokio::net::TcpListener::from_std(listener)?.accept().await?;
+                s.set_nodelay(true)?;
+                let mut b = [0u8; 1];
+                while s.read(&mut b).await? == 1 {
+                    s.write_all(&b).await?;
+                }
+                Ok(())
+            })
+        })
+        .map_err(io_failed("cannot start a thread"))?;
+    Ok((addr, echo))
+}
+
+/// One 1-byte round trip on `s`.
+async fn ping(s: &mut tokio::net::TcpStream) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut b = [1u8; 1];
+    s.write_all(&b).await.map_err(io_failed("loopback write"))?;
+    s.read_exact(&mut b).await.map_err(io_failed("loopback read"))?;
+    Ok(())
+}
+
 /// The lab on 127.0.0.1:0 (one runtime thread) and rpcmeter's own transport: one call at a
-/// time, then `IN_FLIGHT` at a time for `THROUGHPUT_WINDOW`.
+/// time, each after a loopback ping from the same thread (the round trip under the same
+/// wake-up conditions, at the same moments), then `IN_FLIGHT` at a time for
+/// `THROUGHPUT_WINDOW`.
 fn null_rpc() -> anyhow::Result<Grpc> {
     let config =
         LabConfig { addr: "127.0.0.1:0".into(), threads: 1, per_thread: 64, db_pool: 1, ..LabConfig::default() };
@@ -504,10 +550,14 @@ fn null_rpc() -> anyhow::Result<Grpc> {
     };
     let call = PreparedCall::new(&spec);
     let body = wire::frame(&[]);
+    let (echo_addr, echo) = async_echo()?;
     let runtime = current_thread_runtime()?;
     let result = runtime.block_on(async {
         let connector = Connector::new(&target).map_err(|e| internal(format!("{e:#}")))?;
         let conn = connector.connect().await.map_err(|e| internal(format!("{e:#}")))?;
+        let mut echo =
+            tokio::net::TcpStream::connect(echo_addr).await.map_err(io_failed("cannot connect on 127.0.0.1"))?;
+        echo.set_nodelay(true).map_err(io_failed("TCP_NODELAY"))?;
         let one = |conn: crate::grpc::Connection| {
             let (call, body) = (&call, body.clone());
             async move {
@@ -521,17 +571,22 @@ fn null_rpc() -> anyhow::Result<Grpc> {
             }
         };
         for _ in 0..NULL_RPC_WARMUP {
+            ping(&mut echo).await?;
             one(conn.clone()).await?;
         }
-        let mut h = histogram();
+        let (mut h, mut rtt) = (histogram(), histogram());
         let start = Instant::now();
         let mut i = 0;
         while i < NULL_RPCS && start.elapsed() < STEP_LIMIT {
             let sent = Instant::now();
+            ping(&mut echo).await?;
+            let pinged = Instant::now();
             one(conn.clone()).await?;
-            record(&mut h, sent.elapsed());
+            record(&mut rtt, pinged - sent);
+            record(&mut h, pinged.elapsed());
             i += 1;
         }
+        drop(echo);
         // Closed loop: each of IN_FLIGHT loops sends its next call when its last one ends.
         let closed_loop = |window: Duration| {
             let end = Instant::now() + window;
@@ -554,12 +609,18 @@ fn null_rpc() -> anyhow::Result<Grpc> {
         let calls: u64 = closed_loop(THROUGHPUT_WINDOW).await?.iter().sum();
         // To 0.1 call/s: more digits would be noise.
         let calls_per_s = (crate::stats::rate(calls, start.elapsed()) * 10.0).round() / 10.0;
-        anyhow::Ok(Grpc { null_rpc: Floor::of(&h), calls_per_s })
+        anyhow::Ok(Grpc { null_rpc: Floor::of(&h), loopback_rtt: Floor::of(&rtt), calls_per_s })
     });
     // The connection's driver task lives on this runtime: gone first, so that the server's
     // shutdown does not wait its drain for a goodbye no one reads (LabServer::shutdown).
     drop(runtime);
     drop(server);
+    // The echo ends as its client closes; one that never came (a failure before) is stood in
+    // for by a connection closed at once.
+    if result.is_err() {
+        let _ = TcpStream::connect(echo_addr);
+    }
+    let _ = echo.join();
     result
 }
 
@@ -653,6 +714,7 @@ mod tests {
             loopback_rtt_busy: floor(20),
             loopback_rtt_idle: floor(40),
             null_rpc: floor(45),
+            loopback_rtt_beside_rpc: floor(25),
             max_calls_per_s: 12_345.5,
             in_flight: IN_FLIGHT,
             hiccup: floor(80),
@@ -687,7 +749,7 @@ mod tests {
     fn floor_line_names_each_floor() {
         assert_eq!(
             floor_line(&sample()),
-            "null RPC p50 45.0 µs p99 90.0 µs, loopback RTT 20.0 µs, \
+            "null RPC p50 45.0 µs p99 90.0 µs, loopback RTT 25.0 µs, \
              open-loop timer p99 120.0 µs, hiccup p99 160.0 µs"
         );
     }

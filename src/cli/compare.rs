@@ -1,5 +1,6 @@
-//! `rpcmeter compare A.json B.json`: is run B better or worse than run A, interval by
-//! interval, beyond noise? (`app::compare` reads, computes and renders.)
+//! `rpcmeter compare A.json B.json` (or several runs a side: `compare a1 a2 a3 -- b1 b2 b3`):
+//! is B better or worse than A, beyond the noise between runs? (`app::compare` reads,
+//! computes and renders.)
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,16 +27,17 @@ pub enum CompareFormat {
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
-    /// The baseline: a result of `rpcmeter run --format json` (or `--export json=FILE`).
-    #[arg(value_name = "A")]
-    pub a: PathBuf,
-    /// The candidate, judged against A.
-    #[arg(value_name = "B")]
-    pub b: PathBuf,
+    /// The baseline: results of `rpcmeter run --format json` (or `--export json=FILE`, `merge`,
+    /// a history id), one per run. Two files and no `--`: the first is A, the second B
+    #[arg(value_name = "A", required = true)]
+    pub a: Vec<PathBuf>,
+    /// The candidate's runs, after `--`: `compare a1.json a2.json a3.json -- b1.json b2.json b3.json`
+    #[arg(value_name = "B", last = true)]
+    pub b: Vec<PathBuf>,
     /// Metrics to compare, repeatable or comma-separated (default: all).
     #[arg(long = "metric", value_enum, value_delimiter = ',')]
     pub metrics: Vec<MetricArg>,
-    /// Significance level of the Mann-Whitney U test, in (0, 1).
+    /// Significance level of the test (its confidence intervals are at 1 - alpha), in (0, 1).
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
     /// Exit 1 when any metric of B is a significant regression against A.
@@ -48,6 +50,8 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
 }
 
 fn parse_alpha(s: &str) -> Result<f64, String> {
@@ -71,5 +75,6 @@ fn parse_min_effect(s: &str) -> Result<f64, String> {
 }
 
 pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    crate::app::compare::run(&crate::app::compare::Settings::from_args(&args))
+    args.input.apply();
+    crate::app::compare::run(&crate::app::compare::Settings::from_args(&args)?)
 }

@@ -5,6 +5,7 @@
 //! client's alone.
 use crate::app::run::{run, Settings};
 use crate::experiments::servers::{self, Runtime, Server};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -59,7 +60,8 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         argv.extend(flags);
         argv.push(&addr);
         let words: Vec<String> = argv.iter().skip(1).map(|a| a.to_string()).collect();
-        println!("\n=== {title}\n$ rpcmeter {}", crate::experiments::command_line(&words));
+        // writeln, not println: a closed pipe is an error to report quietly, not a panic.
+        writeln!(std::io::stdout(), "\n=== {title}\n$ rpcmeter {}", crate::experiments::command_line(&words))?;
         // Read as `rpcmeter run` reads them, so that the demo shows commands a user can copy.
         let parsed = super::run::parse_words(&argv)?;
         let mut settings = Settings::from_args(&parsed, words)?;
@@ -68,7 +70,8 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
         run(settings, control.clone())?;
     }
-    println!("\n=== The server's own count (server-side throughput beside the client's)");
-    print!("{}", server.stop());
+    let mut out = std::io::stdout();
+    writeln!(out, "\n=== The server's own count (server-side throughput beside the client's)")?;
+    write!(out, "{}", server.stop())?;
     Ok(ExitCode::SUCCESS)
 }

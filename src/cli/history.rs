@@ -11,6 +11,11 @@ pub struct HistoryArgs {
     /// ~/.local/share/rpcmeter/history.sqlite3]
     #[arg(long, global = true, value_name = "PATH")]
     pub history: Option<PathBuf>,
+    /// `history --limit N`: list at most N runs, as `history list --limit N`
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
     /// What to do [default: list]
     #[command(subcommand)]
     pub command: Option<HistoryCommand>,
@@ -21,9 +26,9 @@ pub enum HistoryCommand {
     /// The recorded runs, newest first: id, start, name, target, call, mode, calls, ok,
     /// throughput, p50, p99.
     List {
-        /// Show at most N runs (0: all)
-        #[arg(long, value_name = "N", default_value_t = 20)]
-        limit: usize,
+        /// Show at most N runs (0: all) [default: 20]
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
     },
     /// One run: a short summary, or (--format json) its whole result as `run --format json`
     /// printed it.
@@ -47,8 +52,15 @@ fn id(text: &str) -> Result<i64, String> {
 }
 
 pub fn main(args: HistoryArgs) -> anyhow::Result<ExitCode> {
-    let action = match args.command.unwrap_or(HistoryCommand::List { limit: 20 }) {
-        HistoryCommand::List { limit } => Action::List { limit },
+    args.input.apply();
+    let command = args.command.unwrap_or(HistoryCommand::List { limit: None });
+    if args.limit.is_some() && !matches!(command, HistoryCommand::List { .. }) {
+        return Err(crate::error::bad_input(
+            "--limit is for listing runs (history --limit N, or history list --limit N)",
+        ));
+    }
+    let action = match command {
+        HistoryCommand::List { limit } => Action::List { limit: limit.or(args.limit).unwrap_or(20) },
         HistoryCommand::Show { id, format } => Action::Show { id, format },
         HistoryCommand::Rm { id } => Action::Remove { id },
     };

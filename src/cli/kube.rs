@@ -36,8 +36,33 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         return Err(bad_input("kube run: --shard, --shards and --start-at are set by kube itself"));
     }
     let start = (SystemTime::now() + args.start_in).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    // Metadata naming a credential goes into a Secret that the pods read through the
+    // environment (Kubernetes expands $(VAR) in args): the Job, which anyone who may list
+    // pods reads, carries no credential, and the pods still send the real metadata.
+    let redactor = crate::app::redact::Redactor::new(&parsed.redact);
+    let secret_name = format!("{}-metadata", args.name);
+    let mut secret_data = serde_json::Map::new();
+    let mut env = Vec::new();
+    let mut secret_keys = Vec::new();
     let mut container_args: Vec<String> = vec!["run".into()];
     container_args.extend(run_args.iter().cloned());
+    let flags = [
+        ("metadata", "RPCMETER_METADATA", &parsed.metadata),
+        ("reflect-metadata", "RPCMETER_REFLECT_METADATA", &parsed.reflect_metadata),
+    ];
+    for (key, var, json) in flags {
+        let Some(json) = json.as_ref() else { continue };
+        let names = redactor.secret_names(json);
+        if names.is_empty() {
+            continue;
+        }
+        secret_keys.extend(names);
+        for word in container_args.iter_mut() {
+            *word = word.replace(json.as_str(), &format!("$({var})"));
+        }
+        secret_data.insert(key.into(), json.clone().into());
+        env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}));
+    }
     container_args.extend(
         [
             "--shard",
@@ -51,7 +76,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         ]
         .map(String::from),
     );
-    let job = json!({
+    let mut job = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": args.name, "labels": {"app.kubernetes.io/name": "rpcmeter"}},
@@ -73,7 +98,27 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
             },
         },
     });
-    let text = serde_json::to_string_pretty(&job).unwrap_or_default();
+    if !env.is_empty() {
+        job["spec"]["template"]["spec"]["containers"][0]["env"] = env.into();
+    }
+    let manifest = match secret_data.is_empty() {
+        true => job,
+        false => {
+            let secret = json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": secret_name, "labels": {"app.kubernetes.io/name": "rpcmeter"}},
+                "type": "Opaque",
+                "stringData": secret_data,
+            });
+            eprintln!(
+                "# the metadata with {} is in Secret {secret_name}, not in the Job's args: keep this manifest private",
+                secret_keys.join(", ")
+            );
+            json!({"apiVersion": "v1", "kind": "List", "items": [secret, job]})
+        }
+    };
+    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
     let how = format!(
         "# kubectl apply -f - ; the load starts at {} (Unix {start:.3}), in {} from now.\n\
          # then: kubectl wait --for=condition=complete job/{name} --timeout=1h && \

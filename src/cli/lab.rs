@@ -16,7 +16,7 @@ pub struct LabArgs {
     #[arg(long, default_value = "rpcmeter-lab")]
     pub out: PathBuf,
     /// Runtimes to include (the others' servers are not built, and the report says so)
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "rpcmeter,go,java,python")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "rpcmeter,go,java,python,ruby")]
     pub runtimes: Vec<Runtime>,
     /// postgres://... (or postgresql://, or sqlite:PATH) for the Db calls (a temporary SQLite file otherwise)
     #[arg(long)]

@@ -17,6 +17,8 @@ pub struct MergeArgs {
     /// What standard output gets: the merged result as JSON, or a short table
     #[arg(long, value_enum, default_value_t = MergeFormat::Table)]
     pub format: MergeFormat,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -26,13 +28,12 @@ pub enum MergeFormat {
 }
 
 pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
+    args.input.apply();
     let mut inputs = Vec::new();
     let mut skipped = Vec::new();
     for path in &args.results {
         if path == std::path::Path::new("-") {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .map_err(|e| crate::error::bad_input(format!("standard input: {e}")))?;
+            let text = crate::input::read_string(path, crate::input::Kind::Result, "standard input")?;
             let (read, other) = merge::read_stream(&text, "stdin")?;
             inputs.extend(read);
             skipped.extend(other);
@@ -41,6 +42,9 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut merged = merge::merge(&inputs)?;
+    for warning in merge::warnings(&merged) {
+        eprintln!("rpcmeter: warning: {warning}");
+    }
     if let Some(notices) = merged["notices"].as_array_mut() {
         notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}").into()));
     }

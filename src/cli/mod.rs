@@ -1,6 +1,7 @@
 //! The command line: clap types, one file per subcommand. `app` turns them into validated
 //! settings and runs them; only this layer and the reports print.
 use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 pub mod calibrate;
@@ -42,7 +43,7 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Print the Kubernetes manifest (an Indexed Job) of one run spread over N pods.
     Kube(kube::KubeArgs),
-    /// Compare two JSON results interval by interval: medians, bootstrap intervals, Mann-Whitney U, a verdict.
+    /// Compare runs of B against runs of A beyond the noise between runs: ratios with confidence intervals, a verdict.
     Compare(compare::CompareArgs),
     /// Draw result JSON files as one self-contained HTML report (inline SVG plots, no network).
     Report(report::ReportArgs),
@@ -83,24 +84,43 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::main(args),
         Command::History(args) => history::main(args),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
+            // Into memory first: clap_complete panics on a failed write (a full disk).
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut text);
+            to_stdout(&text)
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|_| ExitCode::SUCCESS)
-            .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e)),
+        Command::Man => {
+            let mut text = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut text) {
+                Ok(()) => to_stdout(&text),
+                Err(e) => Err(crate::error::internal(e)),
+            }
+        }
     };
     match result {
         Ok(code) => code,
+        Err(err) if crate::error::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("rpcmeter: error: {err:#}");
+            // One line, whatever a server put in it (its messages reach errors). Best effort:
+            // after a hang-up stderr may be gone, and eprintln! would panic.
+            let line = crate::report::printable::printable(&format!("{err:#}")).into_owned();
+            let _ = writeln!(std::io::stderr(), "rpcmeter: error: {line}");
             ExitCode::from(crate::error::exit_code(&err))
         }
     }
 }
 
+/// Writes `bytes` to standard output; a failed write is an output error (exit 1, one line).
+fn to_stdout(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|_| out.flush())
+        .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
+    args.input.apply();
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     if let Some(shards) = args.shards {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.

@@ -1,6 +1,7 @@
 //! `rpcmeter protos [DIR]`: the lab's .proto files, for tools that need them (ghz, grpcurl).
 use crate::error::bad_input;
 use crate::lab::proto::SOURCES;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -16,7 +17,8 @@ pub fn main(args: ProtosArgs) -> anyhow::Result<ExitCode> {
         let path = args.dir.join(name);
         let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| std::fs::write(&path, text));
         written.map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
-        println!("{}", path.display());
+        // writeln, not println: a closed pipe is an error to report quietly, not a panic.
+        writeln!(std::io::stdout(), "{}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }

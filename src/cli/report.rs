@@ -11,8 +11,11 @@ pub struct ReportArgs {
     /// The HTML file to write (`-`: standard output).
     #[arg(short = 'o', long, default_value = "report.html")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
 }
 
 pub fn main(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    args.input.apply();
     crate::app::report::report(&args.files, &args.output)
 }

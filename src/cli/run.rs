@@ -30,6 +30,11 @@ pub struct RunArgs {
     /// Request metadata (headers) as a JSON object; keys ending in -bin take base64
     #[arg(short = 'm', long)]
     pub metadata: Option<String>,
+    /// Keep the value of this metadata key or tag out of results, history and `kube`'s Job
+    /// (repeatable; authorization, cookie and names with token, secret, password, key... are
+    /// always kept out)
+    #[arg(long, value_name = "KEY", action = clap::ArgAction::Append)]
+    pub redact: Vec<String>,
     // "proto" and "protoset" are SchemaArgs' fields: flattened, their ids resolve here.
     /// Metadata for server reflection only (a JSON object, as -m), on top of -m's
     #[arg(long, conflicts_with_all = ["proto", "protoset"])]
@@ -170,6 +175,8 @@ pub struct RunArgs {
     /// else ~/.local/share/rpcmeter/history.sqlite3]
     #[arg(long, value_name = "PATH")]
     pub history: Option<PathBuf>,
+    #[command(flatten)]
+    pub input: crate::input::InputArgs,
     /// Serve live Prometheus metrics on HOST:PORT/metrics during the run (port 0: any free
     /// port, printed on stderr); updated every --interval, closed when the run ends
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "shards")]

@@ -62,6 +62,17 @@ pub struct ServeArgs {
     /// mutual TLS) and serve TLS with them.
     #[arg(long, value_name = "DIR")]
     pub self_signed: Option<PathBuf>,
+    /// Bytes the Storage service's KV store may hold (keys, values and 64 bytes per key); a
+    /// put beyond is refused with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = crate::lab::KV_MAX_BYTES)]
+    pub kv_max_bytes: u64,
+    /// Rows the Db table may hold; a Db call beyond is refused with RESOURCE_EXHAUSTED (and
+    /// its inserts rolled back).
+    #[arg(long, default_value_t = crate::lab::DB_MAX_ROWS)]
+    pub db_max_rows: u64,
+    /// Answer Stats/Reset from any peer, not only from this machine's loopback.
+    #[arg(long)]
+    pub allow_remote_reset: bool,
 }
 
 impl ServeArgs {
@@ -102,6 +113,9 @@ impl ServeArgs {
             spin: self.spin,
             drain: defaults.drain,
             tls,
+            kv_max_bytes: self.kv_max_bytes,
+            db_max_rows: self.db_max_rows,
+            allow_remote_reset: self.allow_remote_reset,
         })
     }
 }
@@ -125,7 +139,14 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ),
         None => describe(&config),
     };
+    let plaintext = config.tls.is_none();
     let server = LabServer::start(config)?;
+    if plaintext && !server.local_addr().ip().is_loopback() {
+        eprintln!(
+            "warning: serving plaintext on {}: anyone who reaches it can call every method (--self-signed DIR or --tls-cert serve TLS)",
+            server.local_addr()
+        );
+    }
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on {}", server.local_addr())?;
     writeln!(out, "{shape}")?;
@@ -181,12 +202,14 @@ fn describe(config: &LabConfig) -> String {
         Some(_) => "TLS",
     };
     format!(
-        "model {model}, queue {}; fib {}; db {} (pool {}, sleep {}); storage {store}; echo spin {}; {tls}",
+        "model {model}, queue {}; fib {}; db {} (pool {}, sleep {}, at most {} rows); storage {store} (at most {}); echo spin {}; {tls}",
         config.queue_len(),
         config.fib,
         config.db,
         config.db_pool,
         humantime::Duration::from(config.db_sleep),
+        config.db_max_rows,
+        crate::report::units::bytes(config.kv_max_bytes),
         humantime::Duration::from(config.spin),
     )
 }

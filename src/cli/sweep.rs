@@ -38,6 +38,9 @@ pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|step| Ok((step.clone(), super::run::nested("sweep", &args.run, &step.flags)?)))
         .collect::<anyhow::Result<_>>()?;
+    if let Some((_, first)) = parsed.first() {
+        first.input.apply();
+    }
     let output = output(&args, parsed.first().map(|p| &p.1))?;
     let control = super::interruptible()?;
     sweep::run(parsed, control, output)

@@ -16,6 +16,7 @@ use crate::load::engine::Control;
 use crate::report::{html, Summary};
 use doc::Doc;
 use servers::{Built, Runtime, Server};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -215,7 +216,8 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
             Name::PingVsGrpc => ping_vs_grpc::run(Lab::new(name, ping_vs_grpc::TITLE, options, control.clone())?)?,
             Name::All => unreachable!("expanded above"),
         };
-        println!("lab {}: {} and {}", name.slug(), md.display(), page.display());
+        // writeln, not println: a closed pipe is an error to report quietly, not a panic.
+        writeln!(std::io::stdout(), "lab {}: {} and {}", name.slug(), md.display(), page.display())?;
     }
     Ok(())
 }

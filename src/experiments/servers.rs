@@ -1,6 +1,6 @@
 //! The servers a lab measures: `rpcmeter serve` (this binary, run as a child so that the
 //! client's cost printed is the client's alone), and the reference servers in other runtimes
-//! (labs/servers/: grpc-go, grpc-java, Python grpcio), each built by its own build.sh into
+//! (labs/servers/: grpc-go, grpc-java, Python grpcio, Ruby grpc), each built by its own build.sh into
 //! the user's cache directory, once per version of its sources.
 use crate::calibrate::cache_dir;
 use anyhow::Context;
@@ -28,6 +28,8 @@ pub enum Runtime {
     Java,
     /// labs/servers/python (grpcio, thread pool or grpc.aio)
     Python,
+    /// labs/servers/ruby (grpc's RpcServer, thread pool or the async gem's Fiber scheduler)
+    Ruby,
 }
 
 impl Runtime {
@@ -37,6 +39,7 @@ impl Runtime {
             Runtime::Go => "go",
             Runtime::Java => "java",
             Runtime::Python => "python",
+            Runtime::Ruby => "ruby",
         }
     }
 }

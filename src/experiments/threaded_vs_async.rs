@@ -1,7 +1,8 @@
 //! `lab threaded-vs-async`: docs/experiments.md, "Threaded vs async servers: test_service".
 //! The Cpu and Db calls under a thread pool and an event loop: rpcmeter's own server (Rust
-//! threads vs tokio tasks) and a Python grpcio server (a thread pool vs grpc.aio; the GIL
-//! stands in for Ruby's GVL, whose gems cannot be installed here). Closed loop, the
+//! threads vs tokio tasks), a Python grpcio server (a thread pool vs grpc.aio; the GIL like
+//! Ruby's GVL) and the write-up's own runtime, Ruby's grpc (its thread pool vs each worker's
+//! loop under the async gem's Fiber scheduler, as the write-up patched it). Closed loop, the
 //! write-up's sizes and backoff, the rmeter table counted right beside the write-up's retry
 //! count, and the servers' memory over time (the write-up's open TODO).
 use super::servers::{Runtime, Server};
@@ -18,14 +19,15 @@ pub const TITLE: &str = "Lab: threaded vs async servers (test_service)";
 
 /// A server and its execution model, as the write-up configured them: 5 threads; async with
 /// at most 5 calls per thread. Every server refuses what it cannot run at once (rpcmeter's
-/// `--queue 0`; grpcio's limit is the same), so the four differ only in their model.
+/// `--queue 0`; grpcio's limit is the same; Ruby's is grpc's own `RpcServer#available?`), so
+/// the six differ only in their model and runtime.
 struct Model {
     label: &'static str,
     runtime: Runtime,
     args: &'static [&'static str],
 }
 
-const MODELS: [Model; 4] = [
+const MODELS: [Model; 6] = [
     Model {
         label: "rpcmeter threaded",
         runtime: Runtime::Rpcmeter,
@@ -40,6 +42,12 @@ const MODELS: [Model; 4] = [
     Model {
         label: "python async",
         runtime: Runtime::Python,
+        args: &["--model", "async", "--threads", "5", "--per-thread", "5"],
+    },
+    Model { label: "ruby threaded", runtime: Runtime::Ruby, args: &["--model", "threaded", "--threads", "5"] },
+    Model {
+        label: "ruby async",
+        runtime: Runtime::Ruby,
         args: &["--model", "async", "--threads", "5", "--per-thread", "5"],
     },
 ];
@@ -93,7 +101,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         if lab.options.quick { " (quick mode; the write-up's fib(30) and S..XL x 20 without --quick)" } else { "" },
         if lab.options.db.is_some() { "the database of --db" } else { "SQLite (no --db given; Postgres with --db postgres://...)" },
     ));
-    let wanted: Vec<Runtime> = vec![Runtime::Rpcmeter, Runtime::Python];
+    let wanted: Vec<Runtime> = vec![Runtime::Rpcmeter, Runtime::Python, Runtime::Ruby];
     let ready = lab.servers(&wanted)?;
     let mut steps: Vec<Step> = Vec::new();
     let mut memory: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
@@ -241,7 +249,7 @@ fn findings(steps: &[Step]) -> Vec<String> {
                 .map(|s| s.summary.ok_rps)
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
         };
-        for family in ["rpcmeter", "python"] {
+        for family in ["rpcmeter", "python", "ruby"] {
             if let (Some(t), Some(a)) = (best(&format!("{family} threaded")), best(&format!("{family} async"))) {
                 out.push(format!(
                     "{method}, {family}: best throughput threaded {t:.1} ok/s, async {a:.1} ok/s (async/threaded {:.2}x).",

@@ -91,8 +91,15 @@ impl History {
     /// missing. Errors name the file.
     pub fn open(path: &Path) -> anyhow::Result<History> {
         let open = || -> anyhow::Result<rusqlite::Connection> {
+            // Private: results carry command lines. A directory made here is 0700, a new
+            // database 0600 (SQLite gives its -wal and -shm files the database's mode).
+            use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            }
+            match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+                _ => {}
             }
             let conn = rusqlite::Connection::open(path)?;
             // Before anything else: switching to WAL and creating the schema take locks too.
@@ -192,13 +199,29 @@ impl History {
         rows.with_context(|| format!("history {}", self.path.display()))
     }
 
-    /// The result saved as run `id`, exactly as it was saved.
+    /// The result saved as run `id`, exactly as it was saved. A row larger than a result may
+    /// be (`crate::input`) is refused unread: a history can come from elsewhere.
     pub fn get(&self, id: i64) -> anyhow::Result<Option<Value>> {
-        let text: Option<String> = self
+        let limit = crate::input::limit(crate::input::Kind::Result);
+        let row: Option<(i64, Option<String>)> = self
             .conn
-            .query_row("SELECT result FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .query_row(
+                "SELECT octet_length(result), CASE WHEN octet_length(result) <= ?2 THEN result END \
+                 FROM runs WHERE id = ?1",
+                params![id, i64::try_from(limit.0).unwrap_or(i64::MAX)],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()
             .with_context(|| format!("history {}", self.path.display()))?;
+        let text = match row {
+            None => None,
+            Some((_, Some(text))) => Some(text),
+            Some((size, None)) => {
+                let label = format!("history {}: run #{id}", self.path.display());
+                let size = u64::try_from(size).ok();
+                return Err(crate::input::too_large(&label, size, crate::input::Kind::Result, limit));
+            }
+        };
         text.map(|t| serde_json::from_str(&t))
             .transpose()
             .with_context(|| format!("history {}: run #{id} is not JSON", self.path.display()))
@@ -259,9 +282,10 @@ pub fn parse_id(arg: &str) -> Option<i64> {
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
 }
 
-/// A result named on the command line (for `compare`, `report`, ...): `42` or `#42` is run 42
-/// of the user's default history, anything else a file holding a JSON result (write `./42`
-/// for a file named 42). Errors are bad input (exit 2), one line naming what is missing.
+/// A result named on the command line (for `compare`, `report`, ...): a file that exists,
+/// else `42` or `#42` is run 42 of the user's default history. A file wins so that a result
+/// saved as `5` is never silently replaced by run #5 (write `#5` when no such file exists).
+/// Errors are bad input (exit 2), one line naming what is missing.
 pub fn resolve(arg: &str) -> anyhow::Result<Value> {
     resolve_in(arg, None)
 }
@@ -269,16 +293,21 @@ pub fn resolve(arg: &str) -> anyhow::Result<Value> {
 /// The text of a result named on the command line: a history id's saved JSON, or a file's
 /// content as it is (its readers check it). `compare`, `report` and `merge` read through this.
 pub fn resolve_text(arg: &str) -> anyhow::Result<String> {
-    match parse_id(arg) {
+    match history_id(arg) {
         Some(_) => Ok(serde_json::to_string(&resolve(arg)?).unwrap_or_default()),
-        None => std::fs::read_to_string(arg).map_err(|e| bad_input(format!("{arg}: cannot read: {e}"))),
+        None => crate::input::read_string(Path::new(arg), crate::input::Kind::Result, arg),
     }
+}
+
+/// The run id `arg` names, unless a file of that name exists (see `resolve`).
+fn history_id(arg: &str) -> Option<i64> {
+    parse_id(arg).filter(|_| !Path::new(arg).exists())
 }
 
 /// `resolve`, with ids looked up in `history` (None: the user's default history).
 pub fn resolve_in(arg: &str, history: Option<&Path>) -> anyhow::Result<Value> {
-    let Some(id) = parse_id(arg) else {
-        let text = std::fs::read_to_string(arg).map_err(|e| bad_input(format!("{arg}: {e}")))?;
+    let Some(id) = history_id(arg) else {
+        let text = crate::input::read_string(Path::new(arg), crate::input::Kind::Result, arg)?;
         return serde_json::from_str(&text).map_err(|e| bad_input(format!("{arg}: not a JSON result: {e}")));
     };
     let path = match history {

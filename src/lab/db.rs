@@ -60,6 +60,17 @@ const TABLE: &str = "rpcmeter_rows";
 
 pub struct Db {
     backend: Backend,
+    /// `--db-max-rows`.
+    max_rows: u64,
+}
+
+/// A call refused: its inserts would take the table past `--db-max-rows` (they were rolled back).
+#[derive(Debug, thiserror::Error)]
+#[error("the table is full: it holds {held} rows and this call adds {adding}, above --db-max-rows {max}")]
+pub struct TableFull {
+    held: u64,
+    adding: u32,
+    max: u64,
 }
 
 enum Backend {
@@ -74,7 +85,7 @@ enum Backend {
 impl Db {
     /// Opens `pool` connections and creates the table; a database that cannot be used
     /// fails here, with one line naming it, not at the first call.
-    pub async fn open(spec: &DbSpec, pool: usize) -> anyhow::Result<Db> {
+    pub async fn open(spec: &DbSpec, pool: usize, max_rows: u64) -> anyhow::Result<Db> {
         let backend = match spec {
             DbSpec::TempSqlite => open_temp_sqlite(pool),
             DbSpec::Sqlite(path) => {
@@ -82,19 +93,24 @@ impl Db {
             }
             DbSpec::Postgres(url) => open_postgres(url, pool).await.map(Backend::Postgres),
         };
-        backend.map(|backend| Db { backend }).map_err(|err| bad_input(format!("cannot use database {spec}: {err}")))
+        backend
+            .map(|backend| Db { backend, max_rows })
+            .map_err(|err| bad_input(format!("cannot use database {spec}: {err}")))
     }
 
     /// Inserts `rows` rows and counts the table in one transaction, then sleeps `sleep`
     /// inside the database on the same connection (after the commit: it holds the pooled
-    /// connection, not the write lock). Returns the count.
+    /// connection, not the write lock). Returns the count. A count above `max_rows` rolls
+    /// the inserts back and is a `TableFull` error: the work is the same, the table stays bounded.
     pub async fn insert_count_sleep(&self, rows: u32, sleep: Duration) -> anyhow::Result<u64> {
+        let max = self.max_rows;
+        let full = move |count: u64| TableFull { held: count.saturating_sub(rows.into()), adding: rows, max };
         match &self.backend {
             Backend::Sqlite { pool, .. } => {
                 let mut conn = pool.get().await;
                 // SQLite blocks: off the runtime threads (in the threaded model the worker
                 // thread that awaits this is blocked all the same, as it should be).
-                tokio::task::spawn_blocking(move || sqlite_call(&mut conn, rows, sleep)).await?
+                tokio::task::spawn_blocking(move || sqlite_call(&mut conn, rows, sleep, max, full)).await?
             }
             Backend::Postgres(pool) => {
                 let mut client = pool.get().await;
@@ -108,6 +124,10 @@ impl Db {
                     tx.execute(&insert, &[&format!("row {i}")]).await?;
                 }
                 let count: i64 = tx.query_one(&format!("SELECT COUNT(*) FROM {TABLE}"), &[]).await?.get(0);
+                if count as u64 > max {
+                    tx.rollback().await?;
+                    return Err(full(count as u64).into());
+                }
                 tx.commit().await?;
                 client.execute("SELECT pg_sleep($1)", &[&sleep.as_secs_f64()]).await?;
                 Ok(count as u64)
@@ -151,7 +171,13 @@ fn open_sqlite(path: PathBuf, size: usize) -> Result<Pool<rusqlite::Connection>,
     Ok(Pool::new(conns))
 }
 
-fn sqlite_call(conn: &mut rusqlite::Connection, rows: u32, sleep: Duration) -> anyhow::Result<u64> {
+fn sqlite_call(
+    conn: &mut rusqlite::Connection,
+    rows: u32,
+    sleep: Duration,
+    max: u64,
+    full: impl Fn(u64) -> TableFull,
+) -> anyhow::Result<u64> {
     // IMMEDIATE takes the write lock up front: a deferred transaction that upgrades from
     // read to write can fail with SQLITE_BUSY without waiting.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -162,6 +188,10 @@ fn sqlite_call(conn: &mut rusqlite::Connection, rows: u32, sleep: Duration) -> a
         }
     }
     let count: i64 = tx.query_row(&format!("SELECT COUNT(*) FROM {TABLE}"), [], |r| r.get(0))?;
+    if count as u64 > max {
+        tx.rollback()?;
+        return Err(full(count as u64).into());
+    }
     tx.commit()?;
     conn.query_row("SELECT rpcmeter_sleep(?1)", [sleep.as_millis() as i64], |_| Ok(()))?;
     Ok(count as u64)

@@ -18,7 +18,7 @@ mod test_service;
 pub mod tls;
 
 pub use db::DbSpec;
-pub use server::{LabConfig, LabServer, Model, StatsReader};
+pub use server::{LabConfig, LabServer, Model, StatsReader, DB_MAX_ROWS, KV_MAX_BYTES};
 pub use stats::Method;
 pub use streaming::MAX_CHUNK_BYTES;
 

@@ -67,7 +67,19 @@ pub struct LabConfig {
     pub drain: Duration,
     /// Serve TLS (and require client certificates) instead of plaintext h2c.
     pub tls: Option<super::tls::LabTls>,
+    /// Bytes the KV store may hold (keys, values and `storage::ENTRY_OVERHEAD` per key): a
+    /// server anyone can reach must not be filled until it is killed.
+    pub kv_max_bytes: u64,
+    /// Rows the Db table may hold.
+    pub db_max_rows: u64,
+    /// Answer Stats/Reset from peers beyond this machine's loopback too.
+    pub allow_remote_reset: bool,
 }
+
+/// `--kv-max-bytes`' default: room for the lab's experiments, far below a machine's memory.
+pub const KV_MAX_BYTES: u64 = 64 << 20;
+/// `--db-max-rows`' default: a long lab session's inserts, a file of tens of MB.
+pub const DB_MAX_ROWS: u64 = 1_000_000;
 
 impl Default for LabConfig {
     fn default() -> Self {
@@ -85,6 +97,9 @@ impl Default for LabConfig {
             spin: Duration::from_micros(200),
             drain: DRAIN,
             tls: None,
+            kv_max_bytes: KV_MAX_BYTES,
+            db_max_rows: DB_MAX_ROWS,
+            allow_remote_reset: false,
         }
     }
 }
@@ -106,7 +121,11 @@ impl LabConfig {
     /// Checks the shape and the fib; `LabServer::start` calls it too.
     pub fn validate(&self) -> anyhow::Result<()> {
         let positive = [("--threads", self.threads), ("--per-thread", self.per_thread), ("--db-pool", self.db_pool)];
+        let positive_u64 = [("--kv-max-bytes", self.kv_max_bytes), ("--db-max-rows", self.db_max_rows)];
         if let Some((name, _)) = positive.iter().find(|(_, n)| *n == 0) {
+            return Err(bad_input(format!("{name} must be at least 1")));
+        }
+        if let Some((name, _)) = positive_u64.iter().find(|(_, n)| *n == 0) {
             return Err(bad_input(format!("{name} must be at least 1")));
         }
         let at_most = [("--threads", self.threads, MAX_THREADS), ("--db-pool", self.db_pool, MAX_DB_POOL)];
@@ -280,12 +299,12 @@ fn build_runtime(config: &LabConfig) -> anyhow::Result<tokio::runtime::Runtime> 
 
 impl Lab {
     async fn new(config: LabConfig, runtime: tokio::runtime::Handle) -> anyhow::Result<Lab> {
-        let db = Db::open(&config.db, config.db_pool).await?;
+        let db = Db::open(&config.db, config.db_pool, config.db_max_rows).await?;
         let exec = match config.model {
             Model::Async => Executor::new_async(config.running(), config.queue_len()),
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
-        let store = Store::new(config.relax);
+        let store = Store::new(config.relax, config.kv_max_bytes);
         Ok(Lab { stats: Arc::new(Stats::new(config.spin)), config, exec, db, store, health: Default::default() })
     }
 }

@@ -213,8 +213,18 @@ impl stats_server::Stats for Arc<Lab> {
         Ok(Response::new(self.stats.snapshot()))
     }
 
-    /// Answers with the counts it zeroed.
-    async fn reset(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
+    /// Answers with the counts it zeroed. Zeroing what every client reads is for this
+    /// machine (a lab that owns its server), unless `--allow-remote-reset`: a peer whose
+    /// address is unknown counts as remote.
+    async fn reset(&self, request: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
+        let peer = request.remote_addr();
+        let local = peer.is_some_and(|peer| peer.ip().to_canonical().is_loopback());
+        if !local && !self.config.allow_remote_reset {
+            let peer = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
+            return Err(Status::permission_denied(format!(
+                "Stats/Reset is for clients on the server's machine, not {peer}: start serve with --allow-remote-reset to allow it"
+            )));
+        }
         Ok(Response::new(self.stats.take()))
     }
 }

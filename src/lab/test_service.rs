@@ -1,5 +1,6 @@
 //! test_service's two APIs (docs/experiments.md, "Threaded vs async servers"): one CPU-bound,
 //! one bound by the database.
+use super::db::TableFull;
 use super::proto::lab::{test_service_server::TestService, CpuReply, CpuRequest, DbReply, DbRequest};
 use super::stats::Method;
 use super::Lab;
@@ -56,7 +57,10 @@ impl TestService for Arc<Lab> {
             }
             match lab.db.insert_count_sleep(rows, lab.config.db_sleep).await {
                 Ok(count) => Ok(DbReply { count }),
-                Err(err) => Err(Status::internal(format!("database: {err:#}"))),
+                Err(err) => match err.downcast_ref::<TableFull>() {
+                    Some(full) => Err(Status::resource_exhausted(full.to_string())),
+                    None => Err(Status::internal(format!("database: {err:#}"))),
+                },
             }
         })
         .await

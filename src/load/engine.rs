@@ -25,7 +25,10 @@ use tonic::Code;
 pub struct CallRecord {
     pub call: u64,
     pub worker: u32,
+    /// The actual first send (wall clock).
     pub sent_at: SystemTime,
+    /// Open loop: the schedule's due time of the call (wall clock); None in closed loop and bursts.
+    pub intended: Option<SystemTime>,
     pub latency: Duration,
     pub request: Bytes,
     pub reply: Reply,
@@ -153,6 +156,9 @@ struct Shared {
     phase: watch::Sender<Phase>,
     round_done: Notify,
     round_ends: Mutex<Vec<Instant>>,
+    /// The wall clock at the run's start, set once before the go signal: intended send times
+    /// in per-call details are this plus the schedule's offset, so they keep its exact spacing.
+    start_wall: std::sync::OnceLock<SystemTime>,
 }
 
 impl Shared {
@@ -200,6 +206,7 @@ pub fn run(
         phase,
         round_done: Notify::new(),
         round_ends: Mutex::new(Vec::new()),
+        start_wall: std::sync::OnceLock::new(),
     });
     let (report_tx, reports) = mpsc::channel();
     let mut handles = Vec::new();
@@ -241,6 +248,7 @@ pub fn run(
     }
     let usage_before = resource::usage();
     let start = Instant::now() + START_LEAD;
+    let _ = shared.start_wall.set(SystemTime::now() + START_LEAD);
     shared.phase.send_replace(Phase::Go(start));
     let collected = collect(&shared, start, &reports, sinks, control, threads);
     for handle in handles {
@@ -408,7 +416,8 @@ fn emit(sinks: &mut Sinks, interval: &mut Shard, shared: &Shared, at: Duration, 
 
 /// One worker thread: its own current-thread runtime, connections and shards.
 fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
-    if shared.plan.pacer.is_open() {
+    // The precise timer paces the open loop's sends and every retry's backoff.
+    if shared.plan.pacer.is_open() || shared.plan.retry.max_retries > 0 {
         super::timer::no_timer_slack();
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -458,6 +467,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         let local = Rc::new(Local {
             shared: shared.clone(),
             start,
+            start_wall: shared.start_wall.get().copied().unwrap_or_else(SystemTime::now),
             connections,
             warmup,
             measured,
@@ -547,6 +557,8 @@ async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {
 struct Local {
     shared: Arc<Shared>,
     start: Instant,
+    /// `start` on the wall clock (`Shared::start_wall`).
+    start_wall: SystemTime,
     /// `Rc`: a call clones the pointer, not h2's handle (whose clone takes a lock).
     connections: Vec<RefCell<Rc<Connection>>>,
     warmup: RefCell<Shard>,
@@ -571,6 +583,11 @@ struct Local {
 }
 
 impl Local {
+    /// Every slot of this thread is in a call: none idle, none left to start.
+    fn full(&self) -> bool {
+        self.idle.get() == 0 && self.unstarted.borrow().len() == 0
+    }
+
     fn take_delta(&self) -> Report {
         // A spare is there unless the collector is behind by more than an interval.
         let spare = || self.spares.try_recv().unwrap_or_default();
@@ -604,10 +621,14 @@ impl Local {
     /// Waits out a retry's backoff; false only when calls in flight are abandoned, since a
     /// call already started is drained to its final answer like any other.
     async fn back_off(&self, at: Option<Instant>) -> bool {
-        match at {
-            Some(at) => self.sleep_until(at, |p| *p == Phase::Abort).await,
-            None => false,
+        let Some(at) = at else { return false };
+        // The precise timer: tokio's rounds up to its 1 ms tick, about 1 ms more on every
+        // backoff (tests/run_engine.rs, retry_backoffs_last_as_designed_not_a_timer_tick_more).
+        if self.timer.wait_until(at).await {
+            return true;
         }
+        // The run stopped sending, which ends the timer's waits: the rest on tokio's timer.
+        self.sleep_until(at, |p| *p == Phase::Abort).await
     }
 
     async fn sleep_until(&self, at: Instant, interrupted: impl Fn(&Phase) -> bool) -> bool {
@@ -689,6 +710,9 @@ async fn worker(local: Rc<Local>, id: u32) {
     let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
     let mut done = 0u64;
     let mut idle = Idle::new(&local.idle, &local.in_flight);
+    // When this worker's last call ended, if every slot of the thread was busy until then
+    // (none idle, none left to start): a call due earlier waited that long for a slot.
+    let mut freed: Option<Instant> = None;
     while !shared.stopping.load(Relaxed) && plan.stop.per_worker.is_none_or(|n| done < n) {
         // --ramp, --stages: wait while the active workers are not more than this one's number
         // in the whole run; a call in flight always ends first (k6's graceful ramp-down).
@@ -701,6 +725,7 @@ async fn worker(local: Rc<Local>, id: u32) {
                     if !local.wait_to_start(at).await {
                         break;
                     }
+                    freed = None;
                 }
                 Some(_) => {}
                 None => break,
@@ -730,13 +755,16 @@ async fn worker(local: Rc<Local>, id: u32) {
         }
         let origin = match intended {
             None => Origin::Sent,
-            // Every slot was busy when this call was due: the wait is the server's doing.
-            Some(due) if now > due => Origin::Intended { due, behind: true },
+            // Due before this worker was free: until then every slot was busy, a wait that is
+            // the server's doing (or --max-in-flight's); the rest is the client's own.
+            Some(due) if now > due => {
+                Origin::Intended { due, slot_wait: freed.map_or(Duration::ZERO, |f| f.saturating_duration_since(due)) }
+            }
             Some(due) => {
                 if !local.wait_to_send(due).await {
                     break;
                 }
-                Origin::Intended { due, behind: false }
+                Origin::Intended { due, slot_wait: Duration::ZERO }
             }
         };
         let warmup = send_at < warmup_end;
@@ -755,7 +783,8 @@ async fn worker(local: Rc<Local>, id: u32) {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
-        call(&local, id, ticket, slot, origin, warmup).await;
+        let answered = call(&local, id, ticket, slot, origin, warmup).await;
+        freed = local.full().then_some(answered);
         idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
         if let crate::load::pacer::Pacer::Burst { size } = &plan.pacer {
@@ -814,13 +843,14 @@ enum Origin {
     /// Closed loop and bursts: the actual send.
     Sent,
     /// Open loop: always the intended send time, as wrk2 counts it, so that any wait a slow
-    /// server caused counts (coordinated omission corrected). `behind`: every in-flight slot
-    /// was busy when the call was due (the sender fell behind, not just a timer's overshoot).
-    Intended { due: Instant, behind: bool },
+    /// server caused counts (coordinated omission corrected). `slot_wait`: how long after
+    /// `due` every in-flight slot stayed busy (the rest of the lag is the client's wake-up).
+    Intended { due: Instant, slot_wait: Duration },
 }
 
-/// One call: attempts with backoff until a final answer, recorded once.
-async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Origin, warmup: bool) {
+/// One call: attempts with backoff until a final answer, recorded once; returns when the
+/// answer came.
+async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Origin, warmup: bool) -> Instant {
     let plan = &local.shared.plan;
     let request = local.shared.requests.request(ticket, worker);
     // The wall clock is read only for per-call details.
@@ -828,8 +858,8 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     let first_send = Instant::now();
     let start = match origin {
         Origin::Sent => first_send,
-        Origin::Intended { due, behind } => {
-            local.shard(warmup).record_lag(first_send.saturating_duration_since(due), behind);
+        Origin::Intended { due, slot_wait } => {
+            local.shard(warmup).record_lag(first_send.saturating_duration_since(due), slot_wait);
             due
         }
     };
@@ -867,6 +897,12 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
             call: ticket,
             worker,
             sent_at: wall.unwrap_or(UNIX_EPOCH),
+            intended: match origin {
+                Origin::Intended { due, .. } => {
+                    local.start_wall.checked_add(due.saturating_duration_since(local.start))
+                }
+                Origin::Sent => None,
+            },
             latency,
             request,
             reply,
@@ -875,4 +911,5 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
         };
         let _ = details.send(record);
     }
+    answered
 }

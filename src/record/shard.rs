@@ -55,9 +55,12 @@ pub struct Counts {
     pub call_status: PerStatus,
     /// Status of each attempt, indexed by gRPC code.
     pub attempt_status: PerStatus,
-    /// Open loop: sends that left more than `LATE_SEND` after their intended time because
-    /// every in-flight slot was busy (the pacer fell behind; a timer's overshoot is not counted).
+    /// Open loop: sends that left more than `LATE_SEND` after their intended time, mostly
+    /// waiting for one of the in-flight slots to free (the pacer fell behind).
     pub late_sends: u64,
+    /// Open loop: sends that left more than `LATE_SEND` late mostly for the client's own
+    /// reasons, a slot free (a late wake-up: a busy or descheduled client).
+    pub late_wakeups: u64,
     pub request_bytes: u64,
     pub response_bytes: u64,
     /// Streaming calls: messages each way (a unary call's one request and response are not
@@ -66,7 +69,7 @@ pub struct Counts {
     pub messages_received: u64,
 }
 
-/// A call due while every in-flight slot was busy, sent later than this, counts as late.
+/// A send later than this after its intended time counts as late.
 pub const LATE_SEND: Duration = Duration::from_millis(1);
 
 impl Counts {
@@ -84,6 +87,7 @@ impl Counts {
         self.attempts = self.attempts.saturating_sub(o.attempts);
         self.retry_exhausted = self.retry_exhausted.saturating_sub(o.retry_exhausted);
         self.late_sends = self.late_sends.saturating_sub(o.late_sends);
+        self.late_wakeups = self.late_wakeups.saturating_sub(o.late_wakeups);
         self.request_bytes = self.request_bytes.saturating_sub(o.request_bytes);
         self.response_bytes = self.response_bytes.saturating_sub(o.response_bytes);
         self.messages_sent = self.messages_sent.saturating_sub(o.messages_sent);
@@ -97,6 +101,7 @@ impl Counts {
         self.attempts += o.attempts;
         self.retry_exhausted += o.retry_exhausted;
         self.late_sends += o.late_sends;
+        self.late_wakeups += o.late_wakeups;
         self.request_bytes += o.request_bytes;
         self.response_bytes += o.response_bytes;
         self.messages_sent += o.messages_sent;
@@ -193,10 +198,15 @@ impl Shard {
         self.message_latency.saturating_record(nanos(took));
     }
 
-    /// `behind`: the call was due before a slot was free to send it.
-    pub fn record_lag(&mut self, lag: Duration, behind: bool) {
+    /// `slot_wait`: the part of `lag` during which every in-flight slot was busy; a late send
+    /// counts under the larger part of its lag, the slot wait or the client's own lateness.
+    pub fn record_lag(&mut self, lag: Duration, slot_wait: Duration) {
         self.schedule_lag.saturating_record(nanos(lag));
-        self.counts.late_sends += (behind && lag > LATE_SEND) as u64;
+        if lag > LATE_SEND {
+            let waited = slot_wait >= lag / 2;
+            self.counts.late_sends += waited as u64;
+            self.counts.late_wakeups += !waited as u64;
+        }
     }
 
     pub fn add(&mut self, other: &Shard) {
@@ -344,12 +354,15 @@ mod tests {
     }
 
     #[test]
-    fn lag_counts_late_sends() {
+    fn a_late_send_counts_under_the_larger_part_of_its_lag() {
         let mut s = Shard::default();
-        s.record_lag(Duration::from_micros(50), true);
-        s.record_lag(Duration::from_millis(30), true);
-        s.record_lag(Duration::from_millis(30), false); // a timer's overshoot, not a backlog
-        assert_eq!(s.counts.late_sends, 1);
-        assert_eq!(s.schedule_lag.len(), 3);
+        let ms = Duration::from_millis;
+        s.record_lag(Duration::from_micros(50), Duration::from_micros(50)); // not late
+        s.record_lag(ms(30), ms(29)); // waited for a slot
+        s.record_lag(ms(30), ms(15)); // half and half: the slot
+        s.record_lag(ms(30), ms(1)); // a late wake-up, not a backlog
+        s.record_lag(ms(30), Duration::ZERO);
+        assert_eq!((s.counts.late_sends, s.counts.late_wakeups), (2, 2));
+        assert_eq!(s.schedule_lag.len(), 5);
     }
 }

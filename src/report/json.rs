@@ -23,6 +23,7 @@ pub fn value(s: &Summary) -> Value {
     let mut out = json!({
         "meta": {
             "rpcmeter_version": env!("CARGO_PKG_VERSION"),
+            "run_id": s.meta.run_id.to_string(),
             "started_at": humantime::format_rfc3339_millis(s.meta.started_at).to_string(),
             "name": s.meta.name,
             "tags": s.meta.tags.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<Map<_, _>>(),
@@ -59,6 +60,7 @@ pub fn value(s: &Summary) -> Value {
         "attempt_latency_us": latency(&s.attempt_latency),
         "service_time_us": latency(&s.service_time),
         "late_sends": s.late_sends,
+        "late_wakeups": s.late_wakeups,
         "client": {
             "cpu_s": units::secs(c.cpu),
             "cpu_us_per_request": units::micros(c.cpu_per_call),

@@ -6,6 +6,7 @@ pub mod html;
 pub mod influx;
 pub mod json;
 pub mod junit;
+pub mod printable;
 pub mod prometheus;
 pub mod rmeter;
 pub mod svg;
@@ -61,6 +62,9 @@ impl Format {
 /// What the run was and why it ended, carried into results so that a file explains itself.
 #[derive(Debug, Clone)]
 pub struct Meta {
+    /// A fresh UUID v4 per run (per shard of a sharded run), so that `merge` can refuse the
+    /// same run given twice.
+    pub run_id: uuid::Uuid,
     pub started_at: SystemTime,
     /// `--name`.
     pub name: Option<String>,
@@ -227,7 +231,10 @@ pub struct Summary {
     /// Actual first send to final answer (open loop: without the wait to be sent).
     pub service_time: Latency,
     pub schedule_lag: Option<Latency>,
+    /// Open loop: sends more than 1 ms late mostly waiting for an in-flight slot...
     pub late_sends: u64,
+    /// ...and mostly for the client's own wake-up, a slot free.
+    pub late_wakeups: u64,
     pub warmup: Option<Phase>,
     pub rounds: Vec<Round>,
     pub client: Client,
@@ -362,6 +369,7 @@ impl Summary {
             service_time: Latency::of(&m.service_time),
             schedule_lag: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
             late_sends: c.late_sends,
+            late_wakeups: c.late_wakeups,
             warmup: (!plan.warmup.is_zero()).then(|| Phase {
                 duration: result.warmup_window,
                 calls: result.warmup.counts.calls,
@@ -515,14 +523,24 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
         )));
     }
     if let Some(lag) = s.schedule_lag.as_ref().filter(|l| l.percentile(99.0) > Duration::from_millis(1)) {
-        out.push(notice(
-            NoticeKind::ScheduleLag,
+        // Named by what most late sends waited for: a slot (the server or --max-in-flight),
+        // or the client's own wake-up.
+        let p99 = units::duration(lag.percentile(99.0));
+        let text = if s.late_sends >= s.late_wakeups {
             format!(
-                "schedule lag p99 {}: sends left late even with free slots (a busy or descheduled client); \
-                 latency still counts from the intended time",
-                units::duration(lag.percentile(99.0))
-            ),
-        ));
+                "schedule lag p99 {p99} is slot wait: {} calls waited for one of the {} in-flight slots \
+                 ({} sends were late by the client's own wake-up); raise --max-in-flight, or the server \
+                 stalled; latency still counts from the intended time",
+                s.late_sends, plan.workers, s.late_wakeups
+            )
+        } else {
+            format!(
+                "schedule lag p99 {p99} is late wake-ups: {} sends left more than 1 ms late with a slot free \
+                 (a busy or descheduled client; {} waited for a slot); latency still counts from the intended time",
+                s.late_wakeups, s.late_sends
+            )
+        };
+        out.push(notice(NoticeKind::ScheduleLag, text));
     }
     if s.requests.unsent > 0 {
         out.push(notice(

@@ -123,12 +123,13 @@ fn render(s: &Summary) -> String {
     if let Some(lag) = &s.schedule_lag {
         let _ = writeln!(
             o,
-            "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; {} sends more than 1 ms behind \
-             schedule with every slot busy",
+            "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; sends more than 1 ms behind \
+             schedule: {} waiting for an in-flight slot, {} late by the client's wake-up",
             duration(lag.percentile(50.0)),
             duration(lag.percentile(99.0)),
             duration(lag.max),
-            s.late_sends
+            s.late_sends,
+            s.late_wakeups
         );
     }
     if !s.measured.call_latency.is_empty() {
@@ -179,7 +180,13 @@ fn render(s: &Summary) -> String {
     if !s.errors.is_empty() {
         let _ = writeln!(o, "\nErrors (per call, by the server's message):");
         for e in s.errors.iter().take(10) {
-            let _ = writeln!(o, "  {:>9}  {}: {}", e.count, status::name(e.status), e.message);
+            let _ = writeln!(
+                o,
+                "  {:>9}  {}: {}",
+                e.count,
+                status::name(e.status),
+                super::printable::printable(&e.message)
+            );
         }
         if s.errors.len() > 10 {
             let _ = writeln!(o, "  ... {} more kinds (all in --format json)", s.errors.len() - 10);

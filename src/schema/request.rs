@@ -8,7 +8,6 @@ use prost::Message;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor};
 use rand::Rng;
 use serde_json::Value;
-use std::io::Read;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Produces the framed request body of each call; encodes once when the body never changes.
@@ -84,13 +83,7 @@ impl RequestSource {
 /// labelled with where it starts for error messages.
 fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
     let name = path.display().to_string();
-    let text = if name == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map(|_| text)
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| bad_input(format!("-D {name}: {e}")))?;
+    let text = crate::input::read_string(path, crate::input::Kind::RequestData, &format!("-D {name}"))?;
     let mut records = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
     // Where the previous record ended, and the line it ended on (counted as we go: files
@@ -556,7 +549,7 @@ mod tests {
         let e = RequestSource::new(&cpu(), &DataSource::File(path.clone())).err().unwrap().to_string();
         assert!(e.starts_with(&format!("-D {} line 6: field \"n\" (uint32): ", path.display())), "{e}");
         let e = RequestSource::new(&cpu(), &DataSource::File("/no/such/data.json".into())).err().unwrap().to_string();
-        assert!(e.starts_with("-D /no/such/data.json: No such file"), "{e}");
+        assert!(e.starts_with("-D /no/such/data.json: cannot read: No such file"), "{e}");
         let (_dir, path) = file("  \n");
         let e = RequestSource::new(&cpu(), &DataSource::File(path)).err().unwrap().to_string();
         assert!(e.contains("no JSON object"), "{e}");

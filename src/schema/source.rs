@@ -34,16 +34,72 @@ pub(super) fn compile(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<D
         return Err(bad_input(format!("--proto {}: {problem}", file.display())));
     }
     let fail = |e: protox::Error| bad_input(format!("--proto {}: {}", file.display(), one_line(&format!("{e:?}"))));
-    let mut compiler = protox::Compiler::new(&includes).map_err(fail)?;
+    let mut chain = protox::file::ChainFileResolver::new();
+    for dir in &includes {
+        chain.add(protox::file::IncludeFileResolver::new(dir.clone()));
+    }
+    chain.add(GoogleFileResolver::new());
+    let bounded = Bounded { includes, inner: chain, limit: crate::input::limit(crate::input::Kind::Proto) };
+    let mut compiler = protox::Compiler::with_file_resolver(bounded);
     compiler.open_file(file).map_err(fail)?;
     Ok(compiler.descriptor_pool())
+}
+
+/// protox's include-path resolver, with each file's size held to the limit for .proto files
+/// before protox reads it (protox's own bound is 2 GiB, read into memory whole).
+struct Bounded {
+    includes: Vec<PathBuf>,
+    inner: protox::file::ChainFileResolver,
+    limit: crate::input::ByteSize,
+}
+
+/// A refusal as protox carries it: its Debug is the line shown.
+struct Refused(String);
+
+impl std::fmt::Debug for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl FileResolver for Bounded {
+    fn resolve_path(&self, path: &Path) -> Option<String> {
+        self.inner.resolve_path(path)
+    }
+
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        // The first include path holding `name` is the one the chain opens.
+        let found = self.includes.iter().map(|dir| dir.join(name)).find_map(|p| Some((std::fs::metadata(&p).ok()?, p)));
+        match found {
+            Some((meta, _)) if meta.is_file() && meta.len() > self.limit.0 => {
+                let refusal = crate::input::too_large(name, Some(meta.len()), crate::input::Kind::Proto, self.limit);
+                Err(protox::Error::new(Refused(refusal.to_string())))
+            }
+            // A pipe or a device says no size: read it with the bound.
+            Some((meta, path)) if !meta.is_file() && !meta.is_dir() => {
+                let text = crate::input::read_string(&path, crate::input::Kind::Proto, name)
+                    .map_err(|e| protox::Error::new(Refused(e.to_string())))?;
+                protox::file::File::from_source(name, &text)
+            }
+            _ => self.inner.open_file(name),
+        }
+    }
 }
 
 /// A FileDescriptorSet as `protoc -o` or `buf build -o` write it. Well-known types it imports
 /// but lacks (protoc without --include_imports) are filled in.
 pub(super) fn protoset(path: &Path) -> anyhow::Result<DescriptorPool> {
     let fail = |problem: String| bad_input(format!("--protoset {}: {problem}", path.display()));
-    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let label = format!("--protoset {}", path.display());
+    let bytes = crate::input::read(path, crate::input::Kind::Proto, &label)?;
     let set = FileDescriptorSet::decode(bytes.as_slice())
         .map_err(|e| fail(format!("not a FileDescriptorSet (protoc -o / buf build -o output): {e}")))?;
     if set.file.is_empty() {
@@ -355,7 +411,7 @@ mod tests {
         let e = protoset(&path).unwrap_err().to_string();
         assert!(e.starts_with(&format!("--protoset {}: not a FileDescriptorSet", path.display())), "{e}");
         let e = protoset(&dir.path().join("absent.pb")).unwrap_err().to_string();
-        assert!(e.contains("absent.pb: No such file"), "{e}");
+        assert!(e.contains("absent.pb: cannot read: No such file"), "{e}");
     }
 
     fn write_bytes(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {

@@ -1,6 +1,8 @@
 //! `--csv-details FILE`: one row per call, streamed to disk from a bounded channel by a
 //! writer thread (the columns of the throughput experiment's client, docs/experiments.md,
-//! "Throughput measured by the client", plus status and attempts). Memory stays flat.
+//! "Throughput measured by the client", plus status, attempts, warm-up, worker and the intended
+//! send time). Memory stays flat. Times are Unix ns: `timestamp` is the actual first send,
+//! `intended` the open loop's due time (empty in closed loop and bursts, which have no schedule).
 use super::intervals::IntervalRow;
 use super::Sink;
 use crate::load::engine::{CallRecord, Interval};
@@ -82,11 +84,13 @@ fn write_all(
         "attempts",
         "warmup",
         "worker",
+        "intended",
     ])?;
     let mut rows = 0;
     for c in calls {
         let request = c.request.get(5..); // past the gRPC frame header
-        let ts = c.sent_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let unix_ns = |t: std::time::SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let ts = unix_ns(c.sent_at);
         w.write_record([
             c.call.to_string(),
             field(input, request, "key"),
@@ -99,6 +103,7 @@ fn write_all(
             c.attempts.to_string(),
             c.warmup.to_string(),
             c.worker.to_string(),
+            c.intended.map(|t| unix_ns(t).to_string()).unwrap_or_default(),
         ])?;
         rows += 1;
     }

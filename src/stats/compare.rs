@@ -399,6 +399,100 @@ impl Comparison {
     }
 }
 
+/// One side of a between-run comparison: one value per run, and the least standard deviation a
+/// run's value is taken to have (the stated noise floor, or the noise measured within the run).
+#[derive(Debug, Clone, Copy)]
+pub struct Runs<'a> {
+    pub values: &'a [f64],
+    pub floor_sd: f64,
+}
+
+/// B's mean against A's over runs, with the confidence interval and the p-value of one test
+/// (see [`mean_shift`]), so that they can never disagree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeanShift {
+    pub a_mean: f64,
+    pub b_mean: f64,
+    /// `b_mean - a_mean`.
+    pub difference: f64,
+    pub standard_error: f64,
+    /// Welch-Satterthwaite degrees of freedom; `None` when no side's spread was measured
+    /// above its floor (the noise is taken as known: the normal distribution).
+    pub degrees_of_freedom: Option<f64>,
+    /// At level `1 - alpha`: it holds 0 exactly when `p_value >= alpha`.
+    pub ci: Interval,
+    pub p_value: f64,
+}
+
+impl MeanShift {
+    pub fn significant(&self) -> bool {
+        !self.ci.contains(0.0)
+    }
+}
+
+/// Welch's t test of the means of two sets of run values, two-sided, with a floor on each
+/// side's noise: a side's standard deviation is the larger of the one measured between its
+/// runs (from 2 runs on) and `floor_sd`; a side whose floor wins (always, with one run) counts
+/// as known noise and adds no term to the Welch-Satterthwaite degrees of freedom. The interval
+/// `difference ± q SE` and the p-value use the same distribution and quantile, so the interval
+/// holds 0 exactly when p >= alpha. `None` when a side is empty or a value is not finite.
+pub fn mean_shift(a: Runs, b: Runs, alpha: f64) -> Option<MeanShift> {
+    use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+    struct Side {
+        mean: f64,
+        variance_of_mean: f64,
+        /// `Some(n - 1)` when the measured spread was used.
+        measured: Option<f64>,
+    }
+    let side = |r: Runs| -> Option<Side> {
+        if r.values.is_empty() || r.values.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let n = r.values.len() as f64;
+        let mean = r.values.iter().sum::<f64>() / n;
+        let measured = (r.values.len() >= 2)
+            .then(|| (r.values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt());
+        let floor = r.floor_sd.max(0.0);
+        Some(match measured {
+            Some(sd) if sd > floor => Side { mean, variance_of_mean: sd * sd / n, measured: Some(n - 1.0) },
+            _ => Side { mean, variance_of_mean: floor * floor / n, measured: None },
+        })
+    };
+    let (sa, sb) = (side(a)?, side(b)?);
+    let difference = sb.mean - sa.mean;
+    let variance = sa.variance_of_mean + sb.variance_of_mean;
+    let standard_error = variance.sqrt();
+    let terms: f64 = [&sa, &sb].iter().filter_map(|s| s.measured.map(|df| s.variance_of_mean.powi(2) / df)).sum();
+    let degrees_of_freedom = (terms > 0.0).then(|| variance * variance / terms);
+    let tail = (alpha / 2.0).clamp(1e-12, 0.5);
+    let (q, p_value) = if standard_error > 0.0 {
+        let z = difference.abs() / standard_error;
+        match degrees_of_freedom {
+            Some(df) => {
+                let t = StudentsT::new(0.0, 1.0, df).ok()?;
+                (t.inverse_cdf(1.0 - tail), 2.0 * t.sf(z))
+            }
+            None => {
+                let normal = Normal::new(0.0, 1.0).ok()?;
+                (normal.inverse_cdf(1.0 - tail), 2.0 * normal.sf(z))
+            }
+        }
+    } else {
+        // No noise on either side: equal means are no difference, any other is certain.
+        (0.0, if difference == 0.0 { 1.0 } else { 0.0 })
+    };
+    let half = q * standard_error;
+    Some(MeanShift {
+        a_mean: sa.mean,
+        b_mean: sb.mean,
+        difference,
+        standard_error,
+        degrees_of_freedom,
+        ci: Interval { low: difference - half, high: difference + half },
+        p_value: p_value.min(1.0),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,5 +683,65 @@ mod tests {
         assert_eq!(Comparison::of(&b, &a, &how).unwrap().outcome(0.05, 5), Outcome::BHigher);
         assert_eq!(Comparison::of(&a, &a, &how).unwrap().outcome(0.05, 5), Outcome::NoSignificantDifference);
         assert_eq!(Comparison::of(&a[..4], &b, &how).unwrap().outcome(0.05, 5), Outcome::TooFew);
+    }
+
+    #[test]
+    fn mean_shift_interval_and_p_value_agree() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for trial in 0..300 {
+            let (na, nb) = (1 + trial % 4, 1 + (trial / 4) % 4);
+            let a = normal(&mut rng, na, 0.0, 0.02);
+            let b = normal(&mut rng, nb, 0.01 * (trial % 7) as f64, 0.02);
+            let floor = [0.0, 0.005, 0.02][trial % 3];
+            let Some(s) = mean_shift(Runs { values: &a, floor_sd: floor }, Runs { values: &b, floor_sd: floor }, 0.05)
+            else {
+                continue;
+            };
+            assert_eq!(s.significant(), s.p_value < 0.05, "{s:?}");
+            assert!(s.ci.contains(s.difference));
+        }
+    }
+
+    #[test]
+    fn mean_shift_matches_welch_and_the_floor() {
+        // Welch by hand: A = 1 2 3 (mean 2, var 1), B = 4 5 6 7 (mean 5.5, var 1.6667).
+        // SE^2 = 1/3 + 1.6667/4 = 0.75; df = 0.75^2 / ((1/3)^2/2 + (0.41667)^2/3) = 4.9592;
+        // t = 3.5 / 0.86603 = 4.0415; p = 2 P(T > 4.0415) = 0.01008 with 4.9592 df.
+        let s = mean_shift(
+            Runs { values: &[1.0, 2.0, 3.0], floor_sd: 0.0 },
+            Runs { values: &[4.0, 5.0, 6.0, 7.0], floor_sd: 0.0 },
+            0.05,
+        )
+        .unwrap();
+        assert!((s.degrees_of_freedom.unwrap() - 4.9592).abs() < 1e-3, "{s:?}");
+        assert!((s.p_value - 0.01008).abs() < 1e-4, "{s:?}");
+        // 3.5 -+ t(0.975; 4.9592) x 0.86603 = 3.5 -+ 2.5771 x 0.86603.
+        assert!((s.ci.low - 1.2683).abs() < 1e-3 && (s.ci.high - 5.7317).abs() < 1e-3, "{s:?}");
+
+        // One run a side: the floor is the noise, known: SE = 0.02 sqrt 2, the normal quantile.
+        let one = |x: f64| [x];
+        let (a, b) = (one(0.0), one(0.05));
+        let s = mean_shift(Runs { values: &a, floor_sd: 0.02 }, Runs { values: &b, floor_sd: 0.02 }, 0.05).unwrap();
+        assert_eq!(s.degrees_of_freedom, None);
+        assert!((s.ci.high - s.ci.low - 2.0 * 1.959964 * 0.028284).abs() < 1e-5, "{s:?}");
+        assert!(!s.significant() && s.p_value > 0.05, "5% under a 5.5% floor: {s:?}");
+        let b = one(0.06);
+        assert!(mean_shift(Runs { values: &a, floor_sd: 0.02 }, Runs { values: &b, floor_sd: 0.02 }, 0.05)
+            .unwrap()
+            .significant());
+        // Two identical runs a side still have the floor's noise, not none.
+        let s = mean_shift(
+            Runs { values: &[1.0, 1.0], floor_sd: 0.02 },
+            Runs { values: &[1.01, 1.01], floor_sd: 0.02 },
+            0.05,
+        )
+        .unwrap();
+        assert!(!s.significant(), "{s:?}");
+        // No noise at all: equal is no difference, unequal is certain.
+        let zero = Runs { values: &[0.0], floor_sd: 0.0 };
+        assert_eq!(mean_shift(zero, zero, 0.05).unwrap().p_value, 1.0);
+        assert!(mean_shift(zero, Runs { values: &[1.0], floor_sd: 0.0 }, 0.05).unwrap().significant());
+        assert!(mean_shift(Runs { values: &[], floor_sd: 0.0 }, zero, 0.05).is_none());
+        assert!(mean_shift(Runs { values: &[f64::NEG_INFINITY], floor_sd: 0.0 }, zero, 0.05).is_none());
     }
 }

@@ -25,6 +25,11 @@ pub enum Behaviour {
     RejectUnlessMultipleOf {
         every: u64,
     },
+    /// As `RejectUnlessMultipleOf`, with UNAVAILABLE, and each attempt's arrival time kept
+    /// (`TestServer::arrivals`): the gaps between a call's attempts are its backoffs.
+    UnavailableUnlessMultipleOf {
+        every: u64,
+    },
     /// Each call takes `slow` until `warm` after the first call, then `fast` (a warm-up).
     WarmsUp {
         slow: Duration,
@@ -43,11 +48,13 @@ struct Echo {
     calls: AtomicU64,
     stalled_until: Mutex<Option<Instant>>,
     first_call: std::sync::OnceLock<Instant>,
+    arrivals: Mutex<Vec<Instant>>,
 }
 
 #[tonic::async_trait]
 impl EchoService for Echo {
     async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
+        let arrived = Instant::now();
         let n = self.calls.fetch_add(1, SeqCst) + 1;
         let since_first = self.first_call.get_or_init(Instant::now).elapsed();
         match self.behaviour {
@@ -73,6 +80,12 @@ impl EchoService for Echo {
             Behaviour::RejectUnlessMultipleOf { every } => {
                 if !n.is_multiple_of(every) {
                     return Err(Status::resource_exhausted("rejected by the test server"));
+                }
+            }
+            Behaviour::UnavailableUnlessMultipleOf { every } => {
+                self.arrivals.lock().unwrap().push(arrived);
+                if !n.is_multiple_of(every) {
+                    return Err(Status::unavailable("rejected by the test server"));
                 }
             }
         }
@@ -152,6 +165,7 @@ impl TestServer {
             calls: AtomicU64::new(0),
             stalled_until: Mutex::new(None),
             first_call: std::sync::OnceLock::new(),
+            arrivals: Mutex::new(Vec::new()),
         });
         let service = EchoServiceServer::from_arc(echo.clone());
         let server = ThreadServer::start(move || tonic::service::Routes::new(service));
@@ -166,6 +180,11 @@ impl TestServer {
     /// Stops serving and closes the connections, as a dying server does.
     pub fn kill(&mut self) {
         self.server.kill();
+    }
+
+    /// When each attempt arrived, in order (kept by `UnavailableUnlessMultipleOf` only).
+    pub fn arrivals(&self) -> Vec<Instant> {
+        self.calls.arrivals.lock().unwrap().clone()
     }
 }
 
