@@ -229,3 +229,22 @@ fn a_sweep_honours_o_and_format_json_and_refuses_export() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--export"), "{err}");
 }
+
+/// A sweep whose every call failed exits 1 like `run`, after its table (which counts them).
+#[test]
+fn a_sweep_in_which_every_call_failed_exits_1() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["sweep", "--rates", "50,100", "run", "--plaintext", "--quiet", "--no-save"])
+        .args(["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":1000}"#, "-z", "300ms", &addr])
+        .output()
+        .unwrap();
+    server.shutdown();
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{err}{text}");
+    assert!(err.contains("no call of any step succeeded"), "{err}");
+    let row = text.lines().find(|l| l.starts_with("--rps 50 ")).unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[2], cells[cells.len() - 4], "calls and failed differ: {row}");
+}

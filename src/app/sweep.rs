@@ -103,8 +103,12 @@ pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, output: SweepOutp
         }
         _ => std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?,
     }
+    // As `run`: a sweep in which no call succeeded measured no service, whatever its table says.
+    let answered: u64 = done.iter().map(|d| d.summary.requests.total).sum();
+    let ok: u64 = done.iter().map(|d| d.summary.requests.ok).sum();
     match failed_step {
         Some(why) => Err(run_failed(format!("sweep: step {why}"))),
+        None if ok == 0 => Err(run_failed(format!("sweep: no call of any step succeeded ({answered} failed)"))),
         None => Ok(ExitCode::SUCCESS),
     }
 }
