@@ -82,6 +82,8 @@ pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, output: SweepOutp
                 );
                 done.push(Done { step, summary });
             }
+            // Stopped while the step was starting: it did not run.
+            Err(_) if control.interrupts.load(Relaxed) > 0 && !done.is_empty() => not_run.push(step.label),
             Err(e) if done.is_empty() => return Err(e),
             Err(e) => {
                 failed_step = Some(format!("{}: {e:#}", step.label));
