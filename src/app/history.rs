@@ -136,7 +136,7 @@ fn list_table(rows: &[RunRow]) -> String {
 
 /// A word as a shell would need it to get it back: quoted when it holds anything but
 /// `[A-Za-z0-9_./:=,@%+-]`.
-fn shell_word(word: &str) -> String {
+pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "_./:=,@%+-".contains(c));
     match plain {
         true => word.to_string(),
