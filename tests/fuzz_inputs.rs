@@ -402,6 +402,11 @@ fn inputs_that_broke_once() {
     let shown = run(Some(history.clone()), Action::Show { id, format: ShowFormat::Table }).unwrap();
     assert!(shown.contains("p50 -"), "{shown}");
     assert!(run(Some(history), Action::List { limit: 1 }).is_ok());
+    // A rate near f64::MAX: the plot's axis, widened to round ticks, ended at infinity and
+    // collected infinitely many ticks.
+    let mut fast: Value = serde_json::from_str(BASE).unwrap();
+    fast["intervals"][0]["rps"] = 1.5e308.into();
+    rpcmeter::report::html::render(&[rpcmeter::report::html::parse("fast", &fast.to_string()).unwrap()]);
     // Counts whose sum overflows: merge panicked.
     let mut huge: Value = serde_json::from_str(BASE).unwrap();
     huge["requests"]["ok"] = u64::MAX.into();
