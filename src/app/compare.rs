@@ -804,8 +804,13 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     if !settings.fail_on_regression {
         return Ok(ExitCode::SUCCESS);
     }
-    let unjudged: Vec<String> =
-        report.cannot_judge().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
+    let unjudged: Vec<String> = report
+        .cannot_judge()
+        .map(|m| match &m.verdict {
+            Verdict::CannotJudge(why) => format!("{} ({why})", m.metric.label()),
+            _ => m.metric.label().to_string(),
+        })
+        .collect();
     let regressions: Vec<String> =
         report.regressions().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
     match (regressions.is_empty(), unjudged.is_empty()) {
@@ -868,7 +873,8 @@ fn change_cell(m: &MetricComparison) -> String {
     }
     match m.shift.filter(|_| !m.metric.relative()) {
         Some(s) => {
-            let pp = |x: f64| format!("{:+.2}", x * 100.0);
+            // A rate difference lies within -100 and +100 pp, whatever the normal interval says.
+            let pp = |x: f64| format!("{:+.2}", x.clamp(-1.0, 1.0) * 100.0);
             format!("{} pp [{}, {}]", pp(s.difference), pp(s.ci.low), pp(s.ci.high))
         }
         None => "-".into(),
