@@ -6,7 +6,7 @@
 //! the same server, p50 moves by a few percent (an A/A audit saw 3-37 µs on about 1 ms), far
 //! more than the noise between the intervals of one run, so a test over one run's intervals
 //! calls identical servers different. Each metric gives one value per run: throughput of OK
-//! calls per second, p50 and p99 latency of OK calls, the error rate (failed / calls).
+//! calls per second, p50 and p99 latency of OK calls (`ok_latency_us`), the error rate.
 //! Throughput and latency are compared as logarithms (a ratio B / A), the error rate as a
 //! difference in percentage points. `stats::compare::mean_shift` judges the runs: Welch's t
 //! over the runs' values, each side's noise per run taken as the largest of the spread
@@ -33,8 +33,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// A run whose calls failed more than this share has no latency of OK calls to compare: its
-/// result's latency counts failed calls too (a fast rejection would look like a fast call).
+/// A result without `ok_latency_us` (written before it existed) whose calls failed more than
+/// this share has no latency of OK calls to compare: its `latency_us` counts failed calls too
+/// (a fast rejection would look like a fast call).
 pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 
 /// Everything a comparison needs, validated.
@@ -148,6 +149,8 @@ pub struct RunResult {
     pub throughput_rps: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// Whether `p50` and `p99` are of OK calls only (`ok_latency_us`); else of every call.
+    pub ok_only: bool,
     /// The sampling error of p50 and p99 (of their logarithms), from the call latency
     /// histogram's order statistics; 0 without a histogram.
     pub p50_error: f64,
@@ -184,6 +187,8 @@ struct RawResult {
     throughput_rps: f64,
     ok_rps: Option<f64>,
     latency_us: RawLatency,
+    /// Of OK calls only; results written before it existed have only `latency_us`.
+    ok_latency_us: Option<RawLatency>,
     interval_s: Option<f64>,
     #[serde(default)]
     intervals: Vec<RawInterval>,
@@ -195,6 +200,7 @@ struct RawResult {
 #[derive(Deserialize, Default)]
 struct RawHistograms {
     call_latency: Option<String>,
+    ok_call_latency: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -282,10 +288,15 @@ impl RunResult {
             None if duration.is_zero() => 0.0,
             None => raw.requests.ok as f64 / duration.as_secs_f64(),
         };
-        let (p50, p99) = (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?);
+        let ok_only = raw.ok_latency_us.is_some();
+        let (p50, p99) = match &raw.ok_latency_us {
+            Some(l) => (micros(l.p50, "ok_latency_us.p50")?, micros(l.p99, "ok_latency_us.p99")?),
+            None => (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?),
+        };
         let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
         let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
-        let histogram = match &raw.histograms.call_latency {
+        let latencies = if ok_only { &raw.histograms.ok_call_latency } else { &raw.histograms.call_latency };
+        let histogram = match latencies {
             Some(text) => Some(
                 crate::record::shard::from_text(text).map_err(|why| bad(format!("histograms.call_latency {why}")))?,
             ),
@@ -293,6 +304,7 @@ impl RunResult {
         };
         let error = |q: f64| histogram.as_ref().map_or(0.0, |h| quantile_error(h, q));
         Ok(RunResult {
+            ok_only,
             p50_error: error(0.5),
             p99_error: error(0.99),
             label,
@@ -434,7 +446,7 @@ impl Metric {
         let latency = |d: Duration| {
             if run.ok == 0 {
                 Err(format!("{} has no OK calls", run.label))
-            } else if run.failed_share() > MAX_FAILED_FOR_LATENCY {
+            } else if !run.ok_only && run.failed_share() > MAX_FAILED_FOR_LATENCY {
                 Err(format!(
                     "{}% of {}'s calls failed, and its latency counts them",
                     percent(run.failed_share()),
