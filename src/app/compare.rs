@@ -747,7 +747,8 @@ impl Report {
 }
 
 fn percent_sd(metric: Metric) -> String {
-    format!("{}%", percent(metric.noise_floor().exp() - 1.0))
+    // A standard deviation of a logarithm this small is the relative one.
+    format!("{}%", percent(metric.noise_floor()))
 }
 
 /// Warnings (the comparison may mean nothing) and notes (how it was made).
