@@ -466,7 +466,8 @@ impl Metric {
     }
 
     /// How much the run's value moved within it: the standard deviation of the logarithms of
-    /// its full intervals' values (2 intervals or more, else 0). What moves a run against the
+    /// its full intervals' values, estimated robustly (1.4826 x their median absolute
+    /// deviation) except for p99, whose stalls are its spread (2 intervals or more, else 0). What moves a run against the
     /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
     /// too, so a run is taken to vary between runs at least this much (not this over the root
     /// of the count: intervals of one run share its conditions and do not average them out).
@@ -485,9 +486,14 @@ impl Metric {
         if values.len() < 2 {
             return 0.0;
         }
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        if self == Metric::P99 {
+            // A tail is made of stalls: the intervals that had one are its spread, not outliers.
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            return (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        }
+        // Robust (MAD): one interval with a stall must not make a run's p50 unjudgeable.
+        crate::stats::compare::mad(&values).map_or(0.0, |mad| mad * crate::stats::compare::MAD_TO_SIGMA)
     }
 
     /// A value, typed.
@@ -578,7 +584,11 @@ impl MetricComparison {
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
         let floor = |runs: &[RunResult]| -> f64 {
             let within = if metric.relative() {
-                runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric))).fold(0.0, f64::max)
+                // The runs' typical spread (root mean square): one chaotic run of several must
+                // not set the noise of all; its value is in the spread between runs anyway.
+                let squares: f64 =
+                    runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric)).powi(2)).sum();
+                (squares / runs.len().max(1) as f64).sqrt()
             } else {
                 // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
                 let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
