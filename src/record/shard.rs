@@ -151,6 +151,9 @@ pub struct Shard {
     /// Call latency: intended (open loop) or actual first send to the final answer,
     /// backoff included.
     pub call_latency: Histogram<u64>,
+    /// Call latency of the calls that ended OK: what `compare` judges latency on (a failed
+    /// call's latency, a fast rejection say, is no measure of the service).
+    pub ok_call_latency: Histogram<u64>,
     /// Latency of each attempt on its own.
     pub attempt_latency: Histogram<u64>,
     /// Open loop: how late each send left behind its intended time.
@@ -176,6 +179,7 @@ impl Default for Shard {
     fn default() -> Self {
         Shard {
             call_latency: new_histogram(),
+            ok_call_latency: new_histogram(),
             attempt_latency: new_histogram(),
             schedule_lag: new_histogram(),
             service_time: new_histogram(),
@@ -200,6 +204,9 @@ impl Shard {
 
     pub fn record_call(&mut self, latency: Duration, status: Code, retry_exhausted: bool) {
         self.call_latency.saturating_record(nanos(latency));
+        if status == Code::Ok {
+            self.ok_call_latency.saturating_record(nanos(latency));
+        }
         self.counts.calls += 1;
         self.counts.call_status.record(status);
         self.counts.retry_exhausted += retry_exhausted as u64;
@@ -247,6 +254,7 @@ impl Shard {
     pub fn add(&mut self, other: &Shard) {
         // Same bounds on both sides, so adding cannot fail.
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
+        self.ok_call_latency.add(&other.ok_call_latency).expect("same histogram bounds");
         self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
         self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
         self.service_time.add(&other.service_time).expect("same histogram bounds");
@@ -263,6 +271,7 @@ impl Shard {
     /// count of `part` is in this shard); nothing goes below zero.
     pub fn subtract(&mut self, part: &Shard) {
         let _ = self.call_latency.subtract(&part.call_latency);
+        let _ = self.ok_call_latency.subtract(&part.ok_call_latency);
         let _ = self.attempt_latency.subtract(&part.attempt_latency);
         let _ = self.schedule_lag.subtract(&part.schedule_lag);
         let _ = self.service_time.subtract(&part.service_time);
@@ -280,6 +289,7 @@ impl Shard {
     /// Empties the shard, keeping its histograms' memory.
     pub fn clear(&mut self) {
         self.call_latency.reset();
+        self.ok_call_latency.reset();
         self.attempt_latency.reset();
         self.schedule_lag.reset();
         self.service_time.reset();
