@@ -682,11 +682,18 @@ impl Connection {
 /// covers the whole call, a stream's every message included, as grpc-timeout does. Dropping
 /// the exchange on expiry resets its stream (RST_STREAM CANCEL).
 async fn within_deadline(deadline: Option<Duration>, exchange: impl Future<Output = Reply>) -> Reply {
-    match deadline {
-        None => exchange.await,
-        Some(d) => tokio::time::timeout(d, exchange)
-            .await
-            .unwrap_or_else(|_| Reply::error(Code::DeadlineExceeded, "deadline exceeded (local)")),
+    let Some(d) = deadline else { return exchange.await };
+    let end = tokio::time::Instant::now() + d;
+    let expired = || Reply::error(Code::DeadlineExceeded, "deadline exceeded (local)");
+    match tokio::time::timeout_at(end, exchange).await {
+        // A server gives up at the deadline too (grpc-go resets the stream with CANCEL), and
+        // its reset may be read before our timer fires (a millisecond coarse, or late on a busy
+        // client): a call cancelled once its deadline has passed ended by the deadline, as
+        // grpc-go's client says (tests/transport_corners.rs). Same words as the timer's, so a
+        // run's error list does not split one cause by which side noticed it first.
+        Ok(reply) if reply.status == Code::Cancelled && tokio::time::Instant::now() >= end => expired(),
+        Ok(reply) => reply,
+        Err(_) => expired(),
     }
 }
 

@@ -1,0 +1,75 @@
+//! Servers that behave as grpc-go's does where rpcmeter once went wrong (issue 33, "Protocol
+//! corners"). Included by tests/transport_corners.rs as a module of its own.
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A server on a thread and runtime of its own (the client's runtime cannot delay it), on
+/// 127.0.0.1 port 0, until the test ends.
+fn on_own_thread<F: std::future::Future<Output = ()> + Send + 'static>(
+    serve: impl FnOnce(tokio::net::TcpListener) -> F + Send + 'static,
+) -> SocketAddr {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            serve(listener).await;
+        });
+    });
+    addr_rx.recv().unwrap()
+}
+
+/// grpc-timeout's value (`100m`, `250000u`, ...) as a duration.
+fn grpc_timeout(value: &str) -> Option<Duration> {
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// A server whose every call outlasts its deadline, ended as grpc-go's server ends it: when
+/// the grpc-timeout the request carried has passed since its headers arrived, the stream is
+/// reset with CANCEL (grpc-go's http2_server starts that timer on the headers). Go's timers
+/// are precise to microseconds, tokio's to a millisecond: the reset goes out from a thread's
+/// sleep, so it can come before the client's own timer fires, as it does from grpc-go.
+/// A call without grpc-timeout is never answered. Also gives the count of calls arrived.
+pub fn resets_at_the_deadline() -> (SocketAddr, Arc<AtomicU64>) {
+    let arrivals = Arc::new(AtomicU64::new(0));
+    let counted = arrivals.clone();
+    let addr = on_own_thread(|listener| async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else { return };
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    let arrived = Instant::now();
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let timeout = request.headers().get("grpc-timeout").and_then(|v| grpc_timeout(v.to_str().ok()?));
+                    tokio::spawn(async move {
+                        let Some(timeout) = timeout else {
+                            return std::future::pending::<()>().await;
+                        };
+                        let at = arrived + timeout;
+                        let _ = tokio::task::spawn_blocking(move || {
+                            std::thread::sleep(at.saturating_duration_since(Instant::now()))
+                        })
+                        .await;
+                        respond.send_reset(h2::Reason::CANCEL);
+                    });
+                }
+            });
+        }
+    });
+    (addr, arrivals)
+}
