@@ -23,7 +23,7 @@ use tokio_rustls::rustls::pki_types;
 use tonic::Code;
 
 use super::tls::{self, TlsOptions};
-use super::wire::{grpc_timeout, http_status_code, percent_decode, Deframer};
+use super::wire::{grpc_timeout, http_status_code, percent_decode, Deframer, Fault};
 use crate::error::{bad_input, run_failed};
 
 mod lean;
@@ -137,6 +137,12 @@ impl Reply {
     }
 }
 
+impl From<Fault> for Reply {
+    fn from(fault: Fault) -> Reply {
+        Reply::error(fault.code, fault.message)
+    }
+}
+
 /// A `CallSpec` turned into what each call clones: the header block is built once per run,
 /// not once per call. `Connection::call` is the hot path; `Connection::unary` prepares each time.
 #[derive(Debug, Clone)]
@@ -151,7 +157,7 @@ pub struct PreparedCall {
 
 impl PreparedCall {
     pub fn new(spec: &CallSpec) -> PreparedCall {
-        let mut headers = HeaderMap::with_capacity(spec.metadata.len() + 4);
+        let mut headers = HeaderMap::with_capacity(spec.metadata.len() + 6);
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         headers.insert(TE, HeaderValue::from_static("trailers"));
         headers.insert(USER_AGENT, HeaderValue::from_static(concat!("rpcmeter/", env!("CARGO_PKG_VERSION"))));
@@ -163,6 +169,12 @@ impl PreparedCall {
         }
         if spec.messages.gzip {
             headers.insert(HeaderName::from_static("grpc-encoding"), HeaderValue::from_static("gzip"));
+        }
+        // Answers may come gzip-compressed (wire::Deframer inflates them), as from a grpc-go
+        // client; identity goes without saying. A user's own `-m grpc-accept-encoding:...` rules.
+        let accept = HeaderName::from_static("grpc-accept-encoding");
+        if !headers.contains_key(&accept) {
+            headers.insert(accept, HeaderValue::from_static("gzip"));
         }
         let mut block = BytesMut::new();
         lean::literal(&mut block, Some(4), b":path", spec.path.as_str().as_bytes());
@@ -646,18 +658,16 @@ impl Connection {
             return finish(response.headers(), &Deframer::default(), None, Some(1));
         }
         let mut body = response.into_body();
-        let mut messages = Deframer::default();
+        let mut messages = Deframer::new(max);
         let mut kept = keep.then(Vec::new);
         while let Some(chunk) = body.data().await {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
                 Err(e) => return self.failure(&e),
             };
-            messages.feed(&chunk, kept.as_mut());
-            if messages.largest > max {
+            if let Err(fault) = messages.feed(&chunk, kept.as_mut()) {
                 // Dropping the stream resets it: the rest is not read.
-                let why = format!("received message larger than max ({} vs. {max})", messages.largest);
-                return Reply::error(Code::ResourceExhausted, why);
+                return fault.into();
             }
             let _ = body.flow_control().release_capacity(chunk.len());
         }

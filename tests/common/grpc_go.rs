@@ -1,9 +1,12 @@
 //! Servers that behave as grpc-go's does where rpcmeter once went wrong (issue 33, "Protocol
 //! corners"). Included by tests/transport_corners.rs as a module of its own.
+use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
+use rpcmeter::lab::proto::echo::Message;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
 
 /// A server on a thread and runtime of its own (the client's runtime cannot delay it), on
 /// 127.0.0.1 port 0, until the test ends.
@@ -72,4 +75,57 @@ pub fn resets_at_the_deadline() -> (SocketAddr, Arc<AtomicU64>) {
         }
     });
     (addr, arrivals)
+}
+
+/// The lab's echo, where content `inflate-to:N` is answered with N bytes of 'a' (a few KiB
+/// once gzip-compressed: a small answer that inflates far beyond it).
+struct Echo;
+
+#[tonic::async_trait]
+impl EchoService for Echo {
+    async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
+        let content = request.into_inner().content;
+        let content = match content.strip_prefix("inflate-to:") {
+            Some(n) => "a".repeat(n.parse().unwrap()),
+            None => content,
+        };
+        Ok(Response::new(Message { content }))
+    }
+}
+
+/// A server that gzip-compresses every answer, whatever the client says it accepts, as a
+/// grpc-go server does with a compressor set on the server (grpc.RPCCompressor); serves the
+/// lab's echo (see `Echo`) and server reflection over the lab's files. And, as grpc-go's
+/// server does, it fails a gzip-compressed request of a client that did not say it accepts
+/// gzip (grpc-accept-encoding), since it would answer in kind: INTERNAL "grpc: client does not
+/// support compressor gzip".
+pub fn compresses_every_answer() -> SocketAddr {
+    use tonic::codec::CompressionEncoding::Gzip;
+    on_own_thread(|listener| async move {
+        let always_gzip = |mut request: Request<()>| {
+            let accepts = request.metadata().get("grpc-accept-encoding").and_then(|v| v.to_str().ok());
+            let accepts_gzip = accepts.is_some_and(|list| list.split(',').any(|name| name.trim() == "gzip"));
+            if request.metadata().get("grpc-encoding").is_some_and(|v| v == "gzip") && !accepts_gzip {
+                return Err(Status::internal(
+                    "grpc: failed to set send compressor: grpc: client does not support compressor gzip",
+                ));
+            }
+            // tonic compresses an answer only for a client that accepts it: say it does.
+            request.metadata_mut().insert("grpc-accept-encoding", "gzip".parse().unwrap());
+            Ok(request)
+        };
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(rpcmeter::lab::proto::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .unwrap()
+            .send_compressed(Gzip);
+        let echo = EchoServiceServer::new(Echo).send_compressed(Gzip).accept_compressed(Gzip);
+        tonic::transport::Server::builder()
+            .layer(tonic::service::InterceptorLayer::new(always_gzip))
+            .add_service(echo)
+            .add_service(reflection)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    })
 }

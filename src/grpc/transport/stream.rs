@@ -207,21 +207,12 @@ struct Inbound {
     messages: Deframer,
     /// Whole messages already handed to the observer.
     reported: u64,
-    max: usize,
     opened: Instant,
 }
 
 impl Inbound {
     fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant) -> Inbound {
-        Inbound {
-            response: Some(response),
-            body: None,
-            ended: None,
-            messages: Deframer::default(),
-            reported: 0,
-            max,
-            opened,
-        }
+        Inbound { response: Some(response), body: None, ended: None, messages: Deframer::new(max), reported: 0, opened }
     }
 
     /// Waits for the next whole message: true when one arrived, false when the server's data
@@ -251,13 +242,10 @@ impl Inbound {
                 Some(Err(e)) => return Err(failure(&e)),
                 Some(Ok(chunk)) => chunk,
             };
-            self.messages.feed(&chunk, None);
+            let fed = self.messages.feed(&chunk, None);
             let _ = body.flow_control().release_capacity(chunk.len());
-            if self.messages.largest > self.max {
-                // Dropping the stream resets it: the rest is not read.
-                let why = format!("received message larger than max ({} vs. {})", self.messages.largest, self.max);
-                return Err(Reply::error(Code::ResourceExhausted, why));
-            }
+            // Dropping the stream resets it: the rest is not read.
+            fed?;
         }
     }
 
