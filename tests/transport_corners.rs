@@ -134,6 +134,37 @@ fn run_against_a_server_that_compresses_every_answer() {
     assert_eq!(run("inflate-to:200000", &["--max-msg-size", "100000"]), serde_json::json!({"RESOURCE_EXHAUSTED": 20}));
 }
 
+/// `--bidi free` against a half-duplex server (it answers once the client has closed its
+/// side): every stream sends its 5 messages at --stream-interval, closes, and reads the 5
+/// answers; no round trips are reported (requests and answers are not paired).
+#[test]
+fn free_bidi_streams_work_with_a_half_duplex_server() {
+    let addr = grpc_go::half_duplex();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--no-save", "--call", "rpcmeter.lab.v1.Streaming/Echo"])
+        .args(["-d", r#"{"payload":"YQ=="}"#, "--bidi", "free", "--stream-call-count", "5"])
+        .args(["--stream-interval", "1ms", "-n", "10", "-c", "2", "--deadline", "10s", "--format", "json"])
+        .arg(addr.to_string())
+        .output()
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["statuses"], serde_json::json!({"OK": 10}), "{report}");
+    let m = &report["messages"];
+    assert_eq!((m["sent"].as_u64(), m["received"].as_u64()), (Some(50), Some(50)), "{m}");
+    assert!(m.get("round_trip_us").is_none_or(|v| v.is_null()), "{m}");
+    // On a method that is not bidi the flag would be ignored: refused, exit 2.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--no-save", "--call", "rpcmeter.lab.v1.Streaming/Upload"])
+        .args(["--bidi", "free", "-n", "1"])
+        .arg(addr.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--bidi: rpcmeter.lab.v1.Streaming.Upload is client streaming"), "{stderr}");
+}
+
 /// Every test above, over each transport.
 macro_rules! over_both_transports {
     ($($case:ident),* $(,)?) => {

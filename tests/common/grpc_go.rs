@@ -2,6 +2,7 @@
 //! corners"). Included by tests/transport_corners.rs as a module of its own.
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
+use rpcmeter::lab::proto::lab::{streaming_server, Chunk, SubscribeRequest, UploadSummary};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,7 +43,7 @@ fn grpc_timeout(value: &str) -> Option<Duration> {
 
 /// A server whose every call outlasts its deadline, ended as grpc-go's server ends it: when
 /// the grpc-timeout the request carried has passed since its headers arrived, the stream is
-/// reset with CANCEL (grpc-go's http2_server starts that timer on the headers). Go's timers
+/// reset with CANCEL (grpc-go's server starts that timer when the headers arrive). Go's timers
 /// are precise to microseconds, tokio's to a millisecond: the reset goes out from a thread's
 /// sleep, so it can come before the client's own timer fires, as it does from grpc-go.
 /// A call without grpc-timeout is never answered. Also gives the count of calls arrived.
@@ -94,7 +95,7 @@ impl EchoService for Echo {
 }
 
 /// A server that gzip-compresses every answer, whatever the client says it accepts, as a
-/// grpc-go server does with a compressor set on the server (grpc.RPCCompressor); serves the
+/// grpc-go server does with a compressor set server-wide; serves the
 /// lab's echo (see `Echo`) and server reflection over the lab's files. And, as grpc-go's
 /// server does, it fails a gzip-compressed request of a client that did not say it accepts
 /// gzip (grpc-accept-encoding), since it would answer in kind: INTERNAL "grpc: client does not
@@ -123,6 +124,50 @@ pub fn compresses_every_answer() -> SocketAddr {
         tonic::transport::Server::builder()
             .layer(tonic::service::InterceptorLayer::new(always_gzip))
             .add_service(echo)
+            .add_service(reflection)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    })
+}
+
+/// The lab's Streaming/Echo answered half-duplex, as some grpc-go services do: every chunk is
+/// read until the client closes its side, then all are sent back in order. Serves reflection.
+struct HalfDuplex;
+
+type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Chunk, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl streaming_server::Streaming for HalfDuplex {
+    type SubscribeStream = Chunks;
+    type EchoStream = Chunks;
+
+    async fn subscribe(&self, _: Request<SubscribeRequest>) -> Result<Response<Chunks>, Status> {
+        Err(Status::unimplemented("half-duplex echo only"))
+    }
+
+    async fn upload(&self, _: Request<tonic::Streaming<Chunk>>) -> Result<Response<UploadSummary>, Status> {
+        Err(Status::unimplemented("half-duplex echo only"))
+    }
+
+    async fn echo(&self, request: Request<tonic::Streaming<Chunk>>) -> Result<Response<Chunks>, Status> {
+        let mut inbound = request.into_inner();
+        let mut chunks = Vec::new();
+        while let Some(chunk) = inbound.message().await? {
+            chunks.push(Ok(chunk));
+        }
+        Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
+    }
+}
+
+pub fn half_duplex() -> SocketAddr {
+    on_own_thread(|listener| async move {
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(rpcmeter::lab::proto::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .unwrap();
+        tonic::transport::Server::builder()
+            .add_service(streaming_server::StreamingServer::new(HalfDuplex))
             .add_service(reflection)
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await
