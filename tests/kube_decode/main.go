@@ -9,6 +9,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,9 +34,20 @@ func errs(what string, list []string) {
 	}
 }
 
+// With -json, each object is printed again as one line of JSON, as the API types hold it
+// (so a test can compare what YAML carried with what it meant to say).
+var printJSON = len(os.Args) > 1 && os.Args[1] == "-json"
+
 func strict(doc []byte, into any) {
 	if err := yaml.UnmarshalStrict(doc, into); err != nil {
 		fail("%v\n%s", err, doc)
+	}
+	if _, isList := into.(*metav1.List); printJSON && !isList {
+		line, err := json.Marshal(into)
+		if err != nil {
+			fail("%v", err)
+		}
+		fmt.Printf("%s\n", line)
 	}
 }
 
@@ -75,7 +87,7 @@ func object(doc []byte) {
 		if size > 1<<20 {
 			fail("ConfigMap %s holds %d bytes, over 1 MiB", cm.Name, size)
 		}
-		fmt.Printf("ConfigMap %s %d keys\n", cm.Name, len(cm.Data)+len(cm.BinaryData))
+		say("ConfigMap %s %d keys\n", cm.Name, len(cm.Data)+len(cm.BinaryData))
 	case "v1 Secret":
 		var s corev1.Secret
 		strict(doc, &s)
@@ -86,13 +98,13 @@ func object(doc []byte) {
 		for k := range s.Data {
 			errs("Secret key "+k, validation.IsConfigMapKey(k))
 		}
-		fmt.Printf("Secret %s %d keys\n", s.Name, len(s.Data)+len(s.StringData))
+		say("Secret %s %d keys\n", s.Name, len(s.Data)+len(s.StringData))
 	case "v1 Service":
 		var s corev1.Service
 		strict(doc, &s)
 		name("Service", s.ObjectMeta)
 		errs("Service name "+s.Name, validation.IsDNS1035Label(s.Name))
-		fmt.Printf("Service %s\n", s.Name)
+		say("Service %s\n", s.Name)
 	case "batch/v1 Job":
 		var job batchv1.Job
 		strict(doc, &job)
@@ -118,9 +130,16 @@ func object(doc []byte) {
 				fail("container %s has no resources", c.Name)
 			}
 		}
-		fmt.Printf("Job %s completions=%d parallelism=%d\n", job.Name, *job.Spec.Completions, *job.Spec.Parallelism)
+		say("Job %s completions=%d parallelism=%d\n", job.Name, *job.Spec.Completions, *job.Spec.Parallelism)
 	default:
 		fail("unexpected object %q %q", head.APIVersion, head.Kind)
+	}
+}
+
+// One line per object, unless -json prints the objects themselves.
+func say(format string, args ...any) {
+	if !printJSON {
+		fmt.Printf(format, args...)
 	}
 }
 
