@@ -211,6 +211,8 @@ fn what_would_fail_on_the_cluster_is_refused_when_printing() {
         refused(&with(&["--shards", "2"], flag), flag[0]);
     }
     refused(&with(&["--shards", "2"], &["--metrics-addr", "0.0.0.0:0"]), "--metrics-addr");
+    refused(&with(&["--shards", "2"], &["--format", "csv"]), "--format csv");
+    refused(&with(&["--shards", "2"], &["--assert", "rps>=100"]), "--assert");
     refused(&["--shards", "2", "run", "--plaintext", "--call", "E/e", "-n", "100", "h:1"], "--timeout");
     // A ConfigMap holds at most 1 MiB.
     let dir = tempfile::tempdir().unwrap();

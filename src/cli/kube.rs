@@ -99,6 +99,18 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(bad_input(format!("kube run: {flag} {gone} (`rpcmeter merge - -o FILE` writes the merged one)")));
     }
+    // The answer is the merge of the pods' results, and `merge` prints a table or JSON.
+    if !matches!(parsed.format, Format::Table | Format::Json) {
+        return Err(bad_input(format!(
+            "kube run: --format {}: the pods' results are merged by `rpcmeter merge -`, which prints table or json",
+            format_name(parsed.format)
+        )));
+    }
+    if parsed.assert.is_some() {
+        return Err(bad_input(
+            "kube run: --assert would judge each shard's share alone (its rate is 1/N of the load): judge the merged result",
+        ));
+    }
     if parsed.metrics_addr.is_some_and(|a| a.port() == 0) {
         return Err(bad_input("kube run: --metrics-addr needs a fixed port, the pods' containerPort for a scraper"));
     }
@@ -352,10 +364,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     }
     let merge_format = match parsed.format {
         Format::Table => String::new(),
-        other => format!(
-            " --format {}",
-            clap::ValueEnum::to_possible_value(&other).map_or_else(String::new, |v| v.get_name().to_owned())
-        ),
+        other => format!(" --format {}", format_name(other)),
     };
     let name = &args.name;
     eprint!(
@@ -372,6 +381,10 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         .write_all(text.as_bytes())
         .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn format_name(format: Format) -> String {
+    clap::ValueEnum::to_possible_value(&format).map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// `words` with each flag in `becomes` replaced or taken out; every other word as written.
