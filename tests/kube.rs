@@ -281,3 +281,41 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
     assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
     assert_eq!(merged["requests"]["failed"], 0, "{merged}");
 }
+
+/// `kube --simulate` runs a printed manifest's pods here (a local .proto with an import, -D
+/// data, a credential through a Secret) and prints their merged result: its count is the
+/// server's. A YAML manifest is refused in one line (the simulation reads JSON).
+#[test]
+fn simulate_runs_the_printed_pods_and_merges_them() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let bin = env!("CARGO_BIN_EXE_rpcmeter");
+    let print = |output: &str| {
+        Command::new(bin)
+            .current_dir(dir.path())
+            .args(["kube", "--shards", "3", "--output", output, "run", "--plaintext", "--proto", "protos/echo.proto"])
+            .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
+            .args(["--rps", "300", "-z", "1s", "--no-server-stats"])
+            .arg(server.addr.to_string())
+            .output()
+            .unwrap()
+    };
+    let manifest = print("json");
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let out = Command::new(bin).args(["kube", "--output", "json", "--simulate"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
+    assert_eq!(merged["requests"]["failed"], 0, "{merged}");
+    assert_eq!(merged["shards"].as_array().map(Vec::len), Some(3), "{merged}");
+
+    let yaml = dir.path().join("load.yaml");
+    std::fs::write(&yaml, print("yaml").stdout).unwrap();
+    let out = Command::new(bin).args(["kube", "--simulate"]).arg(&yaml).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--output json"), "{stderr}");
+}

@@ -16,8 +16,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(clap::Args, Debug)]
 pub struct KubeArgs {
     /// Pods, each running its share of the load
-    #[arg(long, value_parser = crate::app::parse::shard_count)]
-    pub shards: u32,
+    #[arg(long, value_parser = crate::app::parse::shard_count, required_unless_present = "simulate")]
+    pub shards: Option<u32>,
+    /// Run the pods of a manifest printed with --output json on this machine, as the kubelet
+    /// would (files where the volumes put them, $(VARS) expanded, the start moved to 2 s from
+    /// now), and print what `kubectl logs ... | rpcmeter merge -` would
+    #[arg(long, value_name = "FILE", conflicts_with = "shards")]
+    pub simulate: Option<std::path::PathBuf>,
     /// Container image with rpcmeter as entrypoint, pinned (built from the repository's
     /// Dockerfile) [default: rpcmeter:VERSION, this rpcmeter's version]
     #[arg(long)]
@@ -46,11 +51,12 @@ pub struct KubeArgs {
     /// How long the finished Job and its pods (and their logs) are kept (ttlSecondsAfterFinished)
     #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "1h")]
     pub ttl: Duration,
-    /// The manifest as multi-document YAML, or as one JSON object (a List when several)
+    /// The manifest as multi-document YAML, or as one JSON object (a List when several);
+    /// with --simulate, json prints the merged result as JSON instead of a table
     #[arg(long, value_enum, default_value_t = Output::Yaml)]
     pub output: Output,
     /// `run` and its flags, meaning the whole load (as for `run --shard`)
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(required_unless_present = "simulate", trailing_var_arg = true, allow_hyphen_values = true)]
     pub run: Vec<String>,
 }
 
@@ -77,13 +83,17 @@ enum Becomes {
 }
 
 pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(file) = &args.simulate {
+        return crate::kube::simulate::main(file, args.output == Output::Json);
+    }
+    let shards = args.shards.unwrap_or(1);
     // The run's flags are checked here, once, as a pod would read them.
     let parsed = super::run::nested("kube", &args.run, &[])?;
     let run_words = &args.run[1..];
     if parsed.shard.is_some() || parsed.shards.is_some() || parsed.start_at.is_some() {
         return Err(bad_input("kube run: --shard, --shards and --start-at are set by kube itself"));
     }
-    k::check_name(&args.name, args.shards)?;
+    k::check_name(&args.name, shards)?;
     let image = args.image.clone().unwrap_or_else(|| format!("rpcmeter:{}", env!("CARGO_PKG_VERSION")));
     k::check_image(&image)?;
     // A file written in a pod is gone with it, and a second report on stdout would break the
@@ -121,11 +131,11 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     // Every shard's flags checked as its pod will read them: a shard with no worker or no
     // call of its own is refused now, not as one failed pod on the cluster.
     let mut length = None;
-    for i in 0..args.shards {
-        let extra = ["--shard".to_owned(), format!("{i}/{}", args.shards), "--start-at".into(), start_text.clone()];
+    for i in 0..shards {
+        let extra = ["--shard".to_owned(), format!("{i}/{}", shards), "--start-at".into(), start_text.clone()];
         let shard = super::run::nested("kube", &args.run, &extra)?;
         let settings = crate::app::run::Settings::from_args(&shard, vec![])
-            .map_err(|e| bad_input(format!("kube --shards {}: {e}", args.shards)))?;
+            .map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
         let plan = &settings.plan;
         length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
     }
@@ -233,7 +243,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     container_args.extend(
         [
             "--shard",
-            &format!("$(JOB_COMPLETION_INDEX)/{}", args.shards),
+            &format!("$(JOB_COMPLETION_INDEX)/{}", shards),
             "--start-at",
             &start_text,
             "--format",
@@ -330,8 +340,8 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         "metadata": meta(&args.name),
         "spec": {
             "completionMode": "Indexed",
-            "completions": args.shards,
-            "parallelism": args.shards,
+            "completions": shards,
+            "parallelism": shards,
             // One failed shard fails the Job at once (the others' pods are stopped): a
             // retried shard could not rejoin a run already under way.
             "backoffLimit": 0,

@@ -1,6 +1,7 @@
 //! The parts of `rpcmeter kube`'s manifest (src/cli/kube.rs): the local files a run reads,
 //! shipped in a ConfigMap (a Secret for the client's key and certificate) and mounted where
 //! the rewritten args name them; Kubernetes names and quantities checked before printing.
+pub mod simulate;
 pub mod words;
 pub mod yaml;
 
