@@ -239,7 +239,7 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
     inputs(dir.path());
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
         .current_dir(dir.path())
-        .args(["kube", "--shards", "2", "--start-in", "3s", "run", "-q", "--plaintext"])
+        .args(["kube", "--shards", "2", "--start-in", "5s", "run", "-q", "--plaintext"])
         .args(["--proto", "protos/echo.proto", "-D", "d.json", "--call", "EchoService/echo"])
         .args(["--rps", "200", "-z", "1s", "--format", "table", "--no-server-stats"])
         .arg(server.addr.to_string())
