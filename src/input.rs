@@ -66,6 +66,8 @@ pub enum Kind {
     RequestData,
     /// A .proto file or a protoset: 16 MiB.
     Proto,
+    /// A PEM certificate or key (`--cacert`, `--cert`, `--key`, serve's `--tls-*`): 16 MiB.
+    Pem,
 }
 
 impl Kind {
@@ -73,7 +75,7 @@ impl Kind {
         match self {
             Kind::Result => ByteSize::mib(256),
             Kind::RequestData => ByteSize::mib(64),
-            Kind::Proto => ByteSize::mib(16),
+            Kind::Proto | Kind::Pem => ByteSize::mib(16),
         }
     }
 
@@ -82,6 +84,7 @@ impl Kind {
             Kind::Result => "a result",
             Kind::RequestData => "request data",
             Kind::Proto => "a .proto file",
+            Kind::Pem => "a PEM file",
         }
     }
 }
@@ -92,9 +95,9 @@ static MAX: AtomicU64 = AtomicU64::new(0);
 /// `--max-input-size`, for the commands that read files.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct InputArgs {
-    /// Read input files (results, -D data, .proto files, standard input) up to SIZE each
-    /// [default: 256MiB for results, 64MiB for -D data, 16MiB for .proto files]
-    #[arg(long, value_name = "SIZE", value_parser = size)]
+    /// Read input files (results, -D data, .proto and PEM files, standard input) up to SIZE
+    /// each [default: 256MiB for results, 64MiB for -D data, 16MiB for .proto and PEM files]
+    #[arg(long, global = true, value_name = "SIZE", value_parser = size)]
     pub max_input_size: Option<ByteSize>,
 }
 

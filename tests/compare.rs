@@ -18,7 +18,7 @@ struct Level {
 
 const BASE: Level = Level { rps: 10_000.0, p50_us: 400.0, p99_us: 1_500.0, error_rate: 0.0 };
 
-/// A result file of `measured` full 1 s intervals at `level` with 5 % noise, after two warm-up
+/// A result file of `measured` full 1 s intervals at `level` with ±1.5 % noise (a quiet machine), after two warm-up
 /// intervals 3x slower and followed by a partial interval with a tenth of the calls (both
 /// far off the level: they would change the verdicts if they were counted). The whole-run
 /// numbers are those of the measured full intervals, as a run writes them.
@@ -31,7 +31,7 @@ fn write_result(dir: &Path, name: &str, level: Level, measured: usize, seed: u64
 
 fn result_json(name: &str, level: Level, measured: usize, seed: u64) -> Value {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut noise = move || 1.0 + 0.05 * (rng.gen::<f64>() * 2.0 - 1.0) * 1.7;
+    let mut noise = move || 1.0 + 0.015 * (rng.gen::<f64>() * 2.0 - 1.0);
     let mut intervals = Vec::new();
     let mut t = 0.0;
     let row = |t: f64, length: f64, phase: &str, rps: f64, p50: f64, p99: f64, error_rate: f64| {
@@ -288,6 +288,23 @@ fn different_methods_or_the_same_run_twice_are_warned_of() {
 
     let (_, _, stderr) = compare(&[a.as_os_str(), a.as_os_str()]);
     assert!(stderr.contains("are the same run"), "{stderr}");
+
+    // Run ids (`meta.run_id`, and a merged result's `meta.source_run_ids`) name the runs.
+    let with_ids = |name: &str, id: Value, sources: Value| {
+        let mut r = result_json(name, BASE, 10, 21);
+        r["meta"]["run_id"] = id;
+        r["meta"]["source_run_ids"] = sources;
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, r.to_string()).unwrap();
+        path
+    };
+    let one = with_ids("one", json!("r-1"), json!([]));
+    let other = with_ids("other", json!("r-2"), json!([]));
+    let merged = with_ids("merged", json!("r-3"), json!(["r-1", "r-4"]));
+    let (code, _, stderr) = compare(&[one.as_os_str(), other.as_os_str()]);
+    assert!(code == Some(0) && stderr.is_empty(), "same start, other ids: two runs: {stderr}");
+    let (_, _, stderr) = compare(&[merged.as_os_str(), one.as_os_str()]);
+    assert!(stderr.contains("one.json is one of the runs merged into"), "{stderr}");
 }
 
 #[test]
@@ -356,7 +373,10 @@ fn bad_files_and_flags_exit_2_naming_the_problem() {
     assert_eq!(code, Some(2), "{stderr}");
     let (code, _, stderr) = compare(&[a.as_os_str(), a.as_os_str(), os("--metric"), os("p42")]);
     assert_eq!(code, Some(2), "{stderr}");
-    // One side only, or three files without `--`.
+    // A flag after `--` (where every argument is B's), one side only, three files without `--`.
+    let (code, _, stderr) = compare(&[a.as_os_str(), os("--"), a.as_os_str(), os("--fail-on-regression")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--fail-on-regression comes after `--`"), "{stderr}");
     for args in [vec![a.as_os_str()], vec![a.as_os_str(), a.as_os_str(), a.as_os_str()]] {
         let (code, _, stderr) = compare(&args);
         assert_eq!(code, Some(2), "{stderr}");

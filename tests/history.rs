@@ -143,3 +143,24 @@ fn compare_report_and_merge_read_history_ids() {
     let missing = rpcmeter(&data_home, &["compare", "1", "99"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// `demo` runs four measurements the user did not ask for: they stay out of the history
+/// unless `demo --save`; the commands it prints can be pasted (the JSON quoted).
+#[test]
+fn a_demo_is_not_recorded_unless_saved() {
+    let home = tempfile::tempdir().unwrap();
+    let demo = |save: bool| {
+        let mut args = vec!["demo", "--duration", "200ms"];
+        args.extend(save.then_some("--save"));
+        let out = rpcmeter(home.path(), &args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        text(&out)
+    };
+    let shown = demo(false);
+    assert!(shown.contains(r#"-d '{"content":"hello"}'"#), "{shown}");
+    let list = rpcmeter(home.path(), &["history", "list"]);
+    assert!(listed(&list).is_empty(), "demo recorded: {}", text(&list));
+    demo(true);
+    let list = rpcmeter(home.path(), &["history", "list"]);
+    assert_eq!(listed(&list).len(), 4, "{}", text(&list));
+}

@@ -88,7 +88,26 @@ fn request_data_and_protos_are_bounded() {
     let proto = sparse(dir.path(), "big.proto", 20 << 20);
     let out = rpcmeter(&["run", "--plaintext", "--proto", proto.to_str().unwrap(), "--call", "M/x", &closed]);
     refused(&out, &["big.proto", "20.0 MiB, larger than the 16.0 MiB allowed for a .proto file"]);
+    // The PEM reader reads lines: /dev/zero has none, and grew until memory ran out.
+    let out = rpcmeter(&["run", "--proto", &echo, "--call", "EchoService/echo", "--cacert", "/dev/zero", &closed]);
+    refused(&out, &["/dev/zero", "larger than the 16.0 MiB allowed for a PEM file"]);
     let set = sparse(dir.path(), "big.pb", 20 << 20);
     let out = rpcmeter(&["run", "--plaintext", "--protoset", set.to_str().unwrap(), "--call", "M/x", &closed]);
     refused(&out, &["--protoset", "big.pb", "20.0 MiB"]);
+}
+
+#[test]
+fn history_rows_are_bounded_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite3");
+    let result = serde_json::json!({"meta": {"name": "x".repeat(5000)}, "requests": {"total": 1}});
+    let id = rpcmeter::history::History::open(&path).unwrap().save(&result).unwrap().to_string();
+    let history = path.to_str().unwrap();
+    let out = rpcmeter(&["history", "--history", history, "show", &id, "--max-input-size", "4KiB"]);
+    refused(&out, &[&format!("run #{id}"), "larger than the 4.0 KiB allowed for a result"]);
+    let out = rpcmeter(&["history", "--history", history, "show", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The listing cuts what it shows.
+    let out = rpcmeter(&["history", "--history", history]);
+    assert!(out.status.success() && out.stdout.len() < 1000, "{}", String::from_utf8_lossy(&out.stdout));
 }

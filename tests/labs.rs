@@ -95,3 +95,57 @@ fn ping_vs_grpc_tables_each_path_with_the_gap_and_trimming_stated() {
         assert!(html.contains(&format!("id=\"{id}\"")), "no {id}");
     }
 }
+
+/// Ctrl-C in the middle of a lab: the write-up is marked INTERRUPTED at its top, names the
+/// steps that ran, and draws no conclusion from the steps that did not.
+#[test]
+fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
+        .args(["lab", "kv-throughput", "--quick", "--runtimes", "rpcmeter", "--out"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // kv-throughput --quick is 20 steps of 1 s: 2.5 s in, most of them have not run.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = std::fs::read_to_string(dir.path().join("kv-throughput.md")).unwrap();
+    let top: Vec<&str> = md.lines().take(3).collect();
+    assert!(top[2].starts_with("**INTERRUPTED**: ") && top[2].contains("Steps that ran: "), "{md}");
+    assert!(top[2].contains("not run"), "{md}");
+    assert!(md.contains("## What it shows\n\nNot drawn: the lab was interrupted"), "{md}");
+    let html = std::fs::read_to_string(dir.path().join("kv-throughput.html")).unwrap();
+    assert!(html.contains("INTERRUPTED: ") && html.contains("Not drawn"));
+}
+
+/// A --db the servers cannot use: a scheme they do not know is refused before anything starts
+/// (one line, exit 2); a server that fails on it says why in the error, not "its first line
+/// was \"\"".
+#[test]
+fn a_bad_db_is_one_line_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab_with = |db: &str| {
+        Command::cargo_bin("rpcmeter")
+            .unwrap()
+            .args(["lab", "threaded-vs-async", "--quick", "--runtimes", "rpcmeter", "--db", db, "--out"])
+            .arg(dir.path())
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    let o = lab_with("mysql://x");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--db") && err.contains("mysql://x") && err.contains("postgres://"), "{err}");
+    // Port 1: nothing listens there; the server's own error comes through.
+    let o = lab_with("postgres://u:secret@127.0.0.1:1/x");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot use database") && !err.contains("first line was"), "{err}");
+    assert!(!err.contains("secret"), "a password shown: {err}");
+}

@@ -222,3 +222,31 @@ fn mixed_results_merge_with_a_warning() {
     let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(m["meta"]["mixed"].to_string().contains("other.Service/Method"), "{}", m["meta"]);
 }
+
+#[test]
+fn late_sends_by_cause_are_added() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for (i, (slot, wake)) in [(3u64, 1u64), (4, 2)].into_iter().enumerate() {
+        let path = dir.path().join(format!("{i}.json"));
+        let mut cmd = run_echo(server.addr, &["-c", "1", "-n", "20"]);
+        cmd.arg("--export").arg(format!("json={}", path.display()));
+        assert!(cmd.output().unwrap().status.success());
+        // Stand-ins for an open loop's counts: a closed loop writes zeros.
+        let mut r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        r["late_sends"] = slot.into();
+        r["late_wakeups"] = wake.into();
+        std::fs::write(&path, r.to_string()).unwrap();
+        paths.push(path);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .arg("merge")
+        .args(&paths)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((m["late_sends"].as_u64(), m["late_wakeups"].as_u64()), (Some(7), Some(3)), "{m:#}");
+}

@@ -152,3 +152,99 @@ fn a_sweep_of_clients_reports_every_step_and_the_knee() {
     assert!(text.contains("Knee: "), "{text}");
     assert!(text.contains("-c 1") && text.contains("-c 3"), "{text}");
 }
+
+fn sweep_args(addr: &str, rates: &str, more: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["sweep", "--rates", rates, "run", "--plaintext", "--quiet", "--no-save"]
+        .into_iter()
+        .chain(["--call", "EchoService/echo", "--max-in-flight", "1"])
+        .chain(more.iter().copied())
+        .map(String::from)
+        .collect();
+    args.push(addr.to_string());
+    args
+}
+
+/// A step that could not keep its rate shows its unsent calls; a step cut short by Ctrl-C is
+/// marked partial, those after it "not run", and the sweep says it was interrupted.
+#[test]
+fn a_sweep_shows_unsent_calls_and_marks_an_interrupted_step() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // 50000 calls/s through one slot cannot be kept; then three 1 s steps, the second of
+    // which (or the third, on a slow machine) the SIGINT at 2 s cuts short.
+    let child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(sweep_args(&addr, "50000,100,100,100", &["-z", "1s"]))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    server.shutdown();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.lines().next().unwrap().contains("unsent"), "{text}");
+    let first = text.lines().find(|l| l.starts_with("--rps 50000")).unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = first.split_whitespace().collect();
+    assert_eq!(cells.last(), Some(&"whole"), "{text}");
+    let unsent: u64 = cells[cells.len() - 3].parse().unwrap();
+    assert!(unsent > 1000, "unsent {unsent}: {text}");
+    assert!(text.contains("PARTIAL (interrupted; not in the knee)"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("--rps 100") && l.ends_with("not run")), "{text}");
+    assert!(text.contains("Interrupted:"), "{text}");
+}
+
+/// `run`'s -o and --format json given to a sweep write the sweep's JSON to the file; the
+/// per-run files are refused in one line.
+#[test]
+fn a_sweep_honours_o_and_format_json_and_refuses_export() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sweep.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(sweep_args(&addr, "100,200", &["-z", "500ms", "--format", "json", "-o", file.to_str().unwrap()]))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    let sweep: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let steps = sweep["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for s in steps {
+        assert_eq!(s["partial"], false);
+        assert!(s["result"]["requests"]["ok"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(sweep["interrupted"], false);
+    let export = dir.path().join("x.csv");
+    let refused = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(sweep_args(&addr, "100", &["--export", &format!("csv={}", export.display())]))
+        .output()
+        .unwrap();
+    server.shutdown();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--export"), "{err}");
+}
+
+/// A sweep whose every call failed exits 1 like `run`, after its table (which counts them).
+#[test]
+fn a_sweep_in_which_every_call_failed_exits_1() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["sweep", "--rates", "50,100", "run", "--plaintext", "--quiet", "--no-save"])
+        .args(["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", r#"{"n":1000}"#, "-z", "300ms", &addr])
+        .output()
+        .unwrap();
+    server.shutdown();
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{err}{text}");
+    assert!(err.contains("no call of any step succeeded"), "{err}");
+    let row = text.lines().find(|l| l.starts_with("--rps 50 ")).unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[2], cells[cells.len() - 4], "calls and failed differ: {row}");
+}

@@ -191,3 +191,19 @@ fn the_final_result_as_prometheus_influx_and_junit() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("errors=\"1\"") && xml.contains("<error message=\""), "{xml}");
 }
+
+/// `--metrics-addr :PORT` listens on every interface, as Prometheus exporters take it
+/// (node_exporter's `--web.listen-address=:9100`), with a warning that it is reachable.
+#[test]
+fn a_metrics_address_of_only_a_port_listens_on_every_interface() {
+    let lab = LabProcess::start(&[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "-q", "--no-save", "--call", "EchoService/echo", "-n", "5", "--metrics-addr"])
+        .args([":0", lab.addr.as_str()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("metrics on http://0.0.0.0:"), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.contains("warning") && l.contains("0.0.0.0")).count(), 1, "{stderr}");
+}

@@ -239,3 +239,18 @@ fn serve_warns_once_when_plaintext_listens_beyond_loopback() {
         assert!(stderr.contains(bound), "{stderr}");
     }
 }
+
+/// `--kv-max-bytes` takes a size with its unit; the first lines say the bounds.
+#[test]
+fn serve_takes_its_kv_bound_with_a_unit() {
+    let (child, mut stdout, _) = serve(&["--addr", "127.0.0.1:0", "--kv-max-bytes", "1MiB", "--db-max-rows", "500"]);
+    let mut shape = String::new();
+    stdout.read_line(&mut shape).unwrap();
+    assert!(shape.contains("at most 500 rows") && shape.contains("at most 1.0 MiB"), "{shape}");
+    // SAFETY: kill with a pid we spawned and a valid signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    assert!(finish(child, stdout).status.success());
+    let (code, stderr) = run(&["serve", "--addr", "127.0.0.1:0", "--kv-max-bytes", "lots"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--kv-max-bytes"), "{stderr}");
+}

@@ -672,7 +672,9 @@ async fn unimplemented_names_the_unknown_method() {
 /// beyond is RESOURCE_EXHAUSTED naming the bound, and changes nothing; overwriting a key
 /// with a value no larger still succeeds.
 async fn kv_store_is_bounded(relax: bool) {
-    let server = LabServer::start(LabConfig { kv_max_bytes: 10_000, relax, ..config(Model::Async) }).unwrap();
+    let server =
+        LabServer::start(LabConfig { kv_max_bytes: rpcmeter::input::ByteSize(10_000), relax, ..config(Model::Async) })
+            .unwrap();
     let mut storage = StorageClient::new(connect(&server).await);
     let put = |key: &str, len: usize| PutRequest { key: key.into(), value: vec![b'x'; len] };
     storage.put_value(put("a", 4000)).await.unwrap();

@@ -6,7 +6,7 @@
 //! the same server, p50 moves by a few percent (an A/A audit saw 3-37 µs on about 1 ms), far
 //! more than the noise between the intervals of one run, so a test over one run's intervals
 //! calls identical servers different. Each metric gives one value per run: throughput of OK
-//! calls per second, p50 and p99 latency of OK calls, the error rate (failed / calls).
+//! calls per second, p50 and p99 latency of OK calls (`ok_latency_us`), the error rate.
 //! Throughput and latency are compared as logarithms (a ratio B / A), the error rate as a
 //! difference in percentage points. `stats::compare::mean_shift` judges the runs: Welch's t
 //! over the runs' values, each side's noise per run taken as the largest of the spread
@@ -33,8 +33,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// A run whose calls failed more than this share has no latency of OK calls to compare: its
-/// result's latency counts failed calls too (a fast rejection would look like a fast call).
+/// A result without `ok_latency_us` (written before it existed) whose calls failed more than
+/// this share has no latency of OK calls to compare: its `latency_us` counts failed calls too
+/// (a fast rejection would look like a fast call).
 pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 
 /// Everything a comparison needs, validated.
@@ -75,6 +76,13 @@ impl Settings {
                 )))
             }
         };
+        // After `--` everything is a file of B: a flag there is a mistake, not a file.
+        if let Some(flag) = b.iter().find(|p| p.to_string_lossy().starts_with('-') && !p.exists()) {
+            return Err(bad_input(format!(
+                "compare: {} comes after `--`, where every argument is a result of B: put flags before `--`",
+                flag.display()
+            )));
+        }
         Ok(Settings {
             a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
             b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
@@ -125,6 +133,8 @@ pub struct RunResult {
     pub started_at: Option<String>,
     /// `meta.run_id`, when the result has one.
     pub run_id: Option<String>,
+    /// `meta.source_run_ids` of a merged result: the runs merged into it.
+    pub source_run_ids: Vec<String>,
     pub call: Option<String>,
     pub target: Option<String>,
     /// How many results were merged into this one (`merge`, `run --shards`); 0 for one run.
@@ -139,6 +149,12 @@ pub struct RunResult {
     pub throughput_rps: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// Whether `p50` and `p99` are of OK calls only (`ok_latency_us`); else of every call.
+    pub ok_only: bool,
+    /// The sampling error of p50 and p99 (of their logarithms), from the call latency
+    /// histogram's order statistics; 0 without a histogram.
+    pub p50_error: f64,
+    pub p99_error: f64,
     /// The interval series; empty for merged results, which keep none.
     pub interval: Option<Duration>,
     pub intervals: Vec<IntervalRow>,
@@ -171,17 +187,30 @@ struct RawResult {
     throughput_rps: f64,
     ok_rps: Option<f64>,
     latency_us: RawLatency,
+    /// Of OK calls only; results written before it existed have only `latency_us`.
+    ok_latency_us: Option<RawLatency>,
     interval_s: Option<f64>,
     #[serde(default)]
     intervals: Vec<RawInterval>,
     shards: Option<Vec<JsonValue>>,
+    #[serde(default)]
+    histograms: RawHistograms,
+}
+
+#[derive(Deserialize, Default)]
+struct RawHistograms {
+    call_latency: Option<String>,
+    ok_call_latency: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawMeta {
     name: Option<String>,
     started_at: Option<String>,
-    run_id: Option<String>,
+    /// Any JSON: a string today; read leniently so that a new form is no reason to refuse.
+    run_id: Option<JsonValue>,
+    #[serde(default)]
+    source_run_ids: Vec<JsonValue>,
     #[serde(default)]
     merged_from: Vec<JsonValue>,
 }
@@ -259,14 +288,30 @@ impl RunResult {
             None if duration.is_zero() => 0.0,
             None => raw.requests.ok as f64 / duration.as_secs_f64(),
         };
-        let (p50, p99) = (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?);
+        let ok_only = raw.ok_latency_us.is_some();
+        let (p50, p99) = match &raw.ok_latency_us {
+            Some(l) => (micros(l.p50, "ok_latency_us.p50")?, micros(l.p99, "ok_latency_us.p99")?),
+            None => (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?),
+        };
         let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
         let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
+        let latencies = if ok_only { &raw.histograms.ok_call_latency } else { &raw.histograms.call_latency };
+        let histogram = match latencies {
+            Some(text) => Some(
+                crate::record::shard::from_text(text).map_err(|why| bad(format!("histograms.call_latency {why}")))?,
+            ),
+            None => None,
+        };
+        let error = |q: f64| histogram.as_ref().map_or(0.0, |h| quantile_error(h, q));
         Ok(RunResult {
+            ok_only,
+            p50_error: error(0.5),
+            p99_error: error(0.99),
             label,
             name: raw.meta.name,
             started_at: raw.meta.started_at,
-            run_id: raw.meta.run_id,
+            run_id: raw.meta.run_id.as_ref().map(id_text),
+            source_run_ids: raw.meta.source_run_ids.iter().map(id_text).collect(),
             call: raw.call,
             target: raw.target,
             merged_from,
@@ -293,6 +338,16 @@ impl RunResult {
         self.intervals.iter().filter(|iv| iv.measured).filter(full)
     }
 
+    /// How far the run's value could be from its own run's true one by sampling alone, as a
+    /// standard error of its logarithm (percentiles: order statistics of the histogram).
+    fn sampling_error(&self, metric: Metric) -> f64 {
+        match metric {
+            Metric::P50 => self.p50_error,
+            Metric::P99 => self.p99_error,
+            Metric::Throughput | Metric::ErrorRate => 0.0,
+        }
+    }
+
     fn failed_share(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -300,6 +355,27 @@ impl RunResult {
             self.failed as f64 / self.calls as f64
         }
     }
+}
+
+/// A run id as text, whatever JSON it was written as.
+fn id_text(id: &JsonValue) -> String {
+    id.as_str().map_or_else(|| id.to_string(), str::to_string)
+}
+
+/// The standard error of the logarithm of the `q` quantile of `h`: the values at the ranks
+/// one binomial standard deviation, `sqrt(q (1 - q) / n)`, either side of `q` (the order
+/// statistics' distribution-free interval), half their distance in logarithms.
+fn quantile_error(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+    let n = h.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let step = (q * (1.0 - q) / n as f64).sqrt();
+    let (low, high) = (h.value_at_quantile((q - step).max(0.0)), h.value_at_quantile((q + step).min(1.0)));
+    if low == 0 || high == 0 {
+        return 0.0;
+    }
+    ((high as f64).ln() - (low as f64).ln()) / 2.0
 }
 
 /// A metric compared between runs.
@@ -370,7 +446,7 @@ impl Metric {
         let latency = |d: Duration| {
             if run.ok == 0 {
                 Err(format!("{} has no OK calls", run.label))
-            } else if run.failed_share() > MAX_FAILED_FOR_LATENCY {
+            } else if !run.ok_only && run.failed_share() > MAX_FAILED_FOR_LATENCY {
                 Err(format!(
                     "{}% of {}'s calls failed, and its latency counts them",
                     percent(run.failed_share()),
@@ -389,8 +465,12 @@ impl Metric {
         }
     }
 
-    /// The noise of a run's value seen within it: the standard error of the mean of the
-    /// logarithms of its full intervals' values (2 intervals or more). 0 without intervals.
+    /// How much the run's value moved within it: the standard deviation of the logarithms of
+    /// its full intervals' values, estimated robustly (1.4826 x their median absolute
+    /// deviation) except for p99, whose stalls are its spread (2 intervals or more, else 0). What moves a run against the
+    /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
+    /// too, so a run is taken to vary between runs at least this much (not this over the root
+    /// of the count: intervals of one run share its conditions and do not average them out).
     pub fn within_run(self, run: &RunResult) -> f64 {
         let values: Vec<f64> = run
             .full_intervals()
@@ -406,9 +486,14 @@ impl Metric {
         if values.len() < 2 {
             return 0.0;
         }
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+        if self == Metric::P99 {
+            // A tail is made of stalls: the intervals that had one are its spread, not outliers.
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            return (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        }
+        // Robust (MAD): one interval with a stall must not make a run's p50 unjudgeable.
+        crate::stats::compare::mad(&values).map_or(0.0, |mad| mad * crate::stats::compare::MAD_TO_SIGMA)
     }
 
     /// A value, typed.
@@ -499,7 +584,11 @@ impl MetricComparison {
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
         let floor = |runs: &[RunResult]| -> f64 {
             let within = if metric.relative() {
-                runs.iter().map(|r| metric.within_run(r)).fold(0.0, f64::max)
+                // The runs' typical spread (root mean square): one chaotic run of several must
+                // not set the noise of all; its value is in the spread between runs anyway.
+                let squares: f64 =
+                    runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric)).powi(2)).sum();
+                (squares / runs.len().max(1) as f64).sqrt()
             } else {
                 // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
                 let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
@@ -658,14 +747,18 @@ impl Report {
                 if floors.is_empty() { "the resolution shown".to_string() } else { floors.join(", ") }
             );
         } else {
-            s += " Each side's noise is the larger of the spread between its runs and the floor (docs/design.md, \"compare\").";
+            s +=
+                " Each side's noise per run is the largest of the spread between its runs, the spread within them and \
+                  the floor (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine \
+                  over time is not taken for one of B.";
         }
         s
     }
 }
 
 fn percent_sd(metric: Metric) -> String {
-    format!("{}%", percent(metric.noise_floor().exp() - 1.0))
+    // A standard deviation of a logarithm this small is the relative one.
+    format!("{}%", percent(metric.noise_floor()))
 }
 
 /// Warnings (the comparison may mean nothing) and notes (how it was made).
@@ -693,6 +786,11 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
             };
             if same {
                 warnings.push(format!("{} and {} are the same run: it is compared with itself", x.label, y.label));
+            }
+            for (whole, part) in [(x, y), (y, x)] {
+                if part.run_id.as_ref().is_some_and(|id| whole.source_run_ids.contains(id)) {
+                    warnings.push(format!("{} is one of the runs merged into {}", part.label, whole.label));
+                }
             }
         }
     }
@@ -729,8 +827,13 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     if !settings.fail_on_regression {
         return Ok(ExitCode::SUCCESS);
     }
-    let unjudged: Vec<String> =
-        report.cannot_judge().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
+    let unjudged: Vec<String> = report
+        .cannot_judge()
+        .map(|m| match &m.verdict {
+            Verdict::CannotJudge(why) => format!("{} ({why})", m.metric.label()),
+            _ => m.metric.label().to_string(),
+        })
+        .collect();
     let regressions: Vec<String> =
         report.regressions().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
     match (regressions.is_empty(), unjudged.is_empty()) {
@@ -793,7 +896,8 @@ fn change_cell(m: &MetricComparison) -> String {
     }
     match m.shift.filter(|_| !m.metric.relative()) {
         Some(s) => {
-            let pp = |x: f64| format!("{:+.2}", x * 100.0);
+            // A rate difference lies within -100 and +100 pp, whatever the normal interval says.
+            let pp = |x: f64| format!("{:+.2}", x.clamp(-1.0, 1.0) * 100.0);
             format!("{} pp [{}, {}]", pp(s.difference), pp(s.ci.low), pp(s.ci.high))
         }
         None => "-".into(),

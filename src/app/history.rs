@@ -71,10 +71,15 @@ pub fn run(path: Option<PathBuf>, action: Action) -> anyhow::Result<String> {
     }
 }
 
-/// A duration given in µs, for people ("-" when absent).
+/// A duration given in µs, for people ("-" when absent or beyond any duration).
 fn micros(us: Option<f64>) -> String {
-    us.filter(|us| us.is_finite() && *us >= 0.0)
-        .map_or_else(|| "-".into(), |us| units::duration(Duration::from_secs_f64(us / 1e6)))
+    seconds(us.map(|us| us / 1e6))
+}
+
+/// A duration given in seconds, for people ("-" when absent, negative or beyond any duration:
+/// a history can hold results from elsewhere).
+fn seconds(s: Option<f64>) -> String {
+    s.and_then(|s| Duration::try_from_secs_f64(s).ok()).map_or_else(|| "-".into(), units::duration)
 }
 
 /// `2024-05-01T10:00:00.123Z` as `2024-05-01 10:00:00` (UTC).
@@ -131,7 +136,7 @@ fn list_table(rows: &[RunRow]) -> String {
 
 /// A word as a shell would need it to get it back: quoted when it holds anything but
 /// `[A-Za-z0-9_./:=,@%+-]`.
-fn shell_word(word: &str) -> String {
+pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "_./:=,@%+-".contains(c));
     match plain {
         true => word.to_string(),
@@ -168,7 +173,7 @@ fn summary(id: i64, r: &Value, path: &Path) -> String {
         or_dash(int("/requests/total")),
         or_dash(int("/requests/ok")),
         or_dash(int("/requests/failed")),
-        real("/duration_s").map_or_else(|| "-".into(), |s| units::duration(Duration::from_secs_f64(s.max(0.0)))),
+        seconds(real("/duration_s")),
     );
     out +=
         &format!("throughput: {}\n", real("/throughput_rps").map_or_else(|| "-".into(), |rps| format!("{rps:.1}/s")));

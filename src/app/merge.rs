@@ -39,8 +39,23 @@ fn checked(input: Input) -> anyhow::Result<Input> {
             )));
         }
     }
+    // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
+    // run, and a few of them would overflow the sum.
+    let r = &input.result;
+    let counts = ["requests", "statuses", "attempt_statuses", "messages"]
+        .into_iter()
+        .flat_map(|key| r[key].as_object().into_iter().flatten().map(move |(name, n)| (format!("{key}.{name}"), n)))
+        .chain(r["errors"].as_array().into_iter().flatten().map(|e| ("errors[].count".to_string(), &e["count"])));
+    for (name, n) in counts {
+        if n.as_u64().is_some_and(|n| n > MAX_COUNT) {
+            return Err(bad_input(format!("{}: {name} {n} is not a count of calls", input.label)));
+        }
+    }
     Ok(input)
 }
+
+/// The largest count a result may hold: 2^53.
+const MAX_COUNT: u64 = 1 << 53;
 
 /// Results one after the other in one text, as `kubectl logs` of several pods gives them:
 /// every JSON object that starts a line is read; other lines (a pod's error) are returned
@@ -68,12 +83,15 @@ pub fn read_stream(text: &str, label: &str) -> anyhow::Result<(Vec<Input>, Vec<S
     Ok((inputs, skipped))
 }
 
-const HISTOGRAMS: [(&str, &str); 4] = [
+const HISTOGRAMS: [(&str, &str); 5] = [
     ("call_latency", "latency_us"),
+    ("ok_call_latency", "ok_latency_us"),
     ("attempt_latency", "attempt_latency_us"),
     ("service_time", "service_time_us"),
     ("schedule_lag", "schedule_lag_us"),
 ];
+
+const LATE: [&str; 2] = ["late_sends", "late_wakeups"];
 
 const COUNTS: [&str; 8] = ["total", "ok", "failed", "retries", "attempts", "retry_exhausted", "abandoned", "unsent"];
 
@@ -86,6 +104,10 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     // Histograms: added, then summarised again from the sum.
     let mut histograms = Map::new();
     for (key, summary_key) in HISTOGRAMS {
+        // Results written before a histogram existed (ok_call_latency) merge without it.
+        if key == "ok_call_latency" && inputs.iter().any(|i| i.result["histograms"].get(key).is_none()) {
+            continue;
+        }
         let mut sum = new_histogram();
         for input in inputs {
             let text = input.result["histograms"][key].as_str().unwrap_or("");
@@ -106,14 +128,21 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     for key in COUNTS {
         requests.insert(
             key.into(),
-            inputs.iter().map(|i| i.result["requests"][key].as_u64().unwrap_or(0)).sum::<u64>().into(),
+            inputs.iter().map(|i| i.result["requests"][key].as_u64().unwrap_or(0)).fold(0, u64::saturating_add).into(),
         );
+    }
+    // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
+    for key in LATE {
+        if inputs.iter().any(|i| i.result.get(key).is_some()) {
+            out.insert(key.into(), inputs.iter().map(|i| i.result[key].as_u64().unwrap_or(0)).sum::<u64>().into());
+        }
     }
     for key in ["statuses", "attempt_statuses"] {
         let mut sum: BTreeMap<String, u64> = BTreeMap::new();
         for input in inputs {
             for (name, n) in input.result[key].as_object().into_iter().flatten() {
-                *sum.entry(name.clone()).or_default() += n.as_u64().unwrap_or(0);
+                let sum = sum.entry(name.clone()).or_default();
+                *sum = sum.saturating_add(n.as_u64().unwrap_or(0));
             }
         }
         out.insert(key.into(), json!(sum));
@@ -122,7 +151,8 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     for input in inputs {
         for e in input.result["errors"].as_array().into_iter().flatten() {
             let key = (e["status"].as_str().unwrap_or("").to_string(), e["message"].as_str().unwrap_or("").to_string());
-            *errors.entry(key).or_default() += e["count"].as_u64().unwrap_or(0);
+            let count = errors.entry(key).or_default();
+            *count = count.saturating_add(e["count"].as_u64().unwrap_or(0));
         }
     }
     let mut errors: Vec<_> = errors.into_iter().collect();
@@ -227,7 +257,8 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
 /// Streaming results: messages added, their histograms added and summarised again, rates
 /// over the union of the windows (`rate`).
 fn merge_messages(inputs: &[Input], kind: Value, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
-    let sum = |key: &str| inputs.iter().map(|i| i.result["messages"][key].as_u64().unwrap_or(0)).sum::<u64>();
+    let sum =
+        |key: &str| inputs.iter().map(|i| i.result["messages"][key].as_u64().unwrap_or(0)).fold(0, u64::saturating_add);
     let (sent, received) = (sum("sent"), sum("received"));
     let mut out = json!({
         "kind": kind,

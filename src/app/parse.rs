@@ -21,6 +21,16 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// HOST:PORT to listen on; `:PORT` alone means every interface (0.0.0.0:PORT), as
+/// Prometheus exporters take it (node_exporter's `--web.listen-address=:9100`).
+pub fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    full.parse().map_err(|_| format!("{text:?} is not HOST:PORT (e.g. 127.0.0.1:9100), or :PORT for every interface"))
+}
+
 /// A duration above zero.
 pub fn positive_duration(text: &str) -> Result<Duration, String> {
     match duration(text)? {
@@ -182,6 +192,16 @@ pub fn target(text: &str) -> Result<TargetText, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses_take_a_bare_port_as_every_interface() {
+        assert_eq!(listen_addr(":9100"), Ok("0.0.0.0:9100".parse().unwrap()));
+        assert_eq!(listen_addr("127.0.0.1:0"), Ok("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(listen_addr("[::1]:9100"), Ok("[::1]:9100".parse().unwrap()));
+        for bad in ["localhost", ":", ":99999", "9100", ""] {
+            assert!(listen_addr(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_are_bounded() {

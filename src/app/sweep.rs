@@ -1,10 +1,12 @@
 //! The sweep's steps, run one after the other through `app::run::measure_step`, and the knee.
+use super::outputs::WholeFile;
 use super::run::{measure_step, Settings};
 use crate::cli::run::RunArgs;
-use crate::error::{output_failed, run_failed};
+use crate::error::{bad_input, output_failed, run_failed};
 use crate::load::engine::Control;
 use crate::report::{units, Summary};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -33,63 +35,172 @@ pub fn knee(throughputs: &[f64]) -> Option<usize> {
     })
 }
 
-pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, json: bool) -> anyhow::Result<ExitCode> {
-    let mut done: Vec<(Step, Summary)> = Vec::new();
-    for (step, args) in steps {
-        if control.interrupts.load(Relaxed) > 0 {
-            break;
-        }
-        let summary = measure_step(Settings::from_args(&args, vec![])?, &control, false)?;
-        eprintln!("sweep: {} done: {:.1} calls/s", step.label, summary.throughput_rps);
-        done.push((step, summary));
-    }
-    if done.is_empty() {
-        return Err(run_failed("sweep: no step ran"));
-    }
-    let text = if json {
-        let steps: Vec<_> = done
-            .iter()
-            .map(|(step, s)| serde_json::json!({"step": step.label, "load": step.load, "result": crate::report::json::value(s)}))
-            .collect();
-        let throughputs: Vec<f64> = done.iter().map(|(_, s)| s.throughput_rps).collect();
-        let knee = knee(&throughputs).map(|i| done[i].0.label.clone());
-        serde_json::to_string_pretty(&serde_json::json!({"steps": steps, "knee": knee})).unwrap_or_default() + "\n"
-    } else {
-        table(&done)
-    };
-    std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?;
-    Ok(ExitCode::SUCCESS)
+/// Where the sweep's result goes: the table or JSON, to standard output or a file (`run`'s
+/// `-o` and `--format json`, given after `run`).
+pub struct SweepOutput {
+    pub json: bool,
+    pub file: Option<PathBuf>,
 }
 
-fn table(done: &[(Step, Summary)]) -> String {
+/// A step that ran: its result, and whether it was cut short (Ctrl-C, SIGTERM).
+struct Done {
+    step: Step,
+    summary: Summary,
+}
+
+impl Done {
+    fn partial(&self) -> bool {
+        self.summary.partial()
+    }
+}
+
+pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, output: SweepOutput) -> anyhow::Result<ExitCode> {
+    // The file is made before the first step (a bad path costs no measuring) and put in place
+    // whole at the end.
+    let file = match &output.file {
+        Some(path) => Some(WholeFile::create(path).map_err(|e| bad_input(format!("-o {}: {e}", path.display())))?),
+        None => None,
+    };
+    let mut done: Vec<Done> = Vec::new();
+    let mut not_run: Vec<String> = Vec::new();
+    let mut failed_step: Option<String> = None;
+    for (step, args) in steps {
+        if control.interrupts.load(Relaxed) > 0 || failed_step.is_some() {
+            not_run.push(step.label);
+            continue;
+        }
+        // A step that cannot run (the target went away) ends the sweep; the steps before it
+        // are still reported.
+        match Settings::from_args(&args, vec![]).and_then(|settings| measure_step(settings, &control, false)) {
+            Ok(summary) => {
+                eprintln!(
+                    "sweep: {} {}: {:.1} calls/s ({:.1} OK/s)",
+                    step.label,
+                    if summary.partial() { "interrupted" } else { "done" },
+                    summary.throughput_rps,
+                    summary.ok_rps
+                );
+                done.push(Done { step, summary });
+            }
+            // Stopped while the step was starting: it did not run.
+            Err(_) if control.interrupts.load(Relaxed) > 0 && !done.is_empty() => not_run.push(step.label),
+            Err(e) if done.is_empty() => return Err(e),
+            Err(e) => {
+                failed_step = Some(format!("{}: {e:#}", step.label));
+                not_run.push(step.label);
+            }
+        }
+    }
+    let interrupted = done.iter().any(Done::partial) || (!not_run.is_empty() && failed_step.is_none());
+    let text = if output.json {
+        json(&done, &not_run, interrupted, failed_step.as_deref())
+    } else {
+        table(&done, &not_run, failed_step.as_deref())
+    };
+    match (file, &output.file) {
+        (Some(f), Some(path)) => {
+            let mut w = f.file();
+            w.write_all(text.as_bytes()).and_then(|_| f.commit()).map_err(|e| output_failed(path, e))?;
+            eprintln!("sweep: wrote {}", path.display());
+        }
+        _ => std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?,
+    }
+    // As `run`: a sweep in which no call succeeded measured no service, whatever its table says.
+    let answered: u64 = done.iter().map(|d| d.summary.requests.total).sum();
+    let ok: u64 = done.iter().map(|d| d.summary.requests.ok).sum();
+    match failed_step {
+        Some(why) => Err(run_failed(format!("sweep: step {why}"))),
+        None if ok == 0 => Err(run_failed(format!("sweep: no call of any step succeeded ({answered} failed)"))),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The knee among the steps that ran to their end, on OK calls per second (a step whose calls
+/// fail fast is no capacity); an index into `points`, whose bool marks a partial step.
+fn knee_of(points: &[(f64, bool)]) -> Option<usize> {
+    let whole: Vec<usize> = (0..points.len()).filter(|&i| !points[i].1).collect();
+    let throughputs: Vec<f64> = whole.iter().map(|&i| points[i].0).collect();
+    knee(&throughputs).map(|k| whole[k])
+}
+
+fn knee_points(done: &[Done]) -> Vec<(f64, bool)> {
+    done.iter().map(|d| (d.summary.ok_rps, d.partial())).collect()
+}
+
+fn json(done: &[Done], not_run: &[String], interrupted: bool, failed_step: Option<&str>) -> String {
+    let steps: Vec<_> = done
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "step": d.step.label,
+                "load": d.step.load,
+                "partial": d.partial(),
+                "result": crate::report::json::value(&d.summary),
+            })
+        })
+        .collect();
+    let knee = knee_of(&knee_points(done)).map(|i| done[i].step.label.clone());
+    let all = serde_json::json!({
+        "steps": steps,
+        "knee": knee,
+        "knee_on": "OK calls/s of the steps that ran to their end",
+        "interrupted": interrupted,
+        "not_run": not_run,
+        "error": failed_step,
+    });
+    serde_json::to_string_pretty(&all).unwrap_or_default() + "\n"
+}
+
+fn table(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String {
     let mut o = format!(
-        "{:<16} {:>9} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8}\n",
-        "step", "calls", "calls/s", "server/s", "p50", "p99", "errors", "retries"
+        "{:<16} {:>9} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>8}  {}\n",
+        "step", "calls", "calls/s", "OK/s", "server/s", "p50", "p99", "failed", "unsent", "retries", "ended"
     );
-    for (step, s) in done {
+    for d in done {
+        let s = &d.summary;
         let server = s.server.as_ref().and_then(|v| v.throughput_rps).map_or("-".to_string(), |r| format!("{r:.1}"));
         o += &format!(
-            "{:<16} {:>9} {:>12.1} {:>12} {:>10} {:>10} {:>8} {:>8}\n",
-            step.label,
+            "{:<16} {:>9} {:>12.1} {:>12.1} {:>12} {:>10} {:>10} {:>9} {:>9} {:>8}  {}\n",
+            d.step.label,
             s.requests.total,
             s.throughput_rps,
+            s.ok_rps,
             server,
             units::duration(s.latency.percentile(50.0)),
             units::duration(s.latency.percentile(99.0)),
             s.requests.failed,
-            s.requests.retries
+            s.requests.unsent,
+            s.requests.retries,
+            if d.partial() { "PARTIAL (interrupted; not in the knee)" } else { "whole" }
         );
     }
-    let throughputs: Vec<f64> = done.iter().map(|(_, s)| s.throughput_rps).collect();
-    o += &match knee(&throughputs) {
+    for label in not_run {
+        o += &format!("{label:<16} not run\n");
+    }
+    let unsent: Vec<&str> =
+        done.iter().filter(|d| d.summary.requests.unsent > 0).map(|d| d.step.label.as_str()).collect();
+    if !unsent.is_empty() {
+        o += &format!(
+            "\nUnsent calls at {}: the rate was not kept there (calls due but never sent; not in calls or failed)\n",
+            unsent.join(", ")
+        );
+    }
+    let points = knee_points(done);
+    o += &match knee_of(&points) {
         Some(i) => format!(
-            "\nKnee: {} at {:.1} calls/s: more load after it buys less than {:.0}% more throughput\n",
-            done[i].0.label,
-            throughputs[i],
+            "\nKnee: {} at {:.1} OK calls/s: more load after it buys less than {:.0}% more throughput\n",
+            done[i].step.label,
+            points[i].0,
             KNEE_GAIN * 100.0
         ),
-        None => "\nKnee: none within the sweep: throughput still grew at its last step\n".to_string(),
+        None if points.iter().all(|p| p.1) => "\nKnee: none: no step ran to its end\n".to_string(),
+        None => "\nKnee: none within the sweep: throughput still grew at its last whole step\n".to_string(),
     };
+    if let Some(why) = failed_step {
+        o += &format!("Stopped: step {why}\n");
+    } else if !not_run.is_empty() || done.iter().any(Done::partial) {
+        o += "Interrupted: the steps marked PARTIAL or not run are not a measurement of their load\n";
+    }
     o
 }
 
@@ -106,5 +217,15 @@ mod tests {
         assert_eq!(knee(&[973.6, 1549.8, 1518.8, 1643.9]), Some(1));
         assert_eq!(knee(&[]), None);
         assert_eq!(knee(&[10.0]), None);
+    }
+
+    #[test]
+    fn a_partial_step_is_left_out_of_the_knee() {
+        // The interrupted third step's low throughput would make the second the knee.
+        assert_eq!(knee_of(&[(100.0, false), (200.0, false), (20.0, true)]), None);
+        assert_eq!(knee_of(&[(100.0, false), (200.0, false), (20.0, false)]), Some(1));
+        // Indices stay those of the steps given.
+        assert_eq!(knee_of(&[(100.0, false), (5.0, true), (300.0, false), (305.0, false)]), Some(2));
+        assert_eq!(knee_of(&[(5.0, true)]), None);
     }
 }

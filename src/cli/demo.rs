@@ -13,6 +13,10 @@ pub struct DemoArgs {
     /// Measured time of each step
     #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "3s")]
     pub duration: std::time::Duration,
+    /// Record the demo's runs in the run history (as `run` does); by default a demo leaves
+    /// no trace there, since the user ran no measurement of their own
+    #[arg(long)]
+    pub save: bool,
 }
 
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -55,15 +59,15 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let mut argv = vec!["rpcmeter run", "--plaintext", "--quiet"];
         argv.extend(flags);
         argv.push(&addr);
+        let words: Vec<String> = argv.iter().skip(1).map(|a| a.to_string()).collect();
         // writeln, not println: a closed pipe is an error to report quietly, not a panic.
-        writeln!(
-            std::io::stdout(),
-            "\n=== {title}\n$ {} ",
-            argv.join(" ").replace(r#"{"content":"hello"}"#, r#"'{"content":"hello"}'"#)
-        )?;
+        writeln!(std::io::stdout(), "\n=== {title}\n$ rpcmeter {}", crate::experiments::command_line(&words))?;
         // Read as `rpcmeter run` reads them, so that the demo shows commands a user can copy.
         let parsed = super::run::parse_words(&argv)?;
-        let settings = Settings::from_args(&parsed, argv.iter().skip(1).map(|a| a.to_string()).collect())?;
+        let mut settings = Settings::from_args(&parsed, words)?;
+        if !args.save {
+            settings.history = None;
+        }
         run(settings, control.clone())?;
     }
     let mut out = std::io::stdout();

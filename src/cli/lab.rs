@@ -18,7 +18,7 @@ pub struct LabArgs {
     /// Runtimes to include (the others' servers are not built, and the report says so)
     #[arg(long, value_enum, value_delimiter = ',', default_value = "rpcmeter,go,java,python,ruby")]
     pub runtimes: Vec<Runtime>,
-    /// postgres://... for the Db calls (SQLite otherwise)
+    /// postgres://... (or postgresql://, or sqlite:PATH) for the Db calls (a temporary SQLite file otherwise)
     #[arg(long)]
     pub db: Option<String>,
     /// Fail (exit 1) when a runtime's server cannot be built, instead of skipping it
@@ -27,6 +27,11 @@ pub struct LabArgs {
 }
 
 pub fn main(args: LabArgs) -> anyhow::Result<ExitCode> {
+    // Checked before any server is built or started: a server that refuses it would only say
+    // so on its stderr, after the build.
+    if let Some(db) = &args.db {
+        db.parse::<crate::lab::DbSpec>().map_err(|why| crate::error::bad_input(format!("--db: {why}")))?;
+    }
     let control = super::interruptible()?;
     let options =
         Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db, strict: args.strict };

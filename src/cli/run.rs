@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// Client and bidi streams: the time between one message's send and the next
     #[arg(long, value_parser = parse::positive_duration)]
     pub stream_interval: Option<Duration>,
+    /// Bidi streams: ping-pong sends each message once the last one's answer came (round
+    /// trips measured); free sends on schedule and reads meanwhile, for servers that answer
+    /// only once the client closes its side [default: ping-pong]
+    #[arg(long, value_enum)]
+    pub bidi: Option<BidiMode>,
     /// Closed loop: workers, each sending its next call when its last one is answered [default: 8]
     #[arg(short = 'c', long, conflicts_with_all = ["rps", "burst"])]
     pub concurrency: Option<u32>,
@@ -179,7 +184,8 @@ pub struct RunArgs {
     pub input: crate::input::InputArgs,
     /// Serve live Prometheus metrics on HOST:PORT/metrics during the run (port 0: any free
     /// port, printed on stderr); updated every --interval, closed when the run ends
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "shards")]
+    /// (`:PORT`: every interface, as Prometheus exporters take it)
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse::listen_addr, conflicts_with = "shards")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Length of the intervals of progress, CSV rows and HDR log
     #[arg(long, value_parser = parse::positive_duration, default_value = "1s")]
@@ -237,6 +243,12 @@ pub enum Arrival {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
     Gzip,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BidiMode {
+    PingPong,
+    Free,
 }
 
 /// `run`'s flags alone, for the subcommands that run a `run` of their own (demo, kube, sweep).

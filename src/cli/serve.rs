@@ -57,15 +57,16 @@ pub struct ServeArgs {
     /// --self-signed, DIR/ca.pem works (it is read after DIR is written).
     #[arg(long)]
     pub tls_client_ca: Option<PathBuf>,
-    /// Make a CA, a server certificate for localhost, 127.0.0.1 and ::1 and a client
-    /// certificate, write them into DIR (ca.pem for clients, client.pem + client-key.pem for
-    /// mutual TLS) and serve TLS with them.
+    /// Make a CA (reused on the next start: DIR/ca.pem + ca-key.pem), a server certificate
+    /// for localhost, 127.0.0.1 and ::1 and a client certificate (valid a year), write them
+    /// into DIR (ca.pem for clients, client.pem + client-key.pem for mutual TLS) and serve
+    /// TLS with them. Links and files it did not make are refused.
     #[arg(long, value_name = "DIR")]
     pub self_signed: Option<PathBuf>,
-    /// Bytes the Storage service's KV store may hold (keys, values and 64 bytes per key); a
-    /// put beyond is refused with RESOURCE_EXHAUSTED.
+    /// Bytes the Storage service's KV store may hold (keys, values and 64 bytes per key;
+    /// e.g. 64MiB, 1G); a put beyond is refused with RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = crate::lab::KV_MAX_BYTES)]
-    pub kv_max_bytes: u64,
+    pub kv_max_bytes: crate::input::ByteSize,
     /// Rows the Db table may hold; a Db call beyond is refused with RESOURCE_EXHAUSTED (and
     /// its inserts rolled back).
     #[arg(long, default_value_t = crate::lab::DB_MAX_ROWS)]
@@ -209,7 +210,7 @@ fn describe(config: &LabConfig) -> String {
         config.db_pool,
         humantime::Duration::from(config.db_sleep),
         config.db_max_rows,
-        crate::report::units::bytes(config.kv_max_bytes),
+        config.kv_max_bytes,
         humantime::Duration::from(config.spin),
     )
 }

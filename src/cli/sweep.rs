@@ -2,11 +2,14 @@
 //! (`--clients 1..25`), a list of open-loop rates (`--rates 100,200,400`), or the test_service
 //! experiment's presets (`--preset S,M,L,XL,XXL` = 5/10/20/40/80 tasks x `--loop 20`; see
 //! docs/experiments.md, "Threaded vs async servers"). Each step is a plain `run` with the
-//! other flags given; the table shows client- and server-side throughput, latency, errors and
-//! retries per step, and names the knee: where throughput stops growing with load.
+//! other flags given; the table shows client- and server-side throughput (all calls and OK
+//! calls), latency, failed and unsent calls and retries per step, marks a step cut short
+//! (partial, left out of the knee), and names the knee: where OK throughput stops growing
+//! with load. The run's `-o FILE` and `--format json` are the sweep's output.
 use super::run::RunArgs;
-use crate::app::sweep::{self, Step};
+use crate::app::sweep::{self, Step, SweepOutput};
 use crate::error::bad_input;
+use crate::report::Format;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -20,7 +23,7 @@ pub struct SweepArgs {
     /// Presets of the test_service experiment: S, M, L, XL, XXL (5, 10, 20, 40, 80 tasks, 20 calls each)
     #[arg(long, value_delimiter = ',')]
     pub preset: Vec<String>,
-    /// Print the steps' results and the knee as JSON instead of the table
+    /// Print the steps' results and the knee as JSON instead of the table (as `run ... --format json`)
     #[arg(long)]
     pub json: bool,
     /// `run` and its flags (without -c, --rps or --loop, which the sweep sets)
@@ -38,8 +41,40 @@ pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
     if let Some((_, first)) = parsed.first() {
         first.input.apply();
     }
+    let output = output(&args, parsed.first().map(|p| &p.1))?;
     let control = super::interruptible()?;
-    sweep::run(parsed, control, args.json)
+    sweep::run(parsed, control, output)
+}
+
+/// The run's own output flags name the sweep's output: `-o FILE` and `--format json` (or
+/// `table`) are honoured; the per-run files make no sense for a series and are refused.
+fn output(args: &SweepArgs, run: Option<&RunArgs>) -> anyhow::Result<SweepOutput> {
+    let Some(run) = run else { return Ok(SweepOutput { json: args.json, file: None }) };
+    let refuse = |flag: &str| {
+        bad_input(format!(
+            "sweep: {flag} is not available for a sweep (its steps are many runs): use -o FILE --format json for every step's full result"
+        ))
+    };
+    if !run.export.is_empty() {
+        return Err(refuse("--export"));
+    }
+    if run.csv_details.is_some() {
+        return Err(refuse("--csv-details"));
+    }
+    if run.hdr_log.is_some() {
+        return Err(refuse("--hdr-log"));
+    }
+    let json = match run.format {
+        Format::Json => true,
+        Format::Table => args.json,
+        other => {
+            return Err(bad_input(format!(
+                "sweep: --format {}: a sweep writes a table or JSON (--format json)",
+                format!("{other:?}").to_lowercase()
+            )))
+        }
+    };
+    Ok(SweepOutput { json, file: run.output.clone() })
 }
 
 fn steps(args: &SweepArgs) -> anyhow::Result<Vec<Step>> {

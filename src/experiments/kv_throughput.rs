@@ -170,8 +170,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         ),
         "linearizable vs relaxed, own keys vs one key, and the cost of the per-call trace",
     );
-    lab.doc.heading("What it shows");
-    lab.doc.list(findings(&results));
+    lab.doc.findings("What it shows", findings(&results));
     lab.finish()
 }
 

@@ -71,6 +71,9 @@ pub struct Lab {
     results: PathBuf,
     control: Arc<Control>,
     name: &'static str,
+    /// The steps that ran, in order, "(cut short)" on one stopped during it: what an
+    /// interrupted write-up names.
+    ran: Vec<String>,
 }
 
 impl Lab {
@@ -84,6 +87,7 @@ impl Lab {
             results,
             control,
             name: name.slug(),
+            ran: Vec::new(),
         })
     }
 
@@ -95,6 +99,12 @@ impl Lab {
     /// Whether the user asked to stop (Ctrl-C): the lab then writes what it has.
     pub fn interrupted(&self) -> bool {
         self.control.interrupts.load(Relaxed) > 0
+    }
+
+    /// Records a step that ran (for the write-up of an interrupted lab); `measure` does it for
+    /// its runs, a lab that measures otherwise calls it.
+    pub fn ran(&mut self, label: &str, cut_short: bool) {
+        self.ran.push(if cut_short { format!("{label} (cut short)") } else { label.to_string() });
     }
 
     /// Builds (or finds built) each runtime the user allowed; the ones that cannot be are
@@ -139,12 +149,13 @@ impl Lab {
             bad_input(format!("lab {}: {label}: {}", self.name, e.render().to_string().lines().next().unwrap_or("")))
         })?;
         let settings = Settings::from_args(&parsed, argv[1..].to_vec())?;
-        eprintln!("lab {}: {label}: rpcmeter run {}", self.name, argv[1..].join(" "));
+        eprintln!("lab {}: {label}: rpcmeter {}", self.name, command_line(&argv[1..]));
         // The lab owns the server: each step's server-side count and throughput start at zero.
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
         }
         let summary = measure_step(settings, &self.control, true)?;
+        self.ran(label, summary.partial());
         let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
         let file = self.results.join(format!("{}.json", file_name(label)));
         write_whole(&file, json.as_bytes()).map_err(|e| output_failed(&file, e))?;
@@ -154,7 +165,15 @@ impl Lab {
     }
 
     /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.
-    fn finish(self) -> anyhow::Result<(PathBuf, PathBuf)> {
+    fn finish(mut self) -> anyhow::Result<(PathBuf, PathBuf)> {
+        if self.interrupted() {
+            let ran = if self.ran.is_empty() { "none".to_string() } else { self.ran.join(", ") };
+            self.doc.interrupted(format!(
+                "the lab was stopped (a signal) before its end. Steps that ran: {ran}. Every later step was not run: \
+                 its rows are missing or shown \"–\", and no conclusion is drawn."
+            ));
+            eprintln!("lab {}: interrupted: the write-up is marked INTERRUPTED and draws no conclusion", self.name);
+        }
         let md = self.options.out.join(format!("{}.md", self.name));
         let page = self.options.out.join(format!("{}.html", self.name));
         write_whole(&md, self.doc.markdown().as_bytes()).map_err(|e| output_failed(&md, e))?;
@@ -162,6 +181,14 @@ impl Lab {
         write_whole(&page, html.as_bytes()).map_err(|e| output_failed(&page, e))?;
         Ok((md, page))
     }
+}
+
+/// `run` and its flags as a line a user can paste into a shell: each word quoted as it needs.
+pub fn command_line(flags: &[String]) -> String {
+    std::iter::once("run".to_string())
+        .chain(flags.iter().map(|w| crate::app::history::shell_word(w)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A label as a file name: letters, digits, '-' and '.' kept, anything else '_'.
@@ -177,7 +204,8 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
     };
     for name in names {
         if control.interrupts.load(Relaxed) > 0 {
-            break;
+            println!("lab {}: not run (interrupted)", name.slug());
+            continue;
         }
         let (md, page) = match name {
             Name::Warmup => warmup::run(Lab::new(name, warmup::TITLE, options, control.clone())?)?,
@@ -223,4 +251,31 @@ fn line_plot(id: &str, title: &str, x_title: &str, y_title: &str, series: &[(Str
         plot.legend(name, color, Mark::Line);
     }
     plot.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    /// What the lab prints, given to `sh -c`, gives back the very words it ran with.
+    #[test]
+    fn printed_commands_round_trip_through_a_shell() {
+        let flags: Vec<String> = [
+            "--call",
+            "EchoService/echo",
+            "-d",
+            r#"{"content":"it's {{.RequestNumber}} $HOME `x` \ ; | & *"}"#,
+            "--name",
+            "two words",
+            "",
+            "-z",
+            "1s",
+        ]
+        .map(String::from)
+        .to_vec();
+        let line = super::command_line(&flags);
+        let out = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\0' {}", line)).output().unwrap();
+        let words: Vec<String> =
+            String::from_utf8(out.stdout).unwrap().split_terminator('\0').map(String::from).collect();
+        assert_eq!(words[0], "run");
+        assert_eq!(words[1..], flags[..], "{line}");
+    }
 }

@@ -63,6 +63,8 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         series.push(parse_series(&path, &out.stdout).with_context(|| {
             format!("ping on {path}: {}", String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or(""))
         })?);
+        let cut_short = lab.interrupted();
+        lab.ran(&path, cut_short);
     }
     let mut notes = Vec::new();
     match Namespaces::create() {
@@ -75,7 +77,11 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
             let path = if netem.is_ok() { "namespaces, veth + netem 2ms±0.5ms" } else { "namespaces, veth" };
             eprintln!("lab ping-vs-grpc: {path}");
             match ns.ping_across(&exe, &ping_args) {
-                Ok(out) => series.push(parse_series(path, &out)?),
+                Ok(out) => {
+                    series.push(parse_series(path, &out)?);
+                    let cut_short = lab.interrupted();
+                    lab.ran(path, cut_short);
+                }
                 Err(why) => notes.push(format!("the namespace path did not run: {why:#}")),
             }
         }
@@ -141,8 +147,8 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     );
     lab.doc.figure(violins("ping-violin-all", "Every sample: density", &all_d), "violins, untrimmed");
     lab.doc.figure(violins("ping-violin-trimmed", "After z-score trimming: density", &trim_d), "violins, trimmed");
-    lab.doc.heading("What it shows");
-    lab.doc.list(
+    lab.doc.findings(
+        "What it shows",
         series
             .iter()
             .filter_map(|s| {

@@ -150,6 +150,14 @@ fn parse_commands(text: &str) -> Option<Built> {
     Some(Built { server: find("server:")?, client: find("client:") })
 }
 
+/// The last lines a failed server wrote on stderr, joined into one (None when it said nothing).
+fn last_lines(stderr: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let n = lines.len();
+    (n > 0).then(|| lines[n.saturating_sub(3)..].join(" / "))
+}
+
 /// A path as one shell word.
 fn shell_word(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
@@ -192,6 +200,28 @@ impl Server {
             .with_context(|| format!("cannot start {label}"))?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut stderr = child.stderr.take().context("no stderr")?;
+        // Whatever the server says on stderr is drained from the start, so that it never
+        // blocks on a full pipe, and kept: a server that fails to start says why there.
+        let said = std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = stderr.read_to_end(&mut sink);
+            sink
+        });
+        // The server's own words and class: exit 2 (it refused its arguments) stays a usage
+        // error, anything else a failed run.
+        let failed = |mut child: Child, said: std::thread::JoinHandle<Vec<u8>>, what: String| {
+            let _ = child.kill();
+            let usage = child.wait().ok().and_then(|s| s.code()) == Some(2);
+            let text = match last_lines(&said.join().unwrap_or_default()) {
+                Some(said) => format!("{label} did not start: {said}"),
+                None => what,
+            };
+            if usage {
+                crate::error::bad_input(text)
+            } else {
+                crate::error::run_failed(text)
+            }
+        };
         // The first line, with a timeout: a server that never says where it listens is an error.
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -203,19 +233,13 @@ impl Server {
         let (first, reader) = match rx.recv_timeout(START_TIMEOUT) {
             Ok((Ok(first), reader)) => (first, reader),
             _ => {
-                let _ = child.kill();
-                anyhow::bail!("{label} did not start within {}", humantime::format_duration(START_TIMEOUT));
+                let what = format!("{label} did not start within {}", humantime::format_duration(START_TIMEOUT));
+                return Err(failed(child, said, what));
             }
         };
-        // Whatever the server says on stderr is drained, so that it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = stderr.read_to_end(&mut sink);
-        });
         let Some(addr) = first.trim().strip_prefix("listening on ").map(str::to_string) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            anyhow::bail!("{label} did not start: its first line was {:?}", first.trim());
+            let what = format!("{label} did not start: its first line was {:?}", first.trim());
+            return Err(failed(child, said, what));
         };
         Ok(Server { label: label.to_string(), runtime, addr, child, stdout: Some(reader) })
     }

@@ -99,7 +99,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         humantime::format_duration(plan.retry),
         plan.fib,
         if lab.options.quick { " (quick mode; the write-up's fib(30) and S..XL x 20 without --quick)" } else { "" },
-        if lab.options.db.is_some() { "Postgres (--db)" } else { "SQLite (no --db given; Postgres with --db postgres://...)" },
+        if lab.options.db.is_some() { "the database of --db" } else { "SQLite (no --db given; Postgres with --db postgres://...)" },
     ));
     let wanted: Vec<Runtime> = vec![Runtime::Rpcmeter, Runtime::Python, Runtime::Ruby];
     let ready = lab.servers(&wanted)?;
@@ -206,8 +206,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         line_plot("memory", "Server RSS over time", "time since the server started (s)", "RSS (MiB)", &memory),
         "each server's resident memory, sampled every 100 ms through all its Cpu and Db steps",
     );
-    lab.doc.heading("What it shows");
-    lab.doc.list(findings(&steps));
+    lab.doc.findings("What it shows", findings(&steps));
     lab.finish()
 }
 

@@ -196,8 +196,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         ],
         open_rows,
     );
-    lab.doc.heading("What was measured");
-    lab.doc.list(conclusions(&rounds));
+    lab.doc.findings("What was measured", conclusions(&rounds));
     lab.finish()
 }
 

@@ -51,9 +51,16 @@ pub fn config(options: &TlsOptions) -> anyhow::Result<rustls::ClientConfig> {
     Ok(config)
 }
 
+/// A PEM file's bytes, bounded (`crate::input`): the PEM reader reads lines, and a file with
+/// none (`/dev/zero`) would grow until memory ran out.
+fn read_pem(path: &Path) -> anyhow::Result<Vec<u8>> {
+    crate::input::read(path, crate::input::Kind::Pem, &path.display().to_string())
+}
+
 fn read_certs(path: &Path) -> anyhow::Result<Vec<pki_types::CertificateDer<'static>>> {
-    let certs = pki_types::CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+    let pem = read_pem(path)?;
+    let certs = pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
     if certs.is_empty() {
         return Err(bad_input(format!("{}: no PEM certificate", path.display())));
@@ -62,7 +69,8 @@ fn read_certs(path: &Path) -> anyhow::Result<Vec<pki_types::CertificateDer<'stat
 }
 
 fn read_key(path: &Path) -> anyhow::Result<pki_types::PrivateKeyDer<'static>> {
-    pki_types::PrivateKeyDer::from_pem_file(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))
+    pki_types::PrivateKeyDer::from_pem_slice(&read_pem(path)?)
+        .map_err(|e| bad_input(format!("{}: {e}", path.display())))
 }
 
 /// Checks the server's certificate as webpki does, with two exceptions users of grpcurl and

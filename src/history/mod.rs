@@ -171,12 +171,14 @@ impl History {
     }
 
     /// The `limit` newest runs (by start time, then by id), newest first; 0: all of them.
+    /// Text columns are cut to what a listing shows (a history can come from elsewhere).
     pub fn list(&self, limit: usize) -> anyhow::Result<Vec<RunRow>> {
         let limit = if limit == 0 { -1 } else { i64::try_from(limit).unwrap_or(i64::MAX) };
         let rows = (|| {
             let mut statement = self.conn.prepare(
-                "SELECT id, started_at, name, target, call, mode, calls, ok, throughput_rps, p50_us, p99_us, tags \
-                 FROM runs ORDER BY started_at DESC, id DESC LIMIT ?1",
+                "SELECT id, substr(started_at, 1, 64), substr(name, 1, 256), substr(target, 1, 256), \
+                 substr(call, 1, 256), substr(mode, 1, 64), calls, ok, throughput_rps, p50_us, p99_us, \
+                 substr(tags, 1, 4096) FROM runs ORDER BY started_at DESC, id DESC LIMIT ?1",
             )?;
             let rows = statement.query_map([limit], |r| {
                 Ok(RunRow {

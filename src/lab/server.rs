@@ -10,6 +10,7 @@ use super::storage::Store;
 use super::test_service::MAX_FIB;
 use super::Lab;
 use crate::error::bad_input;
+use crate::input::ByteSize;
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -69,7 +70,7 @@ pub struct LabConfig {
     pub tls: Option<super::tls::LabTls>,
     /// Bytes the KV store may hold (keys, values and `storage::ENTRY_OVERHEAD` per key): a
     /// server anyone can reach must not be filled until it is killed.
-    pub kv_max_bytes: u64,
+    pub kv_max_bytes: ByteSize,
     /// Rows the Db table may hold.
     pub db_max_rows: u64,
     /// Answer Stats/Reset from peers beyond this machine's loopback too.
@@ -77,7 +78,7 @@ pub struct LabConfig {
 }
 
 /// `--kv-max-bytes`' default: room for the lab's experiments, far below a machine's memory.
-pub const KV_MAX_BYTES: u64 = 64 << 20;
+pub const KV_MAX_BYTES: ByteSize = ByteSize::mib(64);
 /// `--db-max-rows`' default: a long lab session's inserts, a file of tens of MB.
 pub const DB_MAX_ROWS: u64 = 1_000_000;
 
@@ -121,7 +122,7 @@ impl LabConfig {
     /// Checks the shape and the fib; `LabServer::start` calls it too.
     pub fn validate(&self) -> anyhow::Result<()> {
         let positive = [("--threads", self.threads), ("--per-thread", self.per_thread), ("--db-pool", self.db_pool)];
-        let positive_u64 = [("--kv-max-bytes", self.kv_max_bytes), ("--db-max-rows", self.db_max_rows)];
+        let positive_u64 = [("--kv-max-bytes", self.kv_max_bytes.0), ("--db-max-rows", self.db_max_rows)];
         if let Some((name, _)) = positive.iter().find(|(_, n)| *n == 0) {
             return Err(bad_input(format!("{name} must be at least 1")));
         }
@@ -304,7 +305,7 @@ impl Lab {
             Model::Async => Executor::new_async(config.running(), config.queue_len()),
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
-        let store = Store::new(config.relax, config.kv_max_bytes);
+        let store = Store::new(config.relax, config.kv_max_bytes.0);
         Ok(Lab { stats: Arc::new(Stats::new(config.spin)), config, exec, db, store, health: Default::default() })
     }
 }

@@ -213,18 +213,40 @@ impl stats_server::Stats for Arc<Lab> {
         Ok(Response::new(self.stats.snapshot()))
     }
 
-    /// Answers with the counts it zeroed. Zeroing what every client reads is for this
-    /// machine (a lab that owns its server), unless `--allow-remote-reset`: a peer whose
-    /// address is unknown counts as remote.
+    /// Answers with the counts it zeroed; `may_reset` says who may.
     async fn reset(&self, request: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
-        let peer = request.remote_addr();
-        let local = peer.is_some_and(|peer| peer.ip().to_canonical().is_loopback());
-        if !local && !self.config.allow_remote_reset {
-            let peer = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
-            return Err(Status::permission_denied(format!(
-                "Stats/Reset is for clients on the server's machine, not {peer}: start serve with --allow-remote-reset to allow it"
-            )));
-        }
+        may_reset(request.remote_addr(), self.config.allow_remote_reset)?;
         Ok(Response::new(self.stats.take()))
+    }
+}
+
+/// Zeroing what every client reads is for this machine (a lab that owns its server), unless
+/// `--allow-remote-reset`: a peer whose address is unknown counts as remote.
+fn may_reset(peer: Option<std::net::SocketAddr>, allow_remote: bool) -> Result<(), Status> {
+    let local = peer.is_some_and(|peer| peer.ip().to_canonical().is_loopback());
+    if local || allow_remote {
+        return Ok(());
+    }
+    let peer = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
+    Err(Status::permission_denied(format!(
+        "Stats/Reset is for clients on the server's machine, not {peer}: start serve with --allow-remote-reset to allow it"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_reset;
+
+    #[test]
+    fn reset_is_for_loopback_peers_unless_allowed() {
+        for local in ["127.0.0.1:5000", "[::1]:5000", "[::ffff:127.0.0.1]:5000"] {
+            assert!(may_reset(Some(local.parse().unwrap()), false).is_ok(), "{local}");
+        }
+        for remote in [Some("192.0.2.2:5000".parse().unwrap()), Some("[2001:db8::1]:5000".parse().unwrap()), None] {
+            let refused = may_reset(remote, false).unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{remote:?}");
+            assert!(refused.message().contains("--allow-remote-reset"), "{}", refused.message());
+            assert!(may_reset(remote, true).is_ok(), "{remote:?}");
+        }
     }
 }

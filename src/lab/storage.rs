@@ -157,3 +157,50 @@ impl storage_server::Storage for Arc<Lab> {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Puts from 8 threads at once never take either store past its bound, and what it
+    /// counts as held is exactly what the puts it took hold.
+    #[test]
+    fn concurrent_puts_stay_within_the_bound() {
+        for relaxed in [false, true] {
+            let max = 50_000;
+            let store = Store::new(relaxed, max);
+            let accepted: u64 = std::thread::scope(|s| {
+                let threads: Vec<_> = (0..8)
+                    .map(|t| {
+                        let store = &store;
+                        s.spawn(move || {
+                            (0..40)
+                                .filter_map(|i| {
+                                    // Half the puts overwrite a key of their own with a new length.
+                                    let key = format!("t{t}-k{}", i % 20);
+                                    store.put(key, vec![0; 500 + i * 10]).ok()
+                                })
+                                .count()
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().unwrap() as u64).sum()
+            });
+            assert!(accepted > 0);
+            let held = match &store {
+                Store::Linearizable { store, .. } => {
+                    let store = store.read().unwrap();
+                    assert_eq!(store.held, store.entries.iter().map(|(k, v)| size(k, &v.value)).sum::<u64>());
+                    store.held
+                }
+                Store::Relaxed { keys, held, .. } => {
+                    let counted: u64 =
+                        keys.read().unwrap().iter().map(|(k, v)| size(k, &v.lock().unwrap().value)).sum();
+                    assert_eq!(held.load(Relaxed), counted, "relaxed");
+                    counted
+                }
+            };
+            assert!(held <= max, "relaxed {relaxed}: {held} > {max}");
+        }
+    }
+}

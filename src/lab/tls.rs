@@ -3,6 +3,10 @@
 //! machine (`--self-signed DIR`), so that a run can measure what TLS and mTLS cost.
 use crate::error::bad_input;
 use std::path::{Path, PathBuf};
+use tokio_rustls::rustls::crypto::ring::sign::any_supported_type;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::sign::CertifiedKey;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// The lab's TLS, as PEM read from the files (read before serving, so that a bad file is
@@ -23,22 +27,49 @@ impl std::fmt::Debug for LabTls {
 }
 
 fn read(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))
+    crate::input::read(path, crate::input::Kind::Pem, &format!("{flag} {}", path.display()))
 }
 
-/// `--tls-client-ca`, read.
+/// The certificates of a PEM file; none is an error naming `flag` and `path` (tonic's own
+/// error for that, "peer sent no certificates", names neither).
+fn certificates(flag: &str, path: &Path, pem: &[u8]) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>();
+    match certs {
+        Ok(certs) if !certs.is_empty() => Ok(certs),
+        Ok(_) => Err(bad_input(format!(
+            "{flag} {}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            path.display()
+        ))),
+        Err(e) => Err(bad_input(format!("{flag} {}: not a PEM certificate: {e}", path.display()))),
+    }
+}
+
+/// `--tls-client-ca`, read and checked.
 pub fn read_client_ca(path: &Path) -> anyhow::Result<Vec<u8>> {
-    read("--tls-client-ca", path)
+    let pem = read("--tls-client-ca", path)?;
+    certificates("--tls-client-ca", path, &pem)?;
+    Ok(pem)
 }
 
 impl LabTls {
-    /// `--tls-cert`, `--tls-key` and maybe `--tls-client-ca`, read.
+    /// `--tls-cert`, `--tls-key` and maybe `--tls-client-ca`, read and checked: each one
+    /// that is not what it should be, or a key that is not the certificate's, is one line
+    /// naming the file.
     pub fn from_files(cert: &Path, key: &Path, client_ca: Option<&Path>) -> anyhow::Result<LabTls> {
-        Ok(LabTls {
-            cert_pem: read("--tls-cert", cert)?,
-            key_pem: read("--tls-key", key)?,
-            client_ca_pem: client_ca.map(read_client_ca).transpose()?,
-        })
+        let (cert_pem, key_pem) = (read("--tls-cert", cert)?, read("--tls-key", key)?);
+        let certs = certificates("--tls-cert", cert, &cert_pem)?;
+        let bad_key =
+            |e: &dyn std::fmt::Display| bad_input(format!("--tls-key {}: no usable private key: {e}", key.display()));
+        let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| bad_key(&e))?;
+        let signer = any_supported_type(&private).map_err(|e| bad_key(&e))?;
+        if CertifiedKey::new(certs, signer).keys_match().is_err() {
+            return Err(bad_input(format!(
+                "--tls-key {}: not the key of the certificate in --tls-cert {}",
+                key.display(),
+                cert.display()
+            )));
+        }
+        Ok(LabTls { cert_pem, key_pem, client_ca_pem: client_ca.map(read_client_ca).transpose()? })
     }
 
     /// tonic's configuration (ALPN h2 included); its own checks of the PEM happen when the
@@ -66,46 +97,123 @@ pub struct SelfSigned {
 /// Names the server certificate holds: what a client on this machine dials.
 const SERVER_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
-/// Makes a CA, a server certificate for localhost, 127.0.0.1 and ::1, and a client
-/// certificate, both signed by the CA, and writes them into `dir` (made if missing):
-/// ca.pem for clients (`run --cacert DIR/ca.pem`, grpcurl -cacert, ghz --cacert),
-/// client.pem + client-key.pem for mutual TLS (`run --cert --key`), server.pem +
-/// server-key.pem (what this server uses). Fresh keys every time: nothing here is a secret
-/// worth keeping, but keys are written readable by their owner only.
+/// Says that DIR's files were made by `--self-signed`, which may then rewrite them.
+const MARKER: &str = ".rpcmeter-self-signed";
+const CA: &str = "ca.pem";
+const CA_KEY: &str = "ca-key.pem";
+/// The files made afresh at each start: (name, secret).
+const LEAVES: [(&str, bool); 4] =
+    [("server.pem", false), ("server-key.pem", true), ("client.pem", false), ("client-key.pem", true)];
+
+/// The certificates' validity: a year (browsers accept at most 398 days, and grpc-go checks
+/// the dates), starting a day back so that a client whose clock is a little behind accepts it.
+const LEAF_DAYS: i64 = 365;
+/// The CA's: long enough that a ca.pem handed to clients keeps working across restarts.
+const CA_DAYS: i64 = 3650;
+
+/// Makes (or, on a restart, reuses) a CA in `dir` (made if missing), and a server certificate
+/// for localhost, 127.0.0.1 and ::1 and a client certificate signed by it: ca.pem for
+/// clients (`run --cacert DIR/ca.pem`, grpcurl -cacert, ghz --cacert), client.pem +
+/// client-key.pem for mutual TLS (`run --cert --key`), server.pem + server-key.pem (what this
+/// server uses), ca-key.pem to sign the next start's. Keys are readable by their owner only.
+/// Never follows a link and never writes over a file it did not make: such a path is one
+/// line, `bad_input`.
 pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
     use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-        KeyUsagePurpose,
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     };
     let failed = |e: rcgen::Error| bad_input(format!("--self-signed: cannot make the certificates: {e}"));
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "rpcmeter lab CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(failed)?).map_err(failed)?;
+    let path_error =
+        |name: &str, what: String| bad_input(format!("--self-signed {}: {what}", dir.join(name).display()));
+    std::fs::create_dir_all(dir).map_err(|e| bad_input(format!("--self-signed {}: {e}", dir.display())))?;
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(bad_input(format!(
+            "--self-signed {}: is a symbolic link, which --self-signed never follows; give the directory itself",
+            dir.display()
+        )));
+    }
+    // What is there: a link or anything but a file is refused, whoever made it.
+    let mut present = Vec::new();
+    for name in [MARKER, CA, CA_KEY].into_iter().chain(LEAVES.map(|(name, _)| name)) {
+        match std::fs::symlink_metadata(dir.join(name)) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(path_error(name, "is a symbolic link, which --self-signed never follows: remove it".into()))
+            }
+            Ok(m) if !m.is_file() => return Err(path_error(name, "is not a regular file: remove it".into())),
+            Ok(_) => present.push(name),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(path_error(name, e.to_string())),
+        }
+    }
+    let ours = present.contains(&MARKER);
+    if let Some(foreign) = present.iter().find(|_| !ours) {
+        return Err(path_error(
+            foreign,
+            format!(
+                "exists, and without {MARKER} beside it --self-signed did not make it (or an older rpcmeter \
+                 did): remove it or choose another DIR"
+            ),
+        ));
+    }
+    if !ours {
+        create_new(&dir.join(MARKER), "made by rpcmeter serve --self-signed, which rewrites the files here\n", false)
+            .map_err(|e| path_error(MARKER, e.to_string()))?;
+    }
+
+    let now = time::OffsetDateTime::now_utc();
+    let days = time::Duration::days;
+    let ca_key_path = dir.join(CA_KEY);
+    let (issuer, ca_not_after) = match (present.contains(&CA), present.contains(&CA_KEY)) {
+        (true, true) => {
+            let read = |name: &str| read_nofollow(&dir.join(name)).map_err(|e| path_error(name, e.to_string()));
+            let (ca_pem, ca_key_pem) = (read(CA)?, read(CA_KEY)?);
+            let unusable = |e: rcgen::Error| {
+                path_error(CA, format!("cannot reuse this CA ({e}): remove {CA} and {CA_KEY} to make a new one"))
+            };
+            let key = KeyPair::from_pem(&ca_key_pem).map_err(unusable)?;
+            let not_after = validity(&ca_pem).ok_or(rcgen::Error::CouldNotParseCertificate).map_err(unusable)?.1;
+            (Issuer::from_ca_cert_pem(&ca_pem, key).map_err(unusable)?, not_after)
+        }
+        (false, false) => {
+            let mut params = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.distinguished_name.push(DnType::CommonName, "rpcmeter lab CA");
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            (params.not_before, params.not_after) = (now - days(1), now + days(CA_DAYS));
+            let key = KeyPair::generate().map_err(failed)?;
+            let ca = params.self_signed(&key).map_err(failed)?;
+            // The key first: a ca.pem without its key could never sign again.
+            create_new(&ca_key_path, &key.serialize_pem(), true).map_err(|e| path_error(CA_KEY, e.to_string()))?;
+            create_new(&dir.join(CA), &ca.pem(), false).map_err(|e| path_error(CA, e.to_string()))?;
+            (Issuer::new(params, key), now + days(CA_DAYS))
+        }
+        (has_ca, _) => {
+            let (there, missing) = if has_ca { (CA, CA_KEY) } else { (CA_KEY, CA) };
+            return Err(path_error(there, format!("has no {missing} beside it: remove it to make a new CA")));
+        }
+    };
+    let not_after = now + days(LEAF_DAYS);
+    if ca_not_after < not_after {
+        return Err(path_error(
+            CA,
+            format!("expires before a year from now: remove {CA} and {CA_KEY} to make a new one"),
+        ));
+    }
     let leaf = |names: Vec<String>, name: &str, usage: ExtendedKeyUsagePurpose| {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(names)?;
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![usage];
-        Ok::<_, rcgen::Error>((params.signed_by(&key, &ca)?, key))
+        (params.not_before, params.not_after) = (now - days(1), not_after);
+        Ok::<_, rcgen::Error>((params.signed_by(&key, &issuer)?, key))
     };
     let names = SERVER_NAMES.iter().map(|n| n.to_string()).collect();
     let (server, server_key) = leaf(names, "rpcmeter lab", ExtendedKeyUsagePurpose::ServerAuth).map_err(failed)?;
     let (client, client_key) =
         leaf(vec!["rpcmeter client".into()], "rpcmeter client", ExtendedKeyUsagePurpose::ClientAuth).map_err(failed)?;
-
-    std::fs::create_dir_all(dir).map_err(|e| bad_input(format!("--self-signed {}: {e}", dir.display())))?;
-    let files = [
-        ("ca.pem", ca.pem(), false),
-        ("server.pem", server.pem(), false),
-        ("server-key.pem", server_key.serialize_pem(), true),
-        ("client.pem", client.pem(), false),
-        ("client-key.pem", client_key.serialize_pem(), true),
-    ];
-    for (name, text, secret) in &files {
-        write(&dir.join(name), text, *secret)
-            .map_err(|e| bad_input(format!("--self-signed {}: {e}", dir.join(name).display())))?;
+    let texts = [server.pem(), server_key.serialize_pem(), client.pem(), client_key.serialize_pem()];
+    for ((name, secret), text) in LEAVES.iter().zip(&texts) {
+        replace(dir, name, text, *secret).map_err(|e| path_error(name, e.to_string()))?;
     }
     let tls = LabTls {
         cert_pem: server.pem().into_bytes(),
@@ -115,14 +223,53 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
     Ok(SelfSigned { dir: dir.to_owned(), tls })
 }
 
-fn write(path: &Path, text: &str, secret: bool) -> std::io::Result<()> {
+/// A PEM certificate's (not before, not after).
+pub fn validity(pem: &str) -> Option<(time::OffsetDateTime, time::OffsetDateTime)> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    Some((cert.validity().not_before.to_datetime(), cert.validity().not_after.to_datetime()))
+}
+
+fn mode(secret: bool) -> u32 {
+    if secret {
+        0o600
+    } else {
+        0o644
+    }
+}
+
+/// Reads a file that must not be a link (one put there since DIR was looked at).
+fn read_nofollow(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::new();
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Writes a file that must not exist yet: O_CREAT|O_EXCL (which never follows a link) and
+/// O_NOFOLLOW, with its mode from the start.
+fn create_new(path: &Path, text: &str, secret: bool) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mode = if secret { 0o600 } else { 0o644 };
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
-    // A file already there keeps its mode on open: set it.
-    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(mode(secret))
+        .open(path)?;
     file.write_all(text.as_bytes())
+}
+
+/// Puts a new version of one of DIR's files in place: written to a new temporary file beside
+/// it, then renamed over it, which replaces a link planted meanwhile rather than follow it.
+fn replace(dir: &Path, name: &str, text: &str, secret: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let permissions = std::os::unix::fs::PermissionsExt::from_mode(mode(secret));
+    let mut file = tempfile::Builder::new().prefix(&format!(".{name}.")).permissions(permissions).tempfile_in(dir)?;
+    file.write_all(text.as_bytes())?;
+    file.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -133,13 +280,15 @@ mod tests {
     fn self_signed_writes_a_ca_and_leaves_it_signed() {
         let dir = tempfile::tempdir().unwrap();
         let made = self_signed(&dir.path().join("pki")).unwrap();
-        for name in ["ca.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem"] {
+        for name in ["ca.pem", "ca-key.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem"] {
             let text = std::fs::read_to_string(made.dir.join(name)).unwrap();
             assert!(text.starts_with("-----BEGIN"), "{name}: {text}");
         }
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(made.dir.join("client-key.pem")).unwrap().permissions().mode();
-        assert_eq!(mode & 0o077, 0, "a key readable by others: {mode:o}");
+        for key in ["client-key.pem", "server-key.pem", "ca-key.pem"] {
+            let mode = std::fs::metadata(made.dir.join(key)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{key} readable by others: {mode:o}");
+        }
         // tonic takes it as a server identity.
         assert!(tonic::transport::Server::builder().tls_config(made.tls.server_config()).is_ok());
     }

@@ -266,7 +266,8 @@ h3 { font-size: 15px; margin: 14px 0 6px; }
 p.small, .meta { color: #555; font-size: 13px; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 9em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 9em; }
+.wide { overflow-x: auto; max-width: 100%; } #summary td:first-child, #summary td:nth-child(3) { white-space: normal; overflow-wrap: anywhere; min-width: 8em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
 figure { margin: 12px 0; max-width: 900px; } table.lab td { font-variant-numeric: tabular-nums; }
@@ -343,7 +344,7 @@ fn summary_table(runs: &[Run]) -> String {
     // Unsent calls are rare: their column only when a run has some.
     let any_unsent = runs.iter().any(|r| r.unsent > 0);
     let mut t = format!(
-        "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>run</th><th>target</th><th>call</th><th>mode</th><th>calls</th><th>ok</th>\
+        "<h2>Summary</h2>\n<div class=\"wide\"><table id=\"summary\"><tr><th>run</th><th>target</th><th>call</th><th>mode</th><th>calls</th><th>ok</th>\
          <th>failed</th>{}<th>calls/s (attempted)</th><th>OK calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>client CPU/call</th><th>steady state</th><th>notices</th></tr>\n",
         if any_unsent { "<th>unsent</th>" } else { "" }
     );
@@ -377,7 +378,7 @@ fn summary_table(runs: &[Run]) -> String {
             r.notices.len(),
         );
     }
-    t.push_str("</table>\n");
+    t.push_str("</table></div>\n");
     t
 }
 

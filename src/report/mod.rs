@@ -14,7 +14,7 @@ pub mod table;
 pub mod units;
 
 use crate::grpc::status::PerStatus;
-use crate::grpc::transport::CallKind;
+use crate::grpc::transport::{Bidi, CallKind};
 use crate::load::engine::{Ended, RunResult};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
@@ -300,7 +300,7 @@ pub struct SteadyState {
 pub fn steady_state(rows: &[IntervalRow], interval: Duration) -> SteadyState {
     let full: Vec<&IntervalRow> = rows.iter().filter(|r| r.length >= interval).collect();
     let p50s: Vec<f64> = full.iter().map(|r| if r.calls == 0 { f64::NAN } else { r.p50.as_secs_f64() }).collect();
-    let verdict = steady::steadiness(&p50s);
+    let verdict = steady::latency_steadiness(&p50s);
     let after = match verdict {
         Steadiness::Steady { from } => Some(full.get(from).map_or(Duration::ZERO, |r| r.at.saturating_sub(r.length))),
         _ => None,
@@ -404,7 +404,8 @@ impl Summary {
                 received: c.messages_received,
                 sent_per_s: stats::rate(c.messages_sent, result.window),
                 received_per_s: stats::rate(c.messages_received, result.window),
-                round_trip: (plan.kind == CallKind::Bidi).then(|| Latency::of(&m.message_latency)),
+                round_trip: (plan.kind == CallKind::Bidi && plan.stream.bidi == Bidi::PingPong)
+                    .then(|| Latency::of(&m.message_latency)),
                 first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
             }),
         };

@@ -121,6 +121,15 @@ fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Val
 /// rendering it once with every random int at its lower and once at its upper bound.
 fn body(desc: &MessageDescriptor, value: Value) -> Result<Body, String> {
     let json = Node::parse(value, "")?;
+    // Each {{randomString N}} is bounded; so must their sum be, or a few hundred of them in
+    // one request would take gigabytes at every call.
+    let random = json.random_bytes();
+    if random > MAX_RANDOM_STRING {
+        return Err(format!(
+            "the {{{{randomString N}}}} of one request add up to {random} characters, more than \
+             {MAX_RANDOM_STRING} (4 MiB, the usual gRPC max message size)"
+        ));
+    }
     if let Node::Json(value) = json {
         return Ok(Body::Fixed(frame(&to_message(desc, value)?.encode_to_vec())));
     }
@@ -231,6 +240,22 @@ impl Node {
             plain => return Ok(Node::Json(plain)),
         };
         Ok(node.collapse())
+    }
+
+    /// The characters every {{randomString N}} inside adds, together.
+    fn random_bytes(&self) -> usize {
+        match self {
+            Node::Json(_) => 0,
+            Node::Text(pieces) => pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::RandomString(n) => *n,
+                    _ => 0,
+                })
+                .fold(0, usize::saturating_add),
+            Node::Array(items) => items.iter().map(Node::random_bytes).fold(0, usize::saturating_add),
+            Node::Object(fields) => fields.iter().map(|(_, n)| n.random_bytes()).fold(0, usize::saturating_add),
+        }
     }
 
     /// A composite with no template inside becomes plain JSON again.

@@ -16,6 +16,12 @@
 //! [`MIN_EXACT_ENOUGH`] is 8; between 5 and 7 values the p-value is still given but coarse.
 //! All values equal (no variance of U): p = 1.
 //!
+//! # Between runs: Welch's t with a noise floor
+//! [`mean_shift`] compares one value per run (what `rpcmeter compare` judges: runs, not the
+//! intervals of one run): Welch's t test, each side's standard deviation at least a floor,
+//! a side whose floor won counted as known noise. Its interval and p-value come from the
+//! same distribution and quantile, so the interval holds 0 exactly when p >= alpha.
+//!
 //! # The size of the difference
 //! - the difference and the ratio of the medians (B - A, B / A), each with a **percentile
 //!   bootstrap** confidence interval: both samples are resampled with replacement,

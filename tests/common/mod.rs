@@ -36,6 +36,9 @@ pub enum Behaviour {
         fast: Duration,
         warm: Duration,
     },
+    /// Each call takes `d`, to some tens of µs (a thread's sleep: tokio's timer would round
+    /// up to its next millisecond).
+    Delay(Duration),
     /// Each call takes `base + per_second x seconds since the first call` (never steady).
     Drifts {
         base: Duration,
@@ -66,6 +69,9 @@ impl EchoService for Echo {
             }
             Behaviour::Drifts { base, per_second } => {
                 take(base + per_second.mul_f64(since_first.as_secs_f64())).await;
+            }
+            Behaviour::Delay(d) => {
+                let _ = tokio::task::spawn_blocking(move || std::thread::sleep(d)).await;
             }
             Behaviour::Echo => {}
             Behaviour::StallAt { at, stall } => {
