@@ -205,4 +205,8 @@ fn a_shard_left_alone_gives_up_at_the_join_timeout() {
     assert!(stderr.contains("cannot join the coordinator at 127.0.0.1:9"), "{stderr}");
     assert!(began.elapsed() < Duration::from_secs(15), "{:?}", began.elapsed());
     assert_eq!(server.calls(), 0);
+    // An address that is no HOST:PORT is bad input on every shard, at once.
+    let out = shard(server.addr, 1, 2, &["-n", "10", "--coordinator", "pod-0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--coordinator pod-0: not HOST:PORT"));
 }

@@ -123,9 +123,24 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Listens on `addr` (port 0: any free port) and prints the bound address on stderr.
+    /// Listens on `addr` (port 0: any free port) and prints the bound address on stderr. A
+    /// name (a pod's own, which the cluster's DNS may not serve yet) is listened for on every
+    /// interface at its port: the name is for the other shards to find this one.
     pub fn listen(addr: &str, count: u32, join_timeout: Duration) -> anyhow::Result<Hub> {
-        let listener = TcpListener::bind(addr)
+        let on = match addr.parse::<SocketAddr>() {
+            Ok(ip) => ip,
+            Err(_) => {
+                let port = addr.rsplit_once(':').and_then(|(_, port)| port.parse::<u16>().ok());
+                let port = port.ok_or_else(|| bad_input(format!("--coordinator {addr}: not HOST:PORT")))?;
+                SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port))
+            }
+        };
+        // A machine without IPv6 listens on IPv4's every interface instead.
+        let listener = TcpListener::bind(on)
+            .or_else(|e| match on.ip().is_unspecified() && on.is_ipv6() {
+                true => TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, on.port())),
+                false => Err(e),
+            })
             .map_err(|e| bad_input(format!("--coordinator {addr}: cannot listen there: {e}")))?;
         let bound = listener.local_addr().map_err(|e| bad_input(format!("--coordinator {addr}: {e}")))?;
         eprintln!("rpcmeter: coordinator listening on {bound} for {count} shards");

@@ -159,6 +159,9 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<super::coordinator::Coo
         (None, Some(addr)) => (addr.clone(), false),
         (None, None) => return Ok(None),
     };
+    if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
+        return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
+    }
     if listen && !matches!(args.format, Format::Table | Format::Json) {
         use clap::ValueEnum;
         let asked = args.format.to_possible_value().map_or(String::new(), |v| v.get_name().to_string());
