@@ -883,7 +883,8 @@ fn change_cell(m: &MetricComparison) -> String {
     }
     match m.shift.filter(|_| !m.metric.relative()) {
         Some(s) => {
-            let pp = |x: f64| format!("{:+.2}", x * 100.0);
+            // A difference of two rates lies within ±100 pp; Welch's interval does not know it.
+            let pp = |x: f64| format!("{:+.2}", x.clamp(-1.0, 1.0) * 100.0);
             format!("{} pp [{}, {}]", pp(s.difference), pp(s.ci.low), pp(s.ci.high))
         }
         None => "-".into(),
@@ -999,7 +1000,7 @@ pub fn to_json(r: &Report) -> JsonValue {
                 "ratio": m.ratio().map(|r| r.0),
                 "ratio_ci": m.ratio().map(|r| json!([r.1, r.2])),
                 "difference": s.filter(|_| !metric.relative()).map(|s| s.difference),
-                "difference_ci": s.filter(|_| !metric.relative()).map(|s| json!([s.ci.low, s.ci.high])),
+                "difference_ci": s.filter(|_| !metric.relative()).map(|s| json!([s.ci.low.max(-1.0), s.ci.high.min(1.0)])),
                 "resolution": m.resolution(),
                 "degrees_of_freedom": s.and_then(|s| s.degrees_of_freedom),
                 "p_value": s.map(|s| s.p_value),
@@ -1059,6 +1060,22 @@ mod tests {
         let bad = RunResult::parse("[]", "y.json".into()).unwrap_err().to_string();
         assert!(bad.starts_with("y.json: not a result of rpcmeter run"), "{bad}");
         assert_eq!(crate::error::exit_code(&RunResult::parse("{", "y.json".into()).unwrap_err()), 2);
+    }
+
+    #[test]
+    fn an_error_rates_interval_stays_within_what_a_rate_can_be() {
+        // 0 % against 100 % failed: Welch's interval ran past +100 pp ("+98.24, +101.76").
+        let run = |failed: u64| {
+            let text = json!({
+                "requests": {"total": 1000, "ok": 1000 - failed, "failed": failed},
+                "duration_s": 2.0, "throughput_rps": 500.0, "latency_us": {"p50": 100.0, "p99": 1000.0},
+            });
+            RunResult::parse(&text.to_string(), format!("{failed}.json")).unwrap()
+        };
+        let m = MetricComparison::of(Metric::ErrorRate, &[run(0)], &[run(1000)], 0.05, None);
+        assert!(m.is_regression());
+        let cell = change_cell(&m);
+        assert!(cell.starts_with("+100.00 pp [") && cell.ends_with(", +100.00]"), "{cell}");
     }
 
     #[test]
