@@ -245,6 +245,21 @@ impl RunResult {
     pub fn parse(text: &str, label: String) -> anyhow::Result<RunResult> {
         let bad = |why: String| bad_input(format!("{label}: not a result of rpcmeter run --format json: {why}"));
         let raw: RawResult = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        // As merge refuses them (src/app/merge.rs, MAX_COUNT): a count beyond 2^53 is no run's,
+        // and the error rate adds the counts of every run.
+        let counts = [("requests.total", raw.requests.total), ("requests.ok", raw.requests.ok)]
+            .into_iter()
+            .chain([("requests.failed", raw.requests.failed)])
+            .chain(
+                raw.intervals
+                    .iter()
+                    .flat_map(|iv| [("intervals[].calls", iv.calls), ("intervals[].failed", iv.failed)]),
+            );
+        for (key, n) in counts {
+            if n > 1 << 53 {
+                return Err(bad(format!("{key} {n} is not a count of calls")));
+            }
+        }
         let seconds = |s: f64, key: &str| {
             Duration::try_from_secs_f64(s).map_err(|_| bad(format!("{key} {s} is not a duration in seconds")))
         };
@@ -1013,7 +1028,7 @@ pub fn to_json(r: &Report) -> JsonValue {
                 "ratio": m.ratio().map(|r| r.0),
                 "ratio_ci": m.ratio().map(|r| json!([r.1, r.2])),
                 "difference": s.filter(|_| !metric.relative()).map(|s| s.difference),
-                "difference_ci": s.filter(|_| !metric.relative()).map(|s| json!([s.ci.low, s.ci.high])),
+                "difference_ci": s.filter(|_| !metric.relative()).map(|s| json!([s.ci.low.max(-1.0), s.ci.high.min(1.0)])),
                 "resolution": m.resolution(),
                 "degrees_of_freedom": s.and_then(|s| s.degrees_of_freedom),
                 "p_value": s.map(|s| s.p_value),
@@ -1073,5 +1088,34 @@ mod tests {
         let bad = RunResult::parse("[]", "y.json".into()).unwrap_err().to_string();
         assert!(bad.starts_with("y.json: not a result of rpcmeter run"), "{bad}");
         assert_eq!(crate::error::exit_code(&RunResult::parse("{", "y.json".into()).unwrap_err()), 2);
+    }
+
+    #[test]
+    fn an_error_rates_interval_stays_within_what_a_rate_can_be() {
+        // 0 % against 100 % failed: Welch's interval ran past +100 pp ("+98.24, +101.76").
+        let run = |failed: u64| {
+            let text = json!({
+                "requests": {"total": 1000, "ok": 1000 - failed, "failed": failed},
+                "duration_s": 2.0, "throughput_rps": 500.0, "latency_us": {"p50": 100.0, "p99": 1000.0},
+            });
+            RunResult::parse(&text.to_string(), format!("{failed}.json")).unwrap()
+        };
+        let m = MetricComparison::of(Metric::ErrorRate, &[run(0)], &[run(1000)], 0.05, None);
+        assert!(m.is_regression());
+        let cell = change_cell(&m);
+        assert!(cell.starts_with("+100.00 pp [") && cell.ends_with(", +100.00]"), "{cell}");
+    }
+
+    #[test]
+    fn a_count_no_run_could_hold_is_refused_not_added() {
+        // 2^64 - 1 calls overflowed the error rate's pooled sum (a panic in a debug build).
+        let text = json!({
+            "requests": {"total": u64::MAX, "ok": u64::MAX, "failed": 0},
+            "duration_s": 2.0, "throughput_rps": 1000.0, "latency_us": {"p50": 100.0, "p99": 1000.0},
+        })
+        .to_string();
+        let err = RunResult::parse(&text, "x.json".into()).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(err.to_string().contains("requests.total 18446744073709551615 is not a count of calls"), "{err}");
     }
 }

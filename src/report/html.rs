@@ -904,6 +904,16 @@ mod tests {
     }
 
     #[test]
+    fn a_server_message_with_terminal_escapes_reaches_the_html_as_text() {
+        // `report -o -` writes to a terminal: a raw ESC or BEL from the server could set its title.
+        let mut v: Value = serde_json::from_str(&result("fine", 4)).unwrap();
+        v["errors"] = serde_json::json!([{"status": "UNKNOWN", "message": "\x1b]0;PWNED\x07\u{9b}2J", "count": 1}]);
+        let html = render(&[parse("e.json", &v.to_string()).unwrap()]);
+        assert!(!html.contains(['\x1b', '\x07', '\u{9b}']), "raw control character in the HTML");
+        assert!(html.contains(r"\x1b]0;PWNED\x07\x9b2J"), "escaped message missing");
+    }
+
+    #[test]
     fn what_is_no_result_says_so() {
         assert!(parse("x", "{").unwrap_err().contains("not JSON"));
         assert!(parse("x", "{\"a\":1}").unwrap_err().contains("not an rpcmeter result"));

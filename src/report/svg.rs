@@ -3,7 +3,8 @@
 //! lays out the text, so nothing depends on the fonts of the machine that writes the report.
 use std::fmt::Write as _;
 
-/// Escapes text for HTML and SVG (element content and quoted attributes alike).
+/// Escapes text for HTML and SVG (element content and quoted attributes alike); control
+/// characters are written as `printable` writes them.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -13,6 +14,11 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // A control character (from a server's message) is shown as its escape, never
+            // raw: `report -o -` may write to a terminal. Newline and tab are layout.
+            c if c != '\n' && c != '\t' && super::printable::unsafe_char(c) => {
+                out.push_str(&super::printable::printable(c.encode_utf8(&mut [0; 4])))
+            }
             c => out.push(c),
         }
     }

@@ -28,6 +28,8 @@ pub(super) fn compile(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<D
         // protox would say "not in any include path", which hides the real problem.
         let problem = if file.is_dir() || import_paths.iter().any(|dir| dir.join(file).is_dir()) {
             "is a directory; expected a .proto file (import directories go in -i)"
+        } else if file.exists() {
+            "not a regular file (a device, pipe or socket); expected a .proto file"
         } else {
             "no such file"
         };
@@ -358,6 +360,16 @@ mod tests {
     fn missing_proto_file_names_the_path() {
         let e = compile(Path::new("/no/such/dir/x.proto"), &[]).unwrap_err().to_string();
         assert_eq!(e, "--proto /no/such/dir/x.proto: no such file");
+    }
+
+    #[test]
+    fn a_device_or_pipe_given_as_proto_is_not_called_missing() {
+        let e = compile(Path::new("/dev/zero"), &[]).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(
+            e.to_string(),
+            "--proto /dev/zero: not a regular file (a device, pipe or socket); expected a .proto file"
+        );
     }
 
     #[test]
