@@ -41,7 +41,7 @@ pub async fn resolve_method(source: &SchemaSource, call: &str, target: &Target) 
 }
 
 /// Where request bodies come from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum DataSource {
     /// `-d`: one JSON object (protobuf JSON mapping), or an array of them cycled call by
     /// call; may hold templates.
