@@ -16,6 +16,8 @@ struct Kept {
     histograms: [Vec<u8>; 6],
     counts: Counts,
     errors: BTreeMap<(i32, String), u64>,
+    /// `--workload`: each name's calls, statuses and packed latency.
+    by_name: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
 }
 
 #[derive(Default)]
@@ -48,6 +50,7 @@ impl EarlyIntervals {
                 ],
                 counts: s.counts.clone(),
                 errors: s.errors.clone(),
+                by_name: s.by_name.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
             });
         }
     }
@@ -70,6 +73,15 @@ impl EarlyIntervals {
                 first_message: unpacked(&k.histograms[5]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
+                by_name: k
+                    .by_name
+                    .iter()
+                    .map(|(calls, statuses, latency)| crate::record::shard::NameShard {
+                        calls: *calls,
+                        statuses: *statuses,
+                        latency: unpacked(latency),
+                    })
+                    .collect(),
             };
             sum.add(&part);
             length += k.length;
