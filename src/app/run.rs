@@ -505,7 +505,8 @@ pub fn measure(
     let started_at = SystemTime::now().max(plan.start_at.unwrap_or(SystemTime::UNIX_EPOCH));
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
-    let result = engine::run(plan.clone(), requests, &mut sinks, control);
+    let mix = engine::Mix::single(plan.spec.path.clone(), requests);
+    let result = engine::run(plan.clone(), mix, &mut sinks, control);
     let hiccups = hiccups.and_then(|meter| meter.stop());
     let finished = sinks.finish();
     let mut result = result.inspect_err(|_| outputs.discard())?;
