@@ -47,7 +47,12 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<WorkloadCall>> {
 
 /// `text` as a workload; `data_file`s are relative to `base` (the workload file's folder).
 fn parse(text: &str, base: &Path) -> Result<Vec<WorkloadCall>, String> {
-    let file: File = toml::from_str(text).map_err(|e| one_line(&e))?;
+    let document = toml::Deserializer::parse(text).map_err(|e| one_line(&e, text))?;
+    // The path names the key at fault (`call[1].weight`), whatever serde's message says.
+    let file: File = serde_path_to_error::deserialize(document).map_err(|e| match e.path().to_string() {
+        path if path == "." => one_line(e.inner(), text),
+        path => format!("{path}: {}", one_line(e.inner(), text)),
+    })?;
     if file.call.is_empty() {
         return Err("no [[call]] in the file".into());
     }
@@ -88,11 +93,14 @@ fn parse(text: &str, base: &Path) -> Result<Vec<WorkloadCall>, String> {
     Ok(calls)
 }
 
-/// toml's errors span several lines (a snippet of the file); the message and where it is.
-fn one_line(e: &toml::de::Error) -> String {
+/// toml's errors span several lines (a snippet of the file): its message and line only.
+fn one_line(e: &toml::de::Error, text: &str) -> String {
     let message = e.message().trim().replace('\n', " ");
     match e.span() {
-        Some(span) => format!("{message} (at byte {})", span.start),
+        Some(span) => {
+            let line = text.get(..span.start).map_or(0, |before| before.matches('\n').count()) + 1;
+            format!("{message} (line {line})")
+        }
         None => message,
     }
 }

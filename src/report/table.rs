@@ -167,6 +167,28 @@ fn render(s: &Summary) -> String {
             _ => "not judged: an interval had no calls".to_string(),
         }
     );
+    if !s.call_names.is_empty() {
+        let _ = writeln!(o, "\nBy call name:");
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>9} {:>9} {:>11} {:>11} {:>11}  {}",
+            "name", "requests", "failed", "p50", "p99", "max", "method"
+        );
+        for (name, method, share) in s.by_name() {
+            let l = crate::stats::Latency::of(&share.latency);
+            let _ = writeln!(
+                o,
+                "  {:<16} {:>9} {:>9} {:>11} {:>11} {:>11}  {}",
+                super::printable::printable(name),
+                share.calls,
+                share.calls - share.statuses.get(tonic::Code::Ok),
+                duration(l.percentile(50.0)),
+                duration(l.percentile(99.0)),
+                duration(l.max),
+                method
+            );
+        }
+    }
     let _ = writeln!(o, "\nStatus (per call):");
     for (code, n) in s.statuses.nonzero() {
         let _ = writeln!(o, "  {:<20} {n}", status::name(code));
