@@ -178,3 +178,29 @@ fn bad_workloads_are_refused_with_one_line() {
     refused("[[call]]\nname = \"s\"\nmethod = \"rpcmeter.lab.v1.Streaming/Subscribe\"\nweight = 1\n", &[], "streaming");
     refused("this is not toml", &[], "--workload");
 }
+
+#[test]
+fn merge_adds_each_name_exactly() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let (dir, file) = workload(MIX);
+    let (a, b, merged) = (dir.path().join("a.json"), dir.path().join("b.json"), dir.path().join("m.json"));
+    for (path, n) in [(&a, "100"), (&b, "50")] {
+        let out = rpcmeter(&addr, &file, &["-c", "2", "-n", n, "--format", "json", "-o", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["merge", "--format", "json", "-o"])
+        .arg(&merged)
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let (ra, rb, m) = (read(&a), read(&b), read(&merged));
+    assert_eq!((by_name(&m, "echo"), by_name(&m, "cpu")), (30 + 15, 70 + 35), "{}", m["calls_by_name"]);
+    assert_names_add_up(&m);
+    // The merged histogram holds both runs' samples: its max is the larger of theirs.
+    let max = |r: &Value| r["calls_by_name"]["cpu"]["latency_us"]["max"].as_f64().unwrap();
+    assert_eq!(max(&m), max(&ra).max(max(&rb)));
+}
