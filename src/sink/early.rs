@@ -105,4 +105,28 @@ mod tests {
         whole.subtract(&back).unwrap();
         assert_eq!(whole.len(), 0);
     }
+
+    #[test]
+    fn a_workloads_names_are_kept_for_an_exact_warmup() {
+        let mut shard = Shard::default();
+        for i in 1..=10u64 {
+            let index = (i % 2) as usize;
+            shard.record_named(index, Duration::from_micros(i), tonic::Code::Ok);
+        }
+        let mut early = EarlyIntervals::default();
+        let iv = Interval {
+            at: Duration::from_secs(1),
+            length: Duration::from_secs(1),
+            warmup: false,
+            shard: &shard,
+            usage: Default::default(),
+            in_flight: 0,
+        };
+        early.keep(&iv);
+        let (part, _) = early.first(1).unwrap();
+        let mut result = shard.clone();
+        result.subtract(&part);
+        assert!(result.by_name.iter().all(|n| n.calls == 0 && n.latency.is_empty()));
+        assert_eq!(part.by_name[1].calls, 5);
+    }
 }
