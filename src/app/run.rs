@@ -526,8 +526,9 @@ pub fn measure(
     }
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();
-        let live = LiveMetrics::start(addr, method.full_name(), &target, plan.pacer.is_open())
-            .inspect_err(|_| outputs.discard())?;
+        // A workload's label is the file, not its first method.
+        let call = if names.is_empty() { method.full_name() } else { &settings.call };
+        let live = LiveMetrics::start(addr, call, &target, plan.pacer.is_open()).inspect_err(|_| outputs.discard())?;
         eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
         if !live.addr.ip().is_loopback() {
             eprintln!("rpcmeter: warning: metrics on {} can be read by anyone who reaches this machine", live.addr);
