@@ -12,6 +12,7 @@ pub mod experiments;
 pub mod grpc;
 pub mod history;
 pub mod input;
+pub mod kube;
 pub mod lab;
 pub mod load;
 pub mod ping;

@@ -18,7 +18,7 @@ struct Level {
 
 const BASE: Level = Level { rps: 10_000.0, p50_us: 400.0, p99_us: 1_500.0, error_rate: 0.0 };
 
-/// A result file of `measured` full 1 s intervals at `level` with ±2.5 % noise (a quiet machine), after two warm-up
+/// A result file of `measured` full 1 s intervals at `level` with ±1.5 % noise (a quiet machine), after two warm-up
 /// intervals 3x slower and followed by a partial interval with a tenth of the calls (both
 /// far off the level: they would change the verdicts if they were counted). The whole-run
 /// numbers are those of the measured full intervals, as a run writes them.
@@ -31,7 +31,7 @@ fn write_result(dir: &Path, name: &str, level: Level, measured: usize, seed: u64
 
 fn result_json(name: &str, level: Level, measured: usize, seed: u64) -> Value {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut noise = move || 1.0 + 0.025 * (rng.gen::<f64>() * 2.0 - 1.0);
+    let mut noise = move || 1.0 + 0.015 * (rng.gen::<f64>() * 2.0 - 1.0);
     let mut intervals = Vec::new();
     let mut t = 0.0;
     let row = |t: f64, length: f64, phase: &str, rps: f64, p50: f64, p99: f64, error_rate: f64| {

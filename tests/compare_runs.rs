@@ -65,3 +65,35 @@ fn fresh_a_a_runs_differ_by_nothing_and_a_20_percent_slower_server_is_found() {
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(row(&stdout, "p50 latency").contains("% slower: regression"), "{stdout}");
 }
+
+#[test]
+fn a_result_has_the_latency_of_its_ok_calls_and_compare_judges_on_it() {
+    // Half the calls are rejected at once: every call's latency mixes them in, the OK calls'
+    // does not, and compare judges latency on the OK calls' (it used to give up beyond 1 %).
+    let server = TestServer::start(Behaviour::RejectUnlessMultipleOf { every: 2 });
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["-c", "2", "-z", "1s", "--no-calibrate", "--no-server-stats"];
+    let result = json_of(run_echo(server.addr, &args));
+    let (ok, failed) = (result["requests"]["ok"].as_u64().unwrap(), result["requests"]["failed"].as_u64().unwrap());
+    assert!(ok > 10 && failed > 10, "{}", result["requests"]);
+    assert_eq!(result["ok_latency_us"]["count"].as_u64(), Some(ok), "{}", result["ok_latency_us"]);
+    assert_eq!(result["latency_us"]["count"].as_u64(), Some(ok + failed));
+    let histogram = result["histograms"]["ok_call_latency"].as_str().unwrap();
+    assert_eq!(rpcmeter::record::shard::from_text(histogram).unwrap().len(), ok);
+
+    let path = dir.path().join("half.json");
+    std::fs::write(&path, result.to_string()).unwrap();
+    let (code, stdout, stderr) = compare(&[path.as_os_str(), path.as_os_str(), os("--metric=p50")]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(row(&stdout, "p50 latency").contains("no significant difference"), "{stdout}");
+
+    // Merged, the OK calls' latency stays exact.
+    let merged = std::process::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["merge", "--format", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+    let merged: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    assert_eq!(merged["ok_latency_us"]["count"].as_u64(), Some(ok), "{merged}");
+}

@@ -58,6 +58,8 @@ where
 /// Aborts the whole test process if a property runs past `limit`: a hang must fail, not stall CI.
 fn watchdog(name: &'static str, limit: Duration) -> std::sync::mpsc::Sender<()> {
     let (done, wait) = std::sync::mpsc::channel::<()>();
+    // A longer search (FUZZ_CASES) takes as long as it needs.
+    let limit = if std::env::var_os("FUZZ_CASES").is_some() { Duration::from_secs(86_400) } else { limit };
     std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
             eprintln!("{name}: still running after {limit:?}: a parser hangs");
@@ -67,8 +69,17 @@ fn watchdog(name: &'static str, limit: Duration) -> std::sync::mpsc::Sender<()> 
     done
 }
 
+/// `cases` cases from a fixed seed, so that a failure comes back run after run; FUZZ_CASES=N
+/// and FUZZ_SEED=N (or `random`) search further.
 fn runner(cases: u32) -> TestRunner {
-    TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() })
+    use proptest::test_runner::RngSeed;
+    let cases = std::env::var("FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(cases);
+    let rng_seed = match std::env::var("FUZZ_SEED").ok() {
+        Some(seed) if seed == "random" => RngSeed::Random,
+        Some(seed) => RngSeed::Fixed(seed.parse().expect("FUZZ_SEED: a number or random")),
+        None => RngSeed::Fixed(30),
+    };
+    TestRunner::new(Config { cases, rng_seed, failure_persistence: None, ..Config::default() })
 }
 
 /// Numbers at the edges: negative, zero, huge, tiny, beyond u64.
@@ -110,6 +121,13 @@ fn odd_value() -> impl Strategy<Value = Value> {
                 .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
+}
+
+/// The base result as another run (merge refuses the same run twice).
+fn other_run() -> String {
+    let mut v: Value = serde_json::from_str(BASE).unwrap();
+    v["meta"]["run_id"] = "another run".into();
+    v.to_string()
 }
 
 /// Every JSON pointer into `v`.
@@ -193,7 +211,7 @@ fn result_json_never_panics_in_merge_report_compare_or_history() {
             bounded(text.as_str(), |text| {
                 // merge: alone or beside a good result, then its table.
                 if let Ok((inputs, _)) = rpcmeter::app::merge::read_stream(text, "fuzz") {
-                    let (mut all, _) = rpcmeter::app::merge::read_stream(BASE, "base").unwrap();
+                    let (mut all, _) = rpcmeter::app::merge::read_stream(&other_run(), "base").unwrap();
                     if !beside {
                         all.clear();
                     }
@@ -230,7 +248,7 @@ fn result_json_never_panics_the_commands() {
     let done = watchdog("commands on result JSON", Duration::from_secs(240));
     let dir = tempfile::tempdir().unwrap();
     let (base, odd) = (dir.path().join("base.json"), dir.path().join("odd.json"));
-    std::fs::write(&base, BASE).unwrap();
+    std::fs::write(&base, other_run()).unwrap();
     let (base, odd_arg) = (base.to_str().unwrap().to_string(), odd.to_str().unwrap().to_string());
     let mut runner = runner(12);
     runner
@@ -386,6 +404,11 @@ fn inputs_that_broke_once() {
     let shown = run(Some(history.clone()), Action::Show { id, format: ShowFormat::Table }).unwrap();
     assert!(shown.contains("p50 -"), "{shown}");
     assert!(run(Some(history), Action::List { limit: 1 }).is_ok());
+    // A rate near f64::MAX: the plot's axis, widened to round ticks, ended at infinity and
+    // collected infinitely many ticks.
+    let mut fast: Value = serde_json::from_str(BASE).unwrap();
+    fast["intervals"][0]["rps"] = 1.5e308.into();
+    rpcmeter::report::html::render(&[rpcmeter::report::html::parse("fast", &fast.to_string()).unwrap()]);
     // Counts whose sum overflows: merge panicked.
     let mut huge: Value = serde_json::from_str(BASE).unwrap();
     huge["requests"]["ok"] = u64::MAX.into();
@@ -403,4 +426,33 @@ fn inputs_that_broke_once() {
         assert!(refused.contains("add up to 419430400 characters"), "{refused}");
     })
     .unwrap();
+}
+
+/// An HdrHistogram header says how long its payload is; the reader made room for that much
+/// before reading it, so 60 bytes of base64 in a result took 4 GiB.
+#[test]
+fn a_histogram_header_cannot_ask_for_gigabytes() {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let mut plain = Vec::new();
+    for word in [0x1c84_9313u32, u32::MAX, 0, 3] {
+        plain.extend(word.to_be_bytes());
+    }
+    plain.extend(1u64.to_be_bytes());
+    plain.extend(3_600_000_000_000u64.to_be_bytes());
+    plain.extend(1.0f64.to_be_bytes());
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    zlib.write_all(&plain).unwrap();
+    let zlib = zlib.finish().unwrap();
+    let mut compressed = Vec::new();
+    compressed.extend(0x1c84_9314u32.to_be_bytes());
+    compressed.extend((zlib.len() as u32).to_be_bytes());
+    compressed.extend(zlib);
+    for bytes in [plain, compressed] {
+        let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+        bounded(text.as_str(), |text| {
+            assert!(rpcmeter::record::shard::from_text(text).is_err());
+        })
+        .unwrap();
+    }
 }

@@ -320,7 +320,20 @@ fn credentials_reach_no_result_nor_the_history_and_both_are_private() {
 fn kube_keeps_credentials_in_a_secret_and_out_of_the_job() {
     let metadata = r#"{"authorization":"Bearer s3cr3t-XYZ","x-run":"7"}"#;
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["kube", "--shards", "2", "run", "--plaintext", "--call", "EchoService/echo", "-m", metadata, "svc:9000"])
+        .args([
+            "kube",
+            "--shards",
+            "2",
+            "--output",
+            "json",
+            "run",
+            "--plaintext",
+            "--call",
+            "EchoService/echo",
+            "-m",
+            metadata,
+            "svc:9000",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

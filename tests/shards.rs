@@ -57,6 +57,8 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
             "kube",
             "--shards",
             "4",
+            "--output",
+            "json",
             "run",
             "--plaintext",
             "--call",

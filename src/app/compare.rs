@@ -6,7 +6,7 @@
 //! the same server, p50 moves by a few percent (an A/A audit saw 3-37 µs on about 1 ms), far
 //! more than the noise between the intervals of one run, so a test over one run's intervals
 //! calls identical servers different. Each metric gives one value per run: throughput of OK
-//! calls per second, p50 and p99 latency of OK calls, the error rate (failed / calls).
+//! calls per second, p50 and p99 latency of OK calls (`ok_latency_us`), the error rate.
 //! Throughput and latency are compared as logarithms (a ratio B / A), the error rate as a
 //! difference in percentage points. `stats::compare::mean_shift` judges the runs: Welch's t
 //! over the runs' values, each side's noise per run taken as the largest of the spread
@@ -33,8 +33,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// A run whose calls failed more than this share has no latency of OK calls to compare: its
-/// result's latency counts failed calls too (a fast rejection would look like a fast call).
+/// A result without `ok_latency_us` (written before it existed) whose calls failed more than
+/// this share has no latency of OK calls to compare: its `latency_us` counts failed calls too
+/// (a fast rejection would look like a fast call).
 pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 
 /// Everything a comparison needs, validated.
@@ -148,6 +149,8 @@ pub struct RunResult {
     pub throughput_rps: f64,
     pub p50: Duration,
     pub p99: Duration,
+    /// Whether `p50` and `p99` are of OK calls only (`ok_latency_us`); else of every call.
+    pub ok_only: bool,
     /// The sampling error of p50 and p99 (of their logarithms), from the call latency
     /// histogram's order statistics; 0 without a histogram.
     pub p50_error: f64,
@@ -184,6 +187,8 @@ struct RawResult {
     throughput_rps: f64,
     ok_rps: Option<f64>,
     latency_us: RawLatency,
+    /// Of OK calls only; results written before it existed have only `latency_us`.
+    ok_latency_us: Option<RawLatency>,
     interval_s: Option<f64>,
     #[serde(default)]
     intervals: Vec<RawInterval>,
@@ -195,6 +200,7 @@ struct RawResult {
 #[derive(Deserialize, Default)]
 struct RawHistograms {
     call_latency: Option<String>,
+    ok_call_latency: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -282,10 +288,15 @@ impl RunResult {
             None if duration.is_zero() => 0.0,
             None => raw.requests.ok as f64 / duration.as_secs_f64(),
         };
-        let (p50, p99) = (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?);
+        let ok_only = raw.ok_latency_us.is_some();
+        let (p50, p99) = match &raw.ok_latency_us {
+            Some(l) => (micros(l.p50, "ok_latency_us.p50")?, micros(l.p99, "ok_latency_us.p99")?),
+            None => (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?),
+        };
         let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
         let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
-        let histogram = match &raw.histograms.call_latency {
+        let latencies = if ok_only { &raw.histograms.ok_call_latency } else { &raw.histograms.call_latency };
+        let histogram = match latencies {
             Some(text) => Some(
                 crate::record::shard::from_text(text).map_err(|why| bad(format!("histograms.call_latency {why}")))?,
             ),
@@ -293,6 +304,7 @@ impl RunResult {
         };
         let error = |q: f64| histogram.as_ref().map_or(0.0, |h| quantile_error(h, q));
         Ok(RunResult {
+            ok_only,
             p50_error: error(0.5),
             p99_error: error(0.99),
             label,
@@ -434,7 +446,7 @@ impl Metric {
         let latency = |d: Duration| {
             if run.ok == 0 {
                 Err(format!("{} has no OK calls", run.label))
-            } else if run.failed_share() > MAX_FAILED_FOR_LATENCY {
+            } else if !run.ok_only && run.failed_share() > MAX_FAILED_FOR_LATENCY {
                 Err(format!(
                     "{}% of {}'s calls failed, and its latency counts them",
                     percent(run.failed_share()),
@@ -454,7 +466,8 @@ impl Metric {
     }
 
     /// How much the run's value moved within it: the standard deviation of the logarithms of
-    /// its full intervals' values (2 intervals or more, else 0). What moves a run against the
+    /// its full intervals' values, estimated robustly (1.4826 x their median absolute
+    /// deviation) except for p99, whose stalls are its spread (2 intervals or more, else 0). What moves a run against the
     /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
     /// too, so a run is taken to vary between runs at least this much (not this over the root
     /// of the count: intervals of one run share its conditions and do not average them out).
@@ -473,9 +486,14 @@ impl Metric {
         if values.len() < 2 {
             return 0.0;
         }
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        if self == Metric::P99 {
+            // A tail is made of stalls: the intervals that had one are its spread, not outliers.
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            return (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        }
+        // Robust (MAD): one interval with a stall must not make a run's p50 unjudgeable.
+        crate::stats::compare::mad(&values).map_or(0.0, |mad| mad * crate::stats::compare::MAD_TO_SIGMA)
     }
 
     /// A value, typed.
@@ -566,7 +584,11 @@ impl MetricComparison {
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
         let floor = |runs: &[RunResult]| -> f64 {
             let within = if metric.relative() {
-                runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric))).fold(0.0, f64::max)
+                // The runs' typical spread (root mean square): one chaotic run of several must
+                // not set the noise of all; its value is in the spread between runs anyway.
+                let squares: f64 =
+                    runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric)).powi(2)).sum();
+                (squares / runs.len().max(1) as f64).sqrt()
             } else {
                 // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
                 let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
@@ -735,7 +757,8 @@ impl Report {
 }
 
 fn percent_sd(metric: Metric) -> String {
-    format!("{}%", percent(metric.noise_floor().exp() - 1.0))
+    // A standard deviation of a logarithm this small is the relative one.
+    format!("{}%", percent(metric.noise_floor()))
 }
 
 /// Warnings (the comparison may mean nothing) and notes (how it was made).
@@ -804,8 +827,13 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     if !settings.fail_on_regression {
         return Ok(ExitCode::SUCCESS);
     }
-    let unjudged: Vec<String> =
-        report.cannot_judge().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
+    let unjudged: Vec<String> = report
+        .cannot_judge()
+        .map(|m| match &m.verdict {
+            Verdict::CannotJudge(why) => format!("{} ({why})", m.metric.label()),
+            _ => m.metric.label().to_string(),
+        })
+        .collect();
     let regressions: Vec<String> =
         report.regressions().map(|m| format!("{} ({})", m.metric.label(), m.change_text())).collect();
     match (regressions.is_empty(), unjudged.is_empty()) {
@@ -868,7 +896,8 @@ fn change_cell(m: &MetricComparison) -> String {
     }
     match m.shift.filter(|_| !m.metric.relative()) {
         Some(s) => {
-            let pp = |x: f64| format!("{:+.2}", x * 100.0);
+            // A rate difference lies within -100 and +100 pp, whatever the normal interval says.
+            let pp = |x: f64| format!("{:+.2}", x.clamp(-1.0, 1.0) * 100.0);
             format!("{} pp [{}, {}]", pp(s.difference), pp(s.ci.low), pp(s.ci.high))
         }
         None => "-".into(),

@@ -83,8 +83,9 @@ pub fn read_stream(text: &str, label: &str) -> anyhow::Result<(Vec<Input>, Vec<S
     Ok((inputs, skipped))
 }
 
-const HISTOGRAMS: [(&str, &str); 4] = [
+const HISTOGRAMS: [(&str, &str); 5] = [
     ("call_latency", "latency_us"),
+    ("ok_call_latency", "ok_latency_us"),
     ("attempt_latency", "attempt_latency_us"),
     ("service_time", "service_time_us"),
     ("schedule_lag", "schedule_lag_us"),
@@ -103,6 +104,10 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     // Histograms: added, then summarised again from the sum.
     let mut histograms = Map::new();
     for (key, summary_key) in HISTOGRAMS {
+        // Results written before a histogram existed (ok_call_latency) merge without it.
+        if key == "ok_call_latency" && inputs.iter().any(|i| i.result["histograms"].get(key).is_none()) {
+            continue;
+        }
         let mut sum = new_histogram();
         for input in inputs {
             let text = input.result["histograms"][key].as_str().unwrap_or("");

@@ -5,7 +5,7 @@ use super::outputs::{OutputSettings, Outputs};
 use crate::cli::run::{self as cli, Compression, RunArgs, StagesOf};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::tls::TlsOptions;
-use crate::grpc::transport::{CallKind, StreamLimits, KEEPALIVE_TIMEOUT};
+use crate::grpc::transport::{Bidi, CallKind, StreamLimits, KEEPALIVE_TIMEOUT};
 use crate::grpc::{CallSpec, Target};
 use crate::load::engine::{self, Control};
 use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
@@ -339,6 +339,10 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             count: args.stream_call_count,
             duration: args.stream_call_duration,
             interval: args.stream_interval.unwrap_or_default(),
+            bidi: match args.bidi {
+                Some(cli::BidiMode::Free) => Bidi::Free,
+                Some(cli::BidiMode::PingPong) | None => Bidi::PingPong,
+            },
         },
         pacer,
         workers,
@@ -392,6 +396,9 @@ fn stream_of(
         ("--stream-call-duration", given.duration.is_some()),
         ("--stream-interval", !given.interval.is_zero()),
     ];
+    if kind != CallKind::Bidi && given.bidi != Bidi::PingPong {
+        return Err(bad_input(format!("--bidi: {} is {}, not bidirectional", method.full_name(), kind.as_str())));
+    }
     let refused = |flag: &str| {
         bad_input(format!("{flag}: {} is {}; stream flags need a streaming method", method.full_name(), kind.as_str()))
     };

@@ -2,7 +2,12 @@
 //! N pods: an Indexed Job whose pod I runs `rpcmeter run RUN-ARGS --shard I/N` (Kubernetes
 //! puts the index in $(JOB_COMPLETION_INDEX)), all starting on one instant, each printing
 //! its result as JSON; `kubectl logs ... | rpcmeter merge -` gives the one exact result.
-//! Kubernetes runs the pods; rpcmeter has no coordinator of its own.
+//! The local files the run reads travel in a ConfigMap (a Secret for the client's key), and
+//! every shard's flags are checked here, so that a run that cannot work is refused before
+//! it reaches a cluster.
+use crate::error::bad_input;
+use crate::kube::{self as k, Files};
+use crate::report::Format;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,31 +16,205 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(clap::Args, Debug)]
 pub struct KubeArgs {
     /// Pods, each running its share of the load
-    #[arg(long, value_parser = crate::app::parse::shard_count)]
-    pub shards: u32,
-    /// Container image with rpcmeter as entrypoint (built from the repository's Dockerfile)
-    #[arg(long, default_value = "rpcmeter:latest")]
-    pub image: String,
-    /// Name of the Job (its pods are labelled job-name=NAME)
+    #[arg(long, value_parser = crate::app::parse::shard_count, required_unless_present = "simulate")]
+    pub shards: Option<u32>,
+    /// Run the pods of a manifest printed with --output json on this machine, as the kubelet
+    /// would (files where the volumes put them, $(VARS) expanded, the start moved to 2 s from
+    /// now), and print what `kubectl logs ... | rpcmeter merge -` would
+    #[arg(long, value_name = "FILE", conflicts_with = "shards")]
+    pub simulate: Option<std::path::PathBuf>,
+    /// Container image with rpcmeter as entrypoint, pinned (built from the repository's
+    /// Dockerfile) [default: rpcmeter:VERSION, this rpcmeter's version]
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Name of the Job (a Kubernetes name; its pods are labelled job-name=NAME)
     #[arg(long, default_value = "rpcmeter")]
     pub name: String,
     /// Start the load this long after printing: time to apply the manifest and start the pods
     #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "2m")]
     pub start_in: Duration,
+    /// CPU of each pod, requested and its limit (equal: Guaranteed QoS, so a shard is neither
+    /// starved nor evicted first)
+    #[arg(long, value_parser = k::quantity, default_value = "1")]
+    pub cpu: String,
+    /// Memory of each pod, requested and its limit
+    #[arg(long, value_parser = k::quantity, default_value = "512Mi")]
+    pub memory: String,
+    /// Spread of the pods over nodes: preferred (one per node when the scheduler can, never
+    /// blocking the start) or required (never more than one above the least loaded node)
+    #[arg(long, value_enum, default_value_t = Spread::Preferred)]
+    pub spread: Spread,
+    /// The Job's deadline (activeDeadlineSeconds) [default: --start-in, the run's warm-up,
+    /// length, drain and connect timeout, plus 1 min]
+    #[arg(long, value_parser = crate::app::parse::positive_duration)]
+    pub timeout: Option<Duration>,
+    /// How long the finished Job and its pods (and their logs) are kept (ttlSecondsAfterFinished)
+    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "1h")]
+    pub ttl: Duration,
+    /// The manifest as multi-document YAML, or as one JSON object (a List when several);
+    /// with --simulate, json prints the merged result as JSON instead of a table
+    #[arg(long, value_enum, default_value_t = Output::Yaml)]
+    pub output: Output,
     /// `run` and its flags, meaning the whole load (as for `run --shard`)
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(required_unless_present = "simulate", trailing_var_arg = true, allow_hyphen_values = true)]
     pub run: Vec<String>,
 }
 
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Spread {
+    Preferred,
+    Required,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
+/// What becomes of a flag of the run in the pods' args.
+enum Becomes {
+    /// Left as the user wrote it.
+    Kept,
+    /// Taken out (kube sets it, or it moved elsewhere).
+    Dropped,
+    /// Replaced by these words (at its first occurrence).
+    Words(Vec<String>),
+}
+
 pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
-    use crate::error::bad_input;
+    if let Some(file) = &args.simulate {
+        return crate::kube::simulate::main(file, args.output == Output::Json);
+    }
+    let shards = args.shards.unwrap_or(1);
     // The run's flags are checked here, once, as a pod would read them.
     let parsed = super::run::nested("kube", &args.run, &[])?;
-    let run_args = &args.run[1..];
+    let run_words = &args.run[1..];
     if parsed.shard.is_some() || parsed.shards.is_some() || parsed.start_at.is_some() {
         return Err(bad_input("kube run: --shard, --shards and --start-at are set by kube itself"));
     }
-    let start = (SystemTime::now() + args.start_in).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    k::check_name(&args.name, shards)?;
+    let image = args.image.clone().unwrap_or_else(|| format!("rpcmeter:{}", env!("CARGO_PKG_VERSION")));
+    k::check_image(&image)?;
+    // A file written in a pod is gone with it, and a second report on stdout would break the
+    // JSON that the logs carry to `merge`: the result is in the logs, nowhere else.
+    let gone = "is written inside the pod and lost with it; the pods print their results in their logs";
+    let refused = [
+        (parsed.output.is_some(), "-o/--output"),
+        (!parsed.export.is_empty(), "--export"),
+        (parsed.csv_details.is_some(), "--csv-details"),
+        (parsed.hdr_log.is_some(), "--hdr-log"),
+        (parsed.history.is_some(), "--history"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        return Err(bad_input(format!("kube run: {flag} {gone} (`rpcmeter merge - -o FILE` writes the merged one)")));
+    }
+    // The answer is the merge of the pods' results, and `merge` prints a table or JSON.
+    if !matches!(parsed.format, Format::Table | Format::Json) {
+        return Err(bad_input(format!(
+            "kube run: --format {}: the pods' results are merged by `rpcmeter merge -`, which prints table or json",
+            format_name(parsed.format)
+        )));
+    }
+    if parsed.assert.is_some() {
+        return Err(bad_input(
+            "kube run: --assert would judge each shard's share alone (its rate is 1/N of the load): judge the merged result",
+        ));
+    }
+    if parsed.metrics_addr.is_some_and(|a| a.port() == 0) {
+        return Err(bad_input("kube run: --metrics-addr needs a fixed port, the pods' containerPort for a scraper"));
+    }
+    parsed.input.apply();
+
+    let start = SystemTime::now() + args.start_in;
+    let start_text = format!("{:.3}", start.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64());
+    // Every shard's flags checked as its pod will read them: a shard with no worker or no
+    // call of its own is refused now, not as one failed pod on the cluster.
+    let mut length = None;
+    for i in 0..shards {
+        let extra = ["--shard".to_owned(), format!("{i}/{}", shards), "--start-at".into(), start_text.clone()];
+        let shard = super::run::nested("kube", &args.run, &extra)?;
+        let settings = crate::app::run::Settings::from_args(&shard, vec![])
+            .map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
+        let plan = &settings.plan;
+        length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
+    }
+    let deadline = match (args.timeout, length) {
+        (Some(t), _) => t,
+        (None, Some(run)) => args.start_in + run + Duration::from_secs(60),
+        (None, None) => {
+            return Err(bad_input(
+                "kube: the run's length is not known from its flags (-n or --loop without -z): give --timeout, the Job's deadline",
+            ))
+        }
+    };
+
+    // The files the run reads, shipped and mounted; each flag naming one is rewritten.
+    let mut files = Files::default();
+    let mut tls = Files::default();
+    let mut becomes: Vec<(&str, Becomes)> = Vec::new();
+    let at = |dir: &str, path: &str| format!("{dir}/{path}");
+    if let Some(proto) = &parsed.schema.proto {
+        let found = k::proto_files(proto, &parsed.schema.import_paths)?;
+        let dir = |i: usize| format!("include-{i}");
+        for (i, name, bytes) in found.files {
+            files.add(&format!("{}/{name}", dir(i)), bytes);
+        }
+        let used: std::collections::BTreeSet<usize> = files
+            .entries
+            .iter()
+            .filter_map(|(_, p, _)| p.strip_prefix("include-")?.split('/').next()?.parse().ok())
+            .collect();
+        let includes: Vec<String> = used.iter().map(|&i| at(k::FILES_DIR, &dir(i))).collect();
+        let main = at(k::FILES_DIR, &format!("{}/{}", dir(found.main.0), found.main.1));
+        // The include directories in the order they had here, so that every name resolves
+        // as it did (the file's own directory, last, included).
+        becomes
+            .push(("proto", Becomes::Words(vec!["--proto".into(), main, "--import-paths".into(), includes.join(",")])));
+        becomes.push(("import_paths", Becomes::Dropped));
+    }
+    let read = |path: &std::path::Path, kind, flag: &str| {
+        crate::input::read(path, kind, &format!("{flag} {}", path.display()))
+    };
+    if let Some(set) = &parsed.schema.protoset {
+        let bytes = read(set, crate::input::Kind::Proto, "--protoset")?;
+        let path = files.add(&format!("protoset/{}", k::base_name(set, "protoset.pb")), bytes);
+        becomes.push(("protoset", Becomes::Words(vec!["--protoset".into(), at(k::FILES_DIR, &path)])));
+    }
+    if let Some(data) = &parsed.data_file {
+        // `-D -`: standard input, read now (a pod has none).
+        let bytes = read(data, crate::input::Kind::RequestData, "-D")?;
+        let path = files.add(&format!("data/{}", k::base_name(data, "stdin.json")), bytes);
+        becomes.push(("data_file", Becomes::Words(vec!["--data-file".into(), at(k::FILES_DIR, &path)])));
+    }
+    if let Some(ca) = &parsed.tls.cacert {
+        let bytes = read(ca, crate::input::Kind::Proto, "--cacert")?;
+        let path = files.add(&format!("ca/{}", k::base_name(ca, "ca.pem")), bytes);
+        becomes.push(("cacert", Becomes::Words(vec!["--cacert".into(), at(k::FILES_DIR, &path)])));
+    }
+    if let (Some(cert), Some(key)) = (&parsed.tls.cert, &parsed.tls.key) {
+        let cert = tls.add("tls.crt", read(cert, crate::input::Kind::Proto, "--cert")?);
+        let key = tls.add("tls.key", read(key, crate::input::Kind::Proto, "--key")?);
+        becomes.push(("cert", Becomes::Words(vec!["--cert".into(), at(k::TLS_DIR, &cert)])));
+        becomes.push(("key", Becomes::Words(vec!["--key".into(), at(k::TLS_DIR, &key)])));
+    }
+    files.check("ConfigMap")?;
+    tls.check("Secret")?;
+    // The pods print JSON for the merge; the format asked for is the merge's.
+    becomes.push(("format", Becomes::Dropped));
+    for id in ["quiet", "no_calibrate", "no_save"] {
+        becomes.push((id, Becomes::Dropped));
+    }
+    let mut ports = Vec::new();
+    if let Some(addr) = parsed.metrics_addr {
+        // Listening on the pod's every address, so a scraper reaches it through the port.
+        becomes
+            .push(("metrics_addr", Becomes::Words(vec!["--metrics-addr".into(), format!("0.0.0.0:{}", addr.port())])));
+        ports.push(json!({"name": "metrics", "containerPort": addr.port(), "protocol": "TCP"}));
+    }
+    let mut container_args: Vec<String> = vec!["run".into()];
+    container_args.extend(rewrite(run_words, &becomes));
+
     // Metadata naming a credential goes into a Secret that the pods read through the
     // environment (Kubernetes expands $(VAR) in args): the Job, which anyone who may list
     // pods reads, carries no credential, and the pods still send the real metadata.
@@ -44,8 +223,6 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     let mut secret_data = serde_json::Map::new();
     let mut env = Vec::new();
     let mut secret_keys = Vec::new();
-    let mut container_args: Vec<String> = vec!["run".into()];
-    container_args.extend(run_args.iter().cloned());
     let flags = [
         ("metadata", "RPCMETER_METADATA", &parsed.metadata),
         ("reflect-metadata", "RPCMETER_REFLECT_METADATA", &parsed.reflect_metadata),
@@ -66,70 +243,199 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     container_args.extend(
         [
             "--shard",
-            &format!("$(JOB_COMPLETION_INDEX)/{}", args.shards),
+            &format!("$(JOB_COMPLETION_INDEX)/{}", shards),
             "--start-at",
-            &format!("{start:.3}"),
+            &start_text,
             "--format",
             "json",
             "-q",
             "--no-calibrate",
+            "--no-save",
         ]
         .map(String::from),
     );
-    let mut job = json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": args.name, "labels": {"app.kubernetes.io/name": "rpcmeter"}},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": args.shards,
-            "parallelism": args.shards,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": {"app.kubernetes.io/name": "rpcmeter"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{
-                        "name": "rpcmeter",
-                        "image": args.image,
-                        "args": container_args,
-                    }],
-                },
-            },
-        },
+
+    let labels = json!({"app.kubernetes.io/name": "rpcmeter", "app.kubernetes.io/instance": args.name});
+    let meta = |name: &str| json!({"name": name, "labels": labels});
+    let mut objects = Vec::new();
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if !files.entries.is_empty() {
+        let name = format!("{}-files", args.name);
+        let (data, binary) = files.data();
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&name)});
+        if !data.is_empty() {
+            cm["data"] = data.into();
+        }
+        if !binary.is_empty() {
+            cm["binaryData"] = binary.into();
+        }
+        objects.push(cm);
+        volumes.push(json!({"name": "files", "configMap": {"name": name, "items": files.items()}}));
+        mounts.push(json!({"name": "files", "mountPath": k::FILES_DIR, "readOnly": true}));
+    }
+    if !tls.entries.is_empty() {
+        let name = format!("{}-tls", args.name);
+        let (data, binary) = tls.data();
+        let mut data: serde_json::Map<_, _> = data;
+        // A Secret's `data` is base64; text goes in `stringData`.
+        let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque"});
+        if !binary.is_empty() {
+            secret["data"] = binary.into();
+        }
+        if !data.is_empty() {
+            secret["stringData"] = std::mem::take(&mut data).into();
+        }
+        objects.push(secret);
+        // 0440 with the pod's fsGroup: readable by the non-root user, by no one else.
+        volumes
+            .push(json!({"name": "tls", "secret": {"secretName": name, "items": tls.items(), "defaultMode": 0o440}}));
+        mounts.push(json!({"name": "tls", "mountPath": k::TLS_DIR, "readOnly": true}));
+    }
+    if !secret_data.is_empty() {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": meta(&secret_name), "type": "Opaque", "stringData": secret_data,
+        }));
+    }
+    let resources = json!({"cpu": args.cpu, "memory": args.memory});
+    let mut container = json!({
+        "name": "rpcmeter",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": container_args,
+        "resources": {"requests": resources, "limits": resources},
+        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
     });
     if !env.is_empty() {
-        job["spec"]["template"]["spec"]["containers"][0]["env"] = env.into();
+        container["env"] = env.into();
     }
-    let manifest = match secret_data.is_empty() {
-        true => job,
-        false => {
-            let secret = json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": secret_name, "labels": {"app.kubernetes.io/name": "rpcmeter"}},
-                "type": "Opaque",
-                "stringData": secret_data,
-            });
-            eprintln!(
-                "# the metadata with {} is in Secret {secret_name}, not in the Job's args: keep this manifest private",
-                secret_keys.join(", ")
-            );
-            json!({"apiVersion": "v1", "kind": "List", "items": [secret, job]})
+    if !mounts.is_empty() {
+        container["volumeMounts"] = mounts.into();
+    }
+    if !ports.is_empty() {
+        container["ports"] = ports.into();
+    }
+    let mut pod = json!({
+        "restartPolicy": "Never",
+        // The Dockerfile's user; runAsNonRoot as the "restricted" Pod Security Standard asks.
+        "securityContext": {
+            "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        // Shards on one node would share its network and kernel: one per node when possible.
+        "topologySpreadConstraints": [{
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": match args.spread { Spread::Preferred => "ScheduleAnyway", Spread::Required => "DoNotSchedule" },
+            "labelSelector": {"matchLabels": labels},
+        }],
+        "containers": [container],
+    });
+    if !volumes.is_empty() {
+        pod["volumes"] = volumes.into();
+    }
+    objects.push(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(&args.name),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": shards,
+            "parallelism": shards,
+            // One failed shard fails the Job at once (the others' pods are stopped): a
+            // retried shard could not rejoin a run already under way.
+            "backoffLimit": 0,
+            "podFailurePolicy": {"rules": [{
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "rpcmeter", "operator": "NotIn", "values": [0]},
+            }]},
+            "activeDeadlineSeconds": deadline.as_secs().max(1),
+            "ttlSecondsAfterFinished": args.ttl.as_secs(),
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }));
+
+    let text = match args.output {
+        Output::Yaml => objects.iter().map(k::yaml::document).collect::<Vec<_>>().join("---\n"),
+        Output::Json => {
+            let one = match objects.len() {
+                1 => objects.pop().unwrap_or_default(),
+                _ => json!({"apiVersion": "v1", "kind": "List", "items": objects}),
+            };
+            serde_json::to_string_pretty(&one).unwrap_or_default() + "\n"
         }
     };
-    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
-    let how = format!(
-        "# kubectl apply -f - ; the load starts at {} (Unix {start:.3}), in {} from now.\n\
-         # then: kubectl wait --for=condition=complete job/{name} --timeout=1h && \
-         kubectl logs -l job-name={name} --tail=-1 | rpcmeter merge -\n",
-        humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(start)),
+    if !secret_keys.is_empty() || !tls.entries.is_empty() {
+        let what = match secret_keys.is_empty() {
+            true => "the client key".to_owned(),
+            false => format!("the metadata with {}", secret_keys.join(", ")),
+        };
+        eprintln!("# {what} is in a Secret, not in the Job's args: keep this manifest private");
+    }
+    let merge_format = match parsed.format {
+        Format::Table => String::new(),
+        other => format!(" --format {}", format_name(other)),
+    };
+    let name = &args.name;
+    eprint!(
+        "# kubectl apply -f FILE ; the load starts at {} (Unix {start_text}), in {} from now:\n\
+         # apply before then (a pod that starts later exits 2 and fails the Job).\n\
+         # then: kubectl wait --for=condition=complete job/{name} --timeout={}s && \
+         kubectl logs -l job-name={name} --tail=-1 | rpcmeter merge -{merge_format}\n\
+         # (the Job fails at once if a shard fails, and by its deadline at the latest: see kubectl describe job/{name})\n",
+        humantime::format_rfc3339_seconds(start),
         humantime::format_duration(args.start_in),
-        name = args.name
+        deadline.as_secs().max(1),
     );
-    eprint!("{how}");
     std::io::stdout()
-        .write_all((text + "\n").as_bytes())
+        .write_all(text.as_bytes())
         .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn format_name(format: Format) -> String {
+    clap::ValueEnum::to_possible_value(&format).map_or_else(String::new, |v| v.get_name().to_owned())
+}
+
+/// `words` with each flag in `becomes` replaced or taken out; every other word as written.
+/// A cluster of short flags holding one that changes (`-qD FILE`) is written out flag by flag.
+fn rewrite(words: &[String], becomes: &[(&str, Becomes)]) -> Vec<String> {
+    use clap::Args;
+    let command = super::run::RunArgs::augment_args(clap::Command::new("run"));
+    let flags = crate::kube::words::flags(words);
+    let fate = |id: &str| becomes.iter().find(|(b, _)| *b == id).map(|(_, f)| f).unwrap_or(&Becomes::Kept);
+    let mut out = Vec::new();
+    let mut placed = std::collections::HashSet::new();
+    let mut i = 0;
+    while i < words.len() {
+        let here: Vec<_> = flags.iter().filter(|f| f.first == i).collect();
+        if here.is_empty() {
+            out.push(words[i].clone());
+            i += 1;
+            continue;
+        }
+        let end = here[0].last.max(i + 1);
+        if here.iter().all(|f| matches!(fate(&f.id), Becomes::Kept)) {
+            out.extend(words[i..end].iter().cloned());
+        } else {
+            for f in here {
+                match fate(&f.id) {
+                    Becomes::Kept => {
+                        let arg = command.get_arguments().find(|a| a.get_id() == f.id.as_str());
+                        let name = arg.and_then(|a| a.get_long()).map(|l| format!("--{l}")).unwrap_or_default();
+                        out.push(name);
+                        out.extend(f.value.clone());
+                    }
+                    Becomes::Dropped => {}
+                    Becomes::Words(w) => {
+                        if placed.insert(f.id.clone()) {
+                            out.extend(w.iter().cloned());
+                        }
+                    }
+                }
+            }
+        }
+        i = end;
+    }
+    out
 }

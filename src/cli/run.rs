@@ -78,6 +78,11 @@ pub struct RunArgs {
     /// Client and bidi streams: the time between one message's send and the next
     #[arg(long, value_parser = parse::positive_duration)]
     pub stream_interval: Option<Duration>,
+    /// Bidi streams: ping-pong sends each message once the last one's answer came (round
+    /// trips measured); free sends on schedule and reads meanwhile, for servers that answer
+    /// only once the client closes its side [default: ping-pong]
+    #[arg(long, value_enum)]
+    pub bidi: Option<BidiMode>,
     /// Closed loop: workers, each sending its next call when its last one is answered [default: 8]
     #[arg(short = 'c', long, conflicts_with_all = ["rps", "burst"])]
     pub concurrency: Option<u32>,
@@ -232,6 +237,12 @@ pub enum Arrival {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
     Gzip,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BidiMode {
+    PingPong,
+    Free,
 }
 
 /// `run`'s flags alone, for the subcommands that run a `run` of their own (demo, kube, sweep).

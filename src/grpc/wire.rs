@@ -6,32 +6,68 @@ use std::time::Duration;
 use tonic::Code;
 
 /// Counts message bytes across data frames without copying them: a 5-byte prefix may
-/// straddle two frames. Copies the messages out only when asked to keep them.
-#[derive(Default)]
+/// straddle two frames. Copies the messages out only when asked to keep them. A message whose
+/// flag says compressed is inflated (gzip) as it passes, within the size limit.
 pub struct Deframer {
     prefix: [u8; 5],
     /// Bytes of the current prefix seen so far.
     have: usize,
-    /// Bytes of the current message still to come.
+    /// Bytes of the current message still to come (on the wire: compressed, if it is).
     left: usize,
-    /// Message bytes seen, without the prefixes.
+    /// Message bytes seen, without the prefixes (inflated, for a compressed message).
     pub payload: u64,
     /// Whole or started messages seen.
     pub count: u64,
     /// The largest message length announced by a prefix so far.
     pub largest: usize,
+    /// The largest message taken, on the wire or inflated (`--max-msg-size`).
+    max: usize,
+    /// The current message's inflater, when it came compressed; None for plain messages.
+    inflating: Option<Box<Inflating>>,
+}
+
+impl Default for Deframer {
+    fn default() -> Self {
+        Deframer::new(usize::MAX)
+    }
+}
+
+/// Why the messages of an answer cannot be taken: the call ends with this status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub code: Code,
+    pub message: String,
 }
 
 impl Deframer {
-    pub fn feed(&mut self, mut data: &[u8], mut keep: Option<&mut Vec<u8>>) {
+    /// A deframer that refuses messages above `max` bytes, on the wire or once inflated.
+    pub fn new(max: usize) -> Deframer {
+        Deframer { prefix: [0; 5], have: 0, left: 0, payload: 0, count: 0, largest: 0, max, inflating: None }
+    }
+
+    pub fn feed(&mut self, mut data: &[u8], mut keep: Option<&mut Vec<u8>>) -> Result<(), Fault> {
         while !data.is_empty() {
             if self.left > 0 {
                 let n = self.left.min(data.len());
-                if let Some(out) = keep.as_deref_mut() {
-                    out.extend_from_slice(&data[..n]);
-                }
-                self.payload += n as u64;
                 self.left -= n;
+                match self.inflating.as_deref_mut() {
+                    None => {
+                        if let Some(out) = keep.as_deref_mut() {
+                            out.extend_from_slice(&data[..n]);
+                        }
+                        self.payload += n as u64;
+                    }
+                    Some(inflating) => {
+                        let before = inflating.size();
+                        let written = inflating.write(&data[..n], self.left == 0);
+                        self.payload += (inflating.size() - before) as u64;
+                        inflating.hand_over(keep.as_deref_mut());
+                        written?;
+                        if self.left == 0 {
+                            self.inflating = None;
+                        }
+                    }
+                }
                 data = &data[n..];
             } else {
                 let n = (5 - self.have).min(data.len());
@@ -39,12 +75,35 @@ impl Deframer {
                 self.have += n;
                 data = &data[n..];
                 if self.have == 5 {
-                    let len = [self.prefix[1], self.prefix[2], self.prefix[3], self.prefix[4]];
-                    self.left = u32::from_be_bytes(len) as usize;
-                    self.largest = self.largest.max(self.left);
-                    self.have = 0;
-                    self.count += 1;
+                    self.start_message()?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A whole prefix came: its length and compressed flag rule the message that follows.
+    fn start_message(&mut self) -> Result<(), Fault> {
+        let len = [self.prefix[1], self.prefix[2], self.prefix[3], self.prefix[4]];
+        self.left = u32::from_be_bytes(len) as usize;
+        self.largest = self.largest.max(self.left);
+        self.have = 0;
+        self.count += 1;
+        if self.left > self.max {
+            let why = format!("received message larger than max ({} vs. {})", self.left, self.max);
+            return Err(Fault { code: Code::ResourceExhausted, message: why });
+        }
+        match self.prefix[0] {
+            0 => Ok(()),
+            // An empty compressed message is an empty message: there is nothing to inflate.
+            1 if self.left == 0 => Ok(()),
+            1 => {
+                self.inflating = Some(Box::new(Inflating::new(self.max)));
+                Ok(())
+            }
+            flag => {
+                let why = format!("a response message with compressed flag {flag} (gRPC knows 0 and 1)");
+                Err(Fault { code: Code::Internal, message: why })
             }
         }
     }
@@ -57,6 +116,77 @@ impl Deframer {
     /// True when no message is cut short.
     pub fn complete(&self) -> bool {
         self.have == 0 && self.left == 0
+    }
+}
+
+/// One compressed message being inflated. Its output is counted and kept only when asked, and
+/// refused past the size limit, so that a small message that inflates without end (a zip
+/// bomb) costs neither memory nor more time than the limit's worth.
+struct Inflating {
+    decoder: flate2::write::GzDecoder<Inflated>,
+}
+
+/// Where inflated bytes go: counted against the limit, kept until handed over.
+struct Inflated {
+    size: usize,
+    max: usize,
+    kept: Vec<u8>,
+}
+
+impl std::io::Write for Inflated {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.size += buf.len();
+        if self.size > self.max {
+            return Err(std::io::Error::other("above the size limit"));
+        }
+        self.kept.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Inflating {
+    fn new(max: usize) -> Inflating {
+        Inflating { decoder: flate2::write::GzDecoder::new(Inflated { size: 0, max, kept: Vec::new() }) }
+    }
+
+    /// Inflated bytes of the message so far.
+    fn size(&self) -> usize {
+        self.decoder.get_ref().size
+    }
+
+    /// Inflates `compressed`; `last`: the message's last bytes, so the gzip stream must end
+    /// whole (its checksum and length right).
+    fn write(&mut self, compressed: &[u8], last: bool) -> Result<(), Fault> {
+        use std::io::Write;
+        let mut done = self.decoder.write_all(compressed);
+        if last && done.is_ok() {
+            done = self.decoder.try_finish();
+        }
+        let max = self.decoder.get_ref().max;
+        match done {
+            Ok(()) => Ok(()),
+            Err(_) if self.size() > max => Err(Fault {
+                code: Code::ResourceExhausted,
+                message: format!("received message after decompression larger than max (above {max})"),
+            }),
+            Err(e) => {
+                Err(Fault { code: Code::Internal, message: format!("cannot inflate a gzip response message: {e}") })
+            }
+        }
+    }
+
+    /// Moves the bytes inflated so far to `keep`, or drops them when not kept.
+    fn hand_over(&mut self, keep: Option<&mut Vec<u8>>) {
+        let kept = &mut self.decoder.get_mut().kept;
+        match keep {
+            Some(out) if out.is_empty() => std::mem::swap(out, kept),
+            Some(out) => out.append(kept),
+            None => kept.clear(),
+        }
     }
 }
 
@@ -133,21 +263,21 @@ mod tests {
         for split in 0..=wire.len() {
             let mut d = Deframer::default();
             let mut kept = Vec::new();
-            d.feed(&wire[..split], Some(&mut kept));
-            d.feed(&wire[split..], Some(&mut kept));
+            d.feed(&wire[..split], Some(&mut kept)).unwrap();
+            d.feed(&wire[split..], Some(&mut kept)).unwrap();
             assert_eq!((d.payload, d.count, d.complete()), (8, 3, true), "split at {split}");
             assert_eq!(kept, b"helloabc");
             assert_eq!(d.completed(), 3);
         }
         let mut d = Deframer::default();
-        d.feed(&wire[..3], None);
+        d.feed(&wire[..3], None).unwrap();
         assert_eq!(d.completed(), 0, "half a prefix");
-        d.feed(&wire[3..7], None);
+        d.feed(&wire[3..7], None).unwrap();
         assert_eq!(d.completed(), 0, "the first message started, not whole");
-        d.feed(&wire[7..10], None);
+        d.feed(&wire[7..10], None).unwrap();
         assert_eq!(d.completed(), 1);
         let mut d = Deframer::default();
-        d.feed(&wire[..7], None);
+        d.feed(&wire[..7], None).unwrap();
         assert!(!d.complete());
     }
 
@@ -160,6 +290,46 @@ mod tests {
         let mut inflated = String::new();
         flate2::read::GzDecoder::new(&framed[5..]).read_to_string(&mut inflated).unwrap();
         assert_eq!(inflated, "hello hello hello");
+    }
+
+    #[test]
+    fn gzip_messages_are_inflated_split_anywhere() {
+        let mut wire = gzip_frame(&frame(b"hello hello hello")).to_vec();
+        wire.extend_from_slice(&frame(b"plain"));
+        wire.extend_from_slice(&[1, 0, 0, 0, 0]); // an empty message flagged compressed
+        wire.extend_from_slice(&gzip_frame(&frame(b"")));
+        for split in 0..=wire.len() {
+            let mut d = Deframer::default();
+            let mut kept = Vec::new();
+            d.feed(&wire[..split], Some(&mut kept)).unwrap();
+            d.feed(&wire[split..], Some(&mut kept)).unwrap();
+            assert_eq!(kept, b"hello hello helloplain", "split at {split}");
+            assert_eq!((d.payload, d.count, d.completed(), d.complete()), (22, 4, 4, true), "split at {split}");
+        }
+    }
+
+    #[test]
+    fn a_broken_gzip_message_or_flag_is_internal() {
+        let mut broken = gzip_frame(&frame(b"hello hello hello")).to_vec();
+        let last = broken.len() - 1;
+        broken[last] ^= 0xff; // the inflated length, in gzip's trailer
+        let fault = Deframer::default().feed(&broken, None).unwrap_err();
+        assert_eq!(fault.code, Code::Internal, "{fault:?}");
+        let fault = Deframer::default().feed(&[2, 0, 0, 0, 1, 0], None).unwrap_err();
+        assert_eq!(fault.code, Code::Internal, "{fault:?}");
+    }
+
+    #[test]
+    fn the_limit_holds_on_the_wire_and_once_inflated() {
+        let bomb = gzip_frame(&frame(&vec![0; 16 << 20]));
+        assert!(bomb.len() < (16 << 20) / 100, "a small answer that inflates 100 times: {}", bomb.len());
+        let mut d = Deframer::new(1 << 20);
+        let mut kept = Vec::new();
+        let fault = d.feed(&bomb, Some(&mut kept)).unwrap_err();
+        assert_eq!(fault.code, Code::ResourceExhausted);
+        assert!(kept.len() <= 1 << 20, "kept {} bytes", kept.len());
+        let fault = Deframer::new(4).feed(&frame(b"hello"), None).unwrap_err();
+        assert_eq!(fault.message, "received message larger than max (5 vs. 4)");
     }
 
     #[test]

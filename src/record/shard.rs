@@ -26,9 +26,44 @@ pub fn pack(h: &Histogram<u64>) -> Vec<u8> {
     out
 }
 
-/// The inverse of `pack`; the error says what is wrong with the bytes.
-pub fn unpack(mut bytes: &[u8]) -> Result<Histogram<u64>, String> {
-    Deserializer::new().deserialize(&mut bytes).map_err(|e| format!("is not an HdrHistogram: {e:?}"))
+/// HdrHistogram's V2 cookies (plain, deflated) and header length, as its serialization
+/// module defines them.
+const V2_COOKIE: u32 = 0x1c84_9313;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+const V2_HEADER: usize = 40;
+
+/// The longest V2 payload read: 64 MiB, beyond the counts of any histogram HdrHistogram can
+/// make (at most about 6.3 million counts, 9 bytes each at worst).
+const MAX_PAYLOAD: usize = 64 << 20;
+
+/// The inverse of `pack`; the error says what is wrong with the bytes. The header's payload
+/// length is checked against the bytes there are: the deserializer makes room for it before
+/// reading, so a header saying 4 GiB took 4 GiB.
+pub fn unpack(bytes: &[u8]) -> Result<Histogram<u64>, String> {
+    let word = |b: &[u8], at: usize| b.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    let inflated;
+    let plain = match word(bytes, 0) {
+        Some(V2_DEFLATE_COOKIE) => {
+            use std::io::Read as _;
+            let mut out = Vec::new();
+            let limit = (V2_HEADER + MAX_PAYLOAD + 1) as u64;
+            flate2::read::ZlibDecoder::new(bytes.get(8..).unwrap_or_default())
+                .take(limit)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("is not an HdrHistogram: {e}"))?;
+            inflated = out;
+            &inflated[..]
+        }
+        _ => bytes,
+    };
+    if word(plain, 0) == Some(V2_COOKIE) {
+        let payload = word(plain, 4).unwrap_or(0) as usize;
+        if payload > MAX_PAYLOAD || payload > plain.len().saturating_sub(V2_HEADER) {
+            return Err(format!("is not an HdrHistogram: its header says {payload} bytes of counts, it holds fewer"));
+        }
+    }
+    let mut reader = plain;
+    Deserializer::new().deserialize(&mut reader).map_err(|e| format!("is not an HdrHistogram: {e:?}"))
 }
 
 /// `pack` as base64 text, as JSON results and interval logs carry it.
@@ -116,6 +151,9 @@ pub struct Shard {
     /// Call latency: intended (open loop) or actual first send to the final answer,
     /// backoff included.
     pub call_latency: Histogram<u64>,
+    /// Call latency of the calls that ended OK: what `compare` judges latency on (a failed
+    /// call's latency, a fast rejection say, is no measure of the service).
+    pub ok_call_latency: Histogram<u64>,
     /// Latency of each attempt on its own.
     pub attempt_latency: Histogram<u64>,
     /// Open loop: how late each send left behind its intended time.
@@ -165,6 +203,7 @@ impl Default for Shard {
     fn default() -> Self {
         Shard {
             call_latency: new_histogram(),
+            ok_call_latency: new_histogram(),
             attempt_latency: new_histogram(),
             schedule_lag: new_histogram(),
             service_time: new_histogram(),
@@ -190,6 +229,9 @@ impl Shard {
 
     pub fn record_call(&mut self, latency: Duration, status: Code, retry_exhausted: bool) {
         self.call_latency.saturating_record(nanos(latency));
+        if status == Code::Ok {
+            self.ok_call_latency.saturating_record(nanos(latency));
+        }
         self.counts.calls += 1;
         self.counts.call_status.record(status);
         self.counts.retry_exhausted += retry_exhausted as u64;
@@ -249,6 +291,7 @@ impl Shard {
     pub fn add(&mut self, other: &Shard) {
         // Same bounds on both sides, so adding cannot fail.
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
+        self.ok_call_latency.add(&other.ok_call_latency).expect("same histogram bounds");
         self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
         self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
         self.service_time.add(&other.service_time).expect("same histogram bounds");
@@ -271,6 +314,7 @@ impl Shard {
     /// count of `part` is in this shard); nothing goes below zero.
     pub fn subtract(&mut self, part: &Shard) {
         let _ = self.call_latency.subtract(&part.call_latency);
+        let _ = self.ok_call_latency.subtract(&part.ok_call_latency);
         let _ = self.attempt_latency.subtract(&part.attempt_latency);
         let _ = self.schedule_lag.subtract(&part.schedule_lag);
         let _ = self.service_time.subtract(&part.service_time);
@@ -293,6 +337,7 @@ impl Shard {
     /// Empties the shard, keeping its histograms' memory.
     pub fn clear(&mut self) {
         self.call_latency.reset();
+        self.ok_call_latency.reset();
         self.attempt_latency.reset();
         self.schedule_lag.reset();
         self.service_time.reset();

@@ -57,6 +57,8 @@ pub fn value(s: &Summary) -> Value {
         "throughput_rps": s.throughput_rps,
         "ok_rps": s.ok_rps,
         "latency_us": latency(&s.latency),
+        // Of the calls that ended OK only (latency_us counts failed calls too).
+        "ok_latency_us": latency(&crate::stats::Latency::of(&s.measured.ok_call_latency)),
         "attempt_latency_us": latency(&s.attempt_latency),
         "service_time_us": latency(&s.service_time),
         "late_sends": s.late_sends,
@@ -79,6 +81,7 @@ pub fn value(s: &Summary) -> Value {
         "histogram": to_text(&s.measured.call_latency),
         "histograms": {
             "call_latency": to_text(&s.measured.call_latency),
+            "ok_call_latency": to_text(&s.measured.ok_call_latency),
             "attempt_latency": to_text(&s.measured.attempt_latency),
             "service_time": to_text(&s.measured.service_time),
             "schedule_lag": to_text(&s.measured.schedule_lag),

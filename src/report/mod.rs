@@ -14,7 +14,7 @@ pub mod table;
 pub mod units;
 
 use crate::grpc::status::PerStatus;
-use crate::grpc::transport::CallKind;
+use crate::grpc::transport::{Bidi, CallKind};
 use crate::load::engine::{Ended, RunResult};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
@@ -407,7 +407,8 @@ impl Summary {
                 received: c.messages_received,
                 sent_per_s: stats::rate(c.messages_sent, result.window),
                 received_per_s: stats::rate(c.messages_received, result.window),
-                round_trip: (plan.kind == CallKind::Bidi).then(|| Latency::of(&m.message_latency)),
+                round_trip: (plan.kind == CallKind::Bidi && plan.stream.bidi == Bidi::PingPong)
+                    .then(|| Latency::of(&m.message_latency)),
                 first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
             }),
             call_names: Vec::new(),

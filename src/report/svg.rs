@@ -84,6 +84,9 @@ fn nice_step(range: f64, target: f64) -> f64 {
 impl Axis {
     /// A linear axis over [min, max], widened to round ticks.
     pub fn linear(min: f64, max: f64, title: &str, label: impl Fn(f64) -> String) -> Axis {
+        // Values from files can be near f64::MAX: widened to round ticks, the axis would end
+        // at infinity and count infinitely many ticks.
+        let (min, max) = (min.clamp(-1e300, 1e300), max.clamp(-1e300, 1e300));
         let (min, max) = if !(min.is_finite() && max.is_finite()) {
             (0.0, 1.0)
         } else if max - min <= f64::EPSILON * max.abs().max(1.0) {
@@ -94,7 +97,7 @@ impl Axis {
         let step = nice_step(max - min, 5.0);
         let lo = (min / step).floor() * step;
         let hi = (max / step).ceil() * step;
-        let n = ((hi - lo) / step).round() as usize;
+        let n = (((hi - lo) / step).round() as usize).min(100);
         let ticks = (0..=n)
             .map(|i| {
                 let v = lo + i as f64 * step;

@@ -40,6 +40,12 @@ pub async fn resolve_method(source: &SchemaSource, call: &str, target: &Target) 
     find_method(&pool, call)
 }
 
+/// Compiles a .proto as `run --proto FILE -i DIRS` does (for `kube`, which ships the files
+/// it reads).
+pub fn compile_proto(file: &std::path::Path, import_paths: &[PathBuf]) -> anyhow::Result<DescriptorPool> {
+    source::compile(file, import_paths)
+}
+
 /// Where request bodies come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DataSource {

@@ -13,7 +13,7 @@ pub const KEPT: usize = 120;
 
 struct Kept {
     length: Duration,
-    histograms: [Vec<u8>; 6],
+    histograms: [Vec<u8>; 7],
     counts: Counts,
     errors: BTreeMap<(i32, String), u64>,
     /// `--workload`: each name's calls, statuses and packed latency.
@@ -47,6 +47,7 @@ impl EarlyIntervals {
                     pack(&s.service_time),
                     pack(&s.message_latency),
                     pack(&s.first_message),
+                    pack(&s.ok_call_latency),
                 ],
                 counts: s.counts.clone(),
                 errors: s.errors.clone(),
@@ -71,6 +72,7 @@ impl EarlyIntervals {
                 service_time: unpacked(&k.histograms[3]),
                 message_latency: unpacked(&k.histograms[4]),
                 first_message: unpacked(&k.histograms[5]),
+                ok_call_latency: unpacked(&k.histograms[6]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
                 by_name: k

@@ -162,7 +162,6 @@ struct Stream {
     headers_seen: bool,
     messages: Deframer,
     kept: Option<Vec<u8>>,
-    max_message: usize,
     /// Bytes received since the last WINDOW_UPDATE for this stream.
     unacked: u32,
     /// Set once the stream has ended, one way or another.
@@ -261,9 +260,8 @@ impl State {
             blocked: false,
             window: self.peer_initial_window,
             headers_seen: false,
-            messages: Deframer::default(),
+            messages: Deframer::new(call.messages.receive),
             kept: keep.then(Vec::new),
-            max_message: call.messages.receive,
             unacked: 0,
             reply: None,
             done: false,
@@ -937,10 +935,8 @@ fn on_data(state: &mut State, key: usize, data: &[u8], end_stream: bool, len: u3
         let reply = Reply::error(Code::Internal, "DATA before the response headers");
         return state.complete(key, Some(reply), Some(PROTOCOL_ERROR));
     }
-    stream.messages.feed(data, stream.kept.as_mut());
-    if stream.messages.largest > stream.max_message {
-        let why = format!("received message larger than max ({} vs. {})", stream.messages.largest, stream.max_message);
-        return state.complete(key, Some(Reply::error(Code::ResourceExhausted, why)), Some(CANCEL));
+    if let Err(fault) = stream.messages.feed(data, stream.kept.as_mut()) {
+        return state.complete(key, Some(fault.into()), Some(CANCEL));
     }
     if end_stream {
         let reply = Reply::error(Code::Internal, "stream ended without trailers");

@@ -50,6 +50,18 @@ pub struct StreamLimits {
     pub count: Option<u64>,
     pub duration: Option<Duration>,
     pub interval: Duration,
+    pub bidi: Bidi,
+}
+
+/// How a bidi stream's requests wait for its responses (`--bidi`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Bidi {
+    /// Each request waits for one response; round trips are measured.
+    #[default]
+    PingPong,
+    /// Requests leave on their schedule while responses are read as they come: servers that
+    /// answer only once the client has closed its side (half-duplex) work too.
+    Free,
 }
 
 /// What a stream reports as it goes; the engine records it into histograms.
@@ -114,6 +126,9 @@ impl Connection {
                 }
             }
         }
+        if kind == CallKind::Bidi && limits.bidi == Bidi::Free {
+            return self.free_bidi(outgoing, inbound, limits, until, message, observer).await;
+        }
         // Client and bidi streams: the schedule of requests, then our side closes.
         let mut index = 0u64;
         let mut next_send = opened;
@@ -151,6 +166,63 @@ impl Connection {
         inbound.finish(expected, observer).await
     }
 
+    /// A bidi stream whose requests leave on their schedule (then our side closes) while its
+    /// responses are read as they come; the server's end stops the sending.
+    async fn free_bidi(
+        &self,
+        mut outgoing: Outgoing<'_>,
+        mut inbound: Inbound,
+        limits: StreamLimits,
+        until: Option<Instant>,
+        message: &mut dyn FnMut(u64) -> Bytes,
+        observer: &mut dyn StreamObserver,
+    ) -> Reply {
+        use futures::future::{select, Either};
+        let shared = std::cell::RefCell::new(observer);
+        let opened = inbound.opened;
+        let ended = {
+            let sending = async {
+                let mut relay = Relay(&shared);
+                let mut index = 0u64;
+                let mut next_send = opened;
+                loop {
+                    if limits.count.is_some_and(|n| index >= n) {
+                        break;
+                    }
+                    if let Some(at) = until.filter(|at| next_send >= *at) {
+                        tokio::time::sleep_until(at.into()).await;
+                        break;
+                    }
+                    if next_send > Instant::now() {
+                        tokio::time::sleep_until(next_send.into()).await;
+                    }
+                    let sent_at = Instant::now();
+                    outgoing.send(message(index), false, &mut relay).await?;
+                    index += 1;
+                    next_send = sent_at + limits.interval;
+                }
+                outgoing.send(Bytes::new(), true, &mut relay).await
+            };
+            let receiving = async {
+                let mut relay = Relay(&shared);
+                while inbound.next(&mut relay).await? {}
+                Ok(())
+            };
+            match select(std::pin::pin!(sending), std::pin::pin!(receiving)).await {
+                Either::Left((Ok(()), receiving)) => receiving.await.map_err(Ended::Read),
+                Either::Left((Err(reply), _)) => Err(Ended::Send(reply)),
+                // The server ended its side first (its status follows): sending stops.
+                Either::Right((read, _)) => read.map_err(Ended::Read),
+            }
+        };
+        let observer = shared.into_inner();
+        match ended {
+            Ok(()) => inbound.finish(None, observer).await,
+            Err(Ended::Read(reply)) => reply,
+            Err(Ended::Send(reply)) => self.or_status(reply, inbound, observer).await,
+        }
+    }
+
     /// A send that failed: the server may have ended the stream with a status (a
     /// trailers-only answer and a reset); that status is the call's, else the send's failure.
     async fn or_status(&self, failed: Reply, inbound: Inbound, observer: &mut dyn StreamObserver) -> Reply {
@@ -158,6 +230,27 @@ impl Connection {
             Ok(reply) if reply.status != Code::Unavailable && reply.status != Code::Internal => reply,
             _ => failed,
         }
+    }
+}
+
+/// Why a free bidi stream stopped before its status: a send or a read failed.
+enum Ended {
+    Send(Reply),
+    Read(Reply),
+}
+
+/// One observer for both sides of a free bidi stream, borrowed only for each report.
+struct Relay<'a, 'b>(&'a std::cell::RefCell<&'b mut dyn StreamObserver>);
+
+impl StreamObserver for Relay<'_, '_> {
+    fn sent(&mut self, bytes: u64) {
+        self.0.borrow_mut().sent(bytes);
+    }
+    fn received(&mut self, first: bool, after: Duration) {
+        self.0.borrow_mut().received(first, after);
+    }
+    fn round_trip(&mut self, took: Duration) {
+        self.0.borrow_mut().round_trip(took);
     }
 }
 
@@ -207,21 +300,12 @@ struct Inbound {
     messages: Deframer,
     /// Whole messages already handed to the observer.
     reported: u64,
-    max: usize,
     opened: Instant,
 }
 
 impl Inbound {
     fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant) -> Inbound {
-        Inbound {
-            response: Some(response),
-            body: None,
-            ended: None,
-            messages: Deframer::default(),
-            reported: 0,
-            max,
-            opened,
-        }
+        Inbound { response: Some(response), body: None, ended: None, messages: Deframer::new(max), reported: 0, opened }
     }
 
     /// Waits for the next whole message: true when one arrived, false when the server's data
@@ -251,13 +335,10 @@ impl Inbound {
                 Some(Err(e)) => return Err(failure(&e)),
                 Some(Ok(chunk)) => chunk,
             };
-            self.messages.feed(&chunk, None);
+            let fed = self.messages.feed(&chunk, None);
             let _ = body.flow_control().release_capacity(chunk.len());
-            if self.messages.largest > self.max {
-                // Dropping the stream resets it: the rest is not read.
-                let why = format!("received message larger than max ({} vs. {})", self.messages.largest, self.max);
-                return Err(Reply::error(Code::ResourceExhausted, why));
-            }
+            // Dropping the stream resets it: the rest is not read.
+            fed?;
         }
     }
 

@@ -1,0 +1,100 @@
+//! The words of `run RUN-ARGS` as clap reads them, so that `kube` can take out, replace or
+//! add a flag while every other word stays as the user wrote it.
+use clap::Args;
+
+/// One flag as given: its id (RunArgs' field name), its value, and the words it spans.
+#[derive(Debug, Clone)]
+pub struct Flag {
+    pub id: String,
+    pub value: Option<String>,
+    /// words[first..last] hold it (with other flags when it is in a cluster such as `-qD f`).
+    pub first: usize,
+    pub last: usize,
+}
+
+/// The flags of `words` (the words after `run`), in order; positionals are not listed. The
+/// words have already been accepted by clap, so every flag is known.
+pub fn flags(words: &[String]) -> Vec<Flag> {
+    let command = crate::cli::run::RunArgs::augment_args(clap::Command::new("run"));
+    let long = |name: &str| command.get_arguments().find(|a| a.get_long() == Some(name));
+    let short = |c: char| command.get_arguments().find(|a| a.get_short() == Some(c));
+    let takes = |a: &clap::Arg| a.get_action().takes_values();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let word = &words[i];
+        if word == "--" {
+            break;
+        }
+        if let Some(rest) = word.strip_prefix("--") {
+            let (name, inline) = match rest.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_owned())),
+                None => (rest, None),
+            };
+            if let Some(arg) = long(name) {
+                let mut flag = Flag { id: arg.get_id().to_string(), value: inline, first: i, last: i + 1 };
+                if takes(arg) && flag.value.is_none() {
+                    flag.value = words.get(i + 1).cloned();
+                    flag.last = (i + 2).min(words.len());
+                }
+                i = flag.last;
+                found.push(flag);
+                continue;
+            }
+        } else if let Some(cluster) = word.strip_prefix('-').filter(|c| !c.is_empty()) {
+            let start = found.len();
+            let mut end = i + 1;
+            for (at, c) in cluster.char_indices() {
+                let Some(arg) = short(c) else { break };
+                let mut flag = Flag { id: arg.get_id().to_string(), value: None, first: i, last: i + 1 };
+                if takes(arg) {
+                    let rest = &cluster[at + c.len_utf8()..];
+                    let rest = rest.strip_prefix('=').unwrap_or(rest);
+                    if rest.is_empty() {
+                        flag.value = words.get(i + 1).cloned();
+                        end = (i + 2).min(words.len());
+                    } else {
+                        flag.value = Some(rest.to_owned());
+                    }
+                    found.push(flag);
+                    break;
+                }
+                found.push(flag);
+            }
+            for f in &mut found[start..] {
+                f.last = end;
+            }
+            i = end;
+            continue;
+        }
+        i += 1;
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn spans_of_long_short_and_clusters() {
+        let words = w("--plaintext -qD d.json --proto=a.proto -i x,y --rps -5 h:1 --format json");
+        let got: Vec<_> =
+            flags(&words).into_iter().map(|f| (f.id, f.value.unwrap_or_default(), f.first, f.last)).collect();
+        let want = [
+            ("plaintext", "", 0, 1),
+            ("quiet", "", 1, 3),
+            ("data_file", "d.json", 1, 3),
+            ("proto", "a.proto", 3, 4),
+            ("import_paths", "x,y", 4, 6),
+            ("rps", "-5", 6, 8),
+            ("format", "json", 9, 11),
+        ];
+        let want: Vec<_> = want.iter().map(|(a, b, c, d)| (a.to_string(), b.to_string(), *c, *d)).collect();
+        assert_eq!(got, want);
+    }
+}

@@ -1,0 +1,327 @@
+//! `rpcmeter kube`: the manifest as Kubernetes reads it (decoded strictly into the API types
+//! by tests/kube_decode, a Go program using k8s.io/api), and its pods run on this machine
+//! from the manifest alone: files from the ConfigMap, args as the kubelet expands them.
+mod common;
+
+use common::{Behaviour, TestServer};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn kube(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("kube").args(args).output().unwrap()
+}
+
+/// Exit 2 with one line naming `word`.
+fn refused(args: &[&str], word: &str) {
+    let out = kube(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(word), "{args:?}: {stderr}");
+}
+
+fn objects(stdout: &[u8]) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(stdout).unwrap();
+    match v["kind"].as_str() {
+        Some("List") => v["items"].as_array().unwrap().clone(),
+        _ => vec![v],
+    }
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+fn args_of(job: &Value) -> Vec<String> {
+    job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A .proto importing another from a subdirectory, a -D file, CA, client certificate and key.
+fn inputs(dir: &Path) {
+    std::fs::create_dir_all(dir.join("protos/sub")).unwrap();
+    std::fs::write(
+        dir.join("protos/sub/msg.proto"),
+        "syntax = \"proto3\";\n\nmessage Message {\n  string content = 1;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("protos/echo.proto"),
+        "syntax = \"proto3\";\nimport \"sub/msg.proto\";\n\nservice EchoService {\n  rpc echo (Message) returns (Message) {}\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("d.json"), "{\"content\": \"hi: yes\"}\n{\"content\": \"  two\"}\n").unwrap();
+    for f in ["ca.pem", "client.pem", "client.key"] {
+        std::fs::write(dir.join(f), format!("-----BEGIN {f}-----\nAAAA\n-----END {f}-----\n")).unwrap();
+    }
+}
+
+/// `kube --shards 3 run ...` with every kind of local file, a credential and live metrics.
+fn full_manifest(dir: &Path, output: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir)
+        .args(["kube", "--shards", "3", "--name", "load-1", "--output", output, "run"])
+        .args(["--proto", "protos/echo.proto", "-D", "d.json", "--cacert", "ca.pem"])
+        .args(["--cert", "client.pem", "--key", "client.key", "-m", r#"{"authorization":"Bearer s3cr3t"}"#])
+        .args(["--call", "EchoService/echo", "--rps", "300", "-z", "10s", "--metrics-addr", "127.0.0.1:9464"])
+        .arg("svc:443")
+        .output()
+        .unwrap()
+}
+
+/// The decoder, built once per test binary; None when Go is not installed.
+fn decoder() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let bin = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kube_decode");
+            let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube_decode");
+            let status = Command::new("go").current_dir(&src).args(["build", "-o"]).arg(&bin).arg(".").status();
+            match status {
+                Err(_) => None,
+                Ok(s) => {
+                    assert!(s.success(), "go build of tests/kube_decode failed");
+                    Some(bin)
+                }
+            }
+        })
+        .clone()
+}
+
+/// Runs the decoder on `manifest`: its stdout, or a failure with its stderr.
+fn decode(bin: &Path, manifest: &[u8], flag: &[&str]) -> String {
+    use std::io::Write;
+    let mut child = Command::new(bin)
+        .args(flag)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(manifest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(manifest));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn every_printed_object_decodes_strictly_into_the_kubernetes_types() {
+    let Some(bin) = decoder() else {
+        eprintln!("skipped: go is not installed (tests/kube_decode needs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let yaml = full_manifest(dir.path(), "yaml");
+    assert!(yaml.status.success(), "{}", String::from_utf8_lossy(&yaml.stderr));
+    let json = full_manifest(dir.path(), "json");
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    let summary = decode(&bin, &yaml.stdout, &[]);
+    for kind in ["ConfigMap load-1-files", "Secret load-1-tls", "Secret load-1-metadata", "Job load-1 completions=3"] {
+        assert!(summary.contains(kind), "{summary}");
+    }
+    decode(&bin, &json.stdout, &[]);
+    // What the YAML says is what was meant: the same objects as the JSON, file for file
+    // (the start time aside, taken at each printing).
+    let from_yaml: Vec<Value> =
+        decode(&bin, &yaml.stdout, &["-json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let from_json = objects(&json.stdout);
+    assert_eq!(from_yaml.len(), from_json.len());
+    let cm = of_kind(&from_yaml, "ConfigMap")[0];
+    assert_eq!(cm["data"], of_kind(&from_json, "ConfigMap")[0]["data"]);
+    let files: Vec<&str> = cm["data"].as_object().unwrap().values().map(|v| v.as_str().unwrap()).collect();
+    for f in ["protos/echo.proto", "protos/sub/msg.proto", "d.json", "ca.pem"] {
+        let text = std::fs::read_to_string(dir.path().join(f)).unwrap();
+        assert!(files.contains(&text.as_str()), "{f} not shipped as it is: {cm}");
+    }
+    let start = |args: Vec<String>| {
+        args.into_iter().filter(|a| !a.starts_with("17") && !a.starts_with("18")).collect::<Vec<_>>()
+    };
+    assert_eq!(start(args_of(of_kind(&from_yaml, "Job")[0])), start(args_of(of_kind(&from_json, "Job")[0])));
+}
+
+/// What a Kubernetes user needs from the Job: resources, spread, deadline, TTL, fail-fast, a
+/// pinned image, files mounted where the args name them, the formats of one answer.
+#[test]
+fn the_job_carries_its_files_and_what_a_cluster_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let out = full_manifest(dir.path(), "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = objects(&out.stdout);
+    let job = of_kind(&all, "Job")[0];
+    let spec = &job["spec"];
+    let pod = &spec["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], format!("rpcmeter:{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(container["resources"]["limits"]["cpu"], "1");
+    assert_eq!(container["resources"]["requests"]["memory"], "512Mi");
+    assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(spec["backoffLimit"], 0);
+    assert_eq!(spec["podFailurePolicy"]["rules"][0]["action"], "FailJob");
+    // 2 min to start, 10 s of load, 5 s drain, 10 s connect timeout, 1 min margin.
+    assert_eq!(spec["activeDeadlineSeconds"], 120 + 10 + 5 + 10 + 60);
+    assert_eq!(spec["ttlSecondsAfterFinished"], 3600);
+    assert_eq!(container["ports"][0]["containerPort"], 9464);
+    let args = args_of(job);
+    assert!(args.windows(2).any(|w| w == ["--metrics-addr", "0.0.0.0:9464"]), "{args:?}");
+    assert!(!job.to_string().contains("s3cr3t"));
+    // Every file the args name is one the volumes put there.
+    let mounted: Vec<String> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|v| {
+            let (dir, source) = match v["name"].as_str().unwrap() {
+                "files" => ("/etc/rpcmeter/files", &v["configMap"]),
+                _ => ("/etc/rpcmeter/tls", &v["secret"]),
+            };
+            source["items"].as_array().unwrap().iter().map(move |i| format!("{dir}/{}", i["path"].as_str().unwrap()))
+        })
+        .collect();
+    for flag in ["--proto", "--data-file", "--cacert", "--cert", "--key"] {
+        let at = args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("{flag} not in {args:?}"));
+        assert!(mounted.contains(&args[at + 1]), "{flag} {} is not mounted: {mounted:?}", args[at + 1]);
+    }
+    let at = args.iter().position(|a| a == "--import-paths").unwrap();
+    assert_eq!(args[at + 1], "/etc/rpcmeter/files/include-0");
+    assert!(mounted.contains(&"/etc/rpcmeter/files/include-0/sub/msg.proto".to_owned()), "{mounted:?}");
+    assert_eq!(of_kind(&all, "Secret").len(), 2);
+}
+
+#[test]
+fn what_would_fail_on_the_cluster_is_refused_when_printing() {
+    let run = ["run", "--plaintext", "--call", "EchoService/echo", "-z", "10s", "svc:9000"];
+    let with = |before: &[&'static str], after: &[&'static str]| -> Vec<&'static str> {
+        before.iter().chain(&run).chain(after).copied().collect()
+    };
+    refused(&with(&["--shards", "2", "--name", "My_Load.Test"], &[]), "--name");
+    refused(&with(&["--shards", "3"], &["-c", "2"]), "no worker of its own");
+    refused(&with(&["--shards", "2", "--image", "rpcmeter:latest"], &[]), "--image");
+    refused(&with(&["--shards", "2", "--image", "rpcmeter"], &[]), "--image");
+    refused(&with(&["--shards", "2", "--cpu", "0"], &[]), "--cpu");
+    for flag in
+        [&["-o", "r.json"][..], &["--export", "json=r.json"], &["--csv-details", "c.csv"], &["--hdr-log", "h.log"]]
+    {
+        refused(&with(&["--shards", "2"], flag), flag[0]);
+    }
+    refused(&with(&["--shards", "2"], &["--metrics-addr", "0.0.0.0:0"]), "--metrics-addr");
+    refused(&with(&["--shards", "2"], &["--format", "csv"]), "--format csv");
+    refused(&with(&["--shards", "2"], &["--assert", "rps>=100"]), "--assert");
+    refused(&["--shards", "2", "run", "--plaintext", "--call", "E/e", "-n", "100", "h:1"], "--timeout");
+    // A ConfigMap holds at most 1 MiB.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, format!("{{\"content\":\"{}\"}}", "x".repeat(1_200_000))).unwrap();
+    let mut args = with(&["--shards", "2"], &["-D"]);
+    args.push(big.to_str().unwrap());
+    refused(&args, "1 MiB");
+}
+
+/// The manifest's pods, run here as the kubelet would run them: the ConfigMap's files
+/// written under a temporary directory standing in for the mount, $(JOB_COMPLETION_INDEX)
+/// and the Secret's $(VAR)s expanded. `-q` and `--format table` given to `run` must not
+/// make the pods refuse their own args; their logs merge to the server's count.
+#[test]
+fn the_printed_pods_run_and_merge_to_the_servers_count() {
+    // The manifest as printed by default, read by Kubernetes' own decoder.
+    let Some(decoder) = decoder() else {
+        eprintln!("skipped: go is not installed (tests/kube_decode needs it)");
+        return;
+    };
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir.path())
+        .args(["kube", "--shards", "2", "--start-in", "5s", "run", "-q", "--plaintext"])
+        .args(["--proto", "protos/echo.proto", "-D", "d.json", "--call", "EchoService/echo"])
+        .args(["--rps", "200", "-z", "1s", "--format", "table", "--no-server-stats"])
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all: Vec<Value> =
+        decode(&decoder, &out.stdout, &["-json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mount = dir.path().join("mount");
+    for cm in of_kind(&all, "ConfigMap") {
+        let job = of_kind(&all, "Job")[0];
+        for item in job["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"].as_array().unwrap() {
+            let path = mount.join(item["path"].as_str().unwrap());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, cm["data"][item["key"].as_str().unwrap()].as_str().unwrap()).unwrap();
+        }
+    }
+    let args = args_of(of_kind(&all, "Job")[0]);
+    let pods: Vec<_> = (0..2)
+        .map(|i| {
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| {
+                    a.replace("/etc/rpcmeter/files", mount.to_str().unwrap())
+                        .replace("$(JOB_COMPLETION_INDEX)", &i.to_string())
+                })
+                .collect();
+            Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(&args).stdout(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    let mut logs = Vec::new();
+    for pod in pods {
+        let out = pod.wait_with_output().unwrap();
+        assert!(out.status.success(), "a pod failed: {args:?}");
+        logs.extend(out.stdout);
+    }
+    let mut merge = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["merge", "-", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut merge.stdin.take().unwrap(), &logs).unwrap();
+    let merged: Value = serde_json::from_slice(&merge.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
+    assert_eq!(merged["requests"]["failed"], 0, "{merged}");
+}
+
+/// `kube --simulate` runs a printed manifest's pods here (a local .proto with an import, -D
+/// data, a credential through a Secret) and prints their merged result: its count is the
+/// server's. A YAML manifest is refused in one line (the simulation reads JSON).
+#[test]
+fn simulate_runs_the_printed_pods_and_merges_them() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let bin = env!("CARGO_BIN_EXE_rpcmeter");
+    let print = |output: &str| {
+        Command::new(bin)
+            .current_dir(dir.path())
+            .args(["kube", "--shards", "3", "--output", output, "run", "--plaintext", "--proto", "protos/echo.proto"])
+            .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
+            .args(["--rps", "300", "-z", "1s", "--no-server-stats"])
+            .arg(server.addr.to_string())
+            .output()
+            .unwrap()
+    };
+    let manifest = print("json");
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let out = Command::new(bin).args(["kube", "--output", "json", "--simulate"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
+    assert_eq!(merged["requests"]["failed"], 0, "{merged}");
+    assert_eq!(merged["shards"].as_array().map(Vec::len), Some(3), "{merged}");
+
+    let yaml = dir.path().join("load.yaml");
+    std::fs::write(&yaml, print("yaml").stdout).unwrap();
+    let out = Command::new(bin).args(["kube", "--simulate"]).arg(&yaml).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--output json"), "{stderr}");
+}
