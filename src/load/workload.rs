@@ -224,5 +224,9 @@ mod tests {
         assert!(bad("").contains("missing field `call`"));
         let twice = "[[call]]\nname = \"a\"\nmethod = \"x/y\"\nweight = 1\n".repeat(2);
         assert!(bad(&twice).contains("used twice"));
+        assert!(bad("[[call]]\nname = \"a\"\nmethod = \"x/y\"\nweight = 100001\n").contains("add up to 100001"));
+        let many: String =
+            (0..=MAX_CALLS).map(|i| format!("[[call]]\nname = \"c{i}\"\nmethod = \"x/y\"\nweight = 1\n")).collect();
+        assert!(bad(&many).contains("more than the 32"));
     }
 }
