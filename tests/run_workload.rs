@@ -151,6 +151,19 @@ fn the_table_has_a_section_per_name() {
 }
 
 #[test]
+fn prometheus_has_each_name() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let (_dir, file) = workload(MIX);
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "20", "--format", "prometheus"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("rpcmeter_run_name_calls{") && l.contains("call_name=\"cpu\""));
+    assert!(line.is_some_and(|l| l.contains("status=\"OK\"") && l.ends_with(" 14")), "{text}");
+    assert!(text.contains("rpcmeter_run_name_latency_seconds{"), "{text}");
+}
+
+#[test]
 fn bad_workloads_are_refused_with_one_line() {
     let server = lab();
     let addr = server.local_addr().to_string();
