@@ -506,6 +506,22 @@ pub fn table(merged: &Value) -> String {
             if s["bottleneck"] == true { "  [client was the bottleneck]" } else { "" }
         );
     }
+    if let Some(names) = merged["calls_by_name"].as_object().filter(|n| !n.is_empty()) {
+        o += "\nBy call name:\n";
+        for (name, v) in names {
+            let l = &v["latency_us"];
+            o += &format!(
+                "  {}: {} calls (failed {}), p50 {}, p99 {}, max {}  {}\n",
+                crate::report::printable::printable(name),
+                v["requests"]["total"],
+                v["requests"]["failed"],
+                ms(&l["p50"]),
+                ms(&l["p99"]),
+                ms(&l["max"]),
+                v["method"].as_str().unwrap_or("")
+            );
+        }
+    }
     for n in merged["notices"].as_array().into_iter().flatten() {
         o += &format!("Note: {}\n", n.as_str().unwrap_or(""));
     }
