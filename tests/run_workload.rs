@@ -216,6 +216,11 @@ fn merge_adds_each_name_exactly() {
     // The merged histogram holds both runs' samples: its max is the larger of theirs.
     let max = |r: &Value| r["calls_by_name"]["cpu"]["latency_us"]["max"].as_f64().unwrap();
     assert_eq!(max(&m), max(&ra).max(max(&rb)));
+    let html = dir.path().join("r.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("report").arg(&a).arg("-o").arg(&html).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("By call name") && page.contains("<td>cpu</td>"), "no per-name table in the report");
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").args([&a, &b]).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("By call name:") && table.contains("  cpu: 105 calls (failed 0)"), "{table}");
