@@ -192,6 +192,9 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     if let Some(kind) = first.result.get("messages").map(|m| m["kind"].clone()) {
         out.insert("messages".into(), merge_messages(inputs, kind, &rate)?);
     }
+    if inputs.iter().any(|i| i.result.get("calls_by_name").is_some()) {
+        out.insert("calls_by_name".into(), merge_calls_by_name(inputs, &rate)?);
+    }
     // Each input's client, and which were the bottleneck.
     let shards: Vec<Value> = inputs
         .iter()
@@ -252,6 +255,57 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         }),
     );
     Ok(out.into())
+}
+
+/// `--workload` results: each call name's counts and statuses added, its histogram added and
+/// summarised again; a name is matched by name across the inputs.
+fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
+    struct Sum {
+        method: Value,
+        requests: [u64; 3],
+        statuses: BTreeMap<String, u64>,
+        latency: hdrhistogram::Histogram<u64>,
+    }
+    let mut names: BTreeMap<String, Sum> = BTreeMap::new();
+    for input in inputs {
+        for (name, v) in input.result["calls_by_name"].as_object().into_iter().flatten() {
+            let at = |why: String| bad_input(format!("{}: calls_by_name.{name}.{why}", input.label));
+            let sum = names.entry(name.clone()).or_insert_with(|| Sum {
+                method: v["method"].clone(),
+                requests: [0; 3],
+                statuses: BTreeMap::new(),
+                latency: new_histogram(),
+            });
+            if sum.method != v["method"] {
+                return Err(at(format!("method {} is not the other inputs' {}", v["method"], sum.method)));
+            }
+            for (i, key) in ["total", "ok", "failed"].iter().enumerate() {
+                sum.requests[i] = sum.requests[i].saturating_add(v["requests"][key].as_u64().unwrap_or(0));
+            }
+            for (status, n) in v["statuses"].as_object().into_iter().flatten() {
+                let count = sum.statuses.entry(status.clone()).or_default();
+                *count = count.saturating_add(n.as_u64().unwrap_or(0));
+            }
+            let h = from_text(v["histogram"].as_str().unwrap_or("")).map_err(|why| at(format!("histogram {why}")))?;
+            sum.latency.add(&h).map_err(|e| at(format!("histogram: {e}")))?;
+        }
+    }
+    Ok(names
+        .into_iter()
+        .map(|(name, sum)| {
+            let [total, ok, failed] = sum.requests;
+            let value = json!({
+                "method": sum.method,
+                "requests": {"total": total, "ok": ok, "failed": failed},
+                "throughput_rps": rate(total),
+                "statuses": sum.statuses,
+                "latency_us": latency(&Latency::of(&sum.latency)),
+                "histogram": to_text(&sum.latency),
+            });
+            (name, value)
+        })
+        .collect::<Map<_, _>>()
+        .into())
 }
 
 /// Streaming results: messages added, their histograms added and summarised again, rates
@@ -451,6 +505,22 @@ pub fn table(merged: &Value) -> String {
             s["client"]["cpu_us_per_request"],
             if s["bottleneck"] == true { "  [client was the bottleneck]" } else { "" }
         );
+    }
+    if let Some(names) = merged["calls_by_name"].as_object().filter(|n| !n.is_empty()) {
+        o += "\nBy call name:\n";
+        for (name, v) in names {
+            let l = &v["latency_us"];
+            o += &format!(
+                "  {}: {} calls (failed {}), p50 {}, p99 {}, max {}  {}\n",
+                crate::report::printable::printable(name),
+                v["requests"]["total"],
+                v["requests"]["failed"],
+                ms(&l["p50"]),
+                ms(&l["p99"]),
+                ms(&l["max"]),
+                v["method"].as_str().unwrap_or("")
+            );
+        }
     }
     for n in merged["notices"].as_array().into_iter().flatten() {
         o += &format!("Note: {}\n", n.as_str().unwrap_or(""));

@@ -30,7 +30,12 @@ const MEMORY_PER_CALL: u64 = 16 << 10;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub schema: SchemaSource,
+    /// The method, or for a workload the words naming it (`workload FILE`).
     pub call: String,
+    /// `--workload`: the mix of calls, read and checked (each method is resolved at the start).
+    pub workload: Option<Vec<crate::load::workload::WorkloadCall>>,
+    /// `--workload` with `--seed`: draw each call at random by weight instead of round robin.
+    pub pick_seed: Option<u64>,
     pub data: DataSource,
     pub metadata: http::HeaderMap,
     pub deadline: Option<Duration>,
@@ -100,6 +105,24 @@ impl Settings {
                 SchemaSource::Reflection { metadata: reflect }
             }
         };
+        let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
+        let call = match (&args.call, &args.workload) {
+            (Some(call), None) => call.clone(),
+            (None, Some(file)) => format!("workload {}", file.display()),
+            (Some(_), Some(_)) => {
+                return Err(bad_input("--call and --workload together: the workload file names each call's method"))
+            }
+            (None, None) => return Err(bad_input("--call METHOD (or --workload FILE) is required")),
+        };
+        if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
+            return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
+        }
+        if workload.is_some() && args.csv_details.is_some() {
+            return Err(bad_input("--csv-details with --workload is not supported yet"));
+        }
+        if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
+            return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
+        }
         let data = match (&args.data, &args.data_file) {
             (Some(json), _) => DataSource::Json(json.clone()),
             (None, Some(file)) => DataSource::File(file.clone()),
@@ -117,7 +140,9 @@ impl Settings {
         };
         Ok(Settings {
             schema,
-            call: args.call.clone(),
+            call,
+            pick_seed: args.seed.filter(|_| workload.is_some()),
+            workload,
             data,
             metadata,
             deadline: args.deadline,
@@ -419,6 +444,11 @@ fn stream_of(
 
 /// Asks the schema for the method; a Ctrl-C while a server is being asked ends the wait.
 pub(crate) fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
+    resolve_call(settings, &settings.call, control)
+}
+
+/// `resolve` for the method `call`.
+fn resolve_call(settings: &Settings, call: &str, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -430,7 +460,7 @@ pub(crate) fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<
             }
         };
         tokio::select! {
-            method = schema::resolve_method(&settings.schema, &settings.call, &settings.plan.target) => method,
+            method = schema::resolve_method(&settings.schema, call, &settings.plan.target) => method,
             _ = interrupted => Err(run_failed("interrupted before the run started")),
         }
     })
@@ -496,15 +526,20 @@ pub fn measure(
     outputs: &mut Outputs,
 ) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
     let prepared = (|| {
+        if let Some(workload) = &settings.workload {
+            return workload_mix(settings, workload, control);
+        }
         let method = resolve(settings, control)?;
         let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
         let mut plan = settings.plan.clone();
         plan.spec.path = path(&method)?;
         plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
-        Ok::<_, anyhow::Error>((method, requests, plan))
+        let mix = engine::Mix::single(plan.spec.path.clone(), requests);
+        Ok::<_, anyhow::Error>((method, mix, plan, Vec::new()))
     })();
-    let (method, requests, plan) = prepared.inspect_err(|_| outputs.discard())?;
+    let (method, mix, plan, names) = prepared.inspect_err(|_| outputs.discard())?;
+    let mix_paths: Vec<http::uri::PathAndQuery> = mix.calls.iter().map(|c| c.path.clone()).collect();
 
     let mut sinks = Sinks::default();
     if plan.warmup_auto {
@@ -524,8 +559,9 @@ pub fn measure(
     }
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();
-        let live = LiveMetrics::start(addr, method.full_name(), &target, plan.pacer.is_open())
-            .inspect_err(|_| outputs.discard())?;
+        // A workload's label is the file, not its first method.
+        let call = if names.is_empty() { method.full_name() } else { &settings.call };
+        let live = LiveMetrics::start(addr, call, &target, plan.pacer.is_open()).inspect_err(|_| outputs.discard())?;
         eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
         if !live.addr.ip().is_loopback() {
             eprintln!("rpcmeter: warning: metrics on {} can be read by anyone who reaches this machine", live.addr);
@@ -536,7 +572,7 @@ pub fn measure(
     let started_at = SystemTime::now();
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
-    let result = engine::run(plan.clone(), requests, &mut sinks, control);
+    let result = engine::run(plan.clone(), mix, &mut sinks, control);
     let hiccups = hiccups.and_then(|meter| meter.stop());
     let finished = sinks.finish();
     let mut result = result.inspect_err(|_| outputs.discard())?;
@@ -554,14 +590,62 @@ pub fn measure(
         tags: settings.tags.clone(),
         arguments: settings.arguments.clone(),
     };
-    let mut summary = Summary::new(&plan, meta, method.full_name(), &result, &settings.checks, rows);
+    let call = if names.is_empty() { method.full_name() } else { &settings.call };
+    let mut summary = Summary::new(&plan, meta, call, &result, &settings.checks, rows);
+    summary.call_names = names;
     if settings.floor {
         summary.set_floor(crate::calibrate::cached(), hiccups.as_ref());
     }
-    if let Some(server) = stats.and_then(|probe| probe.read(plan.spec.path.as_str())) {
+    let mut paths: Vec<&str> = mix_paths.iter().map(|p| p.as_str()).collect();
+    // Two names may call one method (with other data): the server counts it once.
+    paths.sort_unstable();
+    paths.dedup();
+    if let Some(server) = stats.and_then(|probe| probe.read(&paths)) {
         summary = summary.with_server(server);
     }
     Ok((summary, finished.result.err()))
+}
+
+/// A workload's calls resolved and checked: the mix, its first method (for what needs one
+/// method), the plan, and the calls' names and methods in the mix's order.
+#[allow(clippy::type_complexity)]
+fn workload_mix(
+    settings: &Settings,
+    workload: &[crate::load::workload::WorkloadCall],
+    control: &Control,
+) -> anyhow::Result<(prost_reflect::MethodDescriptor, engine::Mix, Plan, Vec<(String, String)>)> {
+    let mut calls = Vec::new();
+    let mut methods = Vec::new();
+    for call in workload {
+        let at = |e: anyhow::Error| {
+            // The schema's messages speak of --call; here the method comes from the file.
+            let why = format!("{e:#}");
+            let why = why.strip_prefix("--call ").map_or(why.clone(), |rest| format!("method {rest}"));
+            bad_input(format!("--workload: call {:?}: {why}", call.name))
+        };
+        let method = resolve_call(settings, &call.method, control).map_err(at)?;
+        if method.is_client_streaming() || method.is_server_streaming() {
+            return Err(bad_input(format!(
+                "--workload: call {:?}: {} is a streaming method; a workload's calls are unary (for now)",
+                call.name,
+                method.full_name()
+            )));
+        }
+        let requests = Arc::new(RequestSource::new(&method, &call.data).map_err(at)?);
+        calls.push(engine::MixCall { path: path(&method)?, requests });
+        methods.push(method);
+    }
+    let weights: Vec<u32> = workload.iter().map(|c| c.weight).collect();
+    let pick = match settings.pick_seed {
+        Some(seed) => crate::load::workload::Pick::random(&weights, seed),
+        None => crate::load::workload::Pick::round_robin(&weights),
+    };
+    let mut plan = settings.plan.clone();
+    plan.spec.path = calls[0].path.clone();
+    plan.kind = CallKind::Unary;
+    plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
+    let names = workload.iter().zip(&methods).map(|(c, m)| (c.name.clone(), m.full_name().to_owned())).collect();
+    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true }, plan, names))
 }
 
 /// `--warmup auto`: the warm-up that steady-state detection finds in the interval series is

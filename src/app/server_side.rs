@@ -31,31 +31,41 @@ impl StatsProbe {
         Some(StatsProbe { runtime, connection, before })
     }
 
-    /// The server's side of the run for `method` (the wire path, "/pkg.Service/Method").
-    pub fn read(self, method: &str) -> Option<ServerSide> {
+    /// The server's side of the run for `methods` (wire paths, "/pkg.Service/Method"; a
+    /// workload's several), added up.
+    pub fn read(self, methods: &[&str]) -> Option<ServerSide> {
         let after = self.runtime.block_on(ask(&self.connection, "Get"))?;
-        let m = after.methods.iter().find(|m| m.method == method)?;
         let zero = Default::default();
-        let b = self.before.methods.iter().find(|m| m.method == method).unwrap_or(&zero);
+        let mut m = crate::lab::proto::lab::MethodStats::default();
+        let mut seen = false;
+        for method in methods {
+            let Some(a) = after.methods.iter().find(|m| m.method == *method) else { continue };
+            let b = self.before.methods.iter().find(|m| m.method == *method).unwrap_or(&zero);
+            seen = true;
+            m.received += a.received.saturating_sub(b.received);
+            m.ok += a.ok.saturating_sub(b.ok);
+            m.failed += a.failed.saturating_sub(b.failed);
+            m.rejected += a.rejected.saturating_sub(b.rejected);
+            m.messages_in += a.messages_in.saturating_sub(b.messages_in);
+            m.messages_out += a.messages_out.saturating_sub(b.messages_out);
+        }
+        seen.then_some(())?;
         let cpu = (after.cpu_seconds - self.before.cpu_seconds).max(0.0);
+        let echo = crate::lab::Method::Echo.path();
         Some(ServerSide {
-            received: m.received.saturating_sub(b.received),
-            ok: m.ok.saturating_sub(b.ok),
-            failed: m.failed.saturating_sub(b.failed),
-            rejected: m.rejected.saturating_sub(b.rejected),
-            messages_in: m.messages_in.saturating_sub(b.messages_in),
-            messages_out: m.messages_out.saturating_sub(b.messages_out),
+            received: m.received,
+            ok: m.ok,
+            failed: m.failed,
+            rejected: m.rejected,
+            messages_in: m.messages_in,
+            messages_out: m.messages_out,
             // The server's first-to-last-arrival rate is this run's only when the server had
-            // seen no call before it and every arrival since was this run's method.
+            // seen no call before it and every arrival since was one of this run's methods.
             throughput_rps: (self.before.received == 0 && after.received == m.received).then_some(after.server_rps),
             cpu: Duration::try_from_secs_f64(cpu).unwrap_or_default(),
             rss_bytes: after.rss_bytes,
             // Only echo's calls spin (src/lab/spin.rs).
-            echo_spin: if method == crate::lab::Method::Echo.path() {
-                Duration::from_micros(after.echo_spin_us)
-            } else {
-                Duration::ZERO
-            },
+            echo_spin: if methods.contains(&echo) { Duration::from_micros(after.echo_spin_us) } else { Duration::ZERO },
         })
     }
 }

@@ -18,7 +18,11 @@ pub struct RunArgs {
     pub schema: SchemaArgs,
     /// The method to call: package.Service/Method (or package.Service.Method)
     #[arg(long)]
-    pub call: String,
+    pub call: Option<String>,
+    /// A weighted mix of calls from a TOML file ([[call]] with name, method, data or
+    /// data_file, weight), instead of --call and -d/-D
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
     /// The request as JSON (protobuf JSON mapping); an array holds several requests, sent in
     /// turn; string fields may hold templates such as {{.RequestNumber}}
     #[arg(short = 'd', long = "data", conflicts_with = "data_file")]
@@ -118,8 +122,9 @@ pub struct RunArgs {
     /// (exponential gaps; intended times still exact)
     #[arg(long, value_enum)]
     pub arrival: Option<Arrival>,
-    /// Seed of --arrival poisson [default: drawn at random, and printed in the JSON result]
-    #[arg(long, requires = "arrival")]
+    /// Seed of --arrival poisson [default: drawn at random, and printed in the JSON result];
+    /// with --workload, each call is drawn at random by weight from this seed
+    #[arg(long)]
     pub seed: Option<u64>,
     /// Closed loop: start the workers evenly over this time
     #[arg(long, value_parser = parse::duration, conflicts_with = "rps")]

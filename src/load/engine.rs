@@ -3,6 +3,7 @@
 //! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
 //! The engine never prints: intervals go to the `Sinks`, the end to a `RunResult`.
 use super::plan::Plan;
+use super::workload::Pick;
 use crate::error::run_failed;
 use crate::grpc::transport::{CallKind, StreamObserver};
 use crate::grpc::{Connection, Connector, PreparedCall, Reply};
@@ -142,13 +143,44 @@ enum Phase {
     Abort,
 }
 
+/// What the calls of a run send: one method (`--call`), or a workload's weighted mix.
+pub struct Mix {
+    pub calls: Vec<MixCall>,
+    /// Which call each started call makes, from its run-wide start number.
+    pub pick: Pick,
+    /// Record each call name's share apart (a workload), besides the totals.
+    pub named: bool,
+}
+
+/// One method of a mix: its wire path and its requests.
+pub struct MixCall {
+    pub path: http::uri::PathAndQuery,
+    pub requests: Arc<RequestSource>,
+}
+
+impl Mix {
+    /// The one method of `--call` (its path is the plan's).
+    pub fn single(path: http::uri::PathAndQuery, requests: Arc<RequestSource>) -> Mix {
+        Mix { calls: vec![MixCall { path, requests }], pick: Pick::round_robin(&[1]), named: false }
+    }
+}
+
+/// A call of the mix as the workers use it.
+struct Prepared {
+    requests: Arc<RequestSource>,
+    /// The call's header block, built once for the whole run.
+    call: PreparedCall,
+    /// Calls of this name started so far: a workload's records cycle per name.
+    started: AtomicU64,
+}
+
 /// State every worker thread shares.
 struct Shared {
     plan: Plan,
-    requests: Arc<RequestSource>,
+    calls: Vec<Prepared>,
+    pick: Pick,
+    named: bool,
     connector: Connector,
-    /// The call's header block, built once for the whole run.
-    prepared: PreparedCall,
     details: Option<mpsc::SyncSender<CallRecord>>,
     tickets: AtomicU64,
     measured_tickets: AtomicU64,
@@ -180,12 +212,7 @@ impl Shared {
 
 /// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
 /// the sink that wants calls).
-pub fn run(
-    plan: Plan,
-    requests: Arc<RequestSource>,
-    sinks: &mut Sinks,
-    control: &Control,
-) -> anyhow::Result<RunResult> {
+pub fn run(plan: Plan, mix: Mix, sinks: &mut Sinks, control: &Control) -> anyhow::Result<RunResult> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
@@ -195,9 +222,18 @@ pub fn run(
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let shared = Arc::new(Shared {
-        prepared: PreparedCall::new(&plan.spec),
+        calls: mix
+            .calls
+            .into_iter()
+            .map(|c| Prepared {
+                call: PreparedCall::new(&crate::grpc::CallSpec { path: c.path, ..plan.spec.clone() }),
+                requests: c.requests,
+                started: AtomicU64::new(0),
+            })
+            .collect(),
+        pick: mix.pick,
+        named: mix.named,
         plan,
-        requests,
         connector,
         details,
         tickets: AtomicU64::new(0),
@@ -658,7 +694,7 @@ impl Local {
 
     /// One attempt on the worker's connection, reconnecting first when it has closed: a
     /// unary call, or a stream whose messages are recorded as they pass.
-    async fn attempt(&self, slot: usize, request: Bytes, body: StreamBody, warmup: bool) -> Reply {
+    async fn attempt(&self, slot: usize, which: &Prepared, request: Bytes, body: StreamBody, warmup: bool) -> Reply {
         let conn = &self.connections[slot];
         if conn.borrow().is_closed() {
             match self.shared.connector.connect().await {
@@ -673,9 +709,9 @@ impl Local {
         let connection = conn.borrow().clone();
         let plan = &self.shared.plan;
         if plan.kind == CallKind::Unary {
-            return connection.call(&self.shared.prepared, request, plan.keep_responses).await;
+            return connection.call(&which.call, request, plan.keep_responses).await;
         }
-        let requests = &self.shared.requests;
+        let requests = &which.requests;
         // A server stream's one request is replayed call by call, as a unary call's; the
         // requests of client and bidi streams message by message within each stream.
         let mut message = |index| match plan.kind {
@@ -683,7 +719,7 @@ impl Local {
             _ => requests.message(body.call, index, body.worker),
         };
         let mut observer = Messages { local: self, warmup };
-        connection.stream(&self.shared.prepared, plan.kind, plan.stream, &mut message, &mut observer).await
+        connection.stream(&which.call, plan.kind, plan.stream, &mut message, &mut observer).await
     }
 }
 
@@ -795,12 +831,12 @@ async fn worker(local: Rc<Local>, id: u32) {
                 break;
             }
         }
-        shared.started.fetch_add(1, Relaxed);
+        let which = shared.pick.pick(shared.started.fetch_add(1, Relaxed));
         if idle.busy() == 0 {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
-        let answered = call(&local, id, ticket, slot, origin, warmup).await;
+        let answered = call(&local, id, ticket, slot, which, origin, warmup).await;
         freed = local.full().then_some(answered);
         idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
@@ -867,12 +903,27 @@ enum Origin {
 
 /// One call: attempts with backoff until a final answer, recorded once; returns when the
 /// answer came.
-async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Origin, warmup: bool) -> Instant {
+async fn call(
+    local: &Local,
+    worker: u32,
+    ticket: u64,
+    slot: usize,
+    which: usize,
+    origin: Origin,
+    warmup: bool,
+) -> Instant {
     let plan = &local.shared.plan;
     // Numbers of the whole run, as the unsharded schedule gives them: shards' calls and
     // workers never share a {{.RequestNumber}} or {{.WorkerID}} (see ShardOf::global).
     let (ticket, worker) = (plan.shard.global(ticket), plan.shard.global(worker as u64) as u32);
-    let request = local.shared.requests.request(ticket, worker);
+    let named = local.shared.named;
+    let prepared = &local.shared.calls[which];
+    let request = if named {
+        // Templates still see the run-wide call number; records cycle within the name.
+        prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker)
+    } else {
+        prepared.requests.request(ticket, worker)
+    };
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
@@ -887,7 +938,7 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
     let (reply, answered) = loop {
         attempts += 1;
         let began = if attempts == 1 { first_send } else { Instant::now() };
-        let reply = local.attempt(slot, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
+        let reply = local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
         // One clock read ends the attempt and, when it is the last, the call.
         let ended = Instant::now();
         local.shard(warmup).record_attempt(ended - began, reply.status);
@@ -906,6 +957,9 @@ async fn call(local: &Local, worker: u32, ticket: u64, slot: usize, origin: Orig
         }
         shard.counts.response_bytes += reply.response_bytes;
         shard.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
+        if named {
+            shard.record_named(which, latency, reply.status);
+        }
         if reply.status != Code::Ok {
             shard.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
         }

@@ -4,3 +4,4 @@ pub mod pacer;
 pub mod plan;
 pub mod retry;
 pub mod timer;
+pub mod workload;

@@ -169,6 +169,30 @@ pub struct Shard {
     /// Failed calls by status and the server's `grpc-message` (or the transport's error),
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
     pub errors: BTreeMap<(i32, String), u64>,
+    /// `--workload`: each call name's own share, by its index in the mix (empty otherwise).
+    pub by_name: Vec<NameShard>,
+}
+
+/// One call name of a workload: its calls, their final statuses and their latency.
+#[derive(Debug, Clone)]
+pub struct NameShard {
+    pub calls: u64,
+    pub statuses: PerStatus,
+    pub latency: Histogram<u64>,
+}
+
+impl Default for NameShard {
+    fn default() -> Self {
+        NameShard { calls: 0, statuses: PerStatus::default(), latency: new_histogram() }
+    }
+}
+
+impl NameShard {
+    pub fn add(&mut self, other: &NameShard) {
+        self.calls += other.calls;
+        self.statuses.add(&other.statuses);
+        self.latency.add(&other.latency).expect("same histogram bounds");
+    }
 }
 
 /// Distinct error messages kept per shard: a server that puts a counter in its messages
@@ -187,6 +211,7 @@ impl Default for Shard {
             first_message: new_histogram(),
             counts: Counts::default(),
             errors: BTreeMap::new(),
+            by_name: Vec::new(),
         }
     }
 }
@@ -210,6 +235,18 @@ impl Shard {
         self.counts.calls += 1;
         self.counts.call_status.record(status);
         self.counts.retry_exhausted += retry_exhausted as u64;
+    }
+
+    /// `--workload`: a call of the mix's call number `index` ended (besides `record_call`).
+    /// The shard's per-name slots are made once, at a name's first call.
+    pub fn record_named(&mut self, index: usize, latency: Duration, status: Code) {
+        if index >= self.by_name.len() {
+            self.by_name.resize_with(index + 1, NameShard::default);
+        }
+        let name = &mut self.by_name[index];
+        name.calls += 1;
+        name.statuses.record(status);
+        name.latency.saturating_record(nanos(latency));
     }
 
     /// A failed call's message; allocates only for failures, and only for a kind not seen yet.
@@ -264,6 +301,12 @@ impl Shard {
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
         }
+        if self.by_name.len() < other.by_name.len() {
+            self.by_name.resize_with(other.by_name.len(), NameShard::default);
+        }
+        for (mine, theirs) in self.by_name.iter_mut().zip(&other.by_name) {
+            mine.add(theirs);
+        }
     }
 
     /// Takes out what `part` recorded, when `part` was added into this shard before (a
@@ -284,6 +327,11 @@ impl Shard {
             }
         }
         self.errors.retain(|_, n| *n > 0);
+        for (mine, theirs) in self.by_name.iter_mut().zip(&part.by_name) {
+            mine.calls = mine.calls.saturating_sub(theirs.calls);
+            mine.statuses.subtract(&theirs.statuses);
+            let _ = mine.latency.subtract(&theirs.latency);
+        }
     }
 
     /// Empties the shard, keeping its histograms' memory.
@@ -297,6 +345,11 @@ impl Shard {
         self.first_message.reset();
         self.counts = Counts::default();
         self.errors.clear();
+        for name in &mut self.by_name {
+            name.calls = 0;
+            name.statuses = PerStatus::default();
+            name.latency.reset();
+        }
     }
 }
 
@@ -337,6 +390,25 @@ mod tests {
         // The merged p50 is the p50 of all samples (500 µs), within 3 significant digits.
         let p50 = all.call_latency.value_at_quantile(0.5) as f64;
         assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.001, "{p50}");
+    }
+
+    #[test]
+    fn per_name_shares_merge_and_subtract_exactly() {
+        let (mut a, mut b) = (Shard::default(), Shard::default());
+        for i in 0..100u64 {
+            let (shard, index) = if i % 3 == 0 { (&mut a, 0) } else { (&mut b, 1 + (i % 2) as usize) };
+            shard.record_named(index, Duration::from_micros(i + 1), Code::Ok);
+        }
+        let mut all = a.clone();
+        all.add(&b);
+        let calls: Vec<u64> = all.by_name.iter().map(|n| n.calls).collect();
+        assert_eq!(calls, vec![34, 33, 33]);
+        assert_eq!(all.by_name[1].latency.len(), 33);
+        all.subtract(&b);
+        let calls: Vec<u64> = all.by_name.iter().map(|n| n.calls).collect();
+        assert_eq!(calls, vec![34, 0, 0]);
+        all.clear();
+        assert_eq!(all.by_name[0].calls + all.by_name[0].latency.len(), 0);
     }
 
     #[test]

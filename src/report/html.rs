@@ -69,6 +69,8 @@ pub struct Run {
     pub intervals: Vec<IntervalPoint>,
     /// Call latency in ns, decoded from `histograms.call_latency`.
     pub histogram: Histogram<u64>,
+    /// `--workload`: `calls_by_name` as given, name by name.
+    pub by_name: Vec<(String, Value)>,
 }
 
 fn text(v: &Value) -> String {
@@ -139,6 +141,11 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
     let (total, ok) = (u(requests, "total"), u(requests, "ok"));
     let throughput_rps = obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0);
     Ok(Run {
+        by_name: obj
+            .get("calls_by_name")
+            .and_then(Value::as_object)
+            .map(|names| names.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default(),
         label: name.unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file).to_string()),
         file: file.to_string(),
         started_at: v.pointer("/meta/started_at").map(text).unwrap_or_default(),
@@ -403,6 +410,28 @@ const ERROR_ROWS: usize = 20;
 /// writes them).
 fn status_tables(r: &Run) -> String {
     let mut s = String::new();
+    if !r.by_name.is_empty() {
+        s.push_str(
+            "<h3>By call name</h3><table class=\"names\"><tr><th>name</th><th>method</th><th>calls</th><th>failed</th>\
+             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+        );
+        for (name, v) in &r.by_name {
+            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
+            let class = if failed == 0 { "n" } else { "n bad" };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(name),
+                esc(&text(&v["method"])),
+                v["requests"]["total"].as_u64().unwrap_or(0),
+                esc(&text(&v["latency_us"]["p50"])),
+                esc(&text(&v["latency_us"]["p99"])),
+                esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
     if !r.statuses.is_empty() {
         s.push_str("<h3>Statuses</h3><table class=\"statuses\"><tr><th>status</th><th>calls</th><th>share</th></tr>");
         let all: u64 = r.statuses.iter().map(|x| x.1).sum::<u64>().max(1);

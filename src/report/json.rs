@@ -99,6 +99,9 @@ pub fn value(s: &Summary) -> Value {
         };
         fields["meta"].as_object_mut().expect("built as an object").insert("arrival".into(), arrival);
     }
+    if !s.call_names.is_empty() {
+        fields.insert("calls_by_name".into(), calls_by_name(s, s.duration));
+    }
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
@@ -211,6 +214,26 @@ fn interval_row(row: &crate::sink::intervals::IntervalRow) -> Value {
         "messages_sent": row.messages_sent,
         "messages_received": row.messages_received,
     })
+}
+
+/// `--workload`: each call name's requests, statuses, latency and histogram (merge adds them).
+fn calls_by_name(s: &Summary, window: std::time::Duration) -> Value {
+    s.by_name()
+        .into_iter()
+        .map(|(name, method, share)| {
+            let ok = share.statuses.get(tonic::Code::Ok);
+            let value = json!({
+                "method": method,
+                "requests": {"total": share.calls, "ok": ok, "failed": share.calls - ok},
+                "throughput_rps": crate::stats::rate(share.calls, window),
+                "statuses": statuses(&share.statuses),
+                "latency_us": latency(&Latency::of(&share.latency)),
+                "histogram": to_text(&share.latency),
+            });
+            (name.to_owned(), value)
+        })
+        .collect::<Map<_, _>>()
+        .into()
 }
 
 fn statuses(counts: &PerStatus) -> Value {

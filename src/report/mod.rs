@@ -264,6 +264,9 @@ pub struct Summary {
     pub warm_rounds: Option<Steadiness>,
     /// Streaming methods: messages, apart from the calls (streams) counted above.
     pub messages: Option<Messages>,
+    /// `--workload`: each call's (name, method), in the mix's order; its results are
+    /// `measured.by_name` at the same index.
+    pub call_names: Vec<(String, String)>,
 }
 
 /// A streaming run's messages; the calls above are its streams (their latency: each
@@ -408,6 +411,7 @@ impl Summary {
                     .then(|| Latency::of(&m.message_latency)),
                 first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
             }),
+            call_names: Vec::new(),
         };
         summary.assertions = assertions
             .iter()
@@ -418,6 +422,18 @@ impl Summary {
             .collect();
         summary.notices = notices(plan, &summary);
         summary
+    }
+
+    /// `--workload`: each call's name, method and measured share, in the mix's order (a name
+    /// never called has an empty share).
+    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameShard)> {
+        self.call_names
+            .iter()
+            .enumerate()
+            .map(|(i, (name, method))| {
+                (name.as_str(), method.as_str(), self.measured.by_name.get(i).cloned().unwrap_or_default())
+            })
+            .collect()
     }
 
     fn value(&self, metric: Metric) -> Value {

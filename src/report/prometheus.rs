@@ -240,6 +240,27 @@ impl Export for Prometheus {
                 out.sample("rpcmeter_run_assertion_ok", &with(&labels, ("assertion", &a.assertion.text)), held);
             }
         }
+        // --workload: each call name's calls by status and its latency percentiles.
+        let names = s.by_name();
+        if !names.is_empty() {
+            out.family("rpcmeter_run_name_calls", "gauge", "--workload: measured calls of each name by final status");
+            for (name, _, share) in &names {
+                for (code, n) in share.statuses.nonzero() {
+                    let labels = [with(&labels, ("call_name", name)), vec![("status", status::name(code))]].concat();
+                    out.sample("rpcmeter_run_name_calls", &labels, n as f64);
+                }
+            }
+            let help = "--workload: call latency percentiles of each name";
+            out.family("rpcmeter_run_name_latency_seconds", "gauge", help);
+            for (name, _, share) in &names {
+                for p in [50.0, 90.0, 99.0] {
+                    let q = number(p / 100.0);
+                    let labels = [with(&labels, ("call_name", name)), vec![("quantile", &q)]].concat();
+                    let value = crate::stats::Statistic::Percentile(p).of(&share.latency);
+                    out.sample("rpcmeter_run_name_latency_seconds", &labels, value.as_secs_f64());
+                }
+            }
+        }
         out.finish()
     }
 }

@@ -167,6 +167,22 @@ fn render(s: &Summary) -> String {
             _ => "not judged: an interval had no calls".to_string(),
         }
     );
+    if !s.call_names.is_empty() {
+        let _ = writeln!(o, "\nBy call name:");
+        let row = |o: &mut String, cells: [&str; 7]| {
+            let [name, requests, failed, p50, p99, max, method] = cells;
+            let _ = writeln!(o, "  {name:<16} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {method}");
+        };
+        row(&mut o, ["name", "requests", "failed", "p50", "p99", "max", "method"]);
+        for (name, method, share) in s.by_name() {
+            let l = crate::stats::Latency::of(&share.latency);
+            let failed = share.calls - share.statuses.get(tonic::Code::Ok);
+            let name = super::printable::printable(name).to_string();
+            let (calls, failed) = (share.calls.to_string(), failed.to_string());
+            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            row(&mut o, [&name, &calls, &failed, &p50, &p99, &max, method]);
+        }
+    }
     let _ = writeln!(o, "\nStatus (per call):");
     for (code, n) in s.statuses.nonzero() {
         let _ = writeln!(o, "  {:<20} {n}", status::name(code));

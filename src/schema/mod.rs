@@ -47,7 +47,7 @@ pub fn compile_proto(file: &std::path::Path, import_paths: &[PathBuf]) -> anyhow
 }
 
 /// Where request bodies come from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum DataSource {
     /// `-d`: one JSON object (protobuf JSON mapping), or an array of them cycled call by
     /// call; may hold templates.

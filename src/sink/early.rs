@@ -16,6 +16,8 @@ struct Kept {
     histograms: [Vec<u8>; 7],
     counts: Counts,
     errors: BTreeMap<(i32, String), u64>,
+    /// `--workload`: each name's calls, statuses and packed latency.
+    by_name: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
 }
 
 #[derive(Default)]
@@ -49,6 +51,7 @@ impl EarlyIntervals {
                 ],
                 counts: s.counts.clone(),
                 errors: s.errors.clone(),
+                by_name: s.by_name.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
             });
         }
     }
@@ -72,6 +75,15 @@ impl EarlyIntervals {
                 ok_call_latency: unpacked(&k.histograms[6]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
+                by_name: k
+                    .by_name
+                    .iter()
+                    .map(|(calls, statuses, latency)| crate::record::shard::NameShard {
+                        calls: *calls,
+                        statuses: *statuses,
+                        latency: unpacked(latency),
+                    })
+                    .collect(),
             };
             sum.add(&part);
             length += k.length;
@@ -94,5 +106,29 @@ mod tests {
         let mut whole = h.clone();
         whole.subtract(&back).unwrap();
         assert_eq!(whole.len(), 0);
+    }
+
+    #[test]
+    fn a_workloads_names_are_kept_for_an_exact_warmup() {
+        let mut shard = Shard::default();
+        for i in 1..=10u64 {
+            let index = (i % 2) as usize;
+            shard.record_named(index, Duration::from_micros(i), tonic::Code::Ok);
+        }
+        let mut early = EarlyIntervals::default();
+        let iv = Interval {
+            at: Duration::from_secs(1),
+            length: Duration::from_secs(1),
+            warmup: false,
+            shard: &shard,
+            usage: Default::default(),
+            in_flight: 0,
+        };
+        early.keep(&iv);
+        let (part, _) = early.first(1).unwrap();
+        let mut result = shard.clone();
+        result.subtract(&part);
+        assert!(result.by_name.iter().all(|n| n.calls == 0 && n.latency.is_empty()));
+        assert_eq!(part.by_name[1].calls, 5);
     }
 }
