@@ -107,9 +107,8 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     k::check_name(&args.name, shards)?;
     let image = args.image.clone().unwrap_or_else(|| format!("rpcmeter:{}", env!("CARGO_PKG_VERSION")));
     k::check_image(&image)?;
-    // A file written in a pod is gone with it, and a second report on stdout would break the
-    // JSON that the logs carry to `merge`: the result is in the logs, nowhere else.
-    let gone = "is written inside the pod and lost with it; the pods print their results in their logs";
+    // A file written in a pod is gone with it: the result is in pod 0's log, nowhere else.
+    let gone = "would be written inside a pod and lost with it; pod 0 prints the merged result in its log";
     let refused = [
         (parsed.output.is_some(), "-o/--output"),
         (!parsed.export.is_empty(), "--export"),
@@ -118,7 +117,9 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         (parsed.history.is_some(), "--history"),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
-        return Err(bad_input(format!("kube run: {flag} {gone} (`rpcmeter merge - -o FILE` writes the merged one)")));
+        return Err(bad_input(format!(
+            "kube run: {flag} {gone} (`kubectl logs ... > FILE` keeps it; with --format json, the whole JSON result)"
+        )));
     }
     // The answer is pod 0's merge of the pods' results, printed as a table or JSON.
     if !matches!(parsed.format, Format::Table | Format::Json) {
