@@ -356,3 +356,29 @@ fn simulate_runs_the_printed_pods_and_merges_them() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--output json"), "{stderr}");
 }
+
+/// A simulated Job whose pods all fail (nothing listens at the target) ends promptly, exits
+/// as pod 0 does (1) and says why, each other pod's words prefixed with its index, rather
+/// than leaving the other pods waiting out --join-timeout for a pod 0 that is gone.
+#[test]
+fn simulate_exits_as_pod_0_and_names_the_failed_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let manifest = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir.path())
+        .args(["kube", "--shards", "2", "--output", "json", "run", "--plaintext", "--proto", "protos/echo.proto"])
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"x"}"#, "--rps", "100", "-z", "1s"])
+        .arg(closed.to_string())
+        .output()
+        .unwrap();
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let began = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(["kube", "--simulate"]).arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("shard 0/2") && stderr.contains("pod 1: "), "{stderr}");
+    assert!(began.elapsed() < std::time::Duration::from_secs(60), "took {:?}", began.elapsed());
+}
