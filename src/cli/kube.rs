@@ -152,7 +152,14 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     // call of its own is refused now, not as one failed pod on the cluster.
     let mut length = None;
     for i in 0..shards {
-        let extra = ["--shard".to_owned(), format!("{i}/{}", shards), "--coordinator".into(), coordinator.clone()];
+        let extra = [
+            "--shard".to_owned(),
+            format!("{i}/{}", shards),
+            "--coordinator".into(),
+            coordinator.clone(),
+            "--join-timeout".into(),
+            join_timeout.clone(),
+        ];
         let shard = super::run::nested("kube", &args.run, &extra)?;
         let settings = crate::app::run::Settings::from_args(&shard, vec![])
             .map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
