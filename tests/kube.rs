@@ -122,12 +122,18 @@ fn every_printed_object_decodes_strictly_into_the_kubernetes_types() {
     let json = full_manifest(dir.path(), "json");
     assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
     let summary = decode(&bin, &yaml.stdout, &[]);
-    for kind in ["ConfigMap load-1-files", "Secret load-1-tls", "Secret load-1-metadata", "Job load-1 completions=3"] {
+    let kinds = [
+        "ConfigMap load-1-files",
+        "Secret load-1-tls",
+        "Secret load-1-metadata",
+        "Service load-1",
+        "Job load-1 completions=3",
+    ];
+    for kind in kinds {
         assert!(summary.contains(kind), "{summary}");
     }
     decode(&bin, &json.stdout, &[]);
-    // What the YAML says is what was meant: the same objects as the JSON, file for file
-    // (the start time aside, taken at each printing).
+    // What the YAML says is what was meant: the same objects as the JSON, file for file.
     let from_yaml: Vec<Value> =
         decode(&bin, &yaml.stdout, &["-json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let from_json = objects(&json.stdout);
@@ -139,10 +145,8 @@ fn every_printed_object_decodes_strictly_into_the_kubernetes_types() {
         let text = std::fs::read_to_string(dir.path().join(f)).unwrap();
         assert!(files.contains(&text.as_str()), "{f} not shipped as it is: {cm}");
     }
-    let start = |args: Vec<String>| {
-        args.into_iter().filter(|a| !a.starts_with("17") && !a.starts_with("18")).collect::<Vec<_>>()
-    };
-    assert_eq!(start(args_of(of_kind(&from_yaml, "Job")[0])), start(args_of(of_kind(&from_json, "Job")[0])));
+    assert_eq!(args_of(of_kind(&from_yaml, "Job")[0]), args_of(of_kind(&from_json, "Job")[0]));
+    assert_eq!(of_kind(&from_yaml, "Service")[0]["spec"], of_kind(&from_json, "Service")[0]["spec"]);
 }
 
 /// What a Kubernetes user needs from the Job: resources, spread, deadline, TTL, fail-fast, a
@@ -164,11 +168,27 @@ fn the_job_carries_its_files_and_what_a_cluster_needs() {
     assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
     assert_eq!(spec["backoffLimit"], 0);
     assert_eq!(spec["podFailurePolicy"]["rules"][0]["action"], "FailJob");
-    // 2 min to start, 10 s of load, 5 s drain, 10 s connect timeout, 1 min margin.
-    assert_eq!(spec["activeDeadlineSeconds"], 120 + 10 + 5 + 10 + 60);
+    // 5 min to join, 10 s of load, 5 s drain, 10 s connect timeout, 1 min margin.
+    assert_eq!(spec["activeDeadlineSeconds"], 300 + 10 + 5 + 10 + 60);
     assert_eq!(spec["ttlSecondsAfterFinished"], 3600);
-    assert_eq!(container["ports"][0]["containerPort"], 9464);
+    let ports: Vec<&Value> = container["ports"].as_array().unwrap().iter().map(|p| &p["containerPort"]).collect();
+    assert_eq!(ports, [7450, 9464]);
+    // Pod 0 found by its name under the headless Service, which exists before it is ready;
+    // the pods start when all have joined it, not at a time fixed when printing.
+    let service = of_kind(&all, "Service")[0];
+    assert_eq!(service["metadata"]["name"], "load-1");
+    assert_eq!(pod["subdomain"], "load-1");
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    assert_eq!(service["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(service["spec"]["selector"], spec["template"]["metadata"]["labels"]);
+    assert_eq!(service["spec"]["ports"][0]["port"], 7450);
     let args = args_of(job);
+    for pair in
+        [["--shard", "$(JOB_COMPLETION_INDEX)/3"], ["--coordinator", "load-1-0.load-1:7450"], ["--join-timeout", "5m"]]
+    {
+        assert!(args.windows(2).any(|w| w == pair), "{pair:?} not in {args:?}");
+    }
+    assert!(!args.iter().any(|a| a == "--start-at" || a == "--format"), "{args:?}");
     assert!(args.windows(2).any(|w| w == ["--metrics-addr", "0.0.0.0:9464"]), "{args:?}");
     assert!(!job.to_string().contains("s3cr3t"));
     // Every file the args name is one the volumes put there.
@@ -201,6 +221,13 @@ fn what_would_fail_on_the_cluster_is_refused_when_printing() {
         before.iter().chain(&run).chain(after).copied().collect()
     };
     refused(&with(&["--shards", "2", "--name", "My_Load.Test"], &[]), "--name");
+    refused(&with(&["--shards", "2", "--name", "1load"], &[]), "--name");
+    refused(&with(&["--shards", "2"], &["--join-timeout", "1m"]), "kube --join-timeout");
+    refused(&with(&["--shards", "2"], &["--shard", "0/2", "--coordinator", "h:1"]), "--coordinator");
+    refused(
+        &with(&["--shards", "2", "--coordinator-port", "9464"], &["--metrics-addr", "0.0.0.0:9464"]),
+        "--coordinator-port",
+    );
     refused(&with(&["--shards", "3"], &["-c", "2"]), "no worker of its own");
     refused(&with(&["--shards", "2", "--image", "rpcmeter:latest"], &[]), "--image");
     refused(&with(&["--shards", "2", "--image", "rpcmeter"], &[]), "--image");
@@ -225,8 +252,9 @@ fn what_would_fail_on_the_cluster_is_refused_when_printing() {
 
 /// The manifest's pods, run here as the kubelet would run them: the ConfigMap's files
 /// written under a temporary directory standing in for the mount, $(JOB_COMPLETION_INDEX)
-/// and the Secret's $(VAR)s expanded. `-q` and `--format table` given to `run` must not
-/// make the pods refuse their own args; their logs merge to the server's count.
+/// and the Secret's $(VAR)s expanded, pod 0's name under the Service standing for 127.0.0.1.
+/// `-q` and `--format table` given to `run` must not make the pods refuse their own args;
+/// pod 0, started last, prints the merge of both, whose count is the server's.
 #[test]
 fn the_printed_pods_run_and_merge_to_the_servers_count() {
     // The manifest as printed by default, read by Kubernetes' own decoder.
@@ -239,7 +267,7 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
     inputs(dir.path());
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
         .current_dir(dir.path())
-        .args(["kube", "--shards", "2", "--start-in", "5s", "run", "-q", "--plaintext"])
+        .args(["kube", "--shards", "2", "run", "-q", "--plaintext"])
         .args(["--proto", "protos/echo.proto", "-D", "d.json", "--call", "EchoService/echo"])
         .args(["--rps", "200", "-z", "1s", "--format", "table", "--no-server-stats"])
         .arg(server.addr.to_string())
@@ -258,32 +286,35 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
         }
     }
     let args = args_of(of_kind(&all, "Job")[0]);
-    let pods: Vec<_> = (0..2)
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Pod 1 first: it waits for pod 0, as on a cluster where pod 0 is scheduled late.
+    let pods: Vec<_> = [1, 0]
+        .into_iter()
         .map(|i| {
             let args: Vec<String> = args
                 .iter()
                 .map(|a| {
-                    a.replace("/etc/rpcmeter/files", mount.to_str().unwrap())
+                    let a = a
+                        .replace("/etc/rpcmeter/files", mount.to_str().unwrap())
                         .replace("$(JOB_COMPLETION_INDEX)", &i.to_string())
+                        .replace("rpcmeter-0.rpcmeter:7450", &format!("127.0.0.1:{port}"));
+                    if a == "table" {
+                        "json".to_owned()
+                    } else {
+                        a
+                    }
                 })
                 .collect();
+            std::thread::sleep(std::time::Duration::from_millis(700));
             Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(&args).stdout(Stdio::piped()).spawn().unwrap()
         })
         .collect();
-    let mut logs = Vec::new();
-    for pod in pods {
-        let out = pod.wait_with_output().unwrap();
+    let logs: Vec<_> = pods.into_iter().map(|pod| pod.wait_with_output().unwrap()).collect();
+    for out in &logs {
         assert!(out.status.success(), "a pod failed: {args:?}");
-        logs.extend(out.stdout);
     }
-    let mut merge = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["merge", "-", "--format", "json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut merge.stdin.take().unwrap(), &logs).unwrap();
-    let merged: Value = serde_json::from_slice(&merge.wait_with_output().unwrap().stdout).unwrap();
+    assert!(logs[0].stdout.is_empty(), "pod 1 gives its result to pod 0");
+    let merged: Value = serde_json::from_slice(&logs[1].stdout).unwrap();
     assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
     assert_eq!(merged["requests"]["failed"], 0, "{merged}");
 }
@@ -324,4 +355,30 @@ fn simulate_runs_the_printed_pods_and_merges_them() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--output json"), "{stderr}");
+}
+
+/// A simulated Job whose pods all fail (nothing listens at the target) ends promptly, exits
+/// as pod 0 does (1) and says why, each other pod's words prefixed with its index, rather
+/// than leaving the other pods waiting out --join-timeout for a pod 0 that is gone.
+#[test]
+fn simulate_exits_as_pod_0_and_names_the_failed_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    inputs(dir.path());
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let manifest = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir.path())
+        .args(["kube", "--shards", "2", "--output", "json", "run", "--plaintext", "--proto", "protos/echo.proto"])
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"x"}"#, "--rps", "100", "-z", "1s"])
+        .arg(closed.to_string())
+        .output()
+        .unwrap();
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let began = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(["kube", "--simulate"]).arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("shard 0/2") && stderr.contains("pod 1: "), "{stderr}");
+    assert!(began.elapsed() < std::time::Duration::from_secs(60), "took {:?}", began.elapsed());
 }

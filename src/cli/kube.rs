@@ -1,7 +1,9 @@
 //! `rpcmeter kube --shards N run RUN-ARGS...`: the Kubernetes manifest of one run spread over
-//! N pods: an Indexed Job whose pod I runs `rpcmeter run RUN-ARGS --shard I/N` (Kubernetes
-//! puts the index in $(JOB_COMPLETION_INDEX)), all starting on one instant, each printing
-//! its result as JSON; `kubectl logs ... | rpcmeter merge -` gives the one exact result.
+//! N pods: an Indexed Job whose pod I runs `rpcmeter run RUN-ARGS --shard I/N --coordinator
+//! NAME-0.NAME:PORT` (Kubernetes puts the index in $(JOB_COMPLETION_INDEX)). A headless
+//! Service gives pod 0 that DNS name (the pods' `subdomain`); pod 0 listens there, releases
+//! every shard together once all have joined, merges their results and prints the one exact
+//! answer: `kubectl logs` of pod 0 holds it.
 //! The local files the run reads travel in a ConfigMap (a Secret for the client's key), and
 //! every shard's flags are checked here, so that a run that cannot work is refused before
 //! it reaches a cluster.
@@ -11,7 +13,7 @@ use crate::report::Format;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct KubeArgs {
@@ -19,8 +21,9 @@ pub struct KubeArgs {
     #[arg(long, value_parser = crate::app::parse::shard_count, required_unless_present = "simulate")]
     pub shards: Option<u32>,
     /// Run the pods of a manifest printed with --output json on this machine, as the kubelet
-    /// would (files where the volumes put them, $(VARS) expanded, the start moved to 2 s from
-    /// now), and print what `kubectl logs ... | rpcmeter merge -` would
+    /// would (files where the volumes put them, $(VARS) expanded, the Service's name for pod 0
+    /// resolved to 127.0.0.1, the pods started a moment apart), and print what `kubectl logs`
+    /// of pod 0 would: the merged result
     #[arg(long, value_name = "FILE", conflicts_with = "shards")]
     pub simulate: Option<std::path::PathBuf>,
     /// Container image with rpcmeter as entrypoint, pinned (built from the repository's
@@ -30,9 +33,13 @@ pub struct KubeArgs {
     /// Name of the Job (a Kubernetes name; its pods are labelled job-name=NAME)
     #[arg(long, default_value = "rpcmeter")]
     pub name: String,
-    /// Start the load this long after printing: time to apply the manifest and start the pods
-    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "2m")]
-    pub start_in: Duration,
+    /// How long the pods wait for all of them to join pod 0 (scheduling, image pulls) before
+    /// giving up; the load starts once all have joined
+    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "5m")]
+    pub join_timeout: Duration,
+    /// The port pod 0 listens on for the others (the Service's port)
+    #[arg(long, default_value_t = 7450, value_parser = clap::value_parser!(u16).range(1..))]
+    pub coordinator_port: u16,
     /// CPU of each pod, requested and its limit (equal: Guaranteed QoS, so a shard is neither
     /// starved nor evicted first)
     #[arg(long, value_parser = k::quantity, default_value = "1")]
@@ -44,7 +51,7 @@ pub struct KubeArgs {
     /// blocking the start) or required (never more than one above the least loaded node)
     #[arg(long, value_enum, default_value_t = Spread::Preferred)]
     pub spread: Spread,
-    /// The Job's deadline (activeDeadlineSeconds) [default: --start-in, the run's warm-up,
+    /// The Job's deadline (activeDeadlineSeconds) [default: --join-timeout, the run's warm-up,
     /// length, drain and connect timeout, plus 1 min]
     #[arg(long, value_parser = crate::app::parse::positive_duration)]
     pub timeout: Option<Duration>,
@@ -52,7 +59,7 @@ pub struct KubeArgs {
     #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "1h")]
     pub ttl: Duration,
     /// The manifest as multi-document YAML, or as one JSON object (a List when several);
-    /// with --simulate, json prints the merged result as JSON instead of a table
+    /// with --simulate, json has pod 0 print the merged result as JSON whatever its --format
     #[arg(long, value_enum, default_value_t = Output::Yaml)]
     pub output: Output,
     /// `run` and its flags, meaning the whole load (as for `run --shard`)
@@ -90,15 +97,18 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     // The run's flags are checked here, once, as a pod would read them.
     let parsed = super::run::nested("kube", &args.run, &[])?;
     let run_words = &args.run[1..];
-    if parsed.shard.is_some() || parsed.shards.is_some() || parsed.start_at.is_some() {
-        return Err(bad_input("kube run: --shard, --shards and --start-at are set by kube itself"));
+    if parsed.shard.is_some() || parsed.shards.is_some() || parsed.start_at.is_some() || parsed.coordinator.is_some() {
+        return Err(bad_input("kube run: --shard, --shards, --start-at and --coordinator are set by kube itself"));
+    }
+    // Given twice (here and by kube), a pod would refuse its args.
+    if crate::kube::words::flags(run_words).iter().any(|f| f.id == "join_timeout") {
+        return Err(bad_input("kube run: --join-timeout is kube's own flag here: kube --join-timeout D ... run ..."));
     }
     k::check_name(&args.name, shards)?;
     let image = args.image.clone().unwrap_or_else(|| format!("rpcmeter:{}", env!("CARGO_PKG_VERSION")));
     k::check_image(&image)?;
-    // A file written in a pod is gone with it, and a second report on stdout would break the
-    // JSON that the logs carry to `merge`: the result is in the logs, nowhere else.
-    let gone = "is written inside the pod and lost with it; the pods print their results in their logs";
+    // A file written in a pod is gone with it: the result is in pod 0's log, nowhere else.
+    let gone = "would be written inside a pod and lost with it; pod 0 prints the merged result in its log";
     let refused = [
         (parsed.output.is_some(), "-o/--output"),
         (!parsed.export.is_empty(), "--export"),
@@ -107,12 +117,14 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         (parsed.history.is_some(), "--history"),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
-        return Err(bad_input(format!("kube run: {flag} {gone} (`rpcmeter merge - -o FILE` writes the merged one)")));
+        return Err(bad_input(format!(
+            "kube run: {flag} {gone} (`kubectl logs ... > FILE` keeps it; with --format json, the whole JSON result)"
+        )));
     }
-    // The answer is the merge of the pods' results, and `merge` prints a table or JSON.
+    // The answer is pod 0's merge of the pods' results, printed as a table or JSON.
     if !matches!(parsed.format, Format::Table | Format::Json) {
         return Err(bad_input(format!(
-            "kube run: --format {}: the pods' results are merged by `rpcmeter merge -`, which prints table or json",
+            "kube run: --format {}: pod 0 prints the shards' merged result, as table or json",
             format_name(parsed.format)
         )));
     }
@@ -124,15 +136,30 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if parsed.metrics_addr.is_some_and(|a| a.port() == 0) {
         return Err(bad_input("kube run: --metrics-addr needs a fixed port, the pods' containerPort for a scraper"));
     }
+    if parsed.metrics_addr.is_some_and(|a| a.port() == args.coordinator_port) {
+        return Err(bad_input(format!(
+            "kube run: --metrics-addr uses port {}, the coordinator's: give kube another --coordinator-port",
+            args.coordinator_port
+        )));
+    }
     parsed.input.apply();
 
-    let start = SystemTime::now() + args.start_in;
-    let start_text = format!("{:.3}", start.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64());
+    // Pod 0's name under the Service (its hostname is NAME-0 in an Indexed Job): the address
+    // every pod meets at; pod 0 itself listens on every interface at the port.
+    let coordinator = format!("{}-0.{}:{}", args.name, args.name, args.coordinator_port);
+    let join_timeout = humantime::format_duration(args.join_timeout).to_string().replace(' ', "");
     // Every shard's flags checked as its pod will read them: a shard with no worker or no
     // call of its own is refused now, not as one failed pod on the cluster.
     let mut length = None;
     for i in 0..shards {
-        let extra = ["--shard".to_owned(), format!("{i}/{}", shards), "--start-at".into(), start_text.clone()];
+        let extra = [
+            "--shard".to_owned(),
+            format!("{i}/{}", shards),
+            "--coordinator".into(),
+            coordinator.clone(),
+            "--join-timeout".into(),
+            join_timeout.clone(),
+        ];
         let shard = super::run::nested("kube", &args.run, &extra)?;
         let settings = crate::app::run::Settings::from_args(&shard, vec![])
             .map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
@@ -141,7 +168,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     }
     let deadline = match (args.timeout, length) {
         (Some(t), _) => t,
-        (None, Some(run)) => args.start_in + run + Duration::from_secs(60),
+        (None, Some(run)) => args.join_timeout + run + Duration::from_secs(60),
         (None, None) => {
             return Err(bad_input(
                 "kube: the run's length is not known from its flags (-n or --loop without -z): give --timeout, the Job's deadline",
@@ -200,12 +227,11 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     }
     files.check("ConfigMap")?;
     tls.check("Secret")?;
-    // The pods print JSON for the merge; the format asked for is the merge's.
-    becomes.push(("format", Becomes::Dropped));
+    // Pod 0 prints the merged result in the run's --format; the others one line on stderr.
     for id in ["quiet", "no_calibrate", "no_save"] {
         becomes.push((id, Becomes::Dropped));
     }
-    let mut ports = Vec::new();
+    let mut ports = vec![json!({"name": "coordinator", "containerPort": args.coordinator_port, "protocol": "TCP"})];
     if let Some(addr) = parsed.metrics_addr {
         // Listening on the pod's every address, so a scraper reaches it through the port.
         becomes
@@ -244,10 +270,10 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         [
             "--shard",
             &format!("$(JOB_COMPLETION_INDEX)/{}", shards),
-            "--start-at",
-            &start_text,
-            "--format",
-            "json",
+            "--coordinator",
+            &coordinator,
+            "--join-timeout",
+            &join_timeout,
             "-q",
             "--no-calibrate",
             "--no-save",
@@ -312,11 +338,24 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if !mounts.is_empty() {
         container["volumeMounts"] = mounts.into();
     }
-    if !ports.is_empty() {
-        container["ports"] = ports.into();
-    }
+    container["ports"] = ports.into();
+    // Headless, and publishing pods before they are ready: pod 0's DNS name exists as soon
+    // as it has an address, which is when the others look for it.
+    objects.push(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(&args.name),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": true,
+            "selector": labels,
+            "ports": [{"name": "coordinator", "port": args.coordinator_port, "targetPort": args.coordinator_port, "protocol": "TCP"}],
+        },
+    }));
     let mut pod = json!({
         "restartPolicy": "Never",
+        // NAME-I.NAME: each pod's DNS name under the Service, pod 0's the coordinator's.
+        "subdomain": args.name,
         // The Dockerfile's user; runAsNonRoot as the "restricted" Pod Security Standard asks.
         "securityContext": {
             "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
@@ -374,17 +413,15 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     }
     let merge_format = match parsed.format {
         Format::Table => String::new(),
-        other => format!(" --format {}", format_name(other)),
+        other => format!(" as {}", format_name(other)),
     };
     let name = &args.name;
     eprint!(
-        "# kubectl apply -f FILE ; the load starts at {} (Unix {start_text}), in {} from now:\n\
-         # apply before then (a pod that starts later exits 2 and fails the Job).\n\
-         # then: kubectl wait --for=condition=complete job/{name} --timeout={}s && \
-         kubectl logs -l job-name={name} --tail=-1 | rpcmeter merge -{merge_format}\n\
-         # (the Job fails at once if a shard fails, and by its deadline at the latest: see kubectl describe job/{name})\n",
-        humantime::format_rfc3339_seconds(start),
-        humantime::format_duration(args.start_in),
+        "# kubectl apply -f FILE\n\
+         # kubectl logs -f -l job-name={name},batch.kubernetes.io/job-completion-index=0 --tail=-1\n\
+         # pod 0's log holds the merged result{merge_format} (once it runs: kubectl get pods -l job-name={name}).\n\
+         # The load starts when all {shards} pods have joined pod 0, within {join_timeout} of its start;\n\
+         # the Job fails at once if a shard fails, and after {}s at the latest: see kubectl describe job/{name}\n",
         deadline.as_secs().max(1),
     );
     std::io::stdout()

@@ -130,16 +130,16 @@ pub fn proto_files(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<Prot
     Ok(ProtoFiles { files, includes, main })
 }
 
-/// A name Kubernetes takes for the Job and its pods: a DNS-1123 label short enough that
-/// `NAME-INDEX` (each pod's hostname) and `NAME-metadata` stay within 63 characters.
+/// A name Kubernetes takes for the Job, its pods and its Service: a DNS-1035 label (a
+/// Service's name starts with a letter) short enough that `NAME-INDEX` (each pod's hostname)
+/// and `NAME-metadata` stay within 63 characters.
 pub fn check_name(name: &str, shards: u32) -> anyhow::Result<()> {
-    let label = !name.is_empty()
+    let label = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
         && !name.ends_with('-');
     if !label {
         return Err(bad_input(format!(
-            "kube --name {name:?}: not a Kubernetes name (lower-case letters, digits and '-', starting and ending with a letter or digit)"
+            "kube --name {name:?}: not a Kubernetes name (lower-case letters, digits and '-', starting with a letter, ending with a letter or digit)"
         )));
     }
     let longest = name.len() + "-metadata".len().max(1 + (shards - 1).to_string().len());
@@ -189,6 +189,7 @@ mod tests {
     fn names_images_quantities() {
         assert!(check_name("load-1", 3).is_ok());
         assert!(check_name("My_Load.Test", 3).is_err());
+        assert!(check_name("1load", 3).is_err(), "a Service's name starts with a letter");
         assert!(check_name(&"a".repeat(60), 3).is_err());
         assert!(check_image("rpcmeter:0.1.0").is_ok());
         assert!(check_image("reg:5000/rpcmeter@sha256:abc").is_ok());

@@ -2,18 +2,22 @@
 //! the kubelet would run them, so that a manifest is checked before a cluster: each
 //! volume's ConfigMap or Secret files written under a temporary directory standing in for
 //! its mount path, the env (Secret values included) and $(JOB_COMPLETION_INDEX) expanded in
-//! the args, the pods' logs merged as `kubectl logs ... | rpcmeter merge -` would.
+//! the args, pod 0's name under the Service (`--coordinator NAME-0.SERVICE:PORT`) resolved to
+//! 127.0.0.1 at a free port, the pods started a moment apart as a cluster would start them
+//! (pod 0 last: the others wait for it); what pod 0 prints (the merged result) is printed.
 use crate::error::bad_input;
 use base64::Engine;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-/// How long after the simulation starts the pods start their load: the printed start is
-/// for the cluster (minutes away, or already past).
-const START_IN: Duration = Duration::from_secs(2);
+/// Between two pods' starts, so that their joins are spread as on a cluster.
+const POD_GAP: Duration = Duration::from_millis(500);
+/// After pod 0 has ended, how long the other pods have to end before they are stopped (they
+/// end once pod 0 has confirmed their results, or give up on it).
+const OTHERS_WAIT: Duration = Duration::from_secs(10);
 
 pub fn main(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let text =
@@ -86,55 +90,101 @@ pub fn main(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
         };
         env.insert(name.to_owned(), value);
     }
-    let words: Vec<String> =
+    let mut words: Vec<String> =
         container["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
-    let start =
-        format!("{:.3}", (SystemTime::now() + START_IN).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64());
+    // The Service's DNS name for pod 0 is this machine, at a port free here.
+    let at = words.iter().position(|w| w == "--coordinator").map(|i| i + 1).filter(|&i| i < words.len());
+    let at = at.ok_or_else(|| {
+        bad_input(format!(
+            "kube --simulate {}: the pods have no --coordinator: print it again with this rpcmeter",
+            file.display()
+        ))
+    })?;
+    words[at] = format!("127.0.0.1:{}", free_port()?);
+    if json {
+        // Pod 0's result as JSON, whatever --format the run was given.
+        words = with_format_json(&words);
+    }
     let exe = std::env::current_exe().map_err(|e| bad_input(format!("kube --simulate: {e}")))?;
     let mut children = Vec::new();
-    for i in 0..pods {
+    for i in (0..pods).rev() {
         let mut env = env.clone();
         env.insert("JOB_COMPLETION_INDEX".into(), i.to_string());
         let mut args = Vec::new();
-        for (n, word) in words.iter().enumerate() {
+        for word in &words {
             let mut word = expand(word, &env);
-            if n > 0 && words[n - 1] == "--start-at" {
-                word = start.clone();
-            }
             for (at, here) in &mounts {
                 word = word.replace(at.as_str(), here);
             }
             args.push(word);
         }
-        let child = Command::new(&exe).args(&args).envs(&env).stdout(Stdio::piped()).spawn();
-        children.push(child.map_err(|e| bad_input(format!("kube --simulate: pod {i}: {e}")))?);
-    }
-    let mut logs = Vec::new();
-    let mut failed = Vec::new();
-    for (i, child) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().map_err(|e| bad_input(format!("kube --simulate: pod {i}: {e}")))?;
-        if !out.status.success() {
-            failed
-                .push(format!("pod {i} exited {}", out.status.code().map_or("by a signal".into(), |c| c.to_string())));
+        if i + 1 < pods {
+            std::thread::sleep(POD_GAP);
         }
-        logs.extend(out.stdout);
+        // Pod 0's log is the answer: its stdout and stderr go through. The others' say one
+        // line each (or their own result when pod 0 could not take it): kept for a failure.
+        let mut command = Command::new(&exe);
+        command.args(&args).envs(&env);
+        if i > 0 {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let child = command.spawn().map_err(|e| bad_input(format!("kube --simulate: pod {i}: {e}")))?;
+        children.push((i, child));
+    }
+    let (_, pod0) = children.pop().expect("pod 0 was started");
+    let status = pod0.wait_with_output().map_err(|e| bad_input(format!("kube --simulate: pod 0: {e}")))?.status;
+    let code = |s: std::process::ExitStatus| s.code().map_or("by a signal".to_owned(), |c| c.to_string());
+    let mut failed = Vec::new();
+    let until = Instant::now() + OTHERS_WAIT;
+    for (i, mut child) in children.into_iter().rev() {
+        while child.try_wait()?.is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if child.try_wait()?.is_none() {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            for line in said.lines() {
+                eprintln!("pod {i}: {line}");
+            }
+            failed.push(format!("pod {i} exited {}", code(out.status)));
+        }
+    }
+    if !status.success() {
+        return Ok(ExitCode::from(status.code().unwrap_or(1) as u8));
     }
     if !failed.is_empty() {
-        // As the cluster would: one failed shard fails the Job.
+        // As the cluster would: one failed shard fails the Job, whatever pod 0 printed.
         eprintln!("rpcmeter: error: kube --simulate: the Job failed: {}", failed.join(", "));
         return Ok(ExitCode::from(1));
     }
-    let mut merge = Command::new(&exe)
-        .args(["merge", "-", "--format", if json { "json" } else { "table" }])
-        .stdin(Stdio::piped())
-        .spawn()?;
-    if let Some(mut stdin) = merge.stdin.take() {
-        std::io::Write::write_all(&mut stdin, &logs)?;
-    }
-    let status = merge.wait()?;
-    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+    Ok(ExitCode::SUCCESS)
 }
 
+/// A port that nothing on 127.0.0.1 listens on now (the simulated pod 0 takes it).
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| bad_input(format!("kube --simulate: no free local port: {e}")))?;
+    Ok(listener.local_addr().map_err(|e| bad_input(format!("kube --simulate: {e}")))?.port())
+}
+
+/// `run ...` args with their --format (a long flag only) taken out and `--format json` added
+/// (given twice, a pod would refuse its args).
+fn with_format_json(words: &[String]) -> Vec<String> {
+    let Some((run, rest)) = words.split_first() else { return words.to_vec() };
+    let format: Vec<_> = super::words::flags(rest).into_iter().filter(|f| f.id == "format").collect();
+    let mut out = vec![run.clone()];
+    out.extend(
+        rest.iter()
+            .enumerate()
+            .filter(|(i, _)| !format.iter().any(|f| (f.first..f.last).contains(i)))
+            .map(|(_, w)| w.clone()),
+    );
+    out.extend(["--format".to_owned(), "json".to_owned()]);
+    out
+}
 /// A key's bytes in a ConfigMap (`data`, `binaryData`) or a Secret (`stringData`, `data`).
 fn value_of(object: &Value, key: &str) -> Option<Vec<u8>> {
     let b64 = |v: &Value| base64::engine::general_purpose::STANDARD.decode(v.as_str()?).ok();
