@@ -53,6 +53,42 @@ pub struct StreamLimits {
     pub bidi: Bidi,
 }
 
+/// When a client or bidi stream's next request leaves: `--stream-interval` after the last
+/// send, at most `--stream-call-count` of them, and the stream lasts its duration even when
+/// its last message left earlier.
+struct SendSchedule {
+    index: u64,
+    next_send: Instant,
+    limits: StreamLimits,
+    until: Option<Instant>,
+}
+
+impl SendSchedule {
+    fn new(opened: Instant, limits: StreamLimits, until: Option<Instant>) -> SendSchedule {
+        SendSchedule { index: 0, next_send: opened, limits, until }
+    }
+
+    /// Waits for the next request's turn and gives its index; None once the stream is done.
+    async fn next(&mut self) -> Option<u64> {
+        if self.limits.count.is_some_and(|n| self.index >= n) {
+            return None;
+        }
+        if let Some(at) = self.until.filter(|at| self.next_send >= *at) {
+            tokio::time::sleep_until(at.into()).await;
+            return None;
+        }
+        if self.next_send > Instant::now() {
+            tokio::time::sleep_until(self.next_send.into()).await;
+        }
+        Some(self.index)
+    }
+
+    fn sent(&mut self, at: Instant) {
+        self.index += 1;
+        self.next_send = at + self.limits.interval;
+    }
+}
+
 /// How a bidi stream's requests wait for its responses (`--bidi`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Bidi {
@@ -130,26 +166,13 @@ impl Connection {
             return self.free_bidi(outgoing, inbound, limits, until, message, observer).await;
         }
         // Client and bidi streams: the schedule of requests, then our side closes.
-        let mut index = 0u64;
-        let mut next_send = opened;
-        loop {
-            if limits.count.is_some_and(|n| index >= n) {
-                break;
-            }
-            if let Some(at) = until.filter(|at| next_send >= *at) {
-                // The stream lasts its duration even when its last message left earlier.
-                tokio::time::sleep_until(at.into()).await;
-                break;
-            }
-            if next_send > Instant::now() {
-                tokio::time::sleep_until(next_send.into()).await;
-            }
+        let mut schedule = SendSchedule::new(opened, limits, until);
+        while let Some(index) = schedule.next().await {
             let sent_at = Instant::now();
             if let Err(reply) = outgoing.send(message(index), false, observer).await {
                 return self.or_status(reply, inbound, observer).await;
             }
-            index += 1;
-            next_send = sent_at + limits.interval;
+            schedule.sent(sent_at);
             if kind == CallKind::Bidi {
                 match inbound.next(observer).await {
                     Ok(true) => observer.round_trip(sent_at.elapsed()),
@@ -183,23 +206,11 @@ impl Connection {
         let ended = {
             let sending = async {
                 let mut relay = Relay(&shared);
-                let mut index = 0u64;
-                let mut next_send = opened;
-                loop {
-                    if limits.count.is_some_and(|n| index >= n) {
-                        break;
-                    }
-                    if let Some(at) = until.filter(|at| next_send >= *at) {
-                        tokio::time::sleep_until(at.into()).await;
-                        break;
-                    }
-                    if next_send > Instant::now() {
-                        tokio::time::sleep_until(next_send.into()).await;
-                    }
+                let mut schedule = SendSchedule::new(opened, limits, until);
+                while let Some(index) = schedule.next().await {
                     let sent_at = Instant::now();
                     outgoing.send(message(index), false, &mut relay).await?;
-                    index += 1;
-                    next_send = sent_at + limits.interval;
+                    schedule.sent(sent_at);
                 }
                 outgoing.send(Bytes::new(), true, &mut relay).await
             };
