@@ -339,7 +339,8 @@ fn kube_keeps_credentials_in_a_secret_and_out_of_the_job() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(list["kind"], "List");
-    let (secret, job) = (&list["items"][0], &list["items"][1]);
+    let item = |kind: &str| list["items"].as_array().unwrap().iter().find(|o| o["kind"] == kind).unwrap().clone();
+    let (secret, job) = (&item("Secret"), &item("Job"));
     assert_eq!(secret["kind"], "Secret");
     assert_eq!(secret["stringData"]["metadata"], metadata, "the pods must still send the real metadata");
     assert_eq!(job["kind"], "Job");

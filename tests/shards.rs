@@ -72,8 +72,9 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(job["kind"], "Job");
+    // A List: the headless Service through which the pods reach pod 0, and the Job.
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = list["items"].as_array().unwrap().iter().find(|o| o["kind"] == "Job").unwrap().clone();
     assert_eq!(job["spec"]["completionMode"], "Indexed");
     assert_eq!(job["spec"]["completions"], 4);
     assert_eq!(job["spec"]["parallelism"], 4);
@@ -84,8 +85,9 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert!(args.windows(2).any(|w| w == ["--shard", "$(JOB_COMPLETION_INDEX)/4"]), "{args:?}");
-    assert!(args.contains(&"--start-at") && args[0] == "run");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("rpcmeter merge -"));
+    // The pods meet at pod 0 (the coordinator), which prints the one merged result.
+    assert!(args.contains(&"--coordinator") && !args.contains(&"--start-at") && args[0] == "run", "{args:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pod 0's log holds the merged result"));
     let bad =
         Command::new(bin).args(["kube", "--shards", "2", "run", "--rps", "0", "h:1", "--call", "x"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
@@ -244,4 +246,23 @@ fn a_shards_window_starts_at_its_start_time() {
     let at = at - std::time::Duration::from_millis(1);
     let off = started.duration_since(at).unwrap_or_else(|e| panic!("{:?} before --start-at", e.duration()));
     assert!(off < std::time::Duration::from_millis(500), "{off:?} after --start-at");
+}
+
+/// Each shard reads the lab server's Stats, which count every shard's calls: one shard's
+/// share must not be called "another client is calling it".
+#[test]
+fn shards_of_one_server_do_not_call_each_other_another_client() {
+    let server =
+        rpcmeter::lab::LabServer::start(rpcmeter::lab::LabConfig { addr: "127.0.0.1:0".into(), ..Default::default() })
+            .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--no-save", "--no-calibrate", "--call", "EchoService/echo"])
+        .args(["-d", r#"{"content":"hi"}"#, "--shards", "2", "--rps", "200", "-n", "200", "--format", "json"])
+        .arg(server.local_addr().to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"requests\""), "{text}");
+    assert!(!text.contains("another client"), "{text}");
 }
