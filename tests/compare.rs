@@ -5,7 +5,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+#[path = "common/compare_cli.rs"]
+mod compare_cli;
+use compare_cli::{compare, os, row};
 
 /// A run's level: its throughput, latencies and error rate per interval.
 #[derive(Clone, Copy)]
@@ -80,26 +82,6 @@ fn result_json(name: &str, level: Level, measured: usize, seed: u64) -> Value {
         "interval_s": 1.0,
         "intervals": intervals,
     })
-}
-
-fn compare(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("compare").args(args).stdin(Stdio::null()).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn os(s: &str) -> &std::ffi::OsStr {
-    s.as_ref()
-}
-
-/// The per-interval row of a metric in the table.
-fn row<'a>(table: &'a str, label: &str) -> &'a str {
-    let rows = &table[table.find("Per metric").unwrap_or_else(|| panic!("{table}"))..];
-    rows.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} row:\n{table}"))
 }
 
 fn metric<'a>(report: &'a Value, key: &str) -> &'a Value {

@@ -3,27 +3,9 @@
 //! the other compare tests (in parallel threads of one binary) do not load the machine during
 //! one run of a pair and not the other.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-fn compare(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("compare").args(args).stdin(Stdio::null()).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn os(s: &str) -> &std::ffi::OsStr {
-    s.as_ref()
-}
-
-/// The row of a metric in the table.
-fn row<'a>(table: &'a str, label: &str) -> &'a str {
-    let rows = &table[table.find("Per metric").unwrap_or_else(|| panic!("{table}"))..];
-    rows.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} row:\n{table}"))
-}
+#[path = "common/compare_cli.rs"]
+mod compare_cli;
+use compare_cli::{compare, os, row};
 
 mod common;
 use common::{json_of, run_echo, Behaviour, TestServer};

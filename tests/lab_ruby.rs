@@ -3,14 +3,9 @@
 //! said so, where Ruby's grpc is missing). Ground truths: the server's admission limits
 //! (5 threads; async 5 threads x 5 tasks) and its own Stats.
 use assert_cmd::Command;
-
-/// A table row whose first cell is `first`, split into cells.
-fn rows<'a>(md: &'a str, first: &str) -> Vec<Vec<&'a str>> {
-    md.lines()
-        .filter(|l| l.starts_with(&format!("| {first} |")))
-        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-        .collect()
-}
+#[path = "common/md_table.rs"]
+mod md_table;
+use md_table::rows;
 
 #[test]
 fn ruby_threaded_and_async_rows_count_rejections_on_both_sides() {

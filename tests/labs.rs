@@ -2,6 +2,9 @@
 //! are built and run by `.ci/run`'s lab step, which needs their toolchains). Ground truths:
 //! the lab server's admission limits (5 threads; async 5 x 5) and its own Stats.
 use assert_cmd::Command;
+#[path = "common/md_table.rs"]
+mod md_table;
+use md_table::rows;
 use std::path::Path;
 
 fn lab(name: &str, out: &Path) -> String {
@@ -17,14 +20,6 @@ fn lab(name: &str, out: &Path) -> String {
     let html = std::fs::read_to_string(out.join(format!("{name}.html"))).unwrap();
     assert!(html.contains("<svg") && !html.contains("https://"), "no plots, or something fetched");
     md
-}
-
-/// A table row whose first cells are `first`, split into cells.
-fn rows<'a>(md: &'a str, first: &str) -> Vec<Vec<&'a str>> {
-    md.lines()
-        .filter(|l| l.starts_with(&format!("| {first} |")))
-        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-        .collect()
 }
 
 #[test]

@@ -743,25 +743,7 @@ async fn run_ends_the_calls_of_a_silent_peer_after_its_keepalive_timeout() {
     assert!(stdout.contains("keepalive PING unanswered within 300ms"), "{stdout}");
 }
 
-/// Every test above, over each transport.
-macro_rules! over_both_transports {
-    ($($case:ident),* $(,)?) => {
-        mod over_h2 {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(false).await
-            })*
-        }
-        mod over_lean {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(true).await
-            })*
-        }
-    };
-}
-
-over_both_transports!(
+echo_calls::over_both_transports!(
     ok_call_counts_the_response_and_keeps_it_when_asked,
     error_status_and_message_come_through,
     unknown_method_is_unimplemented,

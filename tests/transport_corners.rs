@@ -165,25 +165,7 @@ fn free_bidi_streams_work_with_a_half_duplex_server() {
     assert!(stderr.contains("--bidi: rpcmeter.lab.v1.Streaming.Upload is client streaming"), "{stderr}");
 }
 
-/// Every test above, over each transport.
-macro_rules! over_both_transports {
-    ($($case:ident),* $(,)?) => {
-        mod over_h2 {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(false).await
-            })*
-        }
-        mod over_lean {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(true).await
-            })*
-        }
-    };
-}
-
-over_both_transports!(
+echo_calls::over_both_transports!(
     a_deadline_reset_by_the_server_is_deadline_exceeded,
     gzip_answers_are_inflated,
     a_gzip_answer_inflating_beyond_the_limit_is_resource_exhausted,

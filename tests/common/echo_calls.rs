@@ -37,3 +37,25 @@ pub async fn until_refused(conn: &Connection, call: &PreparedCall, callers: usiz
     });
     futures::future::join_all(workers).await
 }
+
+/// Each named test (an `async fn case(lean: bool)` of the including file) over each
+/// transport: h2's and the lean one.
+#[allow(unused_macros)]
+macro_rules! over_both_transports {
+    ($($case:ident),* $(,)?) => {
+        mod over_h2 {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(false).await
+            })*
+        }
+        mod over_lean {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(true).await
+            })*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use over_both_transports;
