@@ -83,6 +83,8 @@ impl Settings {
             keepalive: args.keepalive,
             keepalive_timeout: args.keepalive_timeout.unwrap_or(KEEPALIVE_TIMEOUT),
             unix: args.target.unix.clone(),
+            addresses: args.target.addresses.clone(),
+            lb: args.lb,
         };
         let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
         let schema = match (&args.schema.proto, &args.schema.protoset) {
