@@ -102,6 +102,9 @@ pub fn value(s: &Summary) -> Value {
     if !s.call_names.is_empty() {
         fields.insert("calls_by_name".into(), calls_by_name(s, s.duration));
     }
+    if !s.backends.is_empty() {
+        fields.insert("backends".into(), backends(s, s.duration));
+    }
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
@@ -216,24 +219,46 @@ fn interval_row(row: &crate::sink::intervals::IntervalRow) -> Value {
     })
 }
 
-/// `--workload`: each call name's requests, statuses, latency and histogram (merge adds them).
+/// `--workload`: each call name's slice, with its method (merge adds them).
 fn calls_by_name(s: &Summary, window: std::time::Duration) -> Value {
     s.by_name()
         .into_iter()
         .map(|(name, method, share)| {
-            let ok = share.statuses.get(tonic::Code::Ok);
-            let value = json!({
-                "method": method,
-                "requests": {"total": share.calls, "ok": ok, "failed": share.calls - ok},
-                "throughput_rps": crate::stats::rate(share.calls, window),
-                "statuses": statuses(&share.statuses),
-                "latency_us": latency(&Latency::of(&share.latency)),
-                "histogram": to_text(&share.latency),
-            });
+            let mut value = json!({"method": method});
+            value.as_object_mut().expect("built as an object").extend(slice_fields(&share, window));
             (name.to_owned(), value)
         })
         .collect::<Map<_, _>>()
         .into()
+}
+
+/// Targets broken down by backend: each address's slice (merge adds them).
+fn backends(s: &Summary, window: std::time::Duration) -> Value {
+    s.by_backend()
+        .into_iter()
+        .map(|(addr, share)| (addr.to_owned(), slice(&share, window)))
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// One share of a run as a slice: requests, throughput, statuses, latency and histogram.
+pub fn slice(share: &crate::record::shard::NameShard, window: std::time::Duration) -> Value {
+    slice_fields(share, window).into()
+}
+
+fn slice_fields(share: &crate::record::shard::NameShard, window: std::time::Duration) -> Map<String, Value> {
+    let ok = share.statuses.get(tonic::Code::Ok);
+    let value = json!({
+        "requests": {"total": share.calls, "ok": ok, "failed": share.calls - ok},
+        "throughput_rps": crate::stats::rate(share.calls, window),
+        "statuses": statuses(&share.statuses),
+        "latency_us": latency(&Latency::of(&share.latency)),
+        "histogram": to_text(&share.latency),
+    });
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }
 
 fn statuses(counts: &PerStatus) -> Value {
