@@ -149,3 +149,24 @@ fn bad_targets_exit_2_with_one_line() {
         assert_eq!(stderr.trim().lines().count(), 1, "{bad}: {stderr}");
     }
 }
+
+#[test]
+fn round_robin_over_lab_servers_matches_each_servers_stats_and_no_false_server_count() {
+    use rpcmeter::lab::{LabConfig, LabServer};
+    let lab = || LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+    let servers = [lab(), lab()];
+    let list: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--call", "EchoService/echo"])
+        .args(["-d", r#"{"content":"hi"}"#, "--lb", "round_robin", "-n", "300", "-c", "2"])
+        .arg(format!("ipv4:{}", list.join(",")));
+    let r = json(cmd);
+    assert_eq!(r["requests"]["ok"], 300, "{}", r["errors"]);
+    // The Stats probe reads one server only: no cross-check of a balanced run against it.
+    assert!(r["warnings"].as_array().unwrap().iter().all(|w| w["kind"] != "server_count"), "{}", r["warnings"]);
+    for (server, addr) in servers.into_iter().zip(&list) {
+        let stats = server.shutdown();
+        let ok: u64 = stats.methods.iter().filter(|m| m.method == "/EchoService/echo").map(|m| m.ok).sum();
+        assert_eq!(r["backends"][addr]["requests"]["ok"].as_u64(), Some(ok), "{addr}: {}", r["backends"]);
+    }
+}
