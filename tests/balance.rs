@@ -170,3 +170,39 @@ fn round_robin_over_lab_servers_matches_each_servers_stats_and_no_false_server_c
         assert_eq!(r["backends"][addr]["requests"]["ok"].as_u64(), Some(ok), "{addr}: {}", r["backends"]);
     }
 }
+
+#[test]
+fn backends_show_in_every_format_and_merge_exactly() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let target = ipv4(&[&a, &b]);
+    for (i, n) in [(1, "100"), (2, "60")] {
+        let mut cmd = run(&target, &["--lb", "round_robin", "-n", n, "-c", "2"]);
+        cmd.arg("--export").arg(format!("json={}", p(&format!("{i}.json")).display()));
+        cmd.arg("--export").arg(format!("prometheus={}", p(&format!("{i}.prom")).display()));
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(table.contains("By backend:") && table.contains(&a.addr.to_string()), "{table}");
+    }
+    let prom = std::fs::read_to_string(p("1.prom")).unwrap();
+    let line = format!("backend=\"{}\",status=\"OK\"", b.addr);
+    assert!(prom.lines().any(|l| l.starts_with("rpcmeter_run_backend_calls") && l.contains(&line)), "{prom}");
+    assert!(prom.contains("rpcmeter_run_backend_latency_seconds"), "{prom}");
+    let rpcmeter = || Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    let out = rpcmeter().arg("report").arg(p("1.json")).arg("-o").arg(p("r.html")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(p("r.html")).unwrap();
+    assert!(html.contains("By backend") && html.contains(&b.addr.to_string()));
+    let out = rpcmeter().arg("merge").arg(p("1.json")).arg(p("2.json")).arg("-o").arg(p("m.json")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("By backend:"));
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(p("m.json")).unwrap()).unwrap();
+    for server in [&a, &b] {
+        let slice = &m["backends"][server.addr.to_string()];
+        assert_eq!(slice["requests"]["total"].as_u64(), Some(server.calls()), "{}", m["backends"]);
+        assert_eq!(slice["latency_us"]["count"].as_u64(), Some(server.calls()));
+        assert!(slice.get("method").is_none());
+    }
+}

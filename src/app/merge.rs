@@ -192,8 +192,10 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     if let Some(kind) = first.result.get("messages").map(|m| m["kind"].clone()) {
         out.insert("messages".into(), merge_messages(inputs, kind, &rate)?);
     }
-    if inputs.iter().any(|i| i.result.get("calls_by_name").is_some()) {
-        out.insert("calls_by_name".into(), merge_calls_by_name(inputs, &rate)?);
+    for key in ["calls_by_name", "backends"] {
+        if inputs.iter().any(|i| i.result.get(key).is_some()) {
+            out.insert(key.into(), merge_slices(inputs, key, &rate)?);
+        }
     }
     // Each input's client, and which were the bottleneck.
     let shards: Vec<Value> = inputs
@@ -257,9 +259,10 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     Ok(out.into())
 }
 
-/// `--workload` results: each call name's counts and statuses added, its histogram added and
-/// summarised again; a name is matched by name across the inputs.
-fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
+/// Breakdowns of the results by `key` (`calls_by_name`, `backends`): each slice's counts and
+/// statuses added, its histogram added and summarised again; a slice is matched by its name
+/// across the inputs (a call name's method must agree).
+fn merge_slices(inputs: &[Input], key: &str, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
     struct Sum {
         method: Value,
         requests: [u64; 3],
@@ -268,8 +271,8 @@ fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::R
     }
     let mut names: BTreeMap<String, Sum> = BTreeMap::new();
     for input in inputs {
-        for (name, v) in input.result["calls_by_name"].as_object().into_iter().flatten() {
-            let at = |why: String| bad_input(format!("{}: calls_by_name.{name}.{why}", input.label));
+        for (name, v) in input.result[key].as_object().into_iter().flatten() {
+            let at = |why: String| bad_input(format!("{}: {key}.{name}.{why}", input.label));
             let sum = names.entry(name.clone()).or_insert_with(|| Sum {
                 method: v["method"].clone(),
                 requests: [0; 3],
@@ -294,7 +297,7 @@ fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::R
         .into_iter()
         .map(|(name, sum)| {
             let [total, ok, failed] = sum.requests;
-            let value = json!({
+            let mut value = json!({
                 "method": sum.method,
                 "requests": {"total": total, "ok": ok, "failed": failed},
                 "throughput_rps": rate(total),
@@ -302,6 +305,10 @@ fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::R
                 "latency_us": latency(&Latency::of(&sum.latency)),
                 "histogram": to_text(&sum.latency),
             });
+            if value["method"].is_null() {
+                // Only a call name has a method (a backend's slice has none).
+                value.as_object_mut().expect("built as an object").remove("method");
+            }
             (name, value)
         })
         .collect::<Map<_, _>>()
@@ -519,6 +526,20 @@ pub fn table(merged: &Value) -> String {
                 ms(&l["p99"]),
                 ms(&l["max"]),
                 v["method"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(backends) = merged["backends"].as_object().filter(|n| !n.is_empty()) {
+        o += "\nBy backend:\n";
+        for (addr, v) in backends {
+            let l = &v["latency_us"];
+            o += &format!(
+                "  {addr}: {} calls (failed {}), p50 {}, p99 {}, max {}\n",
+                v["requests"]["total"],
+                v["requests"]["failed"],
+                ms(&l["p50"]),
+                ms(&l["p99"]),
+                ms(&l["max"]),
             );
         }
     }
