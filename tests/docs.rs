@@ -14,7 +14,8 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
     ("--release", "cargo run"),
     ("--path", "cargo install"),
     ("--port", "labs/servers/*"),
-    ("--async", "labs/servers/ruby"),
+    ("--async", "labs/servers/ruby, and test_service's patch"),
+    ("--tasks", "test_service's rmeter"),
     ("--target", "labs/servers/java's LatchClient"),
     ("--calls", "labs/servers/java's LatchClient"),
     ("--pause", "labs/servers/java's LatchClient"),
@@ -195,9 +196,6 @@ fn every_flag_a_page_names_exists() {
     known.extend(OTHER_TOOLS_FLAGS.iter().chain(COMING).map(|(flag, _)| flag.to_string()));
     let mut unknown = Vec::new();
     for doc in [root().join("README.md")].into_iter().chain(pages()) {
-        if doc.file_name().is_some_and(|n| n == "design.md" || n == "experiments.md") {
-            continue; // history and other tools' flags, not rpcmeter's reference
-        }
         for flag in long_flags(&read(&doc)) {
             if !known.contains(&flag) {
                 unknown.push(format!("{}: {flag}", doc.strip_prefix(root()).unwrap().display()));
