@@ -4,12 +4,11 @@
 pub mod details;
 pub mod early;
 pub mod hdr_log;
-pub mod intervals;
 pub mod metrics;
 pub mod progress;
 
-use crate::load::engine::{CallRecord, Interval};
-use intervals::IntervalRow;
+use crate::record::intervals::{Interval, IntervalRow};
+use crate::record::CallRecord;
 use std::sync::mpsc;
 
 pub trait Sink {
