@@ -81,10 +81,11 @@ mod tests {
     #[test]
     fn spans_of_long_short_and_clusters() {
         let words = w("--plaintext -qD d.json --proto=a.proto -i x,y --rps -5 h:1 --format json");
-        let got: Vec<_> = flags(&crate::cli::run::RunArgs::augment_args(clap::Command::new("run")), &words)
-            .into_iter()
-            .map(|f| (f.id, f.value.unwrap_or_default(), f.first, f.last))
-            .collect();
+        let got: Vec<_> =
+            flags(&<crate::cli::run::RunArgs as clap::Args>::augment_args(clap::Command::new("run")), &words)
+                .into_iter()
+                .map(|f| (f.id, f.value.unwrap_or_default(), f.first, f.last))
+                .collect();
         let want = [
             ("plaintext", "", 0, 1),
             ("quiet", "", 1, 3),

@@ -1,7 +1,8 @@
 //! The engine: worker threads, each with one current-thread runtime owning its
 //! connections (no call crosses threads); ONE worker loop for every load model, paced by
 //! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
-//! The engine never prints: intervals go to the `Sinks`, the end to a `RunResult`.
+//! The engine never prints: intervals go to what it feeds (`record::Feed`, the run's sinks),
+//! the end to a `RunResult`.
 use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
@@ -9,9 +10,8 @@ use crate::grpc::transport::{CallKind, StreamObserver};
 use crate::grpc::{Connection, Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
-use crate::record::{CallRecord, Shard};
+use crate::record::{CallRecord, Feed, Shard};
 use crate::schema::RequestSource;
-use crate::sink::Sinks;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -177,7 +177,7 @@ impl Shared {
 
 /// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
 /// the sink that wants calls).
-pub fn run(plan: Plan, mix: Mix, sinks: &mut Sinks, control: &Control) -> anyhow::Result<RunResult> {
+pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> anyhow::Result<RunResult> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
@@ -338,7 +338,7 @@ fn collect(
     shared: &Shared,
     start: Instant,
     reports: &mpsc::Receiver<Report>,
-    sinks: &mut Sinks,
+    sinks: &mut dyn Feed,
     control: &Control,
     threads: u32,
 ) -> Collected {
@@ -425,7 +425,7 @@ const START_LEAD: Duration = Duration::from_millis(5);
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
-fn emit(sinks: &mut Sinks, interval: &mut Shard, shared: &Shared, at: Duration, length: Duration) {
+fn emit(sinks: &mut dyn Feed, interval: &mut Shard, shared: &Shared, at: Duration, length: Duration) {
     let in_flight = shared.started.load(Relaxed).saturating_sub(shared.completed.load(Relaxed));
     let warmup = at <= shared.plan.warmup;
     sinks.interval(&Interval { at, length, warmup, shard: interval, usage: resource::usage(), in_flight });

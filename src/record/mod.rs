@@ -9,3 +9,12 @@ pub mod shard;
 
 pub use call::CallRecord;
 pub use shard::{Counts, Shard};
+
+/// What the engine feeds as a run goes: each interval as it closes and, to whoever asks,
+/// each call. Declared here, below both, so the engine names no sink (`sink::Sinks` is fed).
+pub trait Feed {
+    fn interval(&mut self, interval: &intervals::Interval);
+
+    /// A bounded channel for every call's record, when some consumer wants each call.
+    fn calls(&self) -> Option<std::sync::mpsc::SyncSender<CallRecord>>;
+}
