@@ -196,7 +196,7 @@ fn steady_state(s: &super::SteadyState, ok: u64) -> Value {
 }
 
 /// One row of the interval series (the same columns as `--format csv`).
-fn interval_row(row: &crate::sink::intervals::IntervalRow) -> Value {
+fn interval_row(row: &crate::record::intervals::IntervalRow) -> Value {
     json!({
         "t_s": units::secs(row.at),
         "length_s": units::secs(row.length),

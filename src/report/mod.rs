@@ -17,7 +17,7 @@ use crate::grpc::transport::{Bidi, CallKind};
 use crate::load::engine::{Ended, RunResult};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
-use crate::sink::intervals::IntervalRow;
+use crate::record::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::steady::{self, Steadiness};
 use crate::stats::{self, Latency};
