@@ -1,7 +1,7 @@
 //! The engine: worker threads, each with one current-thread runtime owning its
 //! connections (no call crosses threads); ONE worker loop for every load model, paced by
 //! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
-//! The engine never prints: intervals go to the `Sinks`, the end to a `RunResult`.
+//! The engine never prints: intervals go to the `Sinks`, the end to a `Recorded`.
 use super::plan::Plan;
 use super::workload::Pick;
 use crate::error::run_failed;
@@ -83,8 +83,9 @@ impl Ended {
     }
 }
 
+/// What the engine recorded of a run, before any analysis.
 #[derive(Debug)]
-pub struct RunResult {
+pub struct Recorded {
     /// The schedule's zero on the wall clock.
     pub started_at: SystemTime,
     pub measured: Shard,
@@ -108,7 +109,7 @@ pub struct RunResult {
     pub abandoned: u64,
 }
 
-impl RunResult {
+impl Recorded {
     /// Moves `part` (calls of the first `length` of the measured window, recorded in it)
     /// from the measured result into the warm-up: a warm-up found after the run.
     pub fn exclude_warmup(&mut self, part: &Shard, length: Duration) {
@@ -212,7 +213,7 @@ impl Shared {
 
 /// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
 /// the sink that wants calls).
-pub fn run(plan: Plan, mix: Mix, sinks: &mut Sinks, control: &Control) -> anyhow::Result<RunResult> {
+pub fn run(plan: Plan, mix: Mix, sinks: &mut Sinks, control: &Control) -> anyhow::Result<Recorded> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
@@ -334,7 +335,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut Sinks, control: &Control) -> anyhow
         }
         _ => 0,
     };
-    Ok(RunResult {
+    Ok(Recorded {
         started_at,
         window: ran.saturating_sub(plan.warmup),
         warmup_window,

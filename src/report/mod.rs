@@ -15,7 +15,7 @@ pub mod units;
 
 use crate::grpc::status::PerStatus;
 use crate::grpc::transport::{Bidi, CallKind};
-use crate::load::engine::{Ended, RunResult};
+use crate::load::engine::{Ended, Recorded};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
 use crate::sink::intervals::IntervalRow;
@@ -316,7 +316,7 @@ impl Summary {
         plan: &Plan,
         meta: Meta,
         call: &str,
-        result: &RunResult,
+        result: &Recorded,
         assertions: &[Assertion],
         intervals: Vec<IntervalRow>,
     ) -> Summary {
@@ -493,7 +493,7 @@ impl Summary {
 }
 
 /// Failed calls grouped by status and message, most frequent first.
-fn errors(result: &RunResult) -> Vec<ErrorKind> {
+fn errors(result: &Recorded) -> Vec<ErrorKind> {
     let mut kinds: Vec<ErrorKind> = result
         .measured
         .errors
