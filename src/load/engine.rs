@@ -1,6 +1,6 @@
 //! The engine: worker threads, each with one current-thread runtime owning its
 //! connections (no call crosses threads); ONE worker loop for every load model, paced by
-//! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
+//! the `Pacer`; a collector on the calling thread merging each thread's `Tally` deltas.
 //! The engine never prints: intervals go to the `Sinks`, the end to a `Recorded`.
 use super::plan::Plan;
 use super::workload::Pick;
@@ -8,7 +8,7 @@ use crate::error::run_failed;
 use crate::grpc::transport::{CallKind, StreamObserver};
 use crate::grpc::{Connection, Connector, PreparedCall, Reply};
 use crate::record::resource::{self, Usage};
-use crate::record::Shard;
+use crate::record::Tally;
 use crate::schema::RequestSource;
 use crate::sink::Sinks;
 use bytes::Bytes;
@@ -45,7 +45,7 @@ pub struct Interval<'a> {
     /// Whether the interval ended inside the warm-up.
     pub warmup: bool,
     /// Warm-up and measured calls of this interval together.
-    pub shard: &'a Shard,
+    pub tally: &'a Tally,
     pub usage: Usage,
     /// Calls started and not yet answered when the interval closed (live metrics).
     pub in_flight: u64,
@@ -88,8 +88,8 @@ impl Ended {
 pub struct Recorded {
     /// The schedule's zero on the wall clock.
     pub started_at: SystemTime,
-    pub measured: Shard,
-    pub warmup: Shard,
+    pub measured: Tally,
+    pub warmup: Tally,
     /// From the end of the warm-up to the last measured answer.
     pub window: Duration,
     pub warmup_window: Duration,
@@ -112,7 +112,7 @@ pub struct Recorded {
 impl Recorded {
     /// Moves `part` (calls of the first `length` of the measured window, recorded in it)
     /// from the measured result into the warm-up: a warm-up found after the run.
-    pub fn exclude_warmup(&mut self, part: &Shard, length: Duration) {
+    pub fn exclude_warmup(&mut self, part: &Tally, length: Duration) {
         self.measured.subtract(part);
         self.warmup.add(part);
         self.window = self.window.saturating_sub(length);
@@ -124,12 +124,12 @@ impl Recorded {
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
     Ready(anyhow::Result<()>),
-    /// `home` takes the two shards back, emptied, for the thread's next hand-over.
+    /// `home` takes the two tallies back, emptied, for the thread's next hand-over.
     Delta {
-        warmup: Shard,
-        measured: Shard,
+        warmup: Tally,
+        measured: Tally,
         last_answer: Option<Instant>,
-        home: mpsc::Sender<Shard>,
+        home: mpsc::Sender<Tally>,
     },
     Done,
 }
@@ -363,8 +363,8 @@ fn round_lengths(start: Instant, ends: &[Instant]) -> Vec<Duration> {
 }
 
 struct Collected {
-    measured: Shard,
-    warmup: Shard,
+    measured: Tally,
+    warmup: Tally,
     last_answer: Instant,
     ended: Ended,
 }
@@ -380,8 +380,8 @@ fn collect(
 ) -> Collected {
     let plan = &shared.plan;
     let mut out =
-        Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, ended: Ended::Completed };
-    let mut interval = Shard::default();
+        Collected { measured: Tally::default(), warmup: Tally::default(), last_answer: start, ended: Ended::Completed };
+    let mut interval = Tally::default();
     let mut intervals_closed = 0u32;
     let mut done = 0;
     // The run's own end (duration limit) starts the drain too. Durations are bounded when
@@ -400,9 +400,9 @@ fn collect(
                     out.last_answer = out.last_answer.max(t);
                 }
                 // Emptied here, off the worker's thread (a thread that has ended drops them).
-                for mut shard in [warmup, measured] {
-                    shard.clear();
-                    let _ = home.send(shard);
+                for mut tally in [warmup, measured] {
+                    tally.clear();
+                    let _ = home.send(tally);
                 }
             }
             Ok(Report::Done) => done += 1,
@@ -461,14 +461,14 @@ const START_LEAD: Duration = Duration::from_millis(5);
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
-fn emit(sinks: &mut Sinks, interval: &mut Shard, shared: &Shared, at: Duration, length: Duration) {
+fn emit(sinks: &mut Sinks, interval: &mut Tally, shared: &Shared, at: Duration, length: Duration) {
     let in_flight = shared.started.load(Relaxed).saturating_sub(shared.completed.load(Relaxed));
     let warmup = at <= shared.plan.warmup;
-    sinks.interval(&Interval { at, length, warmup, shard: interval, usage: resource::usage(), in_flight });
+    sinks.interval(&Interval { at, length, warmup, tally: interval, usage: resource::usage(), in_flight });
     interval.clear();
 }
 
-/// One worker thread: its own current-thread runtime, connections and shards.
+/// One worker thread: its own current-thread runtime, connections and tallies.
 fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
     // The precise timer paces the open loop's sends and every retry's backoff.
     if shared.plan.pacer.is_open() || shared.plan.retry.max_retries > 0 {
@@ -498,15 +498,15 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 }
             }
         }
-        // Every shard this thread will use is allocated before the clock starts: a hand-over
-        // swaps in an empty one the collector sent back (allocating and copying a shard's
+        // Every tally this thread will use is allocated before the clock starts: a hand-over
+        // swaps in an empty one the collector sent back (allocating and copying a tally's
         // histograms stalled the thread ~4 ms each interval, a lag every open-loop call then due
         // inherited).
         let (home, spares) = mpsc::channel();
         for _ in 0..4 {
-            let _ = home.send(Shard::default());
+            let _ = home.send(Tally::default());
         }
-        let (warmup, measured) = (RefCell::new(Shard::default()), RefCell::new(Shard::default()));
+        let (warmup, measured) = (RefCell::new(Tally::default()), RefCell::new(Tally::default()));
         let _ = tx.send(Report::Ready(Ok(())));
         let start = loop {
             match *phase.borrow_and_update() {
@@ -615,11 +615,11 @@ struct Local {
     start_wall: SystemTime,
     /// `Rc`: a call clones the pointer, not h2's handle (whose clone takes a lock).
     connections: Vec<RefCell<Rc<Connection>>>,
-    warmup: RefCell<Shard>,
-    measured: RefCell<Shard>,
-    /// Empty shards for the next hand-over: sent by `home` at the start, then by the collector.
-    home: mpsc::Sender<Shard>,
-    spares: mpsc::Receiver<Shard>,
+    warmup: RefCell<Tally>,
+    measured: RefCell<Tally>,
+    /// Empty tallies for the next hand-over: sent by `home` at the start, then by the collector.
+    home: mpsc::Sender<Tally>,
+    spares: mpsc::Receiver<Tally>,
     last_answer: RefCell<Option<Instant>>,
     phase: watch::Receiver<Phase>,
     /// Worker ids of this thread not started yet (open loop starts them as needed).
@@ -653,7 +653,7 @@ impl Local {
         }
     }
 
-    fn shard(&self, warmup: bool) -> std::cell::RefMut<'_, Shard> {
+    fn tally(&self, warmup: bool) -> std::cell::RefMut<'_, Tally> {
         if warmup {
             self.warmup.borrow_mut()
         } else {
@@ -731,7 +731,7 @@ struct StreamBody {
     worker: u32,
 }
 
-/// Records a stream's messages into the worker thread's shard as they pass: counts and
+/// Records a stream's messages into the worker thread's tally as they pass: counts and
 /// histograms only, so a long stream keeps memory flat.
 struct Messages<'a> {
     local: &'a Local,
@@ -740,15 +740,15 @@ struct Messages<'a> {
 
 impl StreamObserver for Messages<'_> {
     fn sent(&mut self, bytes: u64) {
-        self.local.shard(self.warmup).record_message_sent(bytes);
+        self.local.tally(self.warmup).record_message_sent(bytes);
     }
 
     fn received(&mut self, first: bool, after: Duration) {
-        self.local.shard(self.warmup).record_message_received(first.then_some(after));
+        self.local.tally(self.warmup).record_message_received(first.then_some(after));
     }
 
     fn round_trip(&mut self, took: Duration) {
-        self.local.shard(self.warmup).record_round_trip(took);
+        self.local.tally(self.warmup).record_round_trip(took);
     }
 }
 
@@ -931,7 +931,7 @@ async fn call(
     let start = match origin {
         Origin::Sent => first_send,
         Origin::Intended { due, slot_wait } => {
-            local.shard(warmup).record_lag(first_send.saturating_duration_since(due), slot_wait);
+            local.tally(warmup).record_lag(first_send.saturating_duration_since(due), slot_wait);
             due
         }
     };
@@ -942,27 +942,27 @@ async fn call(
         let reply = local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
         // One clock read ends the attempt and, when it is the last, the call.
         let ended = Instant::now();
-        local.shard(warmup).record_attempt(ended - began, reply.status);
+        local.tally(warmup).record_attempt(ended - began, reply.status);
         match plan.retry.backoff(attempts, reply.status) {
             Some(wait) if local.back_off(Instant::now().checked_add(wait)).await => continue,
             _ => break (reply, ended),
         }
     };
     let latency = answered - start;
-    local.shard(warmup).record_service_time(answered - first_send);
+    local.tally(warmup).record_service_time(answered - first_send);
     {
-        let mut shard = local.shard(warmup);
+        let mut tally = local.tally(warmup);
         if plan.kind == CallKind::Unary {
             // A stream counts its request bytes message by message.
-            shard.counts.request_bytes += request.len() as u64 * attempts as u64;
+            tally.counts.request_bytes += request.len() as u64 * attempts as u64;
         }
-        shard.counts.response_bytes += reply.response_bytes;
-        shard.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
+        tally.counts.response_bytes += reply.response_bytes;
+        tally.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
         if named {
-            shard.record_named(which, latency, reply.status);
+            tally.record_named(which, latency, reply.status);
         }
         if reply.status != Code::Ok {
-            shard.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
+            tally.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
         }
     }
     *local.last_answer.borrow_mut() = Some(answered);

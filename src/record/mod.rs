@@ -3,4 +3,4 @@ pub mod hiccup;
 pub mod resource;
 pub mod shard;
 
-pub use shard::{Counts, Shard};
+pub use shard::{Counts, Tally};

@@ -242,7 +242,7 @@ pub struct Summary {
     pub assertions: Vec<Checked>,
     /// The measured histograms (ns) and counts: what `--format json` carries so that runs
     /// merge exactly.
-    pub measured: crate::record::Shard,
+    pub measured: crate::record::Tally,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
     /// The length of a full interval.
@@ -426,7 +426,7 @@ impl Summary {
 
     /// `--workload`: each call's name, method and measured share, in the mix's order (a name
     /// never called has an empty share).
-    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameShard)> {
+    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameTally)> {
         self.call_names
             .iter()
             .enumerate()

@@ -29,8 +29,8 @@ pub struct IntervalRow {
 
 impl IntervalRow {
     pub fn of(iv: &Interval) -> IntervalRow {
-        let h = &iv.shard.call_latency;
-        let c = &iv.shard.counts;
+        let h = &iv.tally.call_latency;
+        let c = &iv.tally.counts;
         IntervalRow {
             at: iv.at,
             length: iv.length,
@@ -42,7 +42,7 @@ impl IntervalRow {
             p90: Statistic::Percentile(90.0).of(h),
             p99: Statistic::Percentile(99.0).of(h),
             max: Statistic::Max.of(h),
-            service_p99: Statistic::Percentile(99.0).of(&iv.shard.service_time),
+            service_p99: Statistic::Percentile(99.0).of(&iv.tally.service_time),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
             messages_sent: c.messages_sent,
