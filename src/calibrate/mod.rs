@@ -389,7 +389,8 @@ async fn tokio_sleep_overshoot() -> Floor {
 /// machine's wake-up lateness as a run does: how late each left. On a thread of its own
 /// without timer slack, as an open-loop worker thread.
 fn pacer_lateness(n: u64) -> Histogram<u64> {
-    use crate::load::timer::{no_timer_slack, Timer};
+    use crate::load::timer::Timer;
+    use crate::sys::no_timer_slack;
     let measure = move || {
         no_timer_slack();
         let mut h = histogram();

@@ -14,10 +14,10 @@ pub mod table;
 
 use crate::grpc::status::PerStatus;
 use crate::grpc::transport::{Bidi, CallKind};
-use crate::load::engine::{Ended, RunResult};
+use crate::load::engine::{Ended, Recorded};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
-use crate::sink::intervals::IntervalRow;
+use crate::record::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::steady::{self, Steadiness};
 use crate::stats::{self, Latency};
@@ -244,7 +244,7 @@ pub struct Summary {
     pub assertions: Vec<Checked>,
     /// The measured histograms (ns) and counts: what `--format json` carries so that runs
     /// merge exactly.
-    pub measured: crate::record::Shard,
+    pub measured: crate::record::Tally,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
     /// The length of a full interval.
@@ -321,7 +321,7 @@ impl Summary {
         plan: &Plan,
         meta: Meta,
         call: &str,
-        result: &RunResult,
+        result: &Recorded,
         assertions: &[Assertion],
         intervals: Vec<IntervalRow>,
     ) -> Summary {
@@ -432,7 +432,7 @@ impl Summary {
 
     /// `--workload`: each call's name, method and measured share, in the mix's order (a name
     /// never called has an empty share).
-    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameShard)> {
+    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameTally)> {
         self.call_names
             .iter()
             .enumerate()
@@ -443,7 +443,7 @@ impl Summary {
     }
 
     /// Each backend's address and measured share, in the order of the run's addresses.
-    pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameShard)> {
+    pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameTally)> {
         self.backends
             .iter()
             .enumerate()
@@ -508,7 +508,7 @@ impl Summary {
 }
 
 /// Failed calls grouped by status and message, most frequent first.
-fn errors(result: &RunResult) -> Vec<ErrorKind> {
+fn errors(result: &Recorded) -> Vec<ErrorKind> {
     let mut kinds: Vec<ErrorKind> = result
         .measured
         .errors
@@ -650,7 +650,7 @@ const SLOW_BACKEND_CALLS: u64 = 20;
 /// The slow pod behind a name: a backend whose p50 latency is more than twice the median of
 /// the other backends' p50 (and at least 100 µs above it, above a busy client's scheduling
 /// noise), each with `SLOW_BACKEND_CALLS` calls or more.
-fn slow_backends(backends: &[(&str, crate::record::shard::NameShard)]) -> Vec<Notice> {
+fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<Notice> {
     let judged: Vec<(&str, Duration, u64)> = backends
         .iter()
         .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
