@@ -672,7 +672,8 @@ fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<No
             out.push(notice(
                 NoticeKind::SlowBackend,
                 format!(
-                    "backend {addr} is slow: p50 {} over {calls} calls, {:.1}x the other backends' median p50 ({});                      a slow pod behind the name? (each backend's latency: backends in --format json)",
+                    "backend {addr} is slow: p50 {} over {calls} calls, {:.1}x the other backends' median p50 ({}): \
+                     a slow pod behind the name? (each backend's latency: backends in --format json)",
                     units::duration(p50),
                     p50.as_secs_f64() / median.as_secs_f64().max(1e-9),
                     units::duration(median),
