@@ -394,6 +394,47 @@ mod tests {
         assert!(b.wait() >= Duration::from_secs(96));
     }
 
+    /// Which backends four picks take (sorted), once the backends new to the channel may have connected.
+    async fn picks(channel: &Channel, dialer: &Dialer) -> Vec<usize> {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(channel.pick(dialer).await.map(|(_, i)| i).unwrap());
+        }
+        seen.sort();
+        seen
+    }
+
+    #[test]
+    fn a_round_robin_channel_follows_the_names_new_addresses() {
+        use crate::lab::{LabConfig, LabServer};
+        let lab = || LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+        let (a, b) = (lab(), lab());
+        let (a_addr, b_addr) = (a.local_addr(), b.local_addr());
+        let target = Target {
+            addresses: crate::grpc::Addresses::Dns,
+            lb: Lb::RoundRobin,
+            ..Target::new("127.0.0.1", a_addr.port())
+        };
+        let connector = Arc::new(Connector::new(&target).unwrap());
+        let addresses = Arc::new(Addresses::new(&target, connector.addresses()));
+        let dialer = Dialer { connector, addresses: addresses.clone(), stop: Arc::new(AtomicBool::new(false)) };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tokio::task::LocalSet::new().block_on(&runtime, async {
+            let channel = Channel::open(&dialer).await.unwrap();
+            assert_eq!(picks(&channel, &dialer).await, vec![0, 0, 0, 0]);
+            assert!(addresses.update(&[a_addr, b_addr]));
+            // The channel sees the new addresses at its next pick, and connects to them then.
+            channel.pick(&dialer).await.unwrap();
+            assert_eq!(picks(&channel, &dialer).await, vec![0, 0, 1, 1], "the new address joins the rotation");
+            assert!(addresses.update(&[b_addr]));
+            assert_eq!(picks(&channel, &dialer).await, vec![1, 1, 1, 1], "the address gone leaves it");
+        });
+        // The connections end with the runtime, before the servers wait for them to close.
+        drop(runtime);
+        drop((a, b));
+    }
+
     #[test]
     fn a_new_resolution_keeps_indices_and_appends_new_addresses() {
         let a: SocketAddr = "10.0.0.1:80".parse().unwrap();
