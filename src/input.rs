@@ -20,7 +20,7 @@ impl ByteSize {
 
 impl std::fmt::Display for ByteSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::report::units::bytes(self.0))
+        f.write_str(&crate::units::bytes(self.0))
     }
 }
 

@@ -21,3 +21,4 @@ pub mod report;
 pub mod schema;
 pub mod sink;
 pub mod stats;
+pub mod units;

@@ -22,9 +22,9 @@
 //! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
 use crate::cli::compare::{CompareArgs, CompareFormat, MetricArg};
 use crate::error::{bad_input, output_failed, run_failed};
-use crate::report::units;
 use crate::stats::assertions::Value;
 use crate::stats::compare::{mean_shift, MeanShift, Runs};
+use crate::units;
 use serde::Deserialize;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;

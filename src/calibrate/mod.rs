@@ -1,13 +1,13 @@
 //! `rpcmeter calibrate`: the floors of this machine and of rpcmeter itself (clock, timers,
 //! wake-ups, loopback, a null gRPC call, one client thread's most calls/s, scheduler
 //! hiccups), each from an HDR histogram, cached per machine. Durations here, units only in
-//! `report::units`.
+//! `units`.
 use crate::error::internal;
 use crate::grpc::{wire, CallSpec, Connector, PreparedCall, Target};
 use crate::lab::{LabConfig, LabServer};
 use crate::record::hiccup::HiccupMeter;
-use crate::report::units::{duration, fine_duration};
 use crate::stats::Statistic;
+use crate::units::{duration, fine_duration};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -655,7 +655,7 @@ mod micros {
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(crate::report::units::micros(*d))
+        s.serialize_f64(crate::units::micros(*d))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -670,7 +670,7 @@ mod secs {
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(crate::report::units::secs(*d))
+        s.serialize_f64(crate::units::secs(*d))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {

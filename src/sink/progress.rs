@@ -3,7 +3,7 @@
 use super::intervals::IntervalRow;
 use super::Sink;
 use crate::load::engine::Interval;
-use crate::report::units::duration;
+use crate::units::duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
