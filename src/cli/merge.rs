@@ -1,6 +1,7 @@
 //! `rpcmeter merge RESULT.json...`: several results (shards of one run) as one, exactly.
 use crate::app::merge;
 use crate::error::output_failed;
+use crate::report::Format;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,16 +16,10 @@ pub struct MergeArgs {
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
     /// What standard output gets: the merged result as JSON, or a short table
-    #[arg(long, value_enum, default_value_t = MergeFormat::Table)]
-    pub format: MergeFormat,
+    #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
+    pub format: Format,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MergeFormat {
-    Table,
-    Json,
 }
 
 pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
@@ -53,8 +48,8 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
         crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;
     }
     let text = match args.format {
-        MergeFormat::Json => json,
-        MergeFormat::Table => merge::table(&merged),
+        Format::Json => json,
+        _ => merge::table(&merged),
     };
     std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
