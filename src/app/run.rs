@@ -177,7 +177,7 @@ fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
     }
 }
 
-/// `--coordinator` (or `run --shards`' `--join`): the merged result it prints is a table or JSON.
+/// `--coordinator` (or `run --shards`' `--join`): where the shards meet.
 fn coordination(args: &RunArgs) -> anyhow::Result<Option<super::coordinator::Coordination>> {
     let (addr, listen) = match (&args.coordinator, &args.join) {
         (Some(addr), _) => (addr.clone(), args.shard.is_some_and(|s| s.index == 0)),
@@ -186,13 +186,6 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<super::coordinator::Coo
     };
     if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
-    }
-    if listen && !matches!(args.format, Format::Table | Format::Json) {
-        use clap::ValueEnum;
-        let asked = args.format.to_possible_value().map_or(String::new(), |v| v.get_name().to_string());
-        return Err(bad_input(format!(
-            "--coordinator prints the merged result as --format table or json, not {asked}"
-        )));
     }
     Ok(Some(super::coordinator::Coordination { addr, listen, join_timeout: args.join_timeout }))
 }
