@@ -22,3 +22,5 @@ pub mod result;
 pub mod schema;
 pub mod sink;
 pub mod stats;
+pub mod sys;
+pub mod units;

@@ -507,7 +507,7 @@ pub fn warnings(merged: &Run) -> Vec<String> {
 fn ms(l: &LatencySummary, stat: &str) -> String {
     let stat = crate::stats::Statistic::parse(stat).expect("a statistic's name");
     let us = l.micros(stat).filter(|us| us.is_finite() && *us >= 0.0).unwrap_or(0.0);
-    crate::report::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
+    crate::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
 }
 
 /// A short table of the merged result.

@@ -1,13 +1,14 @@
 //! `--format json`: the result as one object, the typed `result::Run` built from a Summary.
 //! Its keys are a stable interface (docs/design.md, "Stable interfaces"); new keys are only
 //! ever added. The call-latency histogram rides along so that runs merge exactly.
-use super::{describe_load, units, Export, Summary};
+use super::{describe_load, Export, Summary};
 use crate::grpc::status::{self, PerStatus};
 use crate::load::pacer::{Arrival, Pacer};
 use crate::record::shard::to_text;
 use crate::result::{self, LatencySummary, Run, Slice};
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;
+use crate::units;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -161,7 +162,7 @@ fn client(c: &super::Client) -> result::Client {
     }
 }
 
-fn histograms(m: &crate::record::Shard) -> result::Histograms {
+fn histograms(m: &crate::record::Tally) -> result::Histograms {
     result::Histograms {
         call_latency: to_text(&m.call_latency),
         ok_call_latency: Some(to_text(&m.ok_call_latency)),
@@ -186,7 +187,7 @@ fn server(server: &super::ServerSide) -> result::Server {
     }
 }
 
-fn messages(m: &super::Messages, measured: &crate::record::Shard) -> result::Messages {
+fn messages(m: &super::Messages, measured: &crate::record::Tally) -> result::Messages {
     result::Messages {
         kind: m.kind.as_str().into(),
         sent: m.sent,
@@ -221,7 +222,7 @@ fn steady_state(s: &super::SteadyState, ok: u64) -> result::SteadyState {
 }
 
 /// One row of the interval series (the same columns as `--format csv`).
-fn interval_row(row: &crate::sink::intervals::IntervalRow) -> result::IntervalRow {
+fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::IntervalRow {
     result::IntervalRow {
         t_s: units::secs(row.at),
         length_s: units::secs(row.length),

@@ -1,6 +1,6 @@
 //! Reports: a `Summary` computed once from a run's result, rendered by one `Export` per
 //! format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
-//! here measures, and units (µs, MiB) appear only in the renderers.
+//! here measures, and units (µs, MiB) appear only in the renderers (through `crate::units`).
 pub mod csv;
 pub mod html;
 pub mod influx;
@@ -12,17 +12,17 @@ pub mod prometheus;
 pub mod rmeter;
 pub mod svg;
 pub mod table;
-pub mod units;
 
 use crate::grpc::status::PerStatus;
 use crate::grpc::transport::{Bidi, CallKind};
-use crate::load::engine::{Ended, RunResult};
+use crate::load::engine::{Ended, Recorded};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
-use crate::sink::intervals::IntervalRow;
+use crate::record::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::steady::{self, Steadiness};
 use crate::stats::{self, Latency};
+use crate::units;
 use std::time::{Duration, SystemTime};
 use tonic::Code;
 
@@ -243,7 +243,7 @@ pub struct Summary {
     pub assertions: Vec<Checked>,
     /// The measured histograms (ns) and counts: what `--format json` carries so that runs
     /// merge exactly.
-    pub measured: crate::record::Shard,
+    pub measured: crate::record::Tally,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
     /// The length of a full interval.
@@ -317,7 +317,7 @@ impl Summary {
         plan: &Plan,
         meta: Meta,
         call: &str,
-        result: &RunResult,
+        result: &Recorded,
         assertions: &[Assertion],
         intervals: Vec<IntervalRow>,
     ) -> Summary {
@@ -427,7 +427,7 @@ impl Summary {
 
     /// `--workload`: each call's name, method and measured share, in the mix's order (a name
     /// never called has an empty share).
-    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameShard)> {
+    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameTally)> {
         self.call_names
             .iter()
             .enumerate()
@@ -494,7 +494,7 @@ impl Summary {
 }
 
 /// Failed calls grouped by status and message, most frequent first.
-fn errors(result: &RunResult) -> Vec<ErrorKind> {
+fn errors(result: &Recorded) -> Vec<ErrorKind> {
     let mut kinds: Vec<ErrorKind> = result
         .measured
         .errors

@@ -7,7 +7,7 @@ use crate::grpc::status::{self, PerStatus};
 use crate::grpc::transport::CallKind;
 use crate::load::engine::Ended;
 use crate::load::pacer::{Arrival, Pacer, RateSchedule};
-use crate::record::shard::{from_text, NameShard, Shard};
+use crate::record::shard::{from_text, NameTally, Tally};
 use crate::result::{self, Run};
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;
@@ -91,7 +91,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
 }
 
 /// The histograms (and a workload's call names') as the engine keeps them.
-fn measured(run: &Run) -> anyhow::Result<Shard> {
+fn measured(run: &Run) -> anyhow::Result<Tally> {
     let read = |key: &str, text: Option<&String>| -> anyhow::Result<Histogram<u64>> {
         match text {
             Some(text) => from_text(text).map_err(|why| bad_input(format!("histograms.{key} {why}"))),
@@ -100,7 +100,7 @@ fn measured(run: &Run) -> anyhow::Result<Shard> {
     };
     let h = &run.histograms;
     let m = run.messages.as_ref();
-    let mut shard = Shard {
+    let mut shard = Tally {
         call_latency: read("call_latency", Some(&h.call_latency))?,
         ok_call_latency: read("ok_call_latency", h.ok_call_latency.as_ref())?,
         attempt_latency: read("attempt_latency", h.attempt_latency.as_ref())?,
@@ -108,11 +108,11 @@ fn measured(run: &Run) -> anyhow::Result<Shard> {
         schedule_lag: read("schedule_lag", h.schedule_lag.as_ref())?,
         message_latency: read("round_trip_histogram", m.and_then(|m| m.round_trip_histogram.as_ref()))?,
         first_message: read("first_message_histogram", m.and_then(|m| m.first_message_histogram.as_ref()))?,
-        ..Shard::default()
+        ..Tally::default()
     };
     for slice in run.calls_by_name.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("calls_by_name histogram {why}")))?;
-        shard.by_name.push(NameShard { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency });
+        shard.by_name.push(NameTally { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency });
     }
     Ok(shard)
 }

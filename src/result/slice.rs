@@ -34,7 +34,7 @@ pub struct Counts {
     pub failed: u64,
 }
 
-/// A latency summary in µs (to the ns, as report::units::micros writes them): the count, and each statistic by its JSON key (p50, p999, ...).
+/// A latency summary in µs (to the ns, units::micros): the count, and each statistic by its JSON key (p50, p999, ...).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct LatencySummary {
     #[serde(default)]
@@ -45,7 +45,7 @@ pub struct LatencySummary {
 
 impl LatencySummary {
     pub fn of(l: &Latency) -> LatencySummary {
-        let stats = l.statistics().into_iter().map(|(stat, v)| (stat.key(), v.as_nanos() as f64 / 1e3)).collect();
+        let stats = l.statistics().into_iter().map(|(stat, v)| (stat.key(), crate::units::micros(v))).collect();
         LatencySummary { count: l.count, stats }
     }
 

@@ -1,8 +1,8 @@
 //! `--hdr-log FILE`: an HdrHistogram interval log of call latency (ns recorded, ms shown by
 //! HdrHistogram's own tools), with the version header and legend line those tools write.
-use super::intervals::IntervalRow;
 use super::Sink;
-use crate::load::engine::Interval;
+use crate::record::intervals::Interval;
+use crate::record::intervals::IntervalRow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ impl HdrLog {
     /// One line as HdrHistogram's interval log writers write it: tag, start and length in s
     /// (from the base time), the max in ms, the histogram.
     fn write(&mut self, iv: &Interval) -> std::io::Result<()> {
-        let h = &iv.shard.call_latency;
+        let h = &iv.tally.call_latency;
         writeln!(
             self.out,
             "Tag={},{:.3},{:.3},{:.3},{}",

@@ -8,11 +8,11 @@
 //! no body to read, on a plain thread, so the run's collector never waits on a runtime and
 //! no dependency is added for 30 lines. Every request gets the whole exposition and the
 //! connection closes, which is all a Prometheus scrape (or curl) needs.
-use super::intervals::IntervalRow;
 use super::Sink;
 use crate::error::bad_input;
 use crate::grpc::status::{self, PerStatus};
-use crate::load::engine::Interval;
+use crate::record::intervals::Interval;
+use crate::record::intervals::IntervalRow;
 use crate::report::prometheus::{bucket_counts, histogram_sum, Exposition, LATENCY_BUCKETS};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -159,10 +159,10 @@ impl Drop for LiveMetrics {
 impl Sink for LiveMetrics {
     fn interval(&mut self, iv: &Interval, _row: &IntervalRow) {
         let Ok(mut s) = self.state.lock() else { return };
-        s.calls.add(&iv.shard.counts.call_status);
-        s.latency.add(&iv.shard.call_latency);
+        s.calls.add(&iv.tally.counts.call_status);
+        s.latency.add(&iv.tally.call_latency);
         if s.open_loop {
-            s.schedule_lag.add(&iv.shard.schedule_lag);
+            s.schedule_lag.add(&iv.tally.schedule_lag);
         }
         s.in_flight = iv.in_flight;
         s.cpu = iv.usage.cpu;
