@@ -140,11 +140,9 @@ pub fn run_local(
     }
     let mut merged = merged(shards, &results, &missing)?;
     if interrupted {
-        merged["partial"] = true.into();
-        merged["meta"]["ended"] = "interrupted".into();
-        if let Some(notices) = merged["notices"].as_array_mut() {
-            notices.push("interrupted: the shards were stopped and what they measured merged".into());
-        }
+        merged.partial = true;
+        merged.meta.ended = "interrupted".into();
+        merged.notices.push("interrupted: the shards were stopped and what they measured merged".into());
     }
     write_merged(&merged, format, output.as_deref())?;
     match failed.is_empty() {

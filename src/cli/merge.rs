@@ -15,8 +15,9 @@ pub struct MergeArgs {
     /// Write the merged result (JSON) here; the table goes to standard output
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
-    /// What standard output gets: the merged result as JSON, or a short table
-    #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
+    /// What standard output gets: a short table, the merged result as JSON, or any other
+    /// format `run` prints (csv, prometheus, influx, junit, rmeter)
+    #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
@@ -40,17 +41,12 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
     for warning in merge::warnings(&merged) {
         eprintln!("rpcmeter: warning: {warning}");
     }
-    if let Some(notices) = merged["notices"].as_array_mut() {
-        notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}").into()));
-    }
-    let json = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
+    merged.notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}")));
     if let Some(path) = &args.output {
+        let json = merged.to_json_pretty();
         crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;
     }
-    let text = match args.format {
-        Format::Json => json,
-        _ => merge::table(&merged),
-    };
+    let text = merge::render(&merged, args.format)?;
     std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,6 @@ use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
 use crate::load::plan::{Plan, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::record::resource;
-use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
 use crate::stats::assertions;
 use std::io::IsTerminal;
@@ -57,6 +56,8 @@ impl CallArgs {
             keepalive: self.keepalive,
             keepalive_timeout: self.keepalive_timeout.unwrap_or(KEEPALIVE_TIMEOUT),
             unix: text.unix.clone(),
+            addresses: text.addresses.clone(),
+            lb: Default::default(),
         };
         let metadata = self.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
         let schema = match (&self.schema.proto, &self.schema.protoset) {
@@ -99,7 +100,8 @@ impl RunArgs {
     pub fn settings(&self, arguments: Vec<String>) -> anyhow::Result<Settings> {
         let args = self;
         let redactor = crate::app::redact::Redactor::new(&args.redact);
-        let CallParts { target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
+        let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
+        target.lb = args.lb;
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let call = match (&args.call, &args.workload) {
             (Some(call), None) => call.clone(),
@@ -162,7 +164,7 @@ fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
     }
 }
 
-/// `--coordinator` (or `run --shards`' `--join`): the merged result it prints is a table or JSON.
+/// `--coordinator` (or `run --shards`' `--join`): where the shards meet.
 fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     let (addr, listen) = match (&args.coordinator, &args.join) {
         (Some(addr), _) => (addr.clone(), args.shard.is_some_and(|s| s.index == 0)),
@@ -171,13 +173,6 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     };
     if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
-    }
-    if listen && !matches!(args.format, Format::Table | Format::Json) {
-        use clap::ValueEnum;
-        let asked = args.format.to_possible_value().map_or(String::new(), |v| v.get_name().to_string());
-        return Err(bad_input(format!(
-            "--coordinator prints the merged result as --format table or json, not {asked}"
-        )));
     }
     Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout }))
 }
