@@ -1,5 +1,6 @@
 //! The load engine: a pacer says when, workers call, recorders measure.
 pub mod engine;
+pub mod flow;
 pub mod pacer;
 pub mod plan;
 pub mod retry;

@@ -102,6 +102,12 @@ pub fn value(s: &Summary) -> Value {
     if !s.call_names.is_empty() {
         fields.insert("calls_by_name".into(), calls_by_name(s, s.duration));
     }
+    if !s.flow_names.is_empty() {
+        fields.insert("flows".into(), flows(s, s.duration));
+    }
+    if !s.check_names.is_empty() {
+        fields.insert("checks".into(), checks(s));
+    }
     if let Some(n) = s.loop_per_worker {
         fields.insert("loop_per_worker".into(), n.into());
     }
@@ -231,6 +237,40 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> Value {
                 "histogram": to_text(&share.latency),
             });
             (name.to_owned(), value)
+        })
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
+/// answer), with its steps and the flows a check or a capture ended early.
+fn flows(s: &Summary, window: std::time::Duration) -> Value {
+    s.by_flow()
+        .into_iter()
+        .map(|(name, steps, flow)| {
+            let share = &flow.share;
+            let value = json!({
+                "steps": steps,
+                "requests": {"total": share.calls, "ok": flow.ok(), "failed": share.calls - flow.ok()},
+                "throughput_rps": crate::stats::rate(share.calls, window),
+                "statuses": statuses(&share.statuses),
+                "stopped_by_check": flow.stopped_by_check,
+                "capture_errors": flow.capture_errors,
+                "latency_us": latency(&Latency::of(&share.latency)),
+                "histogram": to_text(&share.latency),
+            });
+            (name.to_owned(), value)
+        })
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// `--workload` checks, keyed "call: expression".
+fn checks(s: &Summary) -> Value {
+    s.checks()
+        .into_iter()
+        .map(|(call, text, pass, fail)| {
+            (format!("{call}: {text}"), json!({"call": call, "expression": text, "pass": pass, "fail": fail}))
         })
         .collect::<Map<_, _>>()
         .into()

@@ -1,0 +1,181 @@
+//! `run --workload` with `[[flow]]`s, captures and checks, against the lab server: per-name,
+//! per-flow and per-check counts equal to the server's own Stats.
+use rpcmeter::lab::{LabConfig, LabServer};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const PUT: &str = "/rpcmeter.lab.v1.Storage/PutValue";
+const GET: &str = "/rpcmeter.lab.v1.Storage/GetValue";
+
+/// The issue's workload: a put whose key and version the get then reads and checks.
+const PUT_THEN_GET: &str = r#"
+[[call]]
+name = "put"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '{"key":"f{{.UUID}}","value":"aGk="}'
+weight = 3
+capture = { key = "request.key", version = "response.version" }
+
+[[call]]
+name = "get"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"{{.key}}"}'
+weight = 7
+check = ["found == true", "version == {{.version}}"]
+
+[[flow]]
+name = "put-then-get"
+steps = ["put", "get"]
+weight = 1
+"#;
+
+fn lab(config: LabConfig) -> LabServer {
+    LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..config }).unwrap()
+}
+
+fn workload(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flows.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn rpcmeter(addr: &str, file: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", addr, "--workload"])
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn run_json(addr: &str, file: &Path, args: &[&str]) -> Value {
+    let out = rpcmeter(addr, file, &[args, &["--format", "json"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn stats_ok(stats: &rpcmeter::lab::proto::lab::StatsReply, path: &str) -> u64 {
+    stats.methods.iter().find(|m| m.method == path).map_or(0, |m| m.ok)
+}
+
+fn total(slice: &Value) -> u64 {
+    slice["requests"]["total"].as_u64().unwrap_or_else(|| panic!("no requests in {slice}"))
+}
+
+fn check(r: &Value, key: &str) -> (u64, u64) {
+    let c = &r["checks"][key];
+    (c["pass"].as_u64().unwrap_or_else(|| panic!("no check {key} in {}", r["checks"])), c["fail"].as_u64().unwrap())
+}
+
+#[test]
+fn put_then_get_checks_pass_and_every_count_is_the_servers() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (_dir, file) = workload(PUT_THEN_GET);
+    let r = run_json(&addr, &file, &["-c", "4", "-n", "200", "--assert", "checks>99%"]);
+    let stats = server.shutdown();
+    let flow = &r["flows"]["put-then-get"];
+    assert_eq!(total(flow), 200, "{flow}");
+    assert_eq!(flow["requests"]["ok"], 200, "{flow}");
+    assert_eq!(flow["steps"], serde_json::json!(["put", "get"]));
+    assert_eq!(flow["latency_us"]["count"], 200);
+    assert_eq!(total(&r["calls_by_name"]["put"]), 200);
+    assert_eq!(total(&r["calls_by_name"]["get"]), 200);
+    assert_eq!(r["requests"]["total"], 400);
+    assert_eq!(stats_ok(&stats, PUT), 200);
+    assert_eq!(stats_ok(&stats, GET), 200);
+    assert_eq!(check(&r, "get: found == true"), (200, 0));
+    assert_eq!(check(&r, "get: version == {{.version}}"), (200, 0));
+}
+
+#[test]
+fn a_wrong_check_fails_every_time_and_the_assertion_exits_1() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let wrong = PUT_THEN_GET.replace("version == {{.version}}", "version > {{.version}}");
+    let (_dir, file) = workload(&wrong);
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "50", "--assert", "checks>99%", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checks>99%"));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(check(&r, "get: version > {{.version}}"), (0, 50));
+    assert_eq!(check(&r, "get: found == true"), (50, 0));
+    // Failed checks are no gRPC failures, and the flow goes on without stop_on_check_failure.
+    assert_eq!(r["requests"]["failed"], 0);
+    assert_eq!(r["flows"]["put-then-get"]["requests"]["ok"], 50);
+    let stats = server.shutdown();
+    assert_eq!(stats_ok(&stats, GET), 50);
+}
+
+#[test]
+fn stop_on_check_failure_ends_the_flow_before_its_next_step() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // The put's check fails (a new key's first version is never 0), so the get never goes.
+    let text = PUT_THEN_GET
+        .replace("capture = {", "check = [\"version == 0\"]\ncapture = {")
+        .replace("weight = 1\n", "weight = 1\nstop_on_check_failure = true\n");
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "30"]);
+    let stats = server.shutdown();
+    let flow = &r["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["requests"]["failed"].as_u64().unwrap()), (30, 30), "{flow}");
+    assert_eq!(flow["stopped_by_check"], 30);
+    assert_eq!(check(&r, "put: version == 0"), (0, 30));
+    assert_eq!(check(&r, "get: found == true"), (0, 0));
+    assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (30, 0));
+}
+
+#[test]
+fn two_flows_by_weight_count_like_the_server() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = format!(
+        "{PUT_THEN_GET}\n[[flow]]\nname = \"put-only\"\nsteps = [\"put\"]\nweight = 3\n\n\
+         [[flow]]\nname = \"put-get-get\"\nsteps = [\"put\", \"get\", \"get\"]\nweight = 1\n"
+    );
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-n", "100", "--rps", "500"]);
+    let stats = server.shutdown();
+    let flows = &r["flows"];
+    // Smooth round robin over 1:3:1: exactly 20, 60, 20 of 100.
+    assert_eq!(
+        (total(&flows["put-then-get"]), total(&flows["put-only"]), total(&flows["put-get-get"])),
+        (20, 60, 20),
+        "{flows}"
+    );
+    assert_eq!(total(&r["calls_by_name"]["put"]), 100);
+    assert_eq!(total(&r["calls_by_name"]["get"]), 20 + 40);
+    assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (100, 60));
+    assert_eq!(check(&r, "get: version == {{.version}}"), (60, 0));
+}
+
+#[test]
+fn an_open_loop_flows_latency_covers_both_steps() {
+    // Every Db call sleeps 20 ms on the server: a flow of two takes 40 ms at least.
+    let server = lab(LabConfig { db_sleep: Duration::from_millis(20), ..LabConfig::default() });
+    let addr = server.local_addr().to_string();
+    let text = r#"
+[[call]]
+name = "db"
+method = "rpcmeter.lab.v1.TestService/Db"
+data = { rows = 1 }
+
+[[flow]]
+name = "twice"
+steps = ["db", "db"]
+weight = 1
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["--rps", "20", "-n", "10"]);
+    let flow = &r["flows"]["twice"];
+    assert_eq!(total(flow), 10, "{flow}");
+    let call_min = r["calls_by_name"]["db"]["latency_us"]["min"].as_f64().unwrap();
+    let flow_min = flow["latency_us"]["min"].as_f64().unwrap();
+    assert!(call_min >= 20_000.0, "{call_min}");
+    assert!(flow_min >= 40_000.0 && flow_min >= 2.0 * call_min * 0.95, "flow {flow_min} µs, call {call_min} µs");
+    assert_eq!(r["calls_by_name"]["db"]["requests"]["total"], 20);
+}
