@@ -21,3 +21,5 @@ pub mod report;
 pub mod schema;
 pub mod sink;
 pub mod stats;
+pub mod sys;
+pub mod units;

@@ -1,12 +1,10 @@
 //! `rpcmeter serve` and `rpcmeter protos` as a user runs them: the built binary, real signals.
+mod common;
+use common::rpcmeter;
 use rpcmeter::lab::proto::echo::{echo_service_client::EchoServiceClient, Message};
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn rpcmeter() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-}
 
 /// Waits for the child to exit by itself (killing it after 30 s so a broken build cannot
 /// hang the suite), then collects what it printed.
@@ -70,8 +68,8 @@ fn serve_prints_where_it_listens_answers_and_drains_on_sigint_sigterm_and_sighup
 
 /// Runs rpcmeter to completion and returns (exit code, stderr).
 fn run(args: &[&str]) -> (Option<i32>, String) {
-    let output = rpcmeter().args(args).output().unwrap();
-    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    let (code, _, stderr) = common::rpcmeter_with(args);
+    (code, stderr)
 }
 
 #[test]

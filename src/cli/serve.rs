@@ -31,7 +31,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = LabConfig::default().fib)]
     pub fib: u32,
     /// Database-side sleep of each Db call, holding its pooled connection.
-    #[arg(long, value_parser = crate::app::parse::duration, default_value = "250ms")]
+    #[arg(long, value_parser = crate::cli::parse::duration, default_value = "250ms")]
     pub db_sleep: std::time::Duration,
     /// sqlite:PATH (kept) or postgres://… [default: a temporary SQLite file, removed at exit].
     #[arg(long)]
@@ -42,7 +42,7 @@ pub struct ServeArgs {
     /// How long a network thread stays awake (spinning) after an echo call instead of
     /// sleeping until the next: lower latency and more calls/s for the price of a core while
     /// echo traffic lasts, counted in the server's CPU. 0 turns it off.
-    #[arg(long, value_parser = crate::app::parse::duration, default_value = "200us")]
+    #[arg(long, value_parser = crate::cli::parse::duration, default_value = "200us")]
     pub spin: std::time::Duration,
     /// Storage: per-key locks and versions instead of one global order.
     #[arg(long)]

@@ -1,11 +1,12 @@
 //! `--format json`: the result as one object. Its keys are a stable interface (docs/design.md,
 //! "Stable interfaces"): latencies in µs under `*_us`, durations in s under `*_s`; new keys
 //! are only ever added. The call-latency histogram rides along so that runs merge exactly.
-use super::{describe_load, units, Export, Summary};
+use super::{describe_load, Export, Summary};
 use crate::grpc::status::{self, PerStatus};
 use crate::load::pacer::{Arrival, Pacer};
 use crate::record::shard::to_text;
 use crate::stats::Latency;
+use crate::units;
 use serde_json::{json, Map, Value};
 
 pub struct Json;
@@ -201,7 +202,7 @@ fn steady_state(s: &super::SteadyState, ok: u64) -> Value {
 }
 
 /// One row of the interval series (the same columns as `--format csv`).
-fn interval_row(row: &crate::sink::intervals::IntervalRow) -> Value {
+fn interval_row(row: &crate::record::intervals::IntervalRow) -> Value {
     json!({
         "t_s": units::secs(row.at),
         "length_s": units::secs(row.length),

@@ -1,6 +1,6 @@
 //! Reports: a `Summary` computed once from a run's result, rendered by one `Export` per
 //! format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
-//! here measures, and units (µs, MiB) appear only in the renderers.
+//! here measures, and units (µs, MiB) appear only in the renderers (through `crate::units`).
 pub mod csv;
 pub mod html;
 pub mod influx;
@@ -11,17 +11,17 @@ pub mod prometheus;
 pub mod rmeter;
 pub mod svg;
 pub mod table;
-pub mod units;
 
 use crate::grpc::status::PerStatus;
 use crate::grpc::transport::{Bidi, CallKind};
 use crate::load::engine::{Ended, RunResult};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
-use crate::sink::intervals::IntervalRow;
+use crate::record::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::steady::{self, Steadiness};
 use crate::stats::{self, Latency};
+use crate::units;
 use std::time::{Duration, SystemTime};
 use tonic::Code;
 
