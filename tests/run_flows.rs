@@ -179,3 +179,51 @@ weight = 1
     assert!(flow_min >= 40_000.0 && flow_min >= 2.0 * call_min * 0.95, "flow {flow_min} µs, call {call_min} µs");
     assert_eq!(r["calls_by_name"]["db"]["requests"]["total"], 20);
 }
+
+#[test]
+fn flows_and_checks_reach_every_format_and_merge_adds_them() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (dir, file) = workload(PUT_THEN_GET);
+    let (a, b, merged) = (dir.path().join("a.json"), dir.path().join("b.json"), dir.path().join("m.json"));
+    for (path, n) in [(&a, "40"), (&b, "20")] {
+        let out = rpcmeter(&addr, &file, &["-c", "2", "-n", n, "--format", "json", "-o", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let bin = || Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    let out = bin().args(["merge", "--format", "json", "-o"]).arg(&merged).args([&a, &b]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    let flow = &m["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["requests"]["ok"].as_u64().unwrap()), (60, 60), "{flow}");
+    assert_eq!(flow["latency_us"]["count"], 60);
+    assert_eq!(flow["steps"], serde_json::json!(["put", "get"]));
+    assert_eq!(check(&m, "get: version == {{.version}}"), (60, 0));
+    let out = bin().arg("merge").args([&a, &b]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("  put-then-get: 60 flows (failed 0)"), "{table}");
+    assert!(table.contains("  get: found == true: 60 passed, 0 failed"), "{table}");
+
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.trim_start().starts_with("put-then-get ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains(" 10 ") && row.contains("put -> get"), "{row}");
+    assert!(table.contains("get: version == {{.version}}") && table.contains("10 passed"), "{table}");
+
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10", "--format", "prometheus"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let has = |start: &str, parts: &[&str], end: &str| {
+        text.lines().any(|l| l.starts_with(start) && parts.iter().all(|p| l.contains(p)) && l.ends_with(end))
+    };
+    assert!(has("rpcmeter_run_flows{", &["flow=\"put-then-get\"", "outcome=\"ok\""], " 10"), "{text}");
+    assert!(has("rpcmeter_run_checks{", &["check=\"found == true\"", "result=\"pass\""], " 10"), "{text}");
+    assert!(text.contains("rpcmeter_run_flow_latency_seconds{"), "{text}");
+
+    let html = dir.path().join("r.html");
+    let out = bin().arg("report").arg(&merged).arg("-o").arg(&html).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("By flow") && page.contains("<td>put-then-get</td>"), "no flow table in the report");
+    assert!(page.contains("<h3>Checks</h3>") && page.contains("version == {{.version}}"), "no checks in the report");
+    server.shutdown();
+}

@@ -193,7 +193,14 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
         out.insert("messages".into(), merge_messages(inputs, kind, &rate)?);
     }
     if inputs.iter().any(|i| i.result.get("calls_by_name").is_some()) {
-        out.insert("calls_by_name".into(), merge_calls_by_name(inputs, &rate)?);
+        out.insert("calls_by_name".into(), merge_slices(inputs, "calls_by_name", "method", &[], &rate)?);
+    }
+    if inputs.iter().any(|i| i.result.get("flows").is_some()) {
+        let stops = ["stopped_by_check", "capture_errors"];
+        out.insert("flows".into(), merge_slices(inputs, "flows", "steps", &stops, &rate)?);
+    }
+    if inputs.iter().any(|i| i.result.get("checks").is_some()) {
+        out.insert("checks".into(), merge_checks(inputs));
     }
     // Each input's client, and which were the bottleneck.
     let shards: Vec<Value> = inputs
@@ -257,27 +264,39 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     Ok(out.into())
 }
 
-/// `--workload` results: each call name's counts and statuses added, its histogram added and
-/// summarised again; a name is matched by name across the inputs.
-fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
+/// `--workload` results (`calls_by_name`, `flows`: slices under `key`): each name's counts,
+/// statuses and `counters` added, its histogram added and summarised again; a name is matched
+/// by name across the inputs, and its `same` (a call's method, a flow's steps) must agree.
+fn merge_slices(
+    inputs: &[Input],
+    key: &str,
+    same: &str,
+    counters: &[&str],
+    rate: &dyn Fn(u64) -> f64,
+) -> anyhow::Result<Value> {
     struct Sum {
-        method: Value,
+        same: Value,
         requests: [u64; 3],
         statuses: BTreeMap<String, u64>,
+        counters: Vec<u64>,
         latency: hdrhistogram::Histogram<u64>,
     }
     let mut names: BTreeMap<String, Sum> = BTreeMap::new();
     for input in inputs {
-        for (name, v) in input.result["calls_by_name"].as_object().into_iter().flatten() {
-            let at = |why: String| bad_input(format!("{}: calls_by_name.{name}.{why}", input.label));
+        for (name, v) in input.result[key].as_object().into_iter().flatten() {
+            let at = |why: String| bad_input(format!("{}: {key}.{name}.{why}", input.label));
             let sum = names.entry(name.clone()).or_insert_with(|| Sum {
-                method: v["method"].clone(),
+                same: v[same].clone(),
                 requests: [0; 3],
                 statuses: BTreeMap::new(),
+                counters: vec![0; counters.len()],
                 latency: new_histogram(),
             });
-            if sum.method != v["method"] {
-                return Err(at(format!("method {} is not the other inputs' {}", v["method"], sum.method)));
+            if sum.same != v[same] {
+                return Err(at(format!("{same} {} is not the other inputs' {}", v[same], sum.same)));
+            }
+            for (n, counter) in sum.counters.iter_mut().zip(counters) {
+                *n = n.saturating_add(v[*counter].as_u64().unwrap_or(0));
             }
             for (i, key) in ["total", "ok", "failed"].iter().enumerate() {
                 sum.requests[i] = sum.requests[i].saturating_add(v["requests"][key].as_u64().unwrap_or(0));
@@ -294,18 +313,38 @@ fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::R
         .into_iter()
         .map(|(name, sum)| {
             let [total, ok, failed] = sum.requests;
-            let value = json!({
-                "method": sum.method,
+            let mut value = json!({
+                same: sum.same,
                 "requests": {"total": total, "ok": ok, "failed": failed},
                 "throughput_rps": rate(total),
                 "statuses": sum.statuses,
                 "latency_us": latency(&Latency::of(&sum.latency)),
                 "histogram": to_text(&sum.latency),
             });
+            for (counter, n) in counters.iter().zip(sum.counters) {
+                value[*counter] = n.into();
+            }
             (name, value)
         })
         .collect::<Map<_, _>>()
         .into())
+}
+
+/// `--workload` checks: each one's passes and failures added, matched by key.
+fn merge_checks(inputs: &[Input]) -> Value {
+    let mut checks: Map<String, Value> = Map::new();
+    for input in inputs {
+        for (key, v) in input.result["checks"].as_object().into_iter().flatten() {
+            let sum = checks
+                .entry(key.clone())
+                .or_insert_with(|| json!({"call": v["call"], "expression": v["expression"], "pass": 0, "fail": 0}));
+            for count in ["pass", "fail"] {
+                let n = sum[count].as_u64().unwrap_or(0).saturating_add(v[count].as_u64().unwrap_or(0));
+                sum[count] = n.into();
+            }
+        }
+    }
+    checks.into()
 }
 
 /// Streaming results: messages added, their histograms added and summarised again, rates
@@ -519,6 +558,32 @@ pub fn table(merged: &Value) -> String {
                 ms(&l["p99"]),
                 ms(&l["max"]),
                 v["method"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(flows) = merged["flows"].as_object().filter(|n| !n.is_empty()) {
+        o += "\nBy flow:\n";
+        for (name, v) in flows {
+            let l = &v["latency_us"];
+            o += &format!(
+                "  {}: {} flows (failed {}), p50 {}, p99 {}, max {}\n",
+                crate::report::printable::printable(name),
+                v["requests"]["total"],
+                v["requests"]["failed"],
+                ms(&l["p50"]),
+                ms(&l["p99"]),
+                ms(&l["max"]),
+            );
+        }
+    }
+    if let Some(checks) = merged["checks"].as_object().filter(|n| !n.is_empty()) {
+        o += "\nChecks:\n";
+        for (key, v) in checks {
+            o += &format!(
+                "  {}: {} passed, {} failed\n",
+                crate::report::printable::printable(key),
+                v["pass"],
+                v["fail"]
             );
         }
     }
