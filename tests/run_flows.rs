@@ -227,3 +227,45 @@ fn flows_and_checks_reach_every_format_and_merge_adds_them() {
     assert!(page.contains("<h3>Checks</h3>") && page.contains("version == {{.version}}"), "no checks in the report");
     server.shutdown();
 }
+
+#[test]
+fn csv_details_of_a_workload_name_each_call_and_carry_chosen_headers_and_trailers() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (dir, file) = workload(PUT_THEN_GET);
+    let csv = dir.path().join("calls.csv");
+    let csv_arg = csv.to_str().unwrap();
+    let args = ["-c", "2", "-n", "10", "--csv-details", csv_arg, "--csv-details-header", "Content-Type"];
+    let out = rpcmeter(&addr, &file, &[&args[..], &["--csv-details-trailer", "grpc-status"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(head[12..], ["name", "header:content-type", "trailer:grpc-status"], "{head:?}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 20);
+    let named = |name: &str| rows.iter().filter(|r| r[12] == name).count();
+    assert_eq!((named("put"), named("get")), (10, 10));
+    assert!(rows.iter().all(|r| r[13] == "application/grpc" && r[14] == "0"), "{text}");
+    // Each get's row reads its own method's version, the one its put wrote.
+    assert!(rows.iter().all(|r| !r[2].is_empty() && !r[1].is_empty()), "{text}");
+    server.shutdown();
+}
+
+#[test]
+fn headers_and_trailers_are_captured_and_checked() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = PUT_THEN_GET
+        .replace("capture = { key", "capture = { kind = \"header.content-type\", key")
+        .replace(
+            "check = [\"found == true\"",
+            "check = [\"header.content-type == {{.kind}}\", \"trailer.grpc-status == 0\", \"exists trailer.nope\", \"found == true\"",
+        );
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "20"]);
+    assert_eq!(check(&r, "get: header.content-type == {{.kind}}"), (20, 0), "{}", r["checks"]);
+    assert_eq!(check(&r, "get: trailer.grpc-status == 0"), (20, 0));
+    assert_eq!(check(&r, "get: exists trailer.nope"), (0, 20));
+    server.shutdown();
+}

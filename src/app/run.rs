@@ -41,6 +41,8 @@ pub struct Settings {
     /// The plan but for the method's path, which the schema gives.
     pub plan: Plan,
     pub outputs: OutputSettings,
+    /// `--csv-details-header`/`--csv-details-trailer`: extra columns of `--csv-details`.
+    pub csv_metadata: Vec<crate::sink::details::MetadataColumn>,
     pub checks: Vec<Assertion>,
     pub progress: bool,
     /// Read the target's Stats before and after (the lab's) to show the server's count.
@@ -213,7 +215,13 @@ pub fn measure(
     }
     if let Some(path) = &settings.outputs.csv_details {
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
-        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, &method)));
+        // A workload's rows name their call, and read key and version with its own method.
+        let methods = match &settings.workload {
+            Some(_) => breakdown.methods.clone(),
+            None => vec![method.clone()],
+        };
+        let names = (!names.is_empty()).then(|| names.iter().map(|(name, _)| name.clone()).collect());
+        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
     }
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();
@@ -275,6 +283,8 @@ struct Breakdown {
     flows: Vec<(String, Vec<String>)>,
     /// Each check's call name and expression.
     checks: Vec<(String, String)>,
+    /// Each call's method.
+    methods: Vec<prost_reflect::MethodDescriptor>,
 }
 
 /// A workload's calls resolved and checked: the mix, its first method (for what needs one
@@ -339,6 +349,7 @@ fn workload_mix(
             .map(|f| (f.name.clone(), f.steps.iter().map(|&i| workload.calls[i].name.clone()).collect()))
             .collect(),
         checks,
+        methods: methods.clone(),
     };
     Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows }, plan, breakdown))
 }

@@ -83,9 +83,6 @@ impl RunArgs {
         if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
             return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
         }
-        if workload.is_some() && args.csv_details.is_some() {
-            return Err(bad_input("--csv-details with --workload is not supported yet"));
-        }
         if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
             return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
         }
@@ -125,6 +122,16 @@ impl RunArgs {
                 csv_details: args.csv_details.clone(),
                 hdr_log: args.hdr_log.clone(),
             },
+            csv_metadata: args
+                .csv_details_header
+                .iter()
+                .map(|k| crate::sink::details::MetadataColumn::Header(k.to_ascii_lowercase()))
+                .chain(
+                    args.csv_details_trailer
+                        .iter()
+                        .map(|k| crate::sink::details::MetadataColumn::Trailer(k.to_ascii_lowercase())),
+                )
+                .collect(),
             checks,
             progress: !args.quiet && std::io::stderr().is_terminal(),
             floor: !args.no_calibrate,
