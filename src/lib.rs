@@ -18,6 +18,7 @@ pub mod load;
 pub mod ping;
 pub mod record;
 pub mod report;
+pub mod result;
 pub mod schema;
 pub mod sink;
 pub mod stats;

@@ -353,7 +353,7 @@ fn flag_values_never_panic() {
     runner
         .run(&flag_text(), |text| {
             bounded(text.as_str(), |text| {
-                use rpcmeter::app::parse;
+                use rpcmeter::cli::parse;
                 let _ = parse::duration(text);
                 let _ = parse::positive_duration(text);
                 let _ = parse::warmup(text);

@@ -358,7 +358,7 @@ fn workload_mix(
 /// taken out of the result exactly (the first intervals were kept whole) and shown as the
 /// warm-up, as a fixed `--warmup` would have.
 fn exclude_found_warmup(
-    result: &mut engine::RunResult,
+    result: &mut engine::Recorded,
     rows: &mut [crate::record::intervals::IntervalRow],
     plan: &mut Plan,
     early: &crate::sink::early::EarlyIntervals,

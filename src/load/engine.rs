@@ -1,8 +1,8 @@
 //! The engine: worker threads, each with one current-thread runtime owning its
 //! connections (no call crosses threads); ONE worker loop for every load model, paced by
-//! the `Pacer`; a collector on the calling thread merging each thread's `Shard` deltas.
+//! the `Pacer`; a collector on the calling thread merging each thread's `Tally` deltas.
 //! The engine never prints: intervals go to what it feeds (`record::Feed`, the run's sinks),
-//! the end to a `RunResult`.
+//! the end to a `Recorded`.
 use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
@@ -10,7 +10,7 @@ use crate::grpc::transport::{CallKind, StreamObserver};
 use crate::grpc::{Connection, Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
-use crate::record::{CallRecord, Feed, Shard};
+use crate::record::{CallRecord, Feed, Tally};
 use crate::schema::RequestSource;
 use bytes::Bytes;
 use std::cell::RefCell;
@@ -48,12 +48,13 @@ impl Ended {
     }
 }
 
+/// What the engine recorded of a run, before any analysis.
 #[derive(Debug)]
-pub struct RunResult {
+pub struct Recorded {
     /// The schedule's zero on the wall clock.
     pub started_at: SystemTime,
-    pub measured: Shard,
-    pub warmup: Shard,
+    pub measured: Tally,
+    pub warmup: Tally,
     /// From the end of the warm-up to the last measured answer.
     pub window: Duration,
     pub warmup_window: Duration,
@@ -73,10 +74,10 @@ pub struct RunResult {
     pub abandoned: u64,
 }
 
-impl RunResult {
+impl Recorded {
     /// Moves `part` (calls of the first `length` of the measured window, recorded in it)
     /// from the measured result into the warm-up: a warm-up found after the run.
-    pub fn exclude_warmup(&mut self, part: &Shard, length: Duration) {
+    pub fn exclude_warmup(&mut self, part: &Tally, length: Duration) {
         self.measured.subtract(part);
         self.warmup.add(part);
         self.window = self.window.saturating_sub(length);
@@ -88,12 +89,12 @@ impl RunResult {
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
     Ready(anyhow::Result<()>),
-    /// `home` takes the two shards back, emptied, for the thread's next hand-over.
+    /// `home` takes the two tallies back, emptied, for the thread's next hand-over.
     Delta {
-        warmup: Shard,
-        measured: Shard,
+        warmup: Tally,
+        measured: Tally,
         last_answer: Option<Instant>,
-        home: mpsc::Sender<Shard>,
+        home: mpsc::Sender<Tally>,
     },
     Done,
 }
@@ -190,7 +191,7 @@ impl Shared {
 
 /// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
 /// the sink that wants calls).
-pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> anyhow::Result<RunResult> {
+pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> anyhow::Result<Recorded> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
@@ -314,7 +315,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         }
         _ => 0,
     };
-    Ok(RunResult {
+    Ok(Recorded {
         started_at,
         window: ran.saturating_sub(plan.warmup),
         warmup_window,
@@ -342,8 +343,8 @@ fn round_lengths(start: Instant, ends: &[Instant]) -> Vec<Duration> {
 }
 
 struct Collected {
-    measured: Shard,
-    warmup: Shard,
+    measured: Tally,
+    warmup: Tally,
     last_answer: Instant,
     ended: Ended,
 }
@@ -359,8 +360,8 @@ fn collect(
 ) -> Collected {
     let plan = &shared.plan;
     let mut out =
-        Collected { measured: Shard::default(), warmup: Shard::default(), last_answer: start, ended: Ended::Completed };
-    let mut interval = Shard::default();
+        Collected { measured: Tally::default(), warmup: Tally::default(), last_answer: start, ended: Ended::Completed };
+    let mut interval = Tally::default();
     let mut intervals_closed = 0u32;
     let mut done = 0;
     // The run's own end (duration limit) starts the drain too. Durations are bounded when
@@ -379,9 +380,9 @@ fn collect(
                     out.last_answer = out.last_answer.max(t);
                 }
                 // Emptied here, off the worker's thread (a thread that has ended drops them).
-                for mut shard in [warmup, measured] {
-                    shard.clear();
-                    let _ = home.send(shard);
+                for mut tally in [warmup, measured] {
+                    tally.clear();
+                    let _ = home.send(tally);
                 }
             }
             Ok(Report::Done) => done += 1,
@@ -440,14 +441,14 @@ const START_LEAD: Duration = Duration::from_millis(5);
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
-fn emit(sinks: &mut dyn Feed, interval: &mut Shard, shared: &Shared, at: Duration, length: Duration) {
+fn emit(sinks: &mut dyn Feed, interval: &mut Tally, shared: &Shared, at: Duration, length: Duration) {
     let in_flight = shared.started.load(Relaxed).saturating_sub(shared.completed.load(Relaxed));
     let warmup = at <= shared.plan.warmup;
-    sinks.interval(&Interval { at, length, warmup, shard: interval, usage: resource::usage(), in_flight });
+    sinks.interval(&Interval { at, length, warmup, tally: interval, usage: resource::usage(), in_flight });
     interval.clear();
 }
 
-/// One worker thread: its own current-thread runtime, connections and shards.
+/// One worker thread: its own current-thread runtime, connections and tallies.
 fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
     // The precise timer paces the open loop's sends and every retry's backoff.
     if shared.plan.pacer.is_open() || shared.plan.retry.max_retries > 0 {
@@ -477,15 +478,15 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 }
             }
         }
-        // Every shard this thread will use is allocated before the clock starts: a hand-over
-        // swaps in an empty one the collector sent back (allocating and copying a shard's
+        // Every tally this thread will use is allocated before the clock starts: a hand-over
+        // swaps in an empty one the collector sent back (allocating and copying a tally's
         // histograms stalled the thread ~4 ms each interval, a lag every open-loop call then due
         // inherited).
         let (home, spares) = mpsc::channel();
         for _ in 0..4 {
-            let _ = home.send(Shard::default());
+            let _ = home.send(Tally::default());
         }
-        let (warmup, measured) = (RefCell::new(Shard::default()), RefCell::new(Shard::default()));
+        let (warmup, measured) = (RefCell::new(Tally::default()), RefCell::new(Tally::default()));
         let _ = tx.send(Report::Ready(Ok(())));
         let start = loop {
             match *phase.borrow_and_update() {
@@ -594,11 +595,11 @@ struct Local {
     start_wall: SystemTime,
     /// `Rc`: a call clones the pointer, not h2's handle (whose clone takes a lock).
     connections: Vec<RefCell<Rc<Connection>>>,
-    warmup: RefCell<Shard>,
-    measured: RefCell<Shard>,
-    /// Empty shards for the next hand-over: sent by `home` at the start, then by the collector.
-    home: mpsc::Sender<Shard>,
-    spares: mpsc::Receiver<Shard>,
+    warmup: RefCell<Tally>,
+    measured: RefCell<Tally>,
+    /// Empty tallies for the next hand-over: sent by `home` at the start, then by the collector.
+    home: mpsc::Sender<Tally>,
+    spares: mpsc::Receiver<Tally>,
     last_answer: RefCell<Option<Instant>>,
     phase: watch::Receiver<Phase>,
     /// Worker ids of this thread not started yet (open loop starts them as needed).
@@ -632,7 +633,7 @@ impl Local {
         }
     }
 
-    fn shard(&self, warmup: bool) -> std::cell::RefMut<'_, Shard> {
+    fn tally(&self, warmup: bool) -> std::cell::RefMut<'_, Tally> {
         if warmup {
             self.warmup.borrow_mut()
         } else {
@@ -712,7 +713,7 @@ struct StreamBody {
     worker: u32,
 }
 
-/// Records a stream's messages into the worker thread's shard as they pass: counts and
+/// Records a stream's messages into the worker thread's tally as they pass: counts and
 /// histograms only, so a long stream keeps memory flat.
 struct Messages<'a> {
     local: &'a Local,
@@ -721,15 +722,15 @@ struct Messages<'a> {
 
 impl StreamObserver for Messages<'_> {
     fn sent(&mut self, bytes: u64) {
-        self.local.shard(self.warmup).record_message_sent(bytes);
+        self.local.tally(self.warmup).record_message_sent(bytes);
     }
 
     fn received(&mut self, first: bool, after: Duration) {
-        self.local.shard(self.warmup).record_message_received(first.then_some(after));
+        self.local.tally(self.warmup).record_message_received(first.then_some(after));
     }
 
     fn round_trip(&mut self, took: Duration) {
-        self.local.shard(self.warmup).record_round_trip(took);
+        self.local.tally(self.warmup).record_round_trip(took);
     }
 }
 
@@ -910,7 +911,7 @@ async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin
         };
         break;
     }
-    local.shard(warmup).record_flow(which, answered.saturating_duration_since(start), end);
+    local.tally(warmup).record_flow(which, answered.saturating_duration_since(start), end);
     answered
 }
 
@@ -959,7 +960,7 @@ async fn call(
     let start = match origin {
         Origin::Sent => first_send,
         Origin::Intended { due, slot_wait } => {
-            local.shard(warmup).record_lag(first_send.saturating_duration_since(due), slot_wait);
+            local.tally(warmup).record_lag(first_send.saturating_duration_since(due), slot_wait);
             due
         }
     };
@@ -970,34 +971,34 @@ async fn call(
         let reply = local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
         // One clock read ends the attempt and, when it is the last, the call.
         let ended = Instant::now();
-        local.shard(warmup).record_attempt(ended - began, reply.status);
+        local.tally(warmup).record_attempt(ended - began, reply.status);
         match plan.retry.backoff(attempts, reply.status) {
             Some(wait) if local.back_off(Instant::now().checked_add(wait)).await => continue,
             _ => break (reply, ended),
         }
     };
     let latency = answered - start;
-    local.shard(warmup).record_service_time(answered - first_send);
+    local.tally(warmup).record_service_time(answered - first_send);
     {
-        let mut shard = local.shard(warmup);
+        let mut tally = local.tally(warmup);
         if plan.kind == CallKind::Unary {
             // A stream counts its request bytes message by message.
-            shard.counts.request_bytes += request.len() as u64 * attempts as u64;
+            tally.counts.request_bytes += request.len() as u64 * attempts as u64;
         }
-        shard.counts.response_bytes += reply.response_bytes;
-        shard.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
+        tally.counts.response_bytes += reply.response_bytes;
+        tally.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
         if named {
-            shard.record_named(which, latency, reply.status);
+            tally.record_named(which, latency, reply.status);
         }
         if reply.status != Code::Ok {
-            shard.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
+            tally.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
         }
     }
     let (mut checks_failed, mut capture_failed) = (false, false);
     if let Some(rules) = &prepared.rules {
         let mut scratch = super::flow::Captured::new();
         let values = captured.unwrap_or(&mut scratch);
-        let mut shard = local.shard(warmup);
+        let mut shard = local.tally(warmup);
         let applied = rules.apply(&request, &reply, (ticket, worker), values, |index, pass| {
             shard.record_check(index, pass);
             checks_failed |= !pass;

@@ -2,7 +2,7 @@
 //! row kept of it (one per interval, 1 s by default), small whatever the run's length.
 //! `--format csv` prints the rows; progress shows the last one.
 use super::resource::Usage;
-use super::Shard;
+use super::Tally;
 use crate::stats::Statistic;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ pub struct Interval<'a> {
     /// Whether the interval ended inside the warm-up.
     pub warmup: bool,
     /// Warm-up and measured calls of this interval together.
-    pub shard: &'a Shard,
+    pub tally: &'a Tally,
     pub usage: Usage,
     /// Calls started and not yet answered when the interval closed (live metrics).
     pub in_flight: u64,
@@ -45,8 +45,8 @@ pub struct IntervalRow {
 
 impl IntervalRow {
     pub fn of(iv: &Interval) -> IntervalRow {
-        let h = &iv.shard.call_latency;
-        let c = &iv.shard.counts;
+        let h = &iv.tally.call_latency;
+        let c = &iv.tally.counts;
         IntervalRow {
             at: iv.at,
             length: iv.length,
@@ -58,7 +58,7 @@ impl IntervalRow {
             p90: Statistic::Percentile(90.0).of(h),
             p99: Statistic::Percentile(99.0).of(h),
             max: Statistic::Max.of(h),
-            service_p99: Statistic::Percentile(99.0).of(&iv.shard.service_time),
+            service_p99: Statistic::Percentile(99.0).of(&iv.tally.service_time),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
             messages_sent: c.messages_sent,

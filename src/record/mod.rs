@@ -8,7 +8,7 @@ pub mod resource;
 pub mod shard;
 
 pub use call::CallRecord;
-pub use shard::{Counts, Shard};
+pub use shard::{Counts, Tally};
 
 /// What the engine feeds as a run goes: each interval as it closes and, to whoever asks,
 /// each call. Declared here, below both, so the engine names no sink (`sink::Sinks` is fed).

@@ -1,5 +1,5 @@
-//! A Shard holds everything one worker thread measured since its last hand-over:
-//! HDR histograms and counters. Recording never allocates or locks; shards merge
+//! A Tally holds everything one worker thread measured since its last hand-over:
+//! HDR histograms and counters. Recording never allocates or locks; tallies merge
 //! losslessly, so intervals, phases and (later) machines add up exactly.
 use crate::grpc::status::PerStatus;
 use base64::Engine as _;
@@ -78,7 +78,7 @@ pub fn from_text(text: &str) -> Result<Histogram<u64>, String> {
     unpack(&bytes)
 }
 
-/// Counters of one shard. Every call ends with exactly one final status, so
+/// Counters of one tally. Every call ends with exactly one final status, so
 /// `calls == sum(call_status)`; every attempt likewise.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
@@ -147,7 +147,7 @@ impl Counts {
 }
 
 #[derive(Debug, Clone)]
-pub struct Shard {
+pub struct Tally {
     /// Call latency: intended (open loop) or actual first send to the final answer,
     /// backoff included.
     pub call_latency: Histogram<u64>,
@@ -170,38 +170,38 @@ pub struct Shard {
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
     pub errors: BTreeMap<(i32, String), u64>,
     /// `--workload`: each call name's own share, by its index in the mix (empty otherwise).
-    pub by_name: Vec<NameShard>,
+    pub by_name: Vec<NameTally>,
     /// `--workload` with flows: each flow's share, by its index in the workload.
-    pub by_flow: Vec<FlowShard>,
+    pub by_flow: Vec<FlowTally>,
     /// `--workload` checks, by their index in the workload: (pass, fail).
     pub checks: Vec<(u64, u64)>,
 }
 
-/// One flow of a workload: whole flows (a `NameShard`: the status each ended with, the
+/// One flow of a workload: whole flows (a `NameTally`: the status each ended with, the
 /// latency from its start to its last answer) and why some ended early without a failed
 /// status.
 #[derive(Debug, Clone, Default)]
-pub struct FlowShard {
-    pub share: NameShard,
+pub struct FlowTally {
+    pub share: NameTally,
     /// Stopped by a failed check (`stop_on_check_failure`).
     pub stopped_by_check: u64,
     /// Ended because a capture could not be taken or used (too long, absent, wrong type).
     pub capture_errors: u64,
 }
 
-impl FlowShard {
+impl FlowTally {
     /// Flows that ran every step OK and were not stopped.
     pub fn ok(&self) -> u64 {
         self.share.statuses.get(Code::Ok).saturating_sub(self.stopped_by_check + self.capture_errors)
     }
 
-    fn add(&mut self, o: &FlowShard) {
+    fn add(&mut self, o: &FlowTally) {
         self.share.add(&o.share);
         self.stopped_by_check += o.stopped_by_check;
         self.capture_errors += o.capture_errors;
     }
 
-    fn subtract(&mut self, o: &FlowShard) {
+    fn subtract(&mut self, o: &FlowTally) {
         self.share.subtract(&o.share);
         self.stopped_by_check = self.stopped_by_check.saturating_sub(o.stopped_by_check);
         self.capture_errors = self.capture_errors.saturating_sub(o.capture_errors);
@@ -214,7 +214,7 @@ impl FlowShard {
     }
 }
 
-/// How a flow ended, for `Shard::record_flow`.
+/// How a flow ended, for `Tally::record_flow`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowEnd {
     /// Every step ran; the status is the last step's (or the first failed one's).
@@ -225,26 +225,26 @@ pub enum FlowEnd {
 
 /// One call name of a workload: its calls, their final statuses and their latency.
 #[derive(Debug, Clone)]
-pub struct NameShard {
+pub struct NameTally {
     pub calls: u64,
     pub statuses: PerStatus,
     pub latency: Histogram<u64>,
 }
 
-impl Default for NameShard {
+impl Default for NameTally {
     fn default() -> Self {
-        NameShard { calls: 0, statuses: PerStatus::default(), latency: new_histogram() }
+        NameTally { calls: 0, statuses: PerStatus::default(), latency: new_histogram() }
     }
 }
 
-impl NameShard {
-    pub fn add(&mut self, other: &NameShard) {
+impl NameTally {
+    pub fn add(&mut self, other: &NameTally) {
         self.calls += other.calls;
         self.statuses.add(&other.statuses);
         self.latency.add(&other.latency).expect("same histogram bounds");
     }
 
-    fn subtract(&mut self, other: &NameShard) {
+    fn subtract(&mut self, other: &NameTally) {
         self.calls = self.calls.saturating_sub(other.calls);
         self.statuses.subtract(&other.statuses);
         let _ = self.latency.subtract(&other.latency);
@@ -263,13 +263,13 @@ impl NameShard {
     }
 }
 
-/// Distinct error messages kept per shard: a server that puts a counter in its messages
+/// Distinct error messages kept per tally: a server that puts a counter in its messages
 /// must not grow memory with the run.
 pub const ERROR_KINDS: usize = 64;
 
-impl Default for Shard {
+impl Default for Tally {
     fn default() -> Self {
-        Shard {
+        Tally {
             call_latency: new_histogram(),
             ok_call_latency: new_histogram(),
             attempt_latency: new_histogram(),
@@ -290,7 +290,7 @@ fn nanos(d: Duration) -> u64 {
     (d.as_nanos() as u64).clamp(1, MAX_NANOS)
 }
 
-impl Shard {
+impl Tally {
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
         self.attempt_latency.saturating_record(nanos(latency));
         self.counts.attempts += 1;
@@ -308,10 +308,10 @@ impl Shard {
     }
 
     /// `--workload`: a call of the mix's call number `index` ended (besides `record_call`).
-    /// The shard's per-name slots are made once, at a name's first call.
+    /// The tally's per-name slots are made once, at a name's first call.
     pub fn record_named(&mut self, index: usize, latency: Duration, status: Code) {
         if index >= self.by_name.len() {
-            self.by_name.resize_with(index + 1, NameShard::default);
+            self.by_name.resize_with(index + 1, NameTally::default);
         }
         self.by_name[index].record(latency, status);
     }
@@ -321,7 +321,7 @@ impl Shard {
     /// stopped it: its calls were answered).
     pub fn record_flow(&mut self, index: usize, latency: Duration, end: FlowEnd) {
         if index >= self.by_flow.len() {
-            self.by_flow.resize_with(index + 1, FlowShard::default);
+            self.by_flow.resize_with(index + 1, FlowTally::default);
         }
         let flow = &mut self.by_flow[index];
         flow.share.record(latency, if let FlowEnd::Status(code) = end { code } else { Code::Ok });
@@ -378,7 +378,7 @@ impl Shard {
         }
     }
 
-    pub fn add(&mut self, other: &Shard) {
+    pub fn add(&mut self, other: &Tally) {
         // Same bounds on both sides, so adding cannot fail.
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
         self.ok_call_latency.add(&other.ok_call_latency).expect("same histogram bounds");
@@ -392,13 +392,13 @@ impl Shard {
             add_error(&mut self.errors, (*code, message), *n);
         }
         if self.by_name.len() < other.by_name.len() {
-            self.by_name.resize_with(other.by_name.len(), NameShard::default);
+            self.by_name.resize_with(other.by_name.len(), NameTally::default);
         }
         for (mine, theirs) in self.by_name.iter_mut().zip(&other.by_name) {
             mine.add(theirs);
         }
         if self.by_flow.len() < other.by_flow.len() {
-            self.by_flow.resize_with(other.by_flow.len(), FlowShard::default);
+            self.by_flow.resize_with(other.by_flow.len(), FlowTally::default);
         }
         for (mine, theirs) in self.by_flow.iter_mut().zip(&other.by_flow) {
             mine.add(theirs);
@@ -412,10 +412,10 @@ impl Shard {
         }
     }
 
-    /// Takes out what `part` recorded, when `part` was added into this shard before (a
+    /// Takes out what `part` recorded, when `part` was added into this tally before (a
     /// warm-up found afterwards). Histograms subtract exactly (they cannot fail: every
-    /// count of `part` is in this shard); nothing goes below zero.
-    pub fn subtract(&mut self, part: &Shard) {
+    /// count of `part` is in this tally); nothing goes below zero.
+    pub fn subtract(&mut self, part: &Tally) {
         let _ = self.call_latency.subtract(&part.call_latency);
         let _ = self.ok_call_latency.subtract(&part.ok_call_latency);
         let _ = self.attempt_latency.subtract(&part.attempt_latency);
@@ -441,7 +441,7 @@ impl Shard {
         }
     }
 
-    /// Empties the shard, keeping its histograms' memory.
+    /// Empties the tally, keeping its histograms' memory.
     pub fn clear(&mut self) {
         self.call_latency.reset();
         self.ok_call_latency.reset();
@@ -480,8 +480,8 @@ mod tests {
 
     #[test]
     fn merge_is_lossless_and_clear_resets() {
-        let mut a = Shard::default();
-        let mut b = Shard::default();
+        let mut a = Tally::default();
+        let mut b = Tally::default();
         for i in 1..=1000u64 {
             let s = if i % 10 == 0 { Code::Unavailable } else { Code::Ok };
             let target = if i % 2 == 0 { &mut a } else { &mut b };
@@ -505,10 +505,10 @@ mod tests {
 
     #[test]
     fn per_name_shares_merge_and_subtract_exactly() {
-        let (mut a, mut b) = (Shard::default(), Shard::default());
+        let (mut a, mut b) = (Tally::default(), Tally::default());
         for i in 0..100u64 {
-            let (shard, index) = if i % 3 == 0 { (&mut a, 0) } else { (&mut b, 1 + (i % 2) as usize) };
-            shard.record_named(index, Duration::from_micros(i + 1), Code::Ok);
+            let (tally, index) = if i % 3 == 0 { (&mut a, 0) } else { (&mut b, 1 + (i % 2) as usize) };
+            tally.record_named(index, Duration::from_micros(i + 1), Code::Ok);
         }
         let mut all = a.clone();
         all.add(&b);
@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn retries_are_attempts_minus_calls() {
-        let mut s = Shard::default();
+        let mut s = Tally::default();
         // One call: two rejected attempts then OK; one call that ran out of retries.
         s.record_attempt(Duration::from_millis(1), Code::ResourceExhausted);
         s.record_attempt(Duration::from_millis(1), Code::ResourceExhausted);
@@ -542,7 +542,7 @@ mod tests {
 
     #[test]
     fn errors_are_grouped_by_message_and_bounded() {
-        let mut s = Shard::default();
+        let mut s = Tally::default();
         for i in 0..1000 {
             s.record_error(Code::Internal, &format!("boom {}", i % 100));
         }
@@ -550,7 +550,7 @@ mod tests {
         assert!(s.errors.len() <= ERROR_KINDS + 1);
         assert_eq!(s.errors[&(Code::Internal as i32, "boom 1".to_string())], 11);
         assert_eq!(s.errors.values().sum::<u64>(), 1001);
-        let mut all = Shard::default();
+        let mut all = Tally::default();
         all.add(&s);
         assert_eq!(all.errors, s.errors);
     }
@@ -568,7 +568,7 @@ mod tests {
 
     #[test]
     fn a_part_added_before_subtracts_exactly() {
-        let (mut whole, mut early) = (Shard::default(), Shard::default());
+        let (mut whole, mut early) = (Tally::default(), Tally::default());
         for i in 1..=100u64 {
             let part = if i <= 30 { &mut early } else { &mut whole };
             part.record_attempt(Duration::from_micros(i), Code::Ok);
@@ -583,7 +583,7 @@ mod tests {
 
     #[test]
     fn a_late_send_counts_under_the_larger_part_of_its_lag() {
-        let mut s = Shard::default();
+        let mut s = Tally::default();
         let ms = Duration::from_millis;
         s.record_lag(Duration::from_micros(50), Duration::from_micros(50)); // not late
         s.record_lag(ms(30), ms(29)); // waited for a slot

@@ -14,7 +14,7 @@ pub mod table;
 
 use crate::grpc::status::PerStatus;
 use crate::grpc::transport::{Bidi, CallKind};
-use crate::load::engine::{Ended, RunResult};
+use crate::load::engine::{Ended, Recorded};
 use crate::load::pacer::{Arrival, Pacer, Stages};
 use crate::load::plan::Plan;
 use crate::record::intervals::IntervalRow;
@@ -242,7 +242,7 @@ pub struct Summary {
     pub assertions: Vec<Checked>,
     /// The measured histograms (ns) and counts: what `--format json` carries so that runs
     /// merge exactly.
-    pub measured: crate::record::Shard,
+    pub measured: crate::record::Tally,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
     /// The length of a full interval.
@@ -320,7 +320,7 @@ impl Summary {
         plan: &Plan,
         meta: Meta,
         call: &str,
-        result: &RunResult,
+        result: &Recorded,
         assertions: &[Assertion],
         intervals: Vec<IntervalRow>,
     ) -> Summary {
@@ -432,7 +432,7 @@ impl Summary {
 
     /// `--workload`: each call's name, method and measured share, in the mix's order (a name
     /// never called has an empty share).
-    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameShard)> {
+    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameTally)> {
         self.call_names
             .iter()
             .enumerate()
@@ -443,7 +443,7 @@ impl Summary {
     }
 
     /// `--workload` flows: each flow's name, steps and measured share, in the file's order.
-    pub fn by_flow(&self) -> Vec<(&str, &[String], crate::record::shard::FlowShard)> {
+    pub fn by_flow(&self) -> Vec<(&str, &[String], crate::record::shard::FlowTally)> {
         let share = |i: usize| self.measured.by_flow.get(i).cloned().unwrap_or_default();
         self.flow_names.iter().enumerate().map(|(i, (name, steps))| (name.as_str(), &steps[..], share(i))).collect()
     }
@@ -519,7 +519,7 @@ impl Summary {
 }
 
 /// Failed calls grouped by status and message, most frequent first.
-fn errors(result: &RunResult) -> Vec<ErrorKind> {
+fn errors(result: &Recorded) -> Vec<ErrorKind> {
     let mut kinds: Vec<ErrorKind> = result
         .measured
         .errors

@@ -3,7 +3,7 @@
 //! the first `KEPT` intervals, a few KB each.
 use crate::record::intervals::Interval;
 use crate::record::shard::{new_histogram, pack, unpack};
-use crate::record::{Counts, Shard};
+use crate::record::{Counts, Tally};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub struct EarlyIntervals {
     kept: Vec<Kept>,
 }
 
-/// A kept histogram back, in the shard's bounds, so that it subtracts from the run's.
+/// A kept histogram back, in the tally's bounds, so that it subtracts from the run's.
 fn unpacked(bytes: &[u8]) -> Histogram<u64> {
     let mut h = new_histogram();
     if let Ok(read) = unpack(bytes) {
@@ -40,7 +40,7 @@ fn unpacked(bytes: &[u8]) -> Histogram<u64> {
 impl EarlyIntervals {
     pub fn keep(&mut self, iv: &Interval) {
         if self.kept.len() < KEPT {
-            let s = iv.shard;
+            let s = iv.tally;
             self.kept.push(Kept {
                 length: iv.length,
                 histograms: [
@@ -68,16 +68,16 @@ impl EarlyIntervals {
         }
     }
 
-    /// The first `n` intervals as one shard, with their total length; `None` when fewer
+    /// The first `n` intervals as one tally, with their total length; `None` when fewer
     /// were kept.
-    pub fn first(&self, n: usize) -> Option<(Shard, Duration)> {
+    pub fn first(&self, n: usize) -> Option<(Tally, Duration)> {
         if n > self.kept.len() {
             return None;
         }
-        let mut sum = Shard::default();
+        let mut sum = Tally::default();
         let mut length = Duration::ZERO;
         for k in &self.kept[..n] {
-            let part = Shard {
+            let part = Tally {
                 call_latency: unpacked(&k.histograms[0]),
                 attempt_latency: unpacked(&k.histograms[1]),
                 schedule_lag: unpacked(&k.histograms[2]),
@@ -90,7 +90,7 @@ impl EarlyIntervals {
                 by_name: k
                     .by_name
                     .iter()
-                    .map(|(calls, statuses, latency)| crate::record::shard::NameShard {
+                    .map(|(calls, statuses, latency)| crate::record::shard::NameTally {
                         calls: *calls,
                         statuses: *statuses,
                         latency: unpacked(latency),
@@ -99,8 +99,8 @@ impl EarlyIntervals {
                 by_flow: k
                     .by_flow
                     .iter()
-                    .map(|(calls, statuses, latency, stopped, capture)| crate::record::shard::FlowShard {
-                        share: crate::record::shard::NameShard {
+                    .map(|(calls, statuses, latency, stopped, capture)| crate::record::shard::FlowTally {
+                        share: crate::record::shard::NameTally {
                             calls: *calls,
                             statuses: *statuses,
                             latency: unpacked(latency),
@@ -136,23 +136,23 @@ mod tests {
 
     #[test]
     fn a_workloads_names_are_kept_for_an_exact_warmup() {
-        let mut shard = Shard::default();
+        let mut tally = Tally::default();
         for i in 1..=10u64 {
             let index = (i % 2) as usize;
-            shard.record_named(index, Duration::from_micros(i), tonic::Code::Ok);
+            tally.record_named(index, Duration::from_micros(i), tonic::Code::Ok);
         }
         let mut early = EarlyIntervals::default();
         let iv = Interval {
             at: Duration::from_secs(1),
             length: Duration::from_secs(1),
             warmup: false,
-            shard: &shard,
+            tally: &tally,
             usage: Default::default(),
             in_flight: 0,
         };
         early.keep(&iv);
         let (part, _) = early.first(1).unwrap();
-        let mut result = shard.clone();
+        let mut result = tally.clone();
         result.subtract(&part);
         assert!(result.by_name.iter().all(|n| n.calls == 0 && n.latency.is_empty()));
         assert_eq!(part.by_name[1].calls, 5);

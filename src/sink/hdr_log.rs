@@ -38,7 +38,7 @@ impl HdrLog {
     /// One line as HdrHistogram's interval log writers write it: tag, start and length in s
     /// (from the base time), the max in ms, the histogram.
     fn write(&mut self, iv: &Interval) -> std::io::Result<()> {
-        let h = &iv.shard.call_latency;
+        let h = &iv.tally.call_latency;
         writeln!(
             self.out,
             "Tag={},{:.3},{:.3},{:.3},{}",

@@ -159,10 +159,10 @@ impl Drop for LiveMetrics {
 impl Sink for LiveMetrics {
     fn interval(&mut self, iv: &Interval, _row: &IntervalRow) {
         let Ok(mut s) = self.state.lock() else { return };
-        s.calls.add(&iv.shard.counts.call_status);
-        s.latency.add(&iv.shard.call_latency);
+        s.calls.add(&iv.tally.counts.call_status);
+        s.latency.add(&iv.tally.call_latency);
         if s.open_loop {
-            s.schedule_lag.add(&iv.shard.schedule_lag);
+            s.schedule_lag.add(&iv.tally.schedule_lag);
         }
         s.in_flight = iv.in_flight;
         s.cpu = iv.usage.cpu;

@@ -298,12 +298,12 @@ impl Default for Bootstrap {
 
 /// A confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
+pub struct ConfidenceInterval {
     pub low: f64,
     pub high: f64,
 }
 
-impl Interval {
+impl ConfidenceInterval {
     pub fn contains(&self, x: f64) -> bool {
         self.low <= x && x <= self.high
     }
@@ -316,11 +316,11 @@ pub struct MedianShift {
     pub b_median: f64,
     /// `b_median - a_median`.
     pub difference: f64,
-    pub difference_ci: Interval,
+    pub difference_ci: ConfidenceInterval,
     /// `b_median / a_median`; `None` unless A's median is positive.
     pub ratio: Option<f64>,
     /// `None` when some resample of A has a median that is not positive.
-    pub ratio_ci: Option<Interval>,
+    pub ratio_ci: Option<ConfidenceInterval>,
 }
 
 /// Difference and ratio of the medians with percentile bootstrap intervals (both from the
@@ -344,7 +344,7 @@ pub fn median_shift(a: &[f64], b: &[f64], how: &Bootstrap) -> Option<MedianShift
     let interval = |mut stats: Vec<f64>| {
         stats.sort_unstable_by(f64::total_cmp);
         let tail = (1.0 - how.level) / 2.0;
-        Some(Interval { low: quantile_sorted(&stats, tail)?, high: quantile_sorted(&stats, 1.0 - tail)? })
+        Some(ConfidenceInterval { low: quantile_sorted(&stats, tail)?, high: quantile_sorted(&stats, 1.0 - tail)? })
     };
     let ratio = (a_median > 0.0).then(|| b_median / a_median);
     Some(MedianShift {
@@ -426,7 +426,7 @@ pub struct MeanShift {
     /// above its floor (the noise is taken as known: the normal distribution).
     pub degrees_of_freedom: Option<f64>,
     /// At level `1 - alpha`: it holds 0 exactly when `p_value >= alpha`.
-    pub ci: Interval,
+    pub ci: ConfidenceInterval,
     pub p_value: f64,
 }
 
@@ -494,7 +494,7 @@ pub fn mean_shift(a: Runs, b: Runs, alpha: f64) -> Option<MeanShift> {
         difference,
         standard_error,
         degrees_of_freedom,
-        ci: Interval { low: difference - half, high: difference + half },
+        ci: ConfidenceInterval { low: difference - half, high: difference + half },
         p_value: p_value.min(1.0),
     })
 }

@@ -128,12 +128,12 @@ pub fn rate(calls: u64, window: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::shard::Shard;
+    use crate::record::shard::Tally;
     use tonic::Code;
 
     #[test]
     fn latency_summary_of_a_known_distribution() {
-        let mut s = Shard::default();
+        let mut s = Tally::default();
         for ms in 1..=100u64 {
             s.record_call(Duration::from_millis(ms), Code::Ok, false);
         }
