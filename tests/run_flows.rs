@@ -89,6 +89,10 @@ fn put_then_get_checks_pass_and_every_count_is_the_servers() {
     assert_eq!(stats_ok(&stats, GET), 200);
     assert_eq!(check(&r, "get: found == true"), (200, 0));
     assert_eq!(check(&r, "get: version == {{.version}}"), (200, 0));
+    // The typed result reads the flow as a run of its own (what compare and report judge).
+    let run = rpcmeter::result::Run::from_value(r.clone()).unwrap();
+    let flow = run.of_slice("flows", "put-then-get").unwrap();
+    assert_eq!((flow.requests.total, flow.requests.ok), (200, 200));
 }
 
 #[test]
@@ -267,5 +271,49 @@ fn headers_and_trailers_are_captured_and_checked() {
     assert_eq!(check(&r, "get: header.content-type == {{.kind}}"), (20, 0), "{}", r["checks"]);
     assert_eq!(check(&r, "get: trailer.grpc-status == 0"), (20, 0));
     assert_eq!(check(&r, "get: exists trailer.nope"), (0, 20));
+    server.shutdown();
+}
+
+#[test]
+fn a_capture_beyond_64_kib_ends_its_flow_as_a_capture_error() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // 96 000 base64 characters are 72 000 bytes stored; read back, they are 96 000 again.
+    let text = PUT_THEN_GET
+        .replace("\"value\":\"aGk=\"", "\"value\":\"{{randomString 96000}}\"")
+        .replace("check = [", "capture = { value = \"response.value\" }\ncheck = [");
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "10"]);
+    let flow = &r["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["requests"]["failed"].as_u64().unwrap()), (10, 10), "{flow}");
+    assert_eq!(flow["capture_errors"], 10);
+    // The calls themselves were answered OK, and the get's checks still counted.
+    assert_eq!(r["requests"]["failed"], 0);
+    assert_eq!(check(&r, "get: found == true"), (10, 0));
+    server.shutdown();
+}
+
+#[test]
+fn bad_flows_captures_and_checks_are_refused_with_one_line() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let refused = |text: &str, args: &[&str], wanted: &str| {
+        let (_dir, file) = workload(text);
+        let out = rpcmeter(&addr, &file, &[args, &["-n", "5"]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{wanted}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(wanted), "wanted {wanted:?} in {stderr}");
+    };
+    refused(&PUT_THEN_GET.replace("found == true", "fuond == true"), &[], "GetReply has no field \"fuond\"");
+    refused(&PUT_THEN_GET.replace("response.version", "response.nope"), &[], "capture \"version\"");
+    refused(&PUT_THEN_GET.replace("found == true", "found ~ true"), &[], "is not one of == != < <= > >=");
+    refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"get\", \"put\"]"), &[], "which no earlier step captures");
+    refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\", \"nope\"]"), &[], "step \"nope\" is no [[call]]");
+    refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\"]"), &[], "call \"get\" is in no [[flow]]");
+    let no_checks = PUT_THEN_GET.replace("check = [\"found == true\", \"version == {{.version}}\"]", "");
+    refused(&no_checks, &["--assert", "checks>99%"], "no [[call]] of a --workload has a check");
+    let no_flow = PUT_THEN_GET.split("[[flow]]").next().unwrap().to_string();
+    refused(&no_flow, &[], "capture is for the later steps of a [[flow]]");
     server.shutdown();
 }
