@@ -16,11 +16,17 @@ struct File {
     flow: Vec<FlowEntry>,
 }
 
+fn one() -> u32 {
+    1
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FlowEntry {
     name: String,
     steps: Vec<String>,
+    /// One flow alone needs none.
+    #[serde(default = "one")]
     weight: u32,
     #[serde(default)]
     stop_on_check_failure: bool,
@@ -495,5 +501,53 @@ mod tests {
         let many: String =
             (0..=MAX_CALLS).map(|i| format!("[[call]]\nname = \"c{i}\"\nmethod = \"x/y\"\nweight = 1\n")).collect();
         assert!(bad(&many).contains("more than the 32"));
+    }
+
+    #[test]
+    fn checks_and_fields_read_as_written() {
+        let c = Check::parse("version >= {{.version}}").unwrap();
+        assert_eq!(c.field, Field::Response("version".into()));
+        assert_eq!(c.test, Test::Compare(Op::Ge, "{{.version}}".into()));
+        let c = Check::parse("header.X-Trace != \"a b\"").unwrap();
+        assert_eq!((c.field, c.test), (Field::Header("x-trace".into()), Test::Compare(Op::Ne, "a b".into())));
+        assert_eq!(Check::parse("exists trailer.grpc-status").unwrap().test, Test::Exists);
+        assert!(Check::parse("found").unwrap_err().contains("expected \"PATH OP VALUE\""));
+        assert!(Check::parse("found =~ x").unwrap_err().contains("is not one of"));
+        assert!(Field::parse("version", false).unwrap_err().contains("not request.PATH"));
+        use std::cmp::Ordering::*;
+        assert!(Op::Le.holds(Equal) && Op::Le.holds(Less) && !Op::Le.holds(Greater));
+        assert!(Op::Ne.holds(Less) && !Op::Eq.holds(Greater) && Op::Gt.holds(Greater));
+    }
+
+    #[test]
+    fn flows_name_calls_and_use_only_values_captured_before() {
+        let calls = r#"
+            [[call]]
+            name = "put"
+            method = "x/Put"
+            data = '{"key":"k{{.RequestNumber}}"}'
+            capture = { key = "request.key" }
+            [[call]]
+            name = "get"
+            method = "x/Get"
+            data = '{"key":"{{.key}}"}'
+            check = ["found == true"]
+        "#;
+        let w = parse(&format!("{calls}[[flow]]\nname = \"f\"\nsteps = [\"put\", \"get\", \"get\"]\n"), Path::new(""))
+            .unwrap();
+        assert_eq!(
+            w.flows,
+            vec![Flow { name: "f".into(), steps: vec![0, 1, 1], weight: 1, stop_on_check_failure: false }]
+        );
+        assert_eq!(w.calls[0].captures, vec![Capture { var: "key".into(), from: Field::Request("key".into()) }]);
+        let bad = |steps: &str| {
+            parse(&format!("{calls}[[flow]]\nname = \"f\"\nsteps = {steps}\n"), Path::new("")).unwrap_err()
+        };
+        assert!(bad(r#"["get", "put"]"#).contains("uses {{.key}}, which no earlier step captures"));
+        assert!(bad("[]").contains("steps must name 1 to 64 calls"));
+        assert!(bad(r#"["put"]"#).contains("\"get\" is in no [[flow]]"));
+        let many: String =
+            (0..=MAX_FLOWS).map(|i| format!("[[flow]]\nname = \"f{i}\"\nsteps = [\"put\", \"get\"]\n")).collect();
+        assert!(parse(&format!("{calls}{many}"), Path::new("")).unwrap_err().contains("more than the 32"));
     }
 }
