@@ -317,3 +317,33 @@ fn bad_flows_captures_and_checks_are_refused_with_one_line() {
     refused(&no_flow, &[], "capture is for the later steps of a [[flow]]");
     server.shutdown();
 }
+
+#[test]
+fn checks_without_flows_count_on_every_call_and_enums_compare_by_name_or_number() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = r#"
+[[call]]
+name = "health"
+method = "grpc.health.v1.Health/Check"
+weight = 1
+check = ["status == SERVING", "status == 1", "status != NOT_SERVING", "exists status"]
+
+[[call]]
+name = "get"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"never-put-{{.UUID}}"}'
+weight = 3
+check = ["found == false", "version < 1"]
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "40", "--assert", "checks>=100%"]);
+    for key in ["health: status == SERVING", "health: status == 1", "health: status != NOT_SERVING"] {
+        assert_eq!(check(&r, key), (10, 0), "{key}: {}", r["checks"]);
+    }
+    assert_eq!(check(&r, "health: exists status"), (10, 0));
+    assert_eq!(check(&r, "get: found == false"), (30, 0));
+    assert_eq!(check(&r, "get: version < 1"), (30, 0));
+    assert!(r.get("flows").is_none());
+    server.shutdown();
+}

@@ -126,7 +126,8 @@ impl Rules {
             let value = match (ok, read(from)) {
                 (false, _) => continue,
                 (true, Some(Read::Value(v))) => text(&v),
-                (true, Some(Read::Text(t))) => t,
+                (true, Some(Read::Text(t) | Read::Enum(_, Some(t)))) => t,
+                (true, Some(Read::Enum(n, None))) => n.to_string(),
                 (true, Some(Read::Absent) | None) => {
                     failed.get_or_insert_with(|| format!("capture {var:?}: nothing at {}", describe(from)));
                     continue;
@@ -144,7 +145,7 @@ impl Rules {
         for (i, (field, test)) in self.checks.iter().enumerate() {
             let pass = ok
                 && match (test, read(field)) {
-                    (Compiled::Exists, Some(Read::Value(_) | Read::Text(_))) => true,
+                    (Compiled::Exists, Some(Read::Value(_) | Read::Text(_) | Read::Enum(..))) => true,
                     (Compiled::Exists, _) => false,
                     (Compiled::Compare(op, expected), Some(found)) => {
                         let expected = expected.render(numbers.0, numbers.1, captured);
@@ -192,6 +193,8 @@ enum Read {
     Value(Value),
     /// A header or trailer.
     Text(String),
+    /// An enum field's number, and its name when the enum has one for it.
+    Enum(i32, Option<String>),
     /// A field without presence, or inside a message that is not there.
     Absent,
 }
@@ -208,7 +211,11 @@ fn value_at(message: &DynamicMessage, path: &str) -> Read {
             if field.supports_presence() && !current.has_field(&field) {
                 return Read::Absent;
             }
-            return Read::Value(current.get_field(&field).into_owned());
+            let value = current.get_field(&field).into_owned();
+            if let (Value::EnumNumber(n), Kind::Enum(e)) = (&value, field.kind()) {
+                return Read::Enum(*n, e.get_value(*n).map(|v| v.name().to_owned()));
+            }
+            return Read::Value(value);
         }
         if !current.has_field(&field) {
             return Read::Absent;
@@ -246,6 +253,13 @@ fn compare(found: &Read, expected: &str) -> Option<Ordering> {
     let value = match found {
         Read::Absent => return None,
         Read::Text(t) => return Some(t.as_str().cmp(expected)),
+        // An enum compares by number with a number, by name with a name.
+        Read::Enum(n, name) => {
+            return match expected.parse::<i32>() {
+                Ok(e) => Some(n.cmp(&e)),
+                Err(_) => name.as_deref().map(|name| name.cmp(expected)),
+            }
+        }
         Read::Value(v) => v,
     };
     let int = |n: i128| expected.parse::<i128>().ok().map(|e| n.cmp(&e));
