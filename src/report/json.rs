@@ -263,20 +263,15 @@ fn flows(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
     s.by_flow()
         .into_iter()
         .map(|(name, steps, flow)| {
-            let share = &flow.share;
-            let slice = Slice {
-                requests: result::Counts { total: share.calls, ok: flow.ok(), failed: share.calls - flow.ok() },
-                throughput_rps: crate::stats::rate(share.calls, window),
-                statuses: statuses(&share.statuses),
-                latency_us: LatencySummary::of(&Latency::of(&share.latency)),
-                histogram: to_text(&share.latency),
-                extra: [
-                    ("steps".to_string(), Value::from(steps.to_vec())),
-                    ("stopped_by_check".to_string(), flow.stopped_by_check.into()),
-                    ("capture_errors".to_string(), flow.capture_errors.into()),
-                ]
-                .into(),
-            };
+            let mut slice = slice(&flow.share, window);
+            let (total, ok) = (flow.share.calls, flow.ok());
+            slice.requests = result::Counts { total, ok, failed: total - ok };
+            slice.extra = [
+                ("steps".to_string(), Value::from(steps.to_vec())),
+                ("stopped_by_check".to_string(), flow.stopped_by_check.into()),
+                ("capture_errors".to_string(), flow.capture_errors.into()),
+            ]
+            .into();
             (name.to_owned(), slice)
         })
         .collect()
