@@ -169,7 +169,8 @@ impl Default for Backoff {
 pub struct Backend {
     /// Its index among the run's addresses (pick_first: of the address that answered).
     index: Cell<usize>,
-    /// Where it dials.
+    /// Where it dials; empty: the target's own addresses (pick_first until a `dns:///`
+    /// target's addresses change).
     addrs: RefCell<Vec<SocketAddr>>,
     /// None while it connects or waits to reconnect. `Rc`: a call clones the pointer, not
     /// h2's handle (whose clone takes a lock).
@@ -200,7 +201,8 @@ impl Backend {
         let addrs = self.addrs.borrow().clone();
         let dial = if addrs.is_empty() { None } else { Some(&addrs[..]) };
         let (conn, peer) = connector.connect_to(dial).await.inspect_err(|_| addresses.failed())?;
-        if let (true, Some(peer)) = (addresses.by_backend && addrs.len() > 1, peer) {
+        // pick_first: the backend is whichever address answered.
+        if let (true, Some(peer)) = (addresses.by_backend && addresses.lb == Lb::PickFirst, peer) {
             self.index.set(addresses.index_of(peer));
         }
         let conn = Rc::new(conn);
@@ -264,8 +266,10 @@ impl Channel {
         let current = addresses.current();
         let backends: Vec<Rc<Backend>> = match addresses.lb {
             Lb::PickFirst => {
+                // No addresses of its own: it dials the target's, as a connector does (and
+                // names the target, not an address, when none answers).
                 let first = current.first().map_or(0, |(i, _)| *i);
-                vec![Backend::new(first, current.iter().map(|(_, a)| *a).collect())]
+                vec![Backend::new(first, Vec::new())]
             }
             Lb::RoundRobin => current.iter().map(|&(i, a)| Backend::new(i, vec![a])).collect(),
         };
