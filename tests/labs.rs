@@ -97,8 +97,11 @@ fn kv_consistency_counts_stale_gets_only_where_the_replica_lags() {
             assert_eq!(row[9], "0", "failed calls: {row:?}");
             assert!(stale <= not_exact, "a stale get is not the put's version either: {row:?}");
             match store {
+                // One client's flow takes about a millisecond here, but a busy machine (CI, or
+                // the tests beside) stalls some beyond 10 ms: most, not all (tests/serve_lab.rs
+                // has the exact case, 2 s of lag).
                 "eventual 10ms, own keys" if row[2] == "1" => {
-                    assert!(stale * 10 >= checked * 9, "10 ms of lag, one client: nearly every get stale: {row:?}")
+                    assert!(stale * 4 >= checked * 3, "10 ms of lag, one client: most gets stale: {row:?}")
                 }
                 "eventual 10ms, own keys" => {}
                 "linearizable, one key" => assert_eq!(stale, 0, "{row:?}"),

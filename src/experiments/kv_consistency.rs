@@ -318,6 +318,32 @@ mod tests {
         }
     }
 
+    /// The findings restate the counts: stale per step, newer versions apart, and which
+    /// stores had stale gets and which none.
+    #[test]
+    fn findings_name_the_stores_that_missed_and_those_that_did_not() {
+        let point = |clients, checked, stale, not_exact| Point {
+            clients,
+            m: Measured { checked, stale, not_exact, flow_p50: Duration::from_millis(2), ..Measured::default() },
+        };
+        let results = vec![
+            (&CONFIGS[0], vec![point(1, 100, 0, 0), point(4, 200, 0, 0)]),
+            (&CONFIGS[2], vec![point(1, 100, 99, 99), point(4, 200, 10, 10)]),
+            (&CONFIGS[4], vec![point(4, 200, 0, 150)]),
+        ];
+        let found = findings(&results);
+        assert_eq!(
+            found[1],
+            "eventual 1ms, own keys: stale gets 99.0% at 1 client (flow p50 2.0 ms), 5.0% at 4 clients (flow p50 2.0 ms)."
+        );
+        assert!(found[2].contains("150 gets saw a newer version than their put's") && found[2].contains("75.0% at 4"));
+        assert_eq!(
+            found[3],
+            "Stale gets were measured with eventual 1ms, own keys only; none with linearizable, own keys (300 gets), \
+             linearizable, one key (200 gets)."
+        );
+    }
+
     #[test]
     fn fractions_say_when_nothing_was_checked() {
         assert_eq!(fraction(3, 12), "3 / 12 (25.0%)");
