@@ -134,6 +134,32 @@ fn stop_on_check_failure_ends_the_flow_before_its_next_step() {
 }
 
 #[test]
+fn merge_adds_the_flows_stopped_by_a_check() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = PUT_THEN_GET
+        .replace("capture = {", "check = [\"version == 0\"]\ncapture = {")
+        .replace("weight = 1\n", "weight = 1\nstop_on_check_failure = true\n");
+    let (dir, file) = workload(&text);
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (path, n) in [(&a, "12"), (&b, "7")] {
+        let out = rpcmeter(&addr, &file, &["-c", "2", "-n", n, "--format", "json", "-o", path.to_str().unwrap()]);
+        assert!(out.status.success() || out.status.code() == Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["merge", "--format", "json"])
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flow = &m["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["stopped_by_check"].as_u64().unwrap()), (19, 19), "{flow}");
+    assert_eq!(check(&m, "put: version == 0"), (0, 19));
+    server.shutdown();
+}
+
+#[test]
 fn two_flows_by_weight_count_like_the_server() {
     let server = lab(LabConfig::default());
     let addr = server.local_addr().to_string();

@@ -116,6 +116,7 @@ pub fn result(s: &Summary) -> Run {
         calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration)),
         flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration)),
         checks: (!s.check_names.is_empty()).then(|| checks(s)),
+        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
         ..Run::default()
     }
 }
@@ -250,15 +251,7 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, S
     s.by_name()
         .into_iter()
         .map(|(name, method, share)| {
-            let ok = share.statuses.get(tonic::Code::Ok);
-            let slice = Slice {
-                requests: result::Counts { total: share.calls, ok, failed: share.calls - ok },
-                throughput_rps: crate::stats::rate(share.calls, window),
-                statuses: statuses(&share.statuses),
-                latency_us: LatencySummary::of(&Latency::of(&share.latency)),
-                histogram: to_text(&share.latency),
-                extra: [("method".to_string(), Value::from(method))].into(),
-            };
+            let slice = Slice { extra: [("method".to_string(), Value::from(method))].into(), ..slice(&share, window) };
             (name.to_owned(), slice)
         })
         .collect()
@@ -298,6 +291,24 @@ fn checks(s: &Summary) -> BTreeMap<String, result::CheckCount> {
             (format!("{call}: {text}"), count)
         })
         .collect()
+}
+
+/// Targets broken down by backend: each address's slice (merge adds them).
+fn backends(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
+}
+
+/// One share of a run (a call name's, a backend's) as a slice.
+fn slice(share: &crate::record::shard::NameTally, window: std::time::Duration) -> Slice {
+    let ok = share.statuses.get(tonic::Code::Ok);
+    Slice {
+        requests: result::Counts { total: share.calls, ok, failed: share.calls - ok },
+        throughput_rps: crate::stats::rate(share.calls, window),
+        statuses: statuses(&share.statuses),
+        latency_us: LatencySummary::of(&Latency::of(&share.latency)),
+        histogram: to_text(&share.latency),
+        extra: Default::default(),
+    }
 }
 
 fn statuses(counts: &PerStatus) -> BTreeMap<String, u64> {

@@ -6,6 +6,7 @@ pub mod html;
 pub mod influx;
 pub mod json;
 pub mod junit;
+pub mod of_result;
 pub mod printable;
 pub mod prometheus;
 pub mod rmeter;
@@ -162,6 +163,7 @@ pub enum NoticeKind {
     WarmUp,
     NoSteadyState,
     Hiccups,
+    SlowBackend,
 }
 
 impl NoticeKind {
@@ -181,6 +183,7 @@ impl NoticeKind {
             NoticeKind::WarmUp => "warm_up",
             NoticeKind::NoSteadyState => "no_steady_state",
             NoticeKind::Hiccups => "client_hiccups",
+            NoticeKind::SlowBackend => "slow_backend",
         }
     }
 }
@@ -271,6 +274,9 @@ pub struct Summary {
     pub flow_names: Vec<(String, Vec<String>)>,
     /// `--workload` checks: each one's (call name, expression); results in `measured.checks`.
     pub check_names: Vec<(String, String)>,
+    /// Targets broken down by backend (docs/targets.md): every address of the run; its
+    /// results are `measured.by_backend` at the same index.
+    pub backends: Vec<String>,
 }
 
 /// A streaming run's messages; the calls above are its streams (their latency: each
@@ -418,6 +424,7 @@ impl Summary {
             call_names: Vec::new(),
             flow_names: Vec::new(),
             check_names: Vec::new(),
+            backends: result.backends.iter().map(|a| a.to_string()).collect(),
         };
         summary.assertions = assertions
             .iter()
@@ -455,6 +462,15 @@ impl Summary {
             .iter()
             .enumerate()
             .map(|(i, (call, text))| (call.as_str(), text.as_str(), counts(i).0, counts(i).1))
+            .collect()
+    }
+
+    /// Each backend's address and measured share, in the order of the run's addresses.
+    pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameTally)> {
+        self.backends
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| (addr.as_str(), self.measured.by_backend.get(i).cloned().unwrap_or_default()))
             .collect()
     }
 
@@ -645,11 +661,52 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
         )),
         _ => {}
     }
+    out.extend(slow_backends(&s.by_backend()));
     if s.requests.abandoned > 0 {
         out.push(notice(
             NoticeKind::Abandoned,
             format!("{} calls were still in flight when the run was stopped and are not counted", s.requests.abandoned),
         ));
+    }
+    out
+}
+
+/// A backend is compared once it answered this many calls.
+const SLOW_BACKEND_CALLS: u64 = 20;
+
+/// The slow pod behind a name: a backend whose p50 latency is more than twice the median of
+/// the other backends' p50 (and at least 100 µs above it, above a busy client's scheduling
+/// noise), each with `SLOW_BACKEND_CALLS` calls or more.
+fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<Notice> {
+    let judged: Vec<(&str, Duration, u64)> = backends
+        .iter()
+        .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
+        .map(|(addr, share)| (*addr, stats::Statistic::Percentile(50.0).of(&share.latency), share.calls))
+        .collect();
+    let mut out = Vec::new();
+    for (i, &(addr, p50, calls)) in judged.iter().enumerate() {
+        let mut others: Vec<Duration> =
+            judged.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, p, _))| *p).collect();
+        if others.is_empty() {
+            continue;
+        }
+        others.sort();
+        let median = match others.len() {
+            n if n % 2 == 1 => others[n / 2],
+            n => (others[n / 2 - 1] + others[n / 2]) / 2,
+        };
+        if p50 > median * 2 && p50 - median >= Duration::from_micros(100) {
+            out.push(notice(
+                NoticeKind::SlowBackend,
+                format!(
+                    "backend {addr} is slow: p50 {} over {calls} calls, {:.1}x the other backends' median p50 ({}): \
+                     a slow pod behind the name? (each backend's latency: backends in --format json)",
+                    units::duration(p50),
+                    p50.as_secs_f64() / median.as_secs_f64().max(1e-9),
+                    units::duration(median),
+                ),
+            ));
+        }
     }
     out
 }
@@ -736,6 +793,30 @@ pub fn describe_load(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slow_backend_stands_above_twice_the_others_median() {
+        let share = |p50_us: u64, calls: u64| {
+            let mut t = crate::record::shard::NameTally::default();
+            for _ in 0..calls {
+                t.latency.record(p50_us * 1000).unwrap();
+            }
+            t.calls = calls;
+            t
+        };
+        let kinds = |backends: &[(&str, crate::record::shard::NameTally)]| {
+            slow_backends(backends).iter().map(|n| n.text.split(' ').nth(1).unwrap().to_string()).collect::<Vec<_>>()
+        };
+        // Three backends: one at 2.5x the median of the others (1 ms and 1.2 ms: 1.1 ms).
+        let three = [("a:1", share(1000, 50)), ("b:1", share(1200, 50)), ("c:1", share(2750, 50))];
+        assert_eq!(kinds(&three), vec!["c:1"]);
+        // Below twice the median is not slow; too few calls are not judged.
+        assert!(kinds(&[("a:1", share(1000, 50)), ("b:1", share(1900, 50))]).is_empty());
+        assert!(kinds(&[("a:1", share(1000, 50)), ("b:1", share(5000, 19))]).is_empty());
+        // Microseconds apart is scheduling noise, not a slow pod.
+        assert!(kinds(&[("a:1", share(20, 50)), ("b:1", share(90, 50))]).is_empty());
+        assert!(kinds(&[("a:1", share(1000, 50))]).is_empty(), "one backend has no others");
+    }
 
     #[test]
     fn hiccups_stand_out_only_well_above_the_floor() {

@@ -21,6 +21,8 @@ struct Kept {
     /// Flows as names, with their stops (by check, by capture).
     by_flow: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>, u64, u64)>,
     checks: Vec<(u64, u64)>,
+    /// Each backend's, likewise.
+    by_backend: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
 }
 
 #[derive(Default)]
@@ -35,6 +37,17 @@ fn unpacked(bytes: &[u8]) -> Histogram<u64> {
         let _ = h.add(&read);
     }
     h
+}
+
+/// Kept per-name (or per-backend) shares back.
+fn shares(kept: &[(u64, crate::grpc::status::PerStatus, Vec<u8>)]) -> Vec<crate::record::shard::NameTally> {
+    kept.iter()
+        .map(|(calls, statuses, latency)| crate::record::shard::NameTally {
+            calls: *calls,
+            statuses: *statuses,
+            latency: unpacked(latency),
+        })
+        .collect()
 }
 
 impl EarlyIntervals {
@@ -64,6 +77,7 @@ impl EarlyIntervals {
                     })
                     .collect(),
                 checks: s.checks.clone(),
+                by_backend: s.by_backend.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
             });
         }
     }
@@ -87,15 +101,8 @@ impl EarlyIntervals {
                 ok_call_latency: unpacked(&k.histograms[6]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
-                by_name: k
-                    .by_name
-                    .iter()
-                    .map(|(calls, statuses, latency)| crate::record::shard::NameTally {
-                        calls: *calls,
-                        statuses: *statuses,
-                        latency: unpacked(latency),
-                    })
-                    .collect(),
+                by_name: shares(&k.by_name),
+                by_backend: shares(&k.by_backend),
                 by_flow: k
                     .by_flow
                     .iter()
