@@ -27,6 +27,7 @@ pub const BREAKDOWNS: [&str; 3] = ["calls_by_name", "flows", "backends"];
 /// A whole result: a run's, a shard's, or several merged.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct Run {
+    #[serde(default)]
     pub meta: Meta,
     #[serde(default)]
     pub target: String,
@@ -82,6 +83,7 @@ pub struct Run {
     /// The call latency histogram (the same as `histograms.call_latency`).
     #[serde(default)]
     pub histogram: String,
+    #[serde(default)]
     pub histograms: Histograms,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<f64>,
@@ -428,13 +430,20 @@ impl Run {
     }
 
     pub fn from_value(value: Value) -> Result<Run, NotAResult> {
-        for key in ["requests", "histograms", "meta", "duration_s"] {
+        Run::from_value_requiring(value, &[])
+    }
+
+    /// A result that has `keys` beside the counts and the duration every reader needs (merge
+    /// needs the histograms).
+    pub fn from_value_requiring(value: Value, keys: &[&str]) -> Result<Run, NotAResult> {
+        for key in ["requests", "duration_s"].iter().chain(keys) {
             if value.get(key).is_none() {
                 return Err(NotAResult(format!("not a result of rpcmeter run --format json (no \"{key}\")")));
             }
         }
         check_version(&value["meta"]["schema_version"])?;
-        serde_path_to_error::deserialize(value).map_err(|e| NotAResult(format!("{}: {}", e.path(), e.inner())))
+        serde_path_to_error::deserialize(value)
+            .map_err(|e| NotAResult(format!("not a result of rpcmeter run --format json: {}: {}", e.path(), e.inner())))
     }
 
     /// The result as JSON: keys sorted, as every result has been written.
@@ -547,10 +556,9 @@ impl Run {
 
 /// `--slice KEY=NAME`: which slice of a result to take.
 pub fn parse_slice(text: &str) -> Result<(String, String), String> {
-    let (key, name) =
-        text.split_once('=').ok_or_else(|| format!("--slice {text}: not KEY=NAME (e.g. calls_by_name=put)"))?;
+    let (key, name) = text.split_once('=').ok_or_else(|| format!("not KEY=NAME (e.g. calls_by_name=put): {text}"))?;
     if !BREAKDOWNS.contains(&key) {
-        return Err(format!("--slice {text}: {key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
+        return Err(format!("{key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
     }
     Ok((key.to_string(), name.to_string()))
 }
