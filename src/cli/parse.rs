@@ -44,7 +44,8 @@ const MIN_RATE: f64 = 0.001;
 /// The fastest: a call every nanosecond, far beyond what any client sends.
 const MAX_RATE: f64 = 1e9;
 
-fn rate(text: &str) -> Result<f64, String> {
+/// A rate in calls/s, from `MIN_RATE` to `MAX_RATE`.
+pub fn rate(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(r) if r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
         _ => Err(format!("{text:?} is not a rate from {MIN_RATE} to {MAX_RATE:e} calls/s")),
