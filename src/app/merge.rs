@@ -45,8 +45,8 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
     Input::of_value(label, value)
 }
 
-/// What merge reads beside the counts: the histograms it adds, the start that places a window.
-const NEEDED: [&str; 2] = ["histograms", "meta"];
+/// What merge reads beside the counts: the histograms it adds, the start and length of a window.
+const NEEDED: [&str; 3] = ["histograms", "meta", "duration_s"];
 
 fn checked(input: Input) -> anyhow::Result<Input> {
     // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
