@@ -23,7 +23,7 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
 
 /// Flags the README shows ahead of the branch that adds them (issue 33): each entry goes when
 /// that branch lands on main.
-const COMING: &[(&str, &str)] = &[("--lb", "issue 33, item 2: client-side load balancing")];
+const COMING: &[(&str, &str)] = &[];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

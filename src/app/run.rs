@@ -230,7 +230,10 @@ pub fn measure(
         }
         sinks.add(Box::new(live));
     }
-    let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
+    // The probe reads one server's Stats: no cross-check of a run spread over several.
+    let stats = (settings.server_stats && !plan.target.by_backend())
+        .then(|| super::server_side::StatsProbe::before(&plan.target))
+        .flatten();
     let started_at = SystemTime::now();
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();

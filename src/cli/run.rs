@@ -123,6 +123,11 @@ pub struct RunArgs {
     /// HTTP/2 connections; calls are spread over them
     #[arg(long, default_value_t = 1)]
     pub connections: u32,
+    /// Load balancing over the target's addresses, by gRPC's policy names: round_robin
+    /// opens --connections to every address and spreads calls over the ready ones in turn
+    /// (docs/targets.md)
+    #[arg(long, value_enum, default_value_t = crate::grpc::Lb::PickFirst)]
+    pub lb: crate::grpc::Lb,
     /// Client threads, each owning its connections [default: one per connection, at most the cores]
     #[arg(long)]
     pub threads: Option<u32>,

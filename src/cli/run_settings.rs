@@ -56,6 +56,8 @@ impl CallArgs {
             keepalive: self.keepalive,
             keepalive_timeout: self.keepalive_timeout.unwrap_or(KEEPALIVE_TIMEOUT),
             unix: text.unix.clone(),
+            addresses: text.addresses.clone(),
+            lb: Default::default(),
         };
         let metadata = self.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
         let schema = match (&self.schema.proto, &self.schema.protoset) {
@@ -98,7 +100,8 @@ impl RunArgs {
     pub fn settings(&self, arguments: Vec<String>) -> anyhow::Result<Settings> {
         let args = self;
         let redactor = crate::app::redact::Redactor::new(&args.redact);
-        let CallParts { target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
+        let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
+        target.lb = args.lb;
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let call = match (&args.call, &args.workload) {
             (Some(call), None) => call.clone(),

@@ -71,6 +71,8 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name` as given, name by name.
     pub by_name: Vec<(String, Value)>,
+    /// Targets broken down by backend: `backends` as given, address by address.
+    pub backends: Vec<(String, Value)>,
 }
 
 fn text(v: &Value) -> String {
@@ -106,6 +108,12 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
     let as_map = |v: Value| v.as_object().cloned().unwrap_or_default();
     let steady = r.steady_state.as_ref();
     Ok(Run {
+        backends: r
+            .backends
+            .iter()
+            .flatten()
+            .map(|(address, slice)| (address.clone(), serde_json::to_value(slice).unwrap_or_default()))
+            .collect(),
         by_name: r
             .calls_by_name
             .iter()
@@ -402,6 +410,27 @@ fn status_tables(r: &Run) -> String {
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 esc(name),
                 esc(&text(&v["method"])),
+                v["requests"]["total"].as_u64().unwrap_or(0),
+                esc(&text(&v["latency_us"]["p50"])),
+                esc(&text(&v["latency_us"]["p99"])),
+                esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !r.backends.is_empty() {
+        s.push_str(
+            "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
+             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+        );
+        for (addr, v) in &r.backends {
+            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
+            let class = if failed == 0 { "n" } else { "n bad" };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(addr),
                 v["requests"]["total"].as_u64().unwrap_or(0),
                 esc(&text(&v["latency_us"]["p50"])),
                 esc(&text(&v["latency_us"]["p99"])),

@@ -163,6 +163,7 @@ pub enum NoticeKind {
     WarmUp,
     NoSteadyState,
     Hiccups,
+    SlowBackend,
 }
 
 impl NoticeKind {
@@ -182,6 +183,7 @@ impl NoticeKind {
             NoticeKind::WarmUp => "warm_up",
             NoticeKind::NoSteadyState => "no_steady_state",
             NoticeKind::Hiccups => "client_hiccups",
+            NoticeKind::SlowBackend => "slow_backend",
         }
     }
 }
@@ -268,6 +270,9 @@ pub struct Summary {
     /// `--workload`: each call's (name, method), in the mix's order; its results are
     /// `measured.by_name` at the same index.
     pub call_names: Vec<(String, String)>,
+    /// Targets broken down by backend (docs/targets.md): every address of the run; its
+    /// results are `measured.by_backend` at the same index.
+    pub backends: Vec<String>,
 }
 
 /// A streaming run's messages; the calls above are its streams (their latency: each
@@ -413,6 +418,7 @@ impl Summary {
                 first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
             }),
             call_names: Vec::new(),
+            backends: result.backends.iter().map(|a| a.to_string()).collect(),
         };
         summary.assertions = assertions
             .iter()
@@ -434,6 +440,15 @@ impl Summary {
             .map(|(i, (name, method))| {
                 (name.as_str(), method.as_str(), self.measured.by_name.get(i).cloned().unwrap_or_default())
             })
+            .collect()
+    }
+
+    /// Each backend's address and measured share, in the order of the run's addresses.
+    pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameTally)> {
+        self.backends
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| (addr.as_str(), self.measured.by_backend.get(i).cloned().unwrap_or_default()))
             .collect()
     }
 
@@ -620,11 +635,52 @@ fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
         )),
         _ => {}
     }
+    out.extend(slow_backends(&s.by_backend()));
     if s.requests.abandoned > 0 {
         out.push(notice(
             NoticeKind::Abandoned,
             format!("{} calls were still in flight when the run was stopped and are not counted", s.requests.abandoned),
         ));
+    }
+    out
+}
+
+/// A backend is compared once it answered this many calls.
+const SLOW_BACKEND_CALLS: u64 = 20;
+
+/// The slow pod behind a name: a backend whose p50 latency is more than twice the median of
+/// the other backends' p50 (and at least 100 µs above it, above a busy client's scheduling
+/// noise), each with `SLOW_BACKEND_CALLS` calls or more.
+fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<Notice> {
+    let judged: Vec<(&str, Duration, u64)> = backends
+        .iter()
+        .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
+        .map(|(addr, share)| (*addr, stats::Statistic::Percentile(50.0).of(&share.latency), share.calls))
+        .collect();
+    let mut out = Vec::new();
+    for (i, &(addr, p50, calls)) in judged.iter().enumerate() {
+        let mut others: Vec<Duration> =
+            judged.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, p, _))| *p).collect();
+        if others.is_empty() {
+            continue;
+        }
+        others.sort();
+        let median = match others.len() {
+            n if n % 2 == 1 => others[n / 2],
+            n => (others[n / 2 - 1] + others[n / 2]) / 2,
+        };
+        if p50 > median * 2 && p50 - median >= Duration::from_micros(100) {
+            out.push(notice(
+                NoticeKind::SlowBackend,
+                format!(
+                    "backend {addr} is slow: p50 {} over {calls} calls, {:.1}x the other backends' median p50 ({}): \
+                     a slow pod behind the name? (each backend's latency: backends in --format json)",
+                    units::duration(p50),
+                    p50.as_secs_f64() / median.as_secs_f64().max(1e-9),
+                    units::duration(median),
+                ),
+            ));
+        }
     }
     out
 }

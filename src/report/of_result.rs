@@ -77,6 +77,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
         assertions: Vec::new(),
         messages: run.messages.as_ref().map(messages),
         call_names: names(run),
+        backends: run.backends.iter().flat_map(BTreeMap::keys).cloned().collect(),
         measured,
         intervals: Vec::new(),
         interval: seconds(run.interval_s.unwrap_or(1.0)),
@@ -113,6 +114,14 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
     for slice in run.calls_by_name.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("calls_by_name histogram {why}")))?;
         shard.by_name.push(NameTally { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency });
+    }
+    for slice in run.backends.iter().flat_map(BTreeMap::values) {
+        let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("backends histogram {why}")))?;
+        shard.by_backend.push(NameTally {
+            calls: slice.requests.total,
+            statuses: per_status(&slice.statuses),
+            latency,
+        });
     }
     Ok(shard)
 }

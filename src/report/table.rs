@@ -183,6 +183,21 @@ fn render(s: &Summary) -> String {
             row(&mut o, [&name, &calls, &failed, &p50, &p99, &max, method]);
         }
     }
+    if !s.backends.is_empty() {
+        let _ = writeln!(o, "\nBy backend:");
+        let row = |o: &mut String, cells: [&str; 6]| {
+            let [addr, requests, failed, p50, p99, max] = cells;
+            let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
+        };
+        row(&mut o, ["backend", "requests", "failed", "p50", "p99", "max"]);
+        for (addr, share) in s.by_backend() {
+            let l = crate::stats::Latency::of(&share.latency);
+            let failed = share.calls - share.statuses.get(tonic::Code::Ok);
+            let (calls, failed) = (share.calls.to_string(), failed.to_string());
+            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            row(&mut o, [addr, &calls, &failed, &p50, &p99, &max]);
+        }
+    }
     let _ = writeln!(o, "\nStatus (per call):");
     for (code, n) in s.statuses.nonzero() {
         let _ = writeln!(o, "  {:<20} {n}", status::name(code));
