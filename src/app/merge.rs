@@ -126,8 +126,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     let start = windows.first().map_or(0.0, |w| w.0);
     let span = windows.last().map_or(0.0, |w| w.1) - start;
     let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
-    let window = Duration::try_from_secs_f64(measured).unwrap_or(Duration::MAX);
-    let rate = |n: u64| crate::stats::rate(n, window);
+    let rate = |n: u64| if measured > 0.0 { n as f64 / measured } else { 0.0 };
     let micros = |s: f64| (s * 1e6).round() / 1e6;
 
     let mut out = Run { ..Run::default() };
@@ -147,7 +146,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     if let Some(kind) = first.messages.as_ref().map(|m| m.kind.clone()) {
         out.messages = Some(merge_messages(inputs, kind, &rate)?);
     }
-    merge_breakdowns(inputs, window, &mut out)?;
+    merge_breakdowns(inputs, &rate, &mut out)?;
     out.shards = Some(inputs.iter().map(shard_part).collect());
     out.notices = notices(inputs, &mixed);
     out.partial = inputs.iter().any(|i| i.result.partial);
@@ -247,13 +246,13 @@ fn merge_counts(inputs: &[Input], out: &mut Run) {
 
 /// Each breakdown (`calls_by_name`, `flows`, `backends`): its slices added name by name; and
 /// the checks' passes and failures, check by check.
-fn merge_breakdowns(inputs: &[Input], window: Duration, out: &mut Run) -> anyhow::Result<()> {
+fn merge_breakdowns(inputs: &[Input], rate: &dyn Fn(u64) -> f64, out: &mut Run) -> anyhow::Result<()> {
     for key in BREAKDOWNS {
         if inputs.iter().all(|i| i.result.breakdown(key).is_none()) {
             continue;
         }
         let maps = inputs.iter().filter_map(|i| Some((i.label.as_str(), i.result.breakdown(key)?)));
-        let merged = merge_breakdown(maps, window)
+        let merged = merge_breakdown(maps, rate)
             .map_err(|(label, name, why)| bad_input(format!("{label}: {key}.{name}.{why}")))?;
         if let Some(slot) = out.breakdown_mut(key) {
             *slot = Some(merged);
