@@ -276,6 +276,8 @@ fn a_slice_merges_compares_and_renders_like_a_whole() {
     assert!(prometheus.lines().any(|l| l.starts_with("rpcmeter_run_count{") && l.ends_with(" 105")), "{prometheus}");
     let table = stdout(bin().args(["merge", "--slice", "calls_by_name=echo"]).args([&a, &b]).output().unwrap());
     assert!(table.contains("Calls:       45 (ok 45, failed 0)"), "{table}");
+    let page = stdout(bin().args(["report", "-o", "-", "--slice", "calls_by_name=cpu"]).arg(&a).output().unwrap());
+    assert!(page.contains("a.json [calls_by_name=cpu]") && page.contains("<svg"), "no page of the slice");
     // A name no result has: one line, exit 2.
     let out = bin().args(["compare", "--slice", "calls_by_name=nope"]).args([&a, &b]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
