@@ -71,6 +71,9 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name` as given, name by name.
     pub by_name: Vec<(String, Value)>,
+    /// `--workload` flows and checks as given, one by one.
+    pub flows: Vec<(String, Value)>,
+    pub checks: Vec<(String, Value)>,
     /// Targets broken down by backend: `backends` as given, address by address.
     pub backends: Vec<(String, Value)>,
 }
@@ -107,6 +110,11 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
     let q = &r.requests;
     let as_map = |v: Value| v.as_object().cloned().unwrap_or_default();
     let steady = r.steady_state.as_ref();
+    // A breakdown's entries as the page's tables read them, name by name.
+    fn entries<T: serde::Serialize>(map: Option<&std::collections::BTreeMap<String, T>>) -> Vec<(String, Value)> {
+        let each = map.into_iter().flatten();
+        each.map(|(name, v)| (name.clone(), serde_json::to_value(v).unwrap_or_default())).collect()
+    }
     Ok(Run {
         backends: r
             .backends
@@ -114,12 +122,9 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
             .flatten()
             .map(|(address, slice)| (address.clone(), serde_json::to_value(slice).unwrap_or_default()))
             .collect(),
-        by_name: r
-            .calls_by_name
-            .iter()
-            .flatten()
-            .map(|(name, slice)| (name.clone(), serde_json::to_value(slice).unwrap_or_default()))
-            .collect(),
+        by_name: entries(r.calls_by_name.as_ref()),
+        flows: entries(r.flows.as_ref()),
+        checks: entries(r.checks.as_ref()),
         label: r
             .meta
             .name
@@ -418,6 +423,29 @@ fn status_tables(r: &Run) -> String {
         }
         s.push_str("</table>\n");
     }
+    if !r.flows.is_empty() {
+        s.push_str(
+            "<h3>By flow</h3><table class=\"names\"><tr><th>flow</th><th>steps</th><th>flows</th><th>failed</th>\
+             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+        );
+        for (name, v) in &r.flows {
+            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
+            let class = if failed == 0 { "n" } else { "n bad" };
+            let steps: Vec<String> = v["steps"].as_array().into_iter().flatten().map(text).collect();
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(name),
+                esc(&steps.join(" → ")),
+                v["requests"]["total"].as_u64().unwrap_or(0),
+                esc(&text(&v["latency_us"]["p50"])),
+                esc(&text(&v["latency_us"]["p99"])),
+                esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
     if !r.backends.is_empty() {
         s.push_str(
             "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
@@ -435,6 +463,23 @@ fn status_tables(r: &Run) -> String {
                 esc(&text(&v["latency_us"]["p50"])),
                 esc(&text(&v["latency_us"]["p99"])),
                 esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !r.checks.is_empty() {
+        s.push_str(
+            "<h3>Checks</h3><table class=\"names\"><tr><th>call</th><th>check</th><th>pass</th><th>fail</th></tr>",
+        );
+        for (_, v) in &r.checks {
+            let fail = v["fail"].as_u64().unwrap_or(0);
+            let class = if fail == 0 { "n" } else { "n bad" };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{fail}</td></tr>",
+                esc(&text(&v["call"])),
+                esc(&text(&v["expression"])),
+                v["pass"].as_u64().unwrap_or(0),
             );
         }
         s.push_str("</table>\n");
