@@ -161,11 +161,11 @@ impl Lab {
         }
         let summary = measure_step(settings, &self.control, true)?;
         self.ran(label, summary.partial());
-        let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
+        let result = crate::report::json::result(&summary);
         let file = self.results.join(format!("{}.json", file_name(label)));
-        write_whole(&file, json.as_bytes()).map_err(|e| output_failed(&file, e))?;
+        write_whole(&file, result.to_json_pretty().as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
-        self.runs.push(html::parse(&shown, &json).map_err(crate::error::internal)?);
+        self.runs.push(html::of_result(&shown, &result).map_err(crate::error::internal)?);
         Ok(summary)
     }
 
