@@ -270,6 +270,10 @@ pub struct Summary {
     /// `--workload`: each call's (name, method), in the mix's order; its results are
     /// `measured.by_name` at the same index.
     pub call_names: Vec<(String, String)>,
+    /// `--workload` flows: each one's (name, steps); results in `measured.by_flow`.
+    pub flow_names: Vec<(String, Vec<String>)>,
+    /// `--workload` checks: each one's (call name, expression); results in `measured.checks`.
+    pub check_names: Vec<(String, String)>,
     /// Targets broken down by backend (docs/targets.md): every address of the run; its
     /// results are `measured.by_backend` at the same index.
     pub backends: Vec<String>,
@@ -418,6 +422,8 @@ impl Summary {
                 first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
             }),
             call_names: Vec::new(),
+            flow_names: Vec::new(),
+            check_names: Vec::new(),
             backends: result.backends.iter().map(|a| a.to_string()).collect(),
         };
         summary.assertions = assertions
@@ -443,6 +449,22 @@ impl Summary {
             .collect()
     }
 
+    /// `--workload` flows: each flow's name, steps and measured share, in the file's order.
+    pub fn by_flow(&self) -> Vec<(&str, &[String], crate::record::shard::FlowTally)> {
+        let share = |i: usize| self.measured.by_flow.get(i).cloned().unwrap_or_default();
+        self.flow_names.iter().enumerate().map(|(i, (name, steps))| (name.as_str(), &steps[..], share(i))).collect()
+    }
+
+    /// `--workload` checks: each one's call name, expression, passes and failures.
+    pub fn checks(&self) -> Vec<(&str, &str, u64, u64)> {
+        let counts = |i: usize| self.measured.checks.get(i).copied().unwrap_or_default();
+        self.check_names
+            .iter()
+            .enumerate()
+            .map(|(i, (call, text))| (call.as_str(), text.as_str(), counts(i).0, counts(i).1))
+            .collect()
+    }
+
     /// Each backend's address and measured share, in the order of the run's addresses.
     pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameTally)> {
         self.backends
@@ -454,6 +476,10 @@ impl Summary {
 
     fn value(&self, metric: Metric) -> Value {
         match metric {
+            Metric::Checks => {
+                let (pass, fail) = self.measured.checks.iter().fold((0, 0), |(p, f), c| (p + c.0, f + c.1));
+                Value::Fraction(if pass + fail == 0 { 0.0 } else { pass as f64 / (pass + fail) as f64 })
+            }
             Metric::ErrorRate if self.requests.total == 0 => Value::Fraction(0.0),
             Metric::ErrorRate => Value::Fraction(self.requests.failed as f64 / self.requests.total as f64),
             Metric::Rps => Value::PerSecond(self.throughput_rps),

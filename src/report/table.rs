@@ -183,6 +183,30 @@ fn render(s: &Summary) -> String {
             row(&mut o, [&name, &calls, &failed, &p50, &p99, &max, method]);
         }
     }
+    if !s.flow_names.is_empty() {
+        let _ = writeln!(o, "\nBy flow (latency: from its start to its last answer):");
+        let row = |o: &mut String, cells: [&str; 7]| {
+            let [name, flows, failed, p50, p99, max, steps] = cells;
+            let _ = writeln!(o, "  {name:<16} {flows:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {steps}");
+        };
+        row(&mut o, ["flow", "flows", "failed", "p50", "p99", "max", "steps"]);
+        for (name, steps, flow) in s.by_flow() {
+            let l = crate::stats::Latency::of(&flow.share.latency);
+            let name = super::printable::printable(name).to_string();
+            let (flows, failed) = (flow.share.calls.to_string(), (flow.share.calls - flow.ok()).to_string());
+            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            let steps = super::printable::printable(&steps.join(" -> ")).to_string();
+            row(&mut o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
+        }
+    }
+    if !s.check_names.is_empty() {
+        let _ = writeln!(o, "\nChecks:");
+        for (call, text, pass, fail) in s.checks() {
+            let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
+            let label = super::printable::printable(&format!("{call}: {text}")).to_string();
+            let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
+        }
+    }
     if !s.backends.is_empty() {
         let _ = writeln!(o, "\nBy backend:");
         let row = |o: &mut String, cells: [&str; 6]| {

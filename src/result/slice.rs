@@ -64,6 +64,9 @@ impl LatencySummary {
     }
 }
 
+/// Extras of a slice that count (a flow's early ends): added by merge, not required equal.
+const SUMMED_EXTRAS: [&str; 2] = ["stopped_by_check", "capture_errors"];
+
 /// Slices of one name, added: counts and statuses summed, histograms merged, summarised again.
 pub struct SliceSum {
     counts: Counts,
@@ -82,9 +85,25 @@ impl SliceSum {
     /// Adds one slice; refused (why, in words) when its histogram is not one or its extras
     /// (a call name's method) differ from those added before.
     pub fn add(&mut self, s: &Slice) -> Result<(), String> {
-        match &self.extra {
-            Some(before) if *before != s.extra => return Err(extras_differ(before, &s.extra)),
-            Some(_) => {}
+        // Counters among the extras add up; the others (a name's method, a flow's steps) must agree.
+        let (counters, same): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            s.extra.clone().into_iter().partition(|(k, _)| SUMMED_EXTRAS.contains(&k.as_str()));
+        match &mut self.extra {
+            Some(before) => {
+                let before_same: BTreeMap<_, _> = before
+                    .iter()
+                    .filter(|(k, _)| !SUMMED_EXTRAS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if before_same != same {
+                    return Err(extras_differ(&before_same, &same));
+                }
+                for (key, n) in counters {
+                    let sum =
+                        before.get(&key).and_then(Value::as_u64).unwrap_or(0).saturating_add(n.as_u64().unwrap_or(0));
+                    before.insert(key, sum.into());
+                }
+            }
             None => self.extra = Some(s.extra.clone()),
         }
         let c = &mut self.counts;
@@ -96,10 +115,10 @@ impl SliceSum {
         self.latency.add(&h).map_err(|e| format!("histogram: {e}"))
     }
 
-    /// The sum, its throughput over `window`.
-    pub fn finish(self, window: Duration) -> Slice {
+    /// The sum, its throughput by `rate` (calls per second of the window its calls share).
+    pub fn finish(self, rate: &dyn Fn(u64) -> f64) -> Slice {
         Slice {
-            throughput_rps: crate::stats::rate(self.counts.total, window),
+            throughput_rps: rate(self.counts.total),
             requests: self.counts,
             statuses: self.statuses,
             latency_us: LatencySummary::of_histogram(&self.latency),
@@ -124,10 +143,10 @@ pub fn add_statuses(sum: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u64
 }
 
 /// Breakdowns (name -> slice) of several results added name by name; a name is matched by
-/// name across the inputs. `at(name, why)` words an error.
+/// name across the inputs; an error is (input, name, why).
 pub fn merge_breakdown<'a>(
     maps: impl Iterator<Item = (&'a str, &'a BTreeMap<String, Slice>)>,
-    window: Duration,
+    rate: &dyn Fn(u64) -> f64,
 ) -> Result<BTreeMap<String, Slice>, (String, String, String)> {
     let mut names: BTreeMap<String, SliceSum> = BTreeMap::new();
     for (label, map) in maps {
@@ -135,5 +154,5 @@ pub fn merge_breakdown<'a>(
             names.entry(name.clone()).or_default().add(slice).map_err(|why| (label.to_string(), name.clone(), why))?;
         }
     }
-    Ok(names.into_iter().map(|(name, sum)| (name, sum.finish(window))).collect())
+    Ok(names.into_iter().map(|(name, sum)| (name, sum.finish(rate))).collect())
 }
