@@ -4,6 +4,7 @@
 //! `schema` (method and requests) -> `load` (pacer, engine) over `grpc` (wire, transport) ->
 //! `record` (histograms, counts, own cost) -> `sink` (live consumers) and `stats` + `report`
 //! (numbers, then text). `lab` holds the reference services that `serve` runs.
+pub mod analysis;
 pub mod app;
 pub mod calibrate;
 pub mod cli;

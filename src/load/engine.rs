@@ -109,17 +109,6 @@ pub struct Recorded {
     pub abandoned: u64,
 }
 
-impl Recorded {
-    /// Moves `part` (calls of the first `length` of the measured window, recorded in it)
-    /// from the measured result into the warm-up: a warm-up found after the run.
-    pub fn exclude_warmup(&mut self, part: &Tally, length: Duration) {
-        self.measured.subtract(part);
-        self.warmup.add(part);
-        self.window = self.window.saturating_sub(length);
-        self.warmup_window += length;
-    }
-}
-
 /// A thread's hand-over to the collector.
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {

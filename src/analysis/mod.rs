@@ -1,0 +1,231 @@
+//! Analysis: what a run's recording means, worked out once when the run is finished
+//! (`finish`): the summary's numbers, the steady state and the warm-up cut out of the result,
+//! the assertions checked, the notices, the server's count cross-checked. Renderers
+//! (src/report) only print what this leaves in the `Summary`; nothing here prints.
+pub mod cross_check;
+pub mod notices;
+pub mod steady;
+mod summary;
+
+pub use notices::{Notice, NoticeKind};
+pub use steady::{SteadyState, NOT_JUDGED};
+pub use summary::*;
+
+use crate::calibrate::Calibration;
+use crate::grpc::transport::{Bidi, CallKind};
+use crate::load::engine::Recorded;
+use crate::load::plan::Plan;
+use crate::sink::early::EarlyIntervals;
+use crate::sink::intervals::IntervalRow;
+use crate::stats::assertions::{Assertion, Metric, Value};
+use crate::stats::{self, Latency};
+use hdrhistogram::Histogram;
+use std::time::Duration;
+use tonic::Code;
+
+/// A run as the engine and the sinks left it, with what was read beside it.
+pub struct Run<'a> {
+    pub plan: Plan,
+    pub meta: Meta,
+    /// The method's full name, or the words naming a workload.
+    pub call: &'a str,
+    pub recorded: Recorded,
+    pub checks: &'a [Assertion],
+    pub rows: Vec<IntervalRow>,
+    /// `--warmup auto`: the first intervals kept whole, to cut the warm-up found.
+    pub early: Option<&'a EarlyIntervals>,
+    /// `--workload`: each call's (name, method), in the mix's order.
+    pub call_names: Vec<(String, String)>,
+    /// The machine's floor: None when left out (`--no-calibrate`), Some(None) when the
+    /// machine was never calibrated; with the client's hiccups during the run.
+    pub floor: Option<Option<Calibration>>,
+    pub hiccups: Option<&'a Histogram<u64>>,
+    /// The server's count, when the target serves the lab's Stats.
+    pub server: Option<ServerSide>,
+}
+
+/// The run's `Summary`, every analysis applied once, in this order: the steady state found
+/// and (`--warmup auto`) the warm-up cut; the numbers; the assertions; the notices; the
+/// floor's; the server's.
+pub fn finish(run: Run) -> Summary {
+    let Run { mut plan, meta, call, mut recorded, checks, mut rows, early, call_names, floor, hiccups, server } = run;
+    let steady = steady::steady_state(&rows, plan.interval);
+    if let Some(early) = early {
+        if let Some(length) = steady::cut_found_warmup(&mut recorded, &mut rows, &steady, early) {
+            plan.warmup = length;
+        }
+    }
+    let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
+    summary.call_names = call_names;
+    summary.assertions = checks.iter().map(|a| checked(&summary, a)).collect();
+    summary.notices = notices::notices(&plan, &summary);
+    if let Some(floor) = floor {
+        add_floor(&mut summary, floor, hiccups);
+    }
+    if let Some(server) = server {
+        add_server(&mut summary, server);
+    }
+    summary
+}
+
+/// The numbers of the run, before any judgement (no assertion, no notice, no floor, no server).
+fn summarize(
+    plan: &Plan,
+    meta: Meta,
+    call: &str,
+    r: &Recorded,
+    rows: Vec<IntervalRow>,
+    steady: SteadyState,
+) -> Summary {
+    let m = &r.measured;
+    let c = &m.counts;
+    Summary {
+        meta,
+        target: plan.target.to_string(),
+        call: call.to_string(),
+        pacer: plan.pacer.clone(),
+        concurrency: plan.workers,
+        connections: plan.connections,
+        loop_per_worker: plan.stop.per_worker,
+        active_workers: plan.active_workers.clone(),
+        ended: r.ended,
+        requests: requests(r),
+        statuses: c.call_status,
+        attempt_statuses: c.attempt_status,
+        errors: errors(r),
+        duration: r.window,
+        throughput_rps: stats::rate(c.calls, r.window),
+        ok_rps: stats::rate(c.ok(), r.window),
+        latency: Latency::of(&m.call_latency),
+        attempt_latency: Latency::of(&m.attempt_latency),
+        service_time: Latency::of(&m.service_time),
+        schedule_lag: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
+        late_sends: c.late_sends,
+        late_wakeups: c.late_wakeups,
+        warmup: warmup(plan, r),
+        rounds: r.rounds.iter().map(|&took| Round { took, rps: stats::rate(plan.workers as u64, took) }).collect(),
+        client: client(plan, r),
+        notices: Vec::new(),
+        assertions: Vec::new(),
+        measured: m.clone(),
+        intervals: rows,
+        interval: plan.interval,
+        shard: (!plan.shard.is_whole()).then_some(plan.shard),
+        floor: None,
+        server: None,
+        all_attempts: {
+            let mut all = c.attempt_status;
+            all.add(&r.warmup.counts.attempt_status);
+            all
+        },
+        elapsed: r.elapsed,
+        steady,
+        warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
+        messages: messages(plan, r),
+        call_names: Vec::new(),
+    }
+}
+
+fn requests(r: &Recorded) -> Requests {
+    let c = &r.measured.counts;
+    Requests {
+        total: c.calls,
+        ok: c.ok(),
+        failed: c.failed(),
+        retries: c.retries(),
+        attempts: c.attempts,
+        retry_exhausted: c.retry_exhausted,
+        abandoned: r.abandoned,
+        unsent: r.unsent,
+    }
+}
+
+/// The client's own cost: CPU over every call (warm-up included) and over its threads.
+fn client(plan: &Plan, r: &Recorded) -> Client {
+    let all_calls = r.measured.counts.calls + r.warmup.counts.calls;
+    let threads = plan.threads.max(1);
+    Client {
+        hiccups: None,
+        cpu: r.cpu,
+        cpu_per_call: if all_calls == 0 { Duration::ZERO } else { r.cpu / all_calls.min(u32::MAX as u64) as u32 },
+        max_rss_bytes: r.max_rss_bytes,
+        threads,
+        utilization: if r.elapsed.is_zero() {
+            0.0
+        } else {
+            r.cpu.as_secs_f64() / r.elapsed.as_secs_f64() / threads as f64
+        },
+    }
+}
+
+/// The warm-up, when the plan has one (a fixed one, or the one `--warmup auto` found).
+fn warmup(plan: &Plan, r: &Recorded) -> Option<Phase> {
+    (!plan.warmup.is_zero()).then(|| Phase {
+        duration: r.warmup_window,
+        calls: r.warmup.counts.calls,
+        throughput_rps: stats::rate(r.warmup.counts.calls, r.warmup_window),
+        latency: Latency::of(&r.warmup.call_latency),
+    })
+}
+
+/// Streaming methods: the messages, apart from the streams.
+fn messages(plan: &Plan, r: &Recorded) -> Option<Messages> {
+    let (c, m) = (&r.measured.counts, &r.measured);
+    (plan.kind != CallKind::Unary).then(|| Messages {
+        kind: plan.kind,
+        sent: c.messages_sent,
+        received: c.messages_received,
+        sent_per_s: stats::rate(c.messages_sent, r.window),
+        received_per_s: stats::rate(c.messages_received, r.window),
+        round_trip: (plan.kind == CallKind::Bidi && plan.stream.bidi == Bidi::PingPong)
+            .then(|| Latency::of(&m.message_latency)),
+        first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
+    })
+}
+
+/// Failed calls grouped by status and message, most frequent first.
+fn errors(r: &Recorded) -> Vec<ErrorKind> {
+    let mut kinds: Vec<ErrorKind> = r
+        .measured
+        .errors
+        .iter()
+        .map(|((code, message), &count)| ErrorKind { status: Code::from_i32(*code), message: message.clone(), count })
+        .collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.count));
+    kinds
+}
+
+/// One `--assert` against the summary.
+fn checked(s: &Summary, a: &Assertion) -> Checked {
+    let value = value(s, a.metric);
+    Checked { assertion: a.clone(), value, ok: a.holds(value) }
+}
+
+fn value(s: &Summary, metric: Metric) -> Value {
+    match metric {
+        Metric::ErrorRate if s.requests.total == 0 => Value::Fraction(0.0),
+        Metric::ErrorRate => Value::Fraction(s.requests.failed as f64 / s.requests.total as f64),
+        Metric::Rps => Value::PerSecond(s.throughput_rps),
+        Metric::Latency(stat) => Value::Latency(stat.of(&s.measured.call_latency)),
+    }
+}
+
+/// The machine's floor (None: never calibrated) and the client's hiccups during the run,
+/// with a notice when they stand well above the floor's.
+fn add_floor(s: &mut Summary, floor: Option<Calibration>, hiccups: Option<&Histogram<u64>>) {
+    s.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
+    if let (Some(run), Some(cal)) = (s.client.hiccups, &floor) {
+        s.notices.extend(notices::hiccups(run, cal));
+    }
+    s.floor = Some(floor);
+}
+
+/// The server's count, and the checks that compare it with the client's.
+fn add_server(s: &mut Summary, server: ServerSide) {
+    // A shard's server count holds every shard's calls (they load one server at once):
+    // compared with one shard's, it would cry "another client" at its siblings.
+    if s.shard.is_none() {
+        s.notices.extend(cross_check::cross_check(s, &server));
+    }
+    s.server = Some(server);
+}

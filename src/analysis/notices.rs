@@ -1,0 +1,285 @@
+//! Notices: what a sceptical reader must know to trust (or not) the numbers (docs/design.md,
+//! "Measurement rules"). One function per notice, each from the plan and the summary alone.
+use super::Summary;
+use crate::calibrate::{Calibration, Floor};
+use crate::load::engine::Ended;
+use crate::load::pacer::Pacer;
+use crate::load::plan::Plan;
+use crate::report::units;
+use crate::stats::steady::Steadiness;
+use std::time::Duration;
+
+/// What qualifies the numbers, by kind, so that scripts can act on it (JSON `warnings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeKind {
+    Partial,
+    ClosedLoop,
+    BehindSchedule,
+    ScheduleLag,
+    Unsent,
+    ClientCpu,
+    SharedCores,
+    LittlesLaw,
+    Abandoned,
+    ServerCount,
+    ServerThroughput,
+    WarmUp,
+    NoSteadyState,
+    Hiccups,
+}
+
+impl NoticeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Partial => "partial",
+            NoticeKind::ClosedLoop => "closed_loop",
+            NoticeKind::BehindSchedule => "behind_schedule",
+            NoticeKind::ScheduleLag => "schedule_lag",
+            NoticeKind::Unsent => "unsent",
+            NoticeKind::ClientCpu => "client_cpu",
+            NoticeKind::SharedCores => "shared_cores",
+            NoticeKind::LittlesLaw => "littles_law",
+            NoticeKind::Abandoned => "abandoned",
+            NoticeKind::ServerCount => "server_count",
+            NoticeKind::ServerThroughput => "server_throughput",
+            NoticeKind::WarmUp => "warm_up",
+            NoticeKind::NoSteadyState => "no_steady_state",
+            NoticeKind::Hiccups => "client_hiccups",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub kind: NoticeKind,
+    pub text: String,
+}
+
+pub(super) fn notice(kind: NoticeKind, text: impl Into<String>) -> Notice {
+    Notice { kind, text: text.into() }
+}
+
+/// Every notice of a finished run, in the order a reader meets them.
+pub fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
+    [
+        partial(plan, s),
+        closed_loop(plan),
+        behind_schedule(plan, s),
+        schedule_lag(plan, s),
+        unsent(plan, s),
+        client_cpu(s),
+        shared_cores(plan, s),
+        littles_law(plan, s),
+        steadiness(plan, s),
+        abandoned(s),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The run ended before its end.
+fn partial(plan: &Plan, s: &Summary) -> Option<Notice> {
+    match s.ended {
+        Ended::Interrupted => Some(notice(NoticeKind::Partial, "partial result: the run was stopped before its end")),
+        Ended::DrainTimedOut => Some(notice(
+            NoticeKind::Partial,
+            format!(
+                "partial result: calls were still in flight {} after the end (--drain)",
+                units::duration(plan.drain)
+            ),
+        )),
+        Ended::Completed => None,
+    }
+}
+
+fn closed_loop(plan: &Plan) -> Option<Notice> {
+    (!plan.pacer.is_open()).then(|| {
+        notice(
+            NoticeKind::ClosedLoop,
+            "closed loop: a slow answer delays the next send, so coordinated omission is invisible here; \
+             use --rps for an open loop that measures from the intended send time",
+        )
+    })
+}
+
+/// Open loop: more than 1% of the calls left late for want of an in-flight slot.
+fn behind_schedule(plan: &Plan, s: &Summary) -> Option<Notice> {
+    (plan.pacer.is_open() && s.requests.total > 0 && s.late_sends * 100 > s.requests.total).then(|| {
+        notice(
+            NoticeKind::BehindSchedule,
+            format!(
+                "{} calls ({:.1}%) were sent more than 1 ms behind schedule because all --max-in-flight {} slots were busy: \
+             the rate was not kept (their latency counts from the intended send time)",
+                s.late_sends,
+                100.0 * s.late_sends as f64 / s.requests.total as f64,
+                plan.workers
+            ),
+        )
+    })
+}
+
+/// Schedule lag p99 over 1 ms, named by what most late sends waited for: a slot (the server
+/// or --max-in-flight), or the client's own wake-up.
+fn schedule_lag(plan: &Plan, s: &Summary) -> Option<Notice> {
+    let lag = s.schedule_lag.as_ref().filter(|l| l.percentile(99.0) > Duration::from_millis(1))?;
+    let p99 = units::duration(lag.percentile(99.0));
+    let text = if s.late_sends >= s.late_wakeups {
+        format!(
+            "schedule lag p99 {p99} is slot wait: {} calls waited for one of the {} in-flight slots \
+             ({} sends were late by the client's own wake-up); raise --max-in-flight, or the server \
+             stalled; latency still counts from the intended time",
+            s.late_sends, plan.workers, s.late_wakeups
+        )
+    } else {
+        format!(
+            "schedule lag p99 {p99} is late wake-ups: {} sends left more than 1 ms late with a slot free \
+             (a busy or descheduled client; {} waited for a slot); latency still counts from the intended time",
+            s.late_wakeups, s.late_sends
+        )
+    };
+    Some(notice(NoticeKind::ScheduleLag, text))
+}
+
+fn unsent(plan: &Plan, s: &Summary) -> Option<Notice> {
+    (s.requests.unsent > 0).then(|| {
+        notice(
+            NoticeKind::Unsent,
+            format!(
+                "{} calls were due before the end but never sent: the rate was not kept (the client or \
+             --max-in-flight {} could not keep up); they are not in the totals",
+                s.requests.unsent, plan.workers
+            ),
+        )
+    })
+}
+
+/// Utilisation over a short run is mostly start-up: no verdict on less than a second.
+fn client_cpu(s: &Summary) -> Option<Notice> {
+    (s.client.utilization > 0.85 && wall_enough(s)).then(|| {
+        notice(
+            NoticeKind::ClientCpu,
+            format!(
+                "client CPU at {:.0}% of its {} thread(s): the client, not the server, may be the bottleneck",
+                s.client.utilization * 100.0,
+                s.client.threads
+            ),
+        )
+    })
+}
+
+fn shared_cores(plan: &Plan, s: &Summary) -> Option<Notice> {
+    plan.target.is_loopback().then(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        notice(
+            NoticeKind::SharedCores,
+            format!(
+                "client and server share this machine's {cores} core(s): the client's CPU ({}/call) is taken \
+                 from the server",
+                units::duration(s.client.cpu_per_call)
+            ),
+        )
+    })
+}
+
+/// No steady state, or one reached only well after the warm-up excluded; not judged when no
+/// call succeeded (a failure's latency says nothing of the service's).
+fn steadiness(plan: &Plan, s: &Summary) -> Option<Notice> {
+    match (s.steady.verdict, s.steady.after) {
+        _ if s.requests.ok == 0 => None,
+        (Steadiness::NoSteadyState, _) => Some(notice(
+            NoticeKind::NoSteadyState,
+            "no steady state reached: the per-interval p50 latency was still changing at the end; \
+             a longer run (or a longer --warmup) may tell more",
+        )),
+        (Steadiness::Steady { .. }, Some(after)) if after > plan.warmup + plan.interval => Some(notice(
+            NoticeKind::WarmUp,
+            format!(
+                "the per-interval p50 latency was steady only after {:.1} s{}: the result includes that warm-up \
+                 (--warmup {} excludes it)",
+                after.as_secs_f64(),
+                if plan.warmup.is_zero() {
+                    String::new()
+                } else {
+                    format!(", not after the {} of --warmup", units::duration(plan.warmup))
+                },
+                humantime::format_duration(Duration::from_secs(after.as_secs_f64().ceil() as u64))
+            ),
+        )),
+        _ => None,
+    }
+}
+
+fn abandoned(s: &Summary) -> Option<Notice> {
+    (s.requests.abandoned > 0).then(|| {
+        notice(
+            NoticeKind::Abandoned,
+            format!("{} calls were still in flight when the run was stopped and are not counted", s.requests.abandoned),
+        )
+    })
+}
+
+/// The client's hiccups during the run, flagged when well above the calibrated floor's: the
+/// client stalled, and every latency it timed may hold up to that stall.
+pub fn hiccups(run: Floor, floor: &Calibration) -> Option<Notice> {
+    hiccups_stand_out(run.p99, floor.hiccup.p99).then(|| {
+        notice(
+            NoticeKind::Hiccups,
+            format!(
+                "client hiccups: a 1 ms sleep overshot by p99 {} (max {}) during the run, {} on this machine idle \
+                 (rpcmeter calibrate): the client's threads were held up (other load, too few cores), and its \
+                 latencies may include up to that stall",
+                units::duration(run.p99),
+                units::duration(run.max),
+                units::duration(floor.hiccup.p99)
+            ),
+        )
+    })
+}
+
+/// Hiccups worth a notice: twice the calibrated floor's p99 and at least 500 µs above it (a
+/// few hundred µs of scheduling noise is every shared machine's).
+fn hiccups_stand_out(run_p99: Duration, floor_p99: Duration) -> bool {
+    run_p99 > floor_p99 * 2 && run_p99 >= floor_p99 + Duration::from_micros(500)
+}
+
+/// Closed loop keeps `workers` calls in flight, so throughput x mean latency must equal
+/// them (Little's law); less means workers spent time outside calls: the client's own.
+fn littles_law(plan: &Plan, s: &Summary) -> Option<Notice> {
+    let closed = matches!(plan.pacer, Pacer::Closed) && plan.active_workers.is_none() && wall_enough(s);
+    if !closed || s.requests.total < 100 {
+        return None;
+    }
+    let in_flight = s.throughput_rps * s.latency.mean.as_secs_f64();
+    let off = (in_flight - plan.workers as f64).abs() / plan.workers as f64;
+    (off > 0.02).then(|| {
+        notice(
+            NoticeKind::LittlesLaw,
+            format!(
+                "Little's law: {} workers, but throughput x mean latency = {in_flight:.2} in flight ({:.1}% off): \
+             workers spent that share of the time outside calls, in the client itself",
+                plan.workers,
+                off * 100.0
+            ),
+        )
+    })
+}
+
+/// Whether the run was long enough to judge the client's CPU use.
+pub(super) fn wall_enough(s: &Summary) -> bool {
+    s.duration + s.warmup.as_ref().map_or(Duration::ZERO, |w| w.duration) >= Duration::from_secs(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hiccups_stand_out_only_well_above_the_floor() {
+        let us = Duration::from_micros;
+        assert!(hiccups_stand_out(us(5_000), us(100)));
+        assert!(!hiccups_stand_out(us(500), us(100)), "within 500 µs of the floor");
+        assert!(!hiccups_stand_out(us(1_900), us(1_000)), "under twice the floor");
+        assert!(hiccups_stand_out(us(2_100), us(1_000)));
+    }
+}
