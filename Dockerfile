@@ -1,6 +1,7 @@
-# rpcmeter in a container, for distributed runs (`rpcmeter kube`): built with the repository's
-# own toolchain file and dependencies, run from a slim image with the one binary.
-# `kube` pins the image to its own version, so tag it with that version (README, "Distributed runs"):
+# rpcmeter in a container, for distributed runs (`rpcmeter kube`): built with stable Rust (the
+# rust:1 image; Cargo.toml's rust-version is the least) and Cargo.lock's dependencies, run from
+# a slim image with the one binary.
+# `kube` pins the image to its own version, so tag it with that version (docs/kube.md, "The image"):
 #   docker build -t rpcmeter:$(rpcmeter --version | cut -d' ' -f2) .
 FROM rust:1-bookworm AS build
 WORKDIR /src

@@ -2,7 +2,7 @@
 //! with a bound: a file larger than its kind's limit is refused with one line and exit 2
 //! before its content is taken into memory, so `rpcmeter report /dev/zero` ends at once
 //! instead of growing until the machine's OOM killer ends it. `--max-input-size` raises
-//! the limits (README, "Exit codes").
+//! the limits (docs/results.md, "Input limits").
 use crate::error::bad_input;
 use std::io::Read;
 use std::path::Path;
@@ -20,7 +20,7 @@ impl ByteSize {
 
 impl std::fmt::Display for ByteSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::report::units::bytes(self.0))
+        f.write_str(&crate::units::bytes(self.0))
     }
 }
 

@@ -222,7 +222,7 @@ fn the_printed_loopback_floor_is_below_the_null_call_it_floors() {
         // The table's floor line prints that round trip (the cached run just measured).
         let printed = format!(
             "loopback RTT {}",
-            rpcmeter::report::units::duration(std::time::Duration::from_nanos((rtt * 1e3).round() as u64))
+            rpcmeter::units::duration(std::time::Duration::from_nanos((rtt * 1e3).round() as u64))
         );
         assert!(floor.contains(&printed), "{floor} does not print {printed}");
     }

@@ -5,6 +5,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+mod common;
 #[path = "common/compare_cli.rs"]
 mod compare_cli;
 use compare_cli::{compare, os, row};

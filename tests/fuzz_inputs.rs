@@ -23,18 +23,22 @@ thread_local! {
     static PEAK: Cell<usize> = const { Cell::new(0) };
 }
 
+// SAFETY: every allocation and release is System's, with the caller's layout; the counting
+// beside it touches thread-locals only (try_with: never during a thread's teardown).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let _ = LIVE.try_with(|live| {
             live.set(live.get() + layout.size());
             let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live.get())));
         });
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires it, passed on unchanged.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // Freed on another thread than it was taken on: saturate rather than wrap.
         let _ = LIVE.try_with(|live| live.set(live.get().saturating_sub(layout.size())));
+        // SAFETY: ptr came from System.alloc (above) with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -349,7 +353,7 @@ fn flag_values_never_panic() {
     runner
         .run(&flag_text(), |text| {
             bounded(text.as_str(), |text| {
-                use rpcmeter::app::parse;
+                use rpcmeter::cli::parse;
                 let _ = parse::duration(text);
                 let _ = parse::positive_duration(text);
                 let _ = parse::warmup(text);

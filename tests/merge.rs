@@ -67,10 +67,6 @@ fn what_is_not_a_result_is_refused_naming_it() {
     assert!(stderr.contains("bad.json") && stderr.lines().count() == 1, "{stderr}");
 }
 
-fn rpcmeter() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-}
-
 fn read(p: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }

@@ -9,12 +9,7 @@ use std::process::Command;
 const METHODS: [&str; 4] = ["icmp-datagram", "icmp-raw", "system-ping", "tcp-connect"];
 
 fn ping(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("ping").args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::rpcmeter_with(["ping"].iter().chain(args))
 }
 
 #[test]

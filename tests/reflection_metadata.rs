@@ -1,12 +1,12 @@
 //! Server reflection that wants credentials (an interceptor on reflection only, as servers
 //! that authenticate every service do): `run` reaches it with -m or --reflect-metadata and is
 //! refused without, in one line (exit 1: the target said no, nothing typed was wrong).
+mod common;
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::Duration;
 use tonic::{Request, Response, Status};
 
 const TOKEN: &str = "Bearer reflect-me";
@@ -63,14 +63,12 @@ fn serve() -> (SocketAddr, Arc<Echo>) {
 
 /// `rpcmeter run` over reflection: 5 calls; (exit code, stderr).
 fn run(addr: SocketAddr, extra: &[&str]) -> (Option<i32>, String) {
-    let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["run", "--plaintext", "-q", "--no-save", "--no-server-stats", "--call", "EchoService/echo", "-n", "5"])
+    let mut cmd = common::rpcmeter();
+    cmd.args(["run", "--plaintext", "-q", "--no-save", "--no-server-stats", "--call", "EchoService/echo", "-n", "5"])
         .args(extra)
-        .arg(addr.to_string())
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        .arg(addr.to_string());
+    let (code, _, stderr) = common::outcome(cmd);
+    (code, stderr)
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! `rpcmeter run` with bad input, against the built binary: each case must exit with the
 //! code docs/design.md, "Exit codes", gives (2 bad usage or input, 1 the run failed), say
 //! what is wrong on exactly one stderr line, print no report and never panic.
+mod common;
 use std::path::Path;
-use std::time::Duration;
 
 struct Case {
     name: &'static str,
@@ -14,20 +14,6 @@ struct Case {
 
 fn case(name: &'static str, code: i32, keyword: &str, args: Vec<String>) -> Case {
     Case { name, args, code, keyword: keyword.to_owned() }
-}
-
-/// Runs rpcmeter; returns (exit code, stdout, stderr). Killed after 60 s: a hang is a failure.
-fn rpcmeter(args: &[String]) -> (Option<i32>, String, String) {
-    let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(args)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -113,7 +99,7 @@ fn check(cases: &[Case]) {
     let mut failures = Vec::new();
     for c in cases {
         let args: Vec<String> = ["run".to_owned()].into_iter().chain(c.args.iter().cloned()).collect();
-        let (code, stdout, stderr) = rpcmeter(&args);
+        let (code, stdout, stderr) = common::rpcmeter_with(&args);
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         let mut problems = Vec::new();
         if code != Some(c.code) {

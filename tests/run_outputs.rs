@@ -9,15 +9,6 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn output(mut cmd: Command) -> (Option<i32>, String, String) {
-    let out = cmd.stdin(Stdio::null()).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn memory_follows_calls_in_flight_not_the_flags() {
     let server = TestServer::start(Behaviour::Echo);
@@ -37,7 +28,7 @@ fn memory_follows_calls_in_flight_not_the_flags() {
 fn a_failing_side_output_keeps_the_report_and_exits_1() {
     let server = TestServer::start(Behaviour::Echo);
     let cmd = run_echo(server.addr, &["-n", "50", "--csv-details", "/dev/full"]);
-    let (code, stdout, stderr) = output(cmd);
+    let (code, stdout, stderr) = outcome(cmd);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stdout.contains("Summary:") && stdout.contains("Calls:       50"), "{stdout}");
     assert!(stderr.contains("/dev/full") && stderr.lines().count() == 1, "{stderr}");
@@ -50,7 +41,7 @@ fn a_failed_run_leaves_no_empty_result_file() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let mut cmd = run_echo(closed, &["-n", "1", "-o"]);
     cmd.arg(&out);
-    let (code, _, stderr) = output(cmd);
+    let (code, _, stderr) = outcome(cmd);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(!out.exists(), "a 0-byte result was left behind");
 }
@@ -93,7 +84,7 @@ fn ctrl_c_while_reflection_waits_ends_at_once() {
 fn every_breached_assertion_is_named_with_units() {
     let server = TestServer::start(Behaviour::Echo);
     let cmd = run_echo(server.addr, &["-n", "100", "--assert", "p99<1ns,p42<1h,rps>1000000000,error_rate<=0%"]);
-    let (code, stdout, stderr) = output(cmd);
+    let (code, stdout, stderr) = outcome(cmd);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("p99<1ns") && stderr.contains("rps>1000000000"), "{stderr}");
     assert!(!stderr.contains("p42<1h") && !stderr.contains("error_rate"), "{stderr}");
@@ -143,7 +134,7 @@ fn exports_beside_the_report_and_a_readable_hdr_log() {
     cmd.arg("--export").arg(format!("json={}", json.display()));
     cmd.arg("--export").arg(format!("csv={}", csv.display()));
     cmd.arg("--hdr-log").arg(&hlog);
-    let (code, stdout, stderr) = output(cmd);
+    let (code, stdout, stderr) = outcome(cmd);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("Latency histogram (log scale"), "{stdout}");
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -235,7 +226,7 @@ fn outputs_are_written_whole_and_private() {
     cmd.arg(dir.path().join("r.txt"));
     cmd.arg("--export").arg(format!("json={}", dir.path().join("r.json").display()));
     cmd.arg("--hdr-log").arg(dir.path().join("r.hlog"));
-    let (code, _, stderr) = output(cmd);
+    let (code, _, stderr) = outcome(cmd);
     assert_eq!(code, Some(0), "{stderr}");
     let mut left: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -246,7 +237,7 @@ fn outputs_are_written_whole_and_private() {
         assert_eq!(mode, 0o600, "{name}: {mode:o}");
     }
     // A device stays a device: -o /dev/null is written through, not replaced.
-    let (code, _, stderr) = output({
+    let (code, _, stderr) = outcome({
         let mut cmd = run_echo(server.addr, &["-n", "5", "-o", "/dev/null"]);
         cmd.arg("--export").arg("json=/dev/stdout");
         cmd
@@ -281,7 +272,7 @@ fn credentials_reach_no_result_nor_the_history_and_both_are_private() {
         cmd.args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#, "-n", "20", "--format", "json"]);
         cmd.args(extra).arg("-o").arg(dir.path().join(out));
         cmd.arg(server.addr.to_string());
-        let (code, stdout, stderr) = output(cmd);
+        let (code, stdout, stderr) = outcome(cmd);
         assert_eq!(code, Some(0), "{stderr}");
         assert!(!stdout.contains("s3cr3t") && !stderr.contains("s3cr3t"));
     };
@@ -371,7 +362,7 @@ impl rpcmeter::lab::proto::echo::echo_service_server::EchoService for Hostile {
 fn a_servers_message_cannot_drive_the_terminal() {
     use rpcmeter::lab::proto::echo::echo_service_server::EchoServiceServer;
     let server = ThreadServer::start(|| tonic::service::Routes::new(EchoServiceServer::new(Hostile)));
-    let (code, stdout, stderr) = output(run_echo(server.addr, &["-n", "3"]));
+    let (code, stdout, stderr) = outcome(run_echo(server.addr, &["-n", "3"]));
     assert_eq!(code, Some(1), "{stderr}");
     let raw = |c: char| c.is_control() && c != '\n';
     assert!(!stdout.chars().any(raw) && !stderr.chars().any(raw), "{stdout:?}\n{stderr:?}");

@@ -1,12 +1,10 @@
 //! `rpcmeter serve` and `rpcmeter protos` as a user runs them: the built binary, real signals.
+mod common;
+use common::rpcmeter;
 use rpcmeter::lab::proto::echo::{echo_service_client::EchoServiceClient, Message};
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn rpcmeter() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-}
 
 /// Waits for the child to exit by itself (killing it after 30 s so a broken build cannot
 /// hang the suite), then collects what it printed.
@@ -70,15 +68,15 @@ fn serve_prints_where_it_listens_answers_and_drains_on_sigint_sigterm_and_sighup
 
 /// Runs rpcmeter to completion and returns (exit code, stderr).
 fn run(args: &[&str]) -> (Option<i32>, String) {
-    let output = rpcmeter().args(args).output().unwrap();
-    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    let (code, _, stderr) = common::rpcmeter_with(args);
+    (code, stderr)
 }
 
 #[test]
 fn serve_refuses_a_port_in_use_bad_input_and_an_unreachable_database_with_one_line() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 12] = [
         (&["serve", "--addr", &addr], "cannot listen on"),
         (&["serve", "--addr", "127.0.0.1:0", "--db", "mysql://x"], "sqlite:PATH or postgres://"),
         (&["serve", "--addr", "127.0.0.1:0", "--model", "threaded", "--per-thread", "2"], "--per-thread"),
@@ -92,6 +90,14 @@ fn serve_refuses_a_port_in_use_bad_input_and_an_unreachable_database_with_one_li
         (&["serve", "--addr", "127.0.0.1:0", "--queue", "18446744073709551615"], "--queue 18446744073709551615"),
         (&["serve", "--addr", "127.0.0.1:0", "--threads", "1025"], "--threads 1025 is above 1024"),
         (&["serve", "--addr", "127.0.0.1:0", "--db-pool", "100000000"], "--db-pool 100000000 is above 1024"),
+        (
+            &["serve", "--addr", "127.0.0.1:0", "--relax", "--kv-replica-lag", "5ms"],
+            "--kv-replica-lag applies to --kv-consistency eventual only",
+        ),
+        (
+            &["serve", "--addr", "127.0.0.1:0", "--kv-consistency", "eventual", "--kv-replica-lag", "2m"],
+            "--kv-replica-lag 2m is above 1m",
+        ),
     ];
     for (args, expected) in cases {
         let (code, stderr) = run(args);
@@ -247,6 +253,14 @@ fn serve_takes_its_kv_bound_with_a_unit() {
     let mut shape = String::new();
     stdout.read_line(&mut shape).unwrap();
     assert!(shape.contains("at most 500 rows") && shape.contains("at most 1.0 MiB"), "{shape}");
+    // SAFETY: kill with a pid we spawned and a valid signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    assert!(finish(child, stdout).status.success());
+    let (child, mut stdout, _) =
+        serve(&["--addr", "127.0.0.1:0", "--kv-consistency", "eventual", "--kv-replica-lag", "250us"]);
+    let mut shape = String::new();
+    stdout.read_line(&mut shape).unwrap();
+    assert!(shape.contains("storage eventual, replica lag 250us (at most 64.0 MiB)"), "{shape}");
     // SAFETY: kill with a pid we spawned and a valid signal number.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
     assert!(finish(child, stdout).status.success());

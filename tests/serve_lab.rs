@@ -4,7 +4,7 @@ use rpcmeter::lab::proto::lab::{
     stats_client::StatsClient, storage_client::StorageClient, test_service_client::TestServiceClient, CpuRequest,
     DbRequest, GetRequest, MethodStats, PutRequest, StatsReply, StatsRequest,
 };
-use rpcmeter::lab::{DbSpec, LabConfig, LabServer, Model};
+use rpcmeter::lab::{Consistency, DbSpec, LabConfig, LabServer, Model};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -530,8 +530,11 @@ fn port_in_use_and_bad_address_fail_with_exit_code_2() {
 
 /// Many tasks put concurrently; returns (key, version, value) of every put and the final
 /// Get of every key.
-async fn concurrent_puts(relax: bool) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<String, (u64, Vec<u8>)>) {
-    let server = LabServer::start(LabConfig { relax, ..config(Model::Async) }).unwrap();
+async fn concurrent_puts(
+    kv_consistency: Consistency,
+) -> (Vec<(String, u64, Vec<u8>)>, BTreeMap<String, (u64, Vec<u8>)>) {
+    let server =
+        LabServer::start(LabConfig { kv_consistency, kv_replica_lag: Duration::ZERO, ..config(Model::Async) }).unwrap();
     let client = StorageClient::new(connect(&server).await);
     let tasks = (0..16).map(|task| {
         let mut client = client.clone();
@@ -570,20 +573,23 @@ fn assert_last_write_wins(puts: &[(String, u64, Vec<u8>)], last: &BTreeMap<Strin
     }
 }
 
+/// Linearizable, and eventual without lag (its primary has the same one order).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn linearizable_store_orders_every_put_once_globally() {
-    let (puts, last) = concurrent_puts(false).await;
-    let versions: BTreeSet<u64> = puts.iter().map(|(_, v, _)| *v).collect();
-    assert_eq!(versions, (1..=400).collect(), "one global order: versions 1..=400, each once");
-    for task in puts.chunks(25) {
-        assert!(task.windows(2).all(|w| w[0].1 < w[1].1), "a task's sequential puts go forward");
+    for mode in [Consistency::Linearizable, Consistency::Eventual] {
+        let (puts, last) = concurrent_puts(mode).await;
+        let versions: BTreeSet<u64> = puts.iter().map(|(_, v, _)| *v).collect();
+        assert_eq!(versions, (1..=400).collect(), "{mode:?}: one global order: versions 1..=400, each once");
+        for task in puts.chunks(25) {
+            assert!(task.windows(2).all(|w| w[0].1 < w[1].1), "a task's sequential puts go forward");
+        }
+        assert_last_write_wins(&puts, &last);
     }
-    assert_last_write_wins(&puts, &last);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relaxed_store_orders_every_put_once_per_key() {
-    let (puts, last) = concurrent_puts(true).await;
+    let (puts, last) = concurrent_puts(Consistency::Relaxed).await;
     let mut per_key: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for (key, version, _) in &puts {
         per_key.entry(key.as_str()).or_default().push(*version);
@@ -671,10 +677,14 @@ async fn unimplemented_names_the_unknown_method() {
 /// The KV store holds at most `kv_max_bytes` (keys, values and 64 bytes per key): a put
 /// beyond is RESOURCE_EXHAUSTED naming the bound, and changes nothing; overwriting a key
 /// with a value no larger still succeeds.
-async fn kv_store_is_bounded(relax: bool) {
-    let server =
-        LabServer::start(LabConfig { kv_max_bytes: rpcmeter::input::ByteSize(10_000), relax, ..config(Model::Async) })
-            .unwrap();
+async fn kv_store_is_bounded(kv_consistency: Consistency) {
+    let server = LabServer::start(LabConfig {
+        kv_max_bytes: rpcmeter::input::ByteSize(10_000),
+        kv_consistency,
+        kv_replica_lag: Duration::ZERO,
+        ..config(Model::Async)
+    })
+    .unwrap();
     let mut storage = StorageClient::new(connect(&server).await);
     let put = |key: &str, len: usize| PutRequest { key: key.into(), value: vec![b'x'; len] };
     storage.put_value(put("a", 4000)).await.unwrap();
@@ -694,12 +704,46 @@ async fn kv_store_is_bounded(relax: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn linearizable_kv_store_refuses_puts_beyond_its_bound() {
-    kv_store_is_bounded(false).await;
+    kv_store_is_bounded(Consistency::Linearizable).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relaxed_kv_store_refuses_puts_beyond_its_bound() {
-    kv_store_is_bounded(true).await;
+    kv_store_is_bounded(Consistency::Relaxed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eventual_kv_store_refuses_puts_beyond_its_bound() {
+    kv_store_is_bounded(Consistency::Eventual).await;
+}
+
+/// One client puts then gets its key, 200 times, over a real connection: how many gets
+/// returned a version other than the one the put just answered.
+async fn put_then_get_misses(kv_consistency: Consistency, kv_replica_lag: Duration) -> usize {
+    let server = LabServer::start(LabConfig { kv_consistency, kv_replica_lag, ..config(Model::Async) }).unwrap();
+    let mut storage = StorageClient::new(connect(&server).await);
+    let mut missed = 0;
+    for i in 0..200 {
+        let put = PutRequest { key: "mine".into(), value: format!("put {i}").into_bytes() };
+        let version = storage.put_value(put).await.unwrap().into_inner().version;
+        let got = storage.get_value(GetRequest { key: "mine".into() }).await.unwrap().into_inner();
+        if !got.found || got.version != version {
+            assert!(got.version < version, "a miss is an older version, never a newer one: {got:?} vs {version}");
+            missed += 1;
+        }
+    }
+    missed
+}
+
+/// Ground truth of `lab kv-consistency`: every mode reads its writes when nothing lags; a
+/// replica that lags far more than a call takes misses (nearly) every write just made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_after_a_put_misses_it_only_on_a_lagging_replica() {
+    for mode in [Consistency::Linearizable, Consistency::Relaxed, Consistency::Eventual] {
+        assert_eq!(put_then_get_misses(mode, Duration::ZERO).await, 0, "{mode:?} without lag");
+    }
+    let missed = put_then_get_misses(Consistency::Eventual, Duration::from_secs(2)).await;
+    assert_eq!(missed, 200, "2 s of lag: every get is served before its put is applied");
 }
 
 /// The Db table holds at most `db_max_rows`: a call that would pass it is RESOURCE_EXHAUSTED

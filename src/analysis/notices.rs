@@ -5,8 +5,8 @@ use crate::calibrate::{Calibration, Floor};
 use crate::load::engine::Ended;
 use crate::load::pacer::Pacer;
 use crate::load::plan::Plan;
-use crate::report::units;
 use crate::stats::steady::Steadiness;
+use crate::units;
 use std::time::Duration;
 
 /// What qualifies the numbers, by kind, so that scripts can act on it (JSON `warnings`).

@@ -6,7 +6,7 @@ use crate::grpc::status::PerStatus;
 use crate::grpc::transport::CallKind;
 use crate::load::engine::Ended;
 use crate::load::pacer::{Pacer, Stages};
-use crate::sink::intervals::IntervalRow;
+use crate::record::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Value};
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;

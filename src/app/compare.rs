@@ -20,11 +20,11 @@
 //! error rate. With `--min-effect`, a significant change smaller than that share of A's value
 //! is "no meaningful difference". A metric that cannot be judged (no OK calls on a side,
 //! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
-use crate::cli::compare::{CompareArgs, CompareFormat, MetricArg};
 use crate::error::{bad_input, output_failed, run_failed};
-use crate::report::units;
+use crate::report::Format;
 use crate::stats::assertions::Value;
 use crate::stats::compare::{mean_shift, MeanShift, Runs};
+use crate::units;
 use serde::Deserialize;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;
@@ -48,51 +48,8 @@ pub struct Settings {
     /// `--min-effect`: the smallest relative change that counts (0.05 = 5 %).
     pub min_effect: Option<f64>,
     pub fail_on_regression: bool,
-    pub format: CompareFormat,
-}
-
-impl Settings {
-    pub fn from_args(args: &CompareArgs) -> anyhow::Result<Settings> {
-        let mut metrics: Vec<Metric> = args.metrics.iter().map(|&m| Metric::from(m)).collect();
-        if metrics.is_empty() {
-            metrics = Metric::ALL.to_vec();
-        }
-        let mut seen = Vec::new();
-        metrics.retain(|m| {
-            !seen.contains(m) && {
-                seen.push(*m);
-                true
-            }
-        });
-        // `compare A B`, or `compare A... -- B...`.
-        let (a, b) = match (args.a.as_slice(), args.b.as_slice()) {
-            ([a, b], []) => (vec![a.clone()], vec![b.clone()]),
-            (a, b) if !b.is_empty() => (a.to_vec(), b.to_vec()),
-            (a, _) => {
-                return Err(bad_input(format!(
-                    "compare: {} result(s) given and no `--`: give A and B (`compare a.json b.json`), or each \
-                     side's runs (`compare a1.json a2.json -- b1.json b2.json`)",
-                    a.len()
-                )))
-            }
-        };
-        // After `--` everything is a file of B: a flag there is a mistake, not a file.
-        if let Some(flag) = b.iter().find(|p| p.to_string_lossy().starts_with('-') && !p.exists()) {
-            return Err(bad_input(format!(
-                "compare: {} comes after `--`, where every argument is a result of B: put flags before `--`",
-                flag.display()
-            )));
-        }
-        Ok(Settings {
-            a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
-            b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
-            metrics,
-            alpha: args.alpha,
-            min_effect: args.min_effect,
-            fail_on_regression: args.fail_on_regression,
-            format: args.format,
-        })
-    }
+    /// Table or JSON.
+    pub format: Format,
 }
 
 /// Where a result comes from.
@@ -400,17 +357,6 @@ pub enum Metric {
     P50,
     P99,
     ErrorRate,
-}
-
-impl From<MetricArg> for Metric {
-    fn from(m: MetricArg) -> Metric {
-        match m {
-            MetricArg::Throughput => Metric::Throughput,
-            MetricArg::P50 => Metric::P50,
-            MetricArg::P99 => Metric::P99,
-            MetricArg::ErrorRate => Metric::ErrorRate,
-        }
-    }
 }
 
 impl Metric {
@@ -834,8 +780,8 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         eprintln!("rpcmeter: warning: {w}");
     }
     let text = match settings.format {
-        CompareFormat::Table => table(&report),
-        CompareFormat::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
+        Format::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
+        _ => table(&report),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| output_failed(Path::new("-"), e))?;

@@ -18,9 +18,9 @@
 //!   (shard 0 was interrupted: drain as a Ctrl-C would), `{"got": true}` (result received).
 use super::merge;
 use super::outputs::{OutputSettings, Outputs};
-use super::run::Settings;
+use super::run::{Coordination, Settings};
 use crate::error::{bad_input, output_failed, run_failed};
-use crate::load::engine::Control;
+use crate::load::plan::Control;
 use crate::load::plan::Start;
 use crate::report::Format;
 use serde_json::{json, Value};
@@ -50,16 +50,6 @@ const START_MARGIN: Duration = Duration::from_millis(200);
 const RESULT_WAIT: Duration = Duration::from_secs(30);
 /// How long a shard waits for the hub to confirm its result.
 const ACK_WAIT: Duration = Duration::from_secs(30);
-
-/// How a shard meets the others.
-#[derive(Debug, Clone)]
-pub struct Coordination {
-    /// The hub's HOST:PORT.
-    pub addr: String,
-    /// This process runs the hub (shard 0 of `--coordinator`; not `run --shards`' children).
-    pub listen: bool,
-    pub join_timeout: Duration,
-}
 
 fn send(stream: &mut TcpStream, message: &Value) -> std::io::Result<()> {
     let mut line = message.to_string();

@@ -2,7 +2,7 @@
 //! the text to print; a run id that is not there is bad input (exit 2).
 use crate::error::bad_input;
 use crate::history::{History, RunRow};
-use crate::report::units;
+use crate::units;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

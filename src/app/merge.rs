@@ -477,7 +477,7 @@ pub fn table(merged: &Value) -> String {
     // As `run`'s table writes durations.
     let ms = |v: &Value| {
         let us = v.as_f64().filter(|us| us.is_finite() && *us >= 0.0).unwrap_or(0.0);
-        crate::report::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
+        crate::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
     };
     let mut o = format!(
         "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",

@@ -6,7 +6,6 @@ pub mod coordinator;
 pub mod history;
 pub mod merge;
 pub mod outputs;
-pub mod parse;
 pub mod ping;
 pub mod redact;
 pub mod report;

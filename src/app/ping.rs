@@ -7,15 +7,15 @@
 //! and gRPC - ICMP: the difference of the medians with a 95% bootstrap interval and a
 //! Mann-Whitney U test (`stats::compare`).
 use super::run;
-use crate::cli::ping::{PingArgs, PingFormat, Trim};
-use crate::error::{bad_input, internal, output_failed, run_failed};
+use crate::error::{internal, output_failed, run_failed};
 use crate::grpc::{Connector, PreparedCall};
-use crate::load::engine::Control;
+use crate::load::plan::Control;
 use crate::ping::{Method, Outcome, Prober};
-use crate::report::units;
+use crate::report::Format;
 use crate::schema::RequestSource;
 use crate::stats::compare::{self, Bootstrap, MannWhitney, MedianShift, TukeyFences};
 use crate::stats::describe::Description;
+use crate::units;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -26,52 +26,26 @@ use std::time::{Duration, Instant};
 /// |z| above this is flagged, as in the write-up's trimming.
 const Z_THRESHOLD: f64 = 3.0;
 
+/// Which outlier flags trim the samples (never by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Trim {
+    /// Iterated z-score passes, |z| > 3 (as the ping-vs-gRPC write-up).
+    Z,
+    /// Tukey's fences, 1.5 IQR beyond the quartiles.
+    Tukey,
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The gRPC side, read and checked by `run`'s own flags parser.
+    /// The gRPC side, as `run` would make it (the command line builds it from `run`'s flag groups).
     pub run: run::Settings,
     pub count: u64,
     pub interval: Duration,
     pub timeout: Duration,
     pub icmp: Method,
     pub trim: Option<Trim>,
-    pub format: PingFormat,
-}
-
-impl Settings {
-    pub fn from_args(args: &PingArgs) -> anyhow::Result<Settings> {
-        let mut words: Vec<std::ffi::OsString> = vec!["ping".into(), args.target.clone().into()];
-        let mut flag = |name: &str, value: Option<std::ffi::OsString>| {
-            words.push(name.into());
-            words.extend(value);
-        };
-        flag("--call", Some(args.call.clone().into()));
-        flag("--data", Some(args.data.clone().into()));
-        flag("--deadline", Some(humantime::format_duration(args.timeout).to_string().into()));
-        flag("--connect-timeout", Some(humantime::format_duration(args.connect_timeout).to_string().into()));
-        flag("--no-save", None);
-        flag("--quiet", None);
-        if let Some(m) = &args.metadata {
-            flag("--metadata", Some(m.into()));
-        }
-        let mut run_args = crate::cli::run::parse_words(&words)
-            .map_err(|e| bad_input(format!("ping: {}", crate::cli::one_line(&e))))?;
-        // The same groups as run's, checked by clap already: handed over whole, not as words.
-        run_args.schema = args.schema.clone();
-        run_args.tls = args.tls.clone();
-        if run_args.target.unix.is_some() {
-            return Err(bad_input("ping: a unix: target has no network round trip to compare with"));
-        }
-        Ok(Settings {
-            run: run::Settings::from_args(&run_args, Vec::new())?,
-            count: args.count,
-            interval: args.interval,
-            timeout: args.timeout,
-            icmp: args.icmp,
-            trim: args.trim,
-            format: args.format,
-        })
-    }
+    /// Table or JSON.
+    pub format: Format,
 }
 
 /// What one protocol's probes gave: the answered round trips and why the others were lost.
@@ -240,8 +214,8 @@ pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
         bootstrap,
     };
     let text = match settings.format {
-        PingFormat::Table => table(&report),
-        PingFormat::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
+        Format::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
+        _ => table(&report),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

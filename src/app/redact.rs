@@ -3,8 +3,6 @@
 //! with `--redact`, are replaced by `REDACTED` in the command line that results, the history
 //! and `kube`'s Job carry. Only names are judged, never values; request bodies (`-d`, `-D`)
 //! are data, not credentials, and are kept (a KV request's "key" is its key).
-use crate::cli::run::RunArgs;
-
 /// What a redacted value becomes.
 pub const REDACTED: &str = "REDACTED";
 
@@ -60,14 +58,20 @@ impl Redactor {
     /// `run`'s command line as a result records it. The values are found as clap parsed
     /// them and replaced wherever they stand (`-m X`, `--metadata=X`, `-mX`), so no way of
     /// writing the flag slips through.
-    pub fn arguments(&self, words: Vec<String>, args: &RunArgs) -> Vec<String> {
+    /// `metadata` holds the JSON objects given (`-m`, `--reflect-metadata`), `tags` the `--tag`s.
+    pub fn arguments(
+        &self,
+        words: Vec<String>,
+        metadata: [&Option<String>; 2],
+        tags: &[(String, String)],
+    ) -> Vec<String> {
         let mut swaps: Vec<(String, String)> = Vec::new();
-        for json in [&args.metadata, &args.reflect_metadata].into_iter().flatten() {
+        for json in metadata.into_iter().flatten() {
             if let Some(redacted) = self.metadata(json) {
                 swaps.push((json.clone(), redacted));
             }
         }
-        for (name, value) in args.tag.iter().filter(|(name, _)| self.is_secret(name)) {
+        for (name, value) in tags.iter().filter(|(name, _)| self.is_secret(name)) {
             swaps.push((format!("{name}={value}"), format!("{name}={REDACTED}")));
         }
         words
@@ -120,21 +124,8 @@ mod tests {
     fn only_secret_values_are_replaced_wherever_the_flag_stands() {
         let r = Redactor::new(&[]);
         let json = r#"{"authorization": "Bearer abc123", "x-run": "7"}"#;
-        let args = crate::cli::run::parse_words([
-            "rpcmeter",
-            "h:1",
-            "--call",
-            "S/M",
-            "-m",
-            json,
-            "--tag",
-            "token=t0p",
-            "--tag",
-            "host=ci",
-            "-d",
-            r#"{"key":"k1"}"#,
-        ])
-        .unwrap();
+        let metadata = Some(json.to_string());
+        let tags = [("token".to_string(), "t0p".to_string()), ("host".to_string(), "ci".to_string())];
         let words: Vec<String> = [
             "run",
             "-m",
@@ -149,7 +140,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let kept = r.arguments(words, &args).join(" ");
+        let kept = r.arguments(words, [&metadata, &None], &tags).join(" ");
         assert!(!kept.contains("abc123") && !kept.contains("t0p"), "{kept}");
         assert!(
             kept.contains(r#""x-run":"7""#) && kept.contains("host=ci") && kept.contains(r#"{"key":"k1"}"#),

@@ -34,7 +34,7 @@ pub fn report(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
         "wrote the report of {} run{} ({}) to {}",
         runs.len(),
         if runs.len() == 1 { "" } else { "s" },
-        crate::report::units::bytes(page.len() as u64),
+        crate::units::bytes(page.len() as u64),
         if output == Path::new("-") { "standard output".to_string() } else { output.display().to_string() }
     );
     // Standard output holds the report itself when it is the output.

@@ -169,10 +169,10 @@ fn bound_to_parent(command: &mut Command) {
     command.process_group(0);
     #[cfg(target_os = "linux")]
     {
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: prctl(2) and getppid(2) are async-signal-safe and nothing here allocates,
         // as code between fork and exec must not. The death signal comes when the thread
         // that forked ends: this one, the main thread, which lives as long as the parent.
-        let parent = unsafe { libc::getpid() };
         unsafe {
             command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {

@@ -1,10 +1,10 @@
 //! The sweep's steps, run one after the other through `app::run::measure_step`, and the knee.
 use super::outputs::WholeFile;
 use super::run::{measure_step, Settings};
-use crate::cli::run::RunArgs;
 use crate::error::{bad_input, output_failed, run_failed};
-use crate::load::engine::Control;
-use crate::report::{units, Summary};
+use crate::load::plan::Control;
+use crate::report::Summary;
+use crate::units;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +54,7 @@ impl Done {
     }
 }
 
-pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, output: SweepOutput) -> anyhow::Result<ExitCode> {
+pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOutput) -> anyhow::Result<ExitCode> {
     // The file is made before the first step (a bad path costs no measuring) and put in place
     // whole at the end.
     let file = match &output.file {
@@ -64,14 +64,14 @@ pub fn run(steps: Vec<(Step, RunArgs)>, control: Arc<Control>, output: SweepOutp
     let mut done: Vec<Done> = Vec::new();
     let mut not_run: Vec<String> = Vec::new();
     let mut failed_step: Option<String> = None;
-    for (step, args) in steps {
+    for (step, settings) in steps {
         if control.interrupts.load(Relaxed) > 0 || failed_step.is_some() {
             not_run.push(step.label);
             continue;
         }
         // A step that cannot run (the target went away) ends the sweep; the steps before it
         // are still reported.
-        match Settings::from_args(&args, vec![]).and_then(|settings| measure_step(settings, &control, false)) {
+        match measure_step(settings, &control, false) {
             Ok(summary) => {
                 eprintln!(
                     "sweep: {} {}: {:.1} calls/s ({:.1} OK/s)",

@@ -1,13 +1,13 @@
 //! `rpcmeter calibrate`: the floors of this machine and of rpcmeter itself (clock, timers,
 //! wake-ups, loopback, a null gRPC call, one client thread's most calls/s, scheduler
 //! hiccups), each from an HDR histogram, cached per machine. Durations here, units only in
-//! `report::units`.
+//! `units`.
 use crate::error::internal;
 use crate::grpc::{wire, CallSpec, Connector, PreparedCall, Target};
 use crate::lab::{LabConfig, LabServer};
 use crate::record::hiccup::HiccupMeter;
-use crate::report::units::{duration, fine_duration};
 use crate::stats::Statistic;
+use crate::units::{duration, fine_duration};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -389,7 +389,8 @@ async fn tokio_sleep_overshoot() -> Floor {
 /// machine's wake-up lateness as a run does: how late each left. On a thread of its own
 /// without timer slack, as an open-loop worker thread.
 fn pacer_lateness(n: u64) -> Histogram<u64> {
-    use crate::load::timer::{no_timer_slack, Timer};
+    use crate::load::timer::Timer;
+    use crate::sys::no_timer_slack;
     let measure = move || {
         no_timer_slack();
         let mut h = histogram();
@@ -655,7 +656,7 @@ mod micros {
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(crate::report::units::micros(*d))
+        s.serialize_f64(crate::units::micros(*d))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -670,7 +671,7 @@ mod secs {
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(crate::report::units::secs(*d))
+        s.serialize_f64(crate::units::secs(*d))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {

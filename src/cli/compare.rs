@@ -1,6 +1,9 @@
 //! `rpcmeter compare A.json B.json` (or several runs a side: `compare a1 a2 a3 -- b1 b2 b3`):
 //! is B better or worse than A, beyond the noise between runs? (`app::compare` reads,
 //! computes and renders.)
+use crate::app::compare::{Metric, ResultRef, Settings};
+use crate::error::bad_input;
+use crate::report::Format;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -16,13 +19,6 @@ pub enum MetricArg {
     /// Each interval's failed calls over its calls.
     #[value(alias = "error_rate", alias = "errors")]
     ErrorRate,
-}
-
-/// How the comparison is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompareFormat {
-    Table,
-    Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -48,8 +44,8 @@ pub struct CompareArgs {
     #[arg(long, value_parser = parse_min_effect)]
     pub min_effect: Option<f64>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
-    pub format: CompareFormat,
+    #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
+    pub format: Format,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
 }
@@ -76,5 +72,62 @@ fn parse_min_effect(s: &str) -> Result<f64, String> {
 
 pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
     args.input.apply();
-    crate::app::compare::run(&crate::app::compare::Settings::from_args(&args)?)
+    crate::app::compare::run(&args.settings()?)
+}
+
+impl CompareArgs {
+    /// The comparison these flags ask for, checked.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let args = self;
+        let mut metrics: Vec<Metric> = args.metrics.iter().map(|&m| Metric::from(m)).collect();
+        if metrics.is_empty() {
+            metrics = Metric::ALL.to_vec();
+        }
+        let mut seen = Vec::new();
+        metrics.retain(|m| {
+            !seen.contains(m) && {
+                seen.push(*m);
+                true
+            }
+        });
+        // `compare A B`, or `compare A... -- B...`.
+        let (a, b) = match (args.a.as_slice(), args.b.as_slice()) {
+            ([a, b], []) => (vec![a.clone()], vec![b.clone()]),
+            (a, b) if !b.is_empty() => (a.to_vec(), b.to_vec()),
+            (a, _) => {
+                return Err(bad_input(format!(
+                    "compare: {} result(s) given and no `--`: give A and B (`compare a.json b.json`), or each \
+                     side's runs (`compare a1.json a2.json -- b1.json b2.json`)",
+                    a.len()
+                )))
+            }
+        };
+        // After `--` everything is a file of B: a flag there is a mistake, not a file.
+        if let Some(flag) = b.iter().find(|p| p.to_string_lossy().starts_with('-') && !p.exists()) {
+            return Err(bad_input(format!(
+                "compare: {} comes after `--`, where every argument is a result of B: put flags before `--`",
+                flag.display()
+            )));
+        }
+        Ok(Settings {
+            a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
+            b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
+            metrics,
+            alpha: args.alpha,
+            min_effect: args.min_effect,
+            fail_on_regression: args.fail_on_regression,
+            format: args.format,
+        })
+    }
+}
+
+impl From<MetricArg> for Metric {
+    fn from(m: MetricArg) -> Metric {
+        match m {
+            MetricArg::Throughput => Metric::Throughput,
+            MetricArg::P50 => Metric::P50,
+            MetricArg::P99 => Metric::P99,
+            MetricArg::ErrorRate => Metric::ErrorRate,
+        }
+    }
 }

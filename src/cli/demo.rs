@@ -3,7 +3,7 @@
 //! loop, echo and CPU, and the server's own count beside the client's. Each step is a plain
 //! `rpcmeter run`. The server is a child process so that the client's cost printed is the
 //! client's alone.
-use crate::app::run::{run, Settings};
+use crate::app::run::run;
 use crate::experiments::servers::{self, Runtime, Server};
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
     /// Measured time of each step
-    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "3s")]
+    #[arg(long, value_parser = crate::cli::parse::positive_duration, default_value = "3s")]
     pub duration: std::time::Duration,
     /// Record the demo's runs in the run history (as `run` does); by default a demo leaves
     /// no trace there, since the user ran no measurement of their own
@@ -64,7 +64,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         writeln!(std::io::stdout(), "\n=== {title}\n$ rpcmeter {}", crate::experiments::command_line(&words))?;
         // Read as `rpcmeter run` reads them, so that the demo shows commands a user can copy.
         let parsed = super::run::parse_words(&argv)?;
-        let mut settings = Settings::from_args(&parsed, words)?;
+        let mut settings = parsed.settings(words)?;
         if !args.save {
             settings.history = None;
         }

@@ -18,7 +18,7 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 pub struct KubeArgs {
     /// Pods, each running its share of the load
-    #[arg(long, value_parser = crate::app::parse::shard_count, required_unless_present = "simulate")]
+    #[arg(long, value_parser = crate::cli::parse::shard_count, required_unless_present = "simulate")]
     pub shards: Option<u32>,
     /// Run the pods of a manifest printed with --output json on this machine, as the kubelet
     /// would (files where the volumes put them, $(VARS) expanded, the Service's name for pod 0
@@ -35,7 +35,7 @@ pub struct KubeArgs {
     pub name: String,
     /// How long the pods wait for all of them to join pod 0 (scheduling, image pulls) before
     /// giving up; the load starts once all have joined
-    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "5m")]
+    #[arg(long, value_parser = crate::cli::parse::positive_duration, default_value = "5m")]
     pub join_timeout: Duration,
     /// The port pod 0 listens on for the others (the Service's port)
     #[arg(long, default_value_t = 7450, value_parser = clap::value_parser!(u16).range(1..))]
@@ -53,10 +53,10 @@ pub struct KubeArgs {
     pub spread: Spread,
     /// The Job's deadline (activeDeadlineSeconds) [default: --join-timeout, the run's warm-up,
     /// length, drain and connect timeout, plus 1 min]
-    #[arg(long, value_parser = crate::app::parse::positive_duration)]
+    #[arg(long, value_parser = crate::cli::parse::positive_duration)]
     pub timeout: Option<Duration>,
     /// How long the finished Job and its pods (and their logs) are kept (ttlSecondsAfterFinished)
-    #[arg(long, value_parser = crate::app::parse::positive_duration, default_value = "1h")]
+    #[arg(long, value_parser = crate::cli::parse::positive_duration, default_value = "1h")]
     pub ttl: Duration,
     /// The manifest as multi-document YAML, or as one JSON object (a List when several);
     /// with --simulate, json has pod 0 print the merged result as JSON whatever its --format
@@ -91,7 +91,7 @@ enum Becomes {
 
 pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.simulate {
-        return crate::kube::simulate::main(file, args.output == Output::Json);
+        return crate::kube::simulate::main(file, args.output == Output::Json, &run_command());
     }
     let shards = args.shards.unwrap_or(1);
     // The run's flags are checked here, once, as a pod would read them.
@@ -101,7 +101,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         return Err(bad_input("kube run: --shard, --shards, --start-at and --coordinator are set by kube itself"));
     }
     // Given twice (here and by kube), a pod would refuse its args.
-    if crate::kube::words::flags(run_words).iter().any(|f| f.id == "join_timeout") {
+    if crate::kube::words::flags(&run_command(), run_words).iter().any(|f| f.id == "join_timeout") {
         return Err(bad_input("kube run: --join-timeout is kube's own flag here: kube --join-timeout D ... run ..."));
     }
     k::check_name(&args.name, shards)?;
@@ -161,8 +161,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
             join_timeout.clone(),
         ];
         let shard = super::run::nested("kube", &args.run, &extra)?;
-        let settings = crate::app::run::Settings::from_args(&shard, vec![])
-            .map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
+        let settings = shard.settings(vec![]).map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
         let plan = &settings.plan;
         length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
     }
@@ -439,7 +438,7 @@ fn format_name(format: Format) -> String {
 fn rewrite(words: &[String], becomes: &[(&str, Becomes)]) -> Vec<String> {
     use clap::Args;
     let command = super::run::RunArgs::augment_args(clap::Command::new("run"));
-    let flags = crate::kube::words::flags(words);
+    let flags = crate::kube::words::flags(&run_command(), words);
     let fate = |id: &str| becomes.iter().find(|(b, _)| *b == id).map(|(_, f)| f).unwrap_or(&Becomes::Kept);
     let mut out = Vec::new();
     let mut placed = std::collections::HashSet::new();
@@ -475,4 +474,9 @@ fn rewrite(words: &[String], becomes: &[(&str, Becomes)]) -> Vec<String> {
         i = end;
     }
     out
+}
+
+/// `run`'s flags as clap declares them, for reading the words of a pod's `run`.
+fn run_command() -> clap::Command {
+    <super::run::RunArgs as clap::Args>::augment_args(clap::Command::new("run"))
 }

@@ -33,8 +33,14 @@ pub fn main(args: LabArgs) -> anyhow::Result<ExitCode> {
         db.parse::<crate::lab::DbSpec>().map_err(|why| crate::error::bad_input(format!("--db: {why}")))?;
     }
     let control = super::interruptible()?;
-    let options =
-        Options { quick: args.quick, out: args.out, runtimes: args.runtimes, db: args.db, strict: args.strict };
+    let options = Options {
+        quick: args.quick,
+        out: args.out,
+        runtimes: args.runtimes,
+        db: args.db,
+        strict: args.strict,
+        read_run: super::run::settings_of_words,
+    };
     experiments::run(args.name, &options, control)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,10 +11,12 @@ pub mod history;
 pub mod kube;
 pub mod lab;
 pub mod merge;
+pub mod parse;
 pub mod ping;
 pub mod protos;
 pub mod report;
 pub mod run;
+pub mod run_settings;
 pub mod serve;
 pub mod sweep;
 pub mod target;
@@ -126,7 +128,7 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
-        crate::app::run::Settings::from_args(&first, arguments.clone())?;
+        first.settings(arguments.clone())?;
         // The merged result is a table or JSON; any other format would be silently ignored.
         use crate::report::Format;
         if !matches!(args.format, Format::Table | Format::Json) {
@@ -138,13 +140,16 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         }
         return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
     }
-    let settings = crate::app::run::Settings::from_args(&args, arguments)?;
-    crate::app::run::run(settings, interruptible()?)
+    let settings = args.settings(arguments)?;
+    match settings.coordination.clone() {
+        Some(how) => crate::app::coordinator::run_shard(settings, interruptible()?, &how),
+        None => crate::app::run::run(settings, interruptible()?),
+    }
 }
 
 /// A run's outside control, counting SIGINT, SIGTERM and SIGHUP (Ctrl-C once: drain; twice: stop).
-pub fn interruptible() -> anyhow::Result<std::sync::Arc<crate::load::engine::Control>> {
-    let control = std::sync::Arc::new(crate::load::engine::Control::default());
+pub fn interruptible() -> anyhow::Result<std::sync::Arc<crate::load::plan::Control>> {
+    let control = std::sync::Arc::new(crate::load::plan::Control::default());
     // A hang-up (the terminal closed, an ssh session lost) ends the run as SIGTERM does: the
     // measured part is reported, not lost.
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {

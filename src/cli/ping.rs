@@ -1,26 +1,13 @@
 //! `rpcmeter ping TARGET`: the network's round trip (ICMP echo, else TCP connect) beside a gRPC
 //! call, interleaved, as a latency baseline (`app::ping` measures and renders). The schema
 //! and TLS flags are `run`'s own groups (`cli::target`); the request flags go through `run`'s parser.
+use super::parse;
 use super::target::{SchemaArgs, TlsArgs};
-use crate::app::parse;
+use crate::app::ping::{Settings, Trim};
+use crate::error::bad_input;
 use crate::ping::Method;
+use crate::report::Format;
 use std::time::Duration;
-
-/// How the result is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PingFormat {
-    Table,
-    Json,
-}
-
-/// Which outlier flags trim the samples (never by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Trim {
-    /// Iterated z-score passes, |z| > 3 (as the ping-vs-gRPC write-up).
-    Z,
-    /// Tukey's fences, 1.5 IQR beyond the quartiles.
-    Tukey,
-}
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PingArgs {
@@ -58,8 +45,8 @@ pub struct PingArgs {
     #[arg(long, value_enum)]
     pub trim: Option<Trim>,
     /// Output format
-    #[arg(long, value_enum, default_value_t = PingFormat::Table)]
-    pub format: PingFormat,
+    #[arg(long, value_parser = parse::table_or_json(), default_value = "table")]
+    pub format: Format,
 }
 
 /// The MIN..=MAX bounds of --interval: faster is a flood, slower is a typo.
@@ -72,6 +59,43 @@ fn interval(text: &str) -> Result<Duration, String> {
 }
 
 pub fn main(args: PingArgs) -> anyhow::Result<std::process::ExitCode> {
-    let settings = crate::app::ping::Settings::from_args(&args)?;
-    crate::app::ping::run(&settings, &*crate::cli::interruptible()?)
+    crate::app::ping::run(&args.settings()?, &*super::interruptible()?)
+}
+
+impl PingArgs {
+    /// The ping these flags ask for, checked.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let args = self;
+        let mut words: Vec<std::ffi::OsString> = vec!["ping".into(), args.target.clone().into()];
+        let mut flag = |name: &str, value: Option<std::ffi::OsString>| {
+            words.push(name.into());
+            words.extend(value);
+        };
+        flag("--call", Some(args.call.clone().into()));
+        flag("--data", Some(args.data.clone().into()));
+        flag("--deadline", Some(humantime::format_duration(args.timeout).to_string().into()));
+        flag("--connect-timeout", Some(humantime::format_duration(args.connect_timeout).to_string().into()));
+        flag("--no-save", None);
+        flag("--quiet", None);
+        if let Some(m) = &args.metadata {
+            flag("--metadata", Some(m.into()));
+        }
+        let mut run_args =
+            super::run::parse_words(&words).map_err(|e| bad_input(format!("ping: {}", super::one_line(&e))))?;
+        // The same groups as run's, checked by clap already: handed over whole, not as words.
+        run_args.schema = args.schema.clone();
+        run_args.tls = args.tls.clone();
+        if run_args.target.unix.is_some() {
+            return Err(bad_input("ping: a unix: target has no network round trip to compare with"));
+        }
+        Ok(Settings {
+            run: run_args.settings(Vec::new())?,
+            count: args.count,
+            interval: args.interval,
+            timeout: args.timeout,
+            icmp: args.icmp,
+            trim: args.trim,
+            format: args.format,
+        })
+    }
 }

@@ -1,7 +1,8 @@
 //! `rpcmeter run`: its flags, with ghz's and grpcurl's names. Each value is parsed and bounded
-//! here (`app::parse`); how the flags combine is checked in `app::run::Settings`.
+//! here (`cli::parse`); how the flags combine is checked in `run_settings`, which makes them
+//! the typed `app::run::Settings`.
+use super::parse;
 use super::target::{SchemaArgs, TlsArgs};
-use crate::app::parse;
 use crate::load::pacer::RateSchedule;
 use crate::report::Format;
 use clap::Args;
@@ -270,6 +271,13 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     <RunOnly as clap::Parser>::try_parse_from(words).map(|r| r.args)
+}
+
+/// `run`'s words (the first is the program's) read as `rpcmeter run` reads them, into its
+/// settings (the words after the first recorded as its arguments); a usage error in one line.
+pub fn settings_of_words(words: &[String]) -> anyhow::Result<crate::app::run::Settings> {
+    let parsed = parse_words(words).map_err(|e| crate::error::bad_input(super::one_line(&e)))?;
+    parsed.settings(words.get(1..).unwrap_or_default().to_vec())
 }
 
 /// `run RUN-ARGS...` given after another subcommand's own flags (`kube`, `sweep`), with `extra`

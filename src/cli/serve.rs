@@ -2,7 +2,7 @@
 use crate::error::bad_input;
 use crate::lab::proto::lab::StatsReply;
 use crate::lab::tls::{self, LabTls};
-use crate::lab::{DbSpec, LabConfig, LabServer, Model};
+use crate::lab::{Consistency, DbSpec, LabConfig, LabServer, Model};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -31,7 +31,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = LabConfig::default().fib)]
     pub fib: u32,
     /// Database-side sleep of each Db call, holding its pooled connection.
-    #[arg(long, value_parser = crate::app::parse::duration, default_value = "250ms")]
+    #[arg(long, value_parser = crate::cli::parse::duration, default_value = "250ms")]
     pub db_sleep: std::time::Duration,
     /// sqlite:PATH (kept) or postgres://… [default: a temporary SQLite file, removed at exit].
     #[arg(long)]
@@ -42,9 +42,19 @@ pub struct ServeArgs {
     /// How long a network thread stays awake (spinning) after an echo call instead of
     /// sleeping until the next: lower latency and more calls/s for the price of a core while
     /// echo traffic lasts, counted in the server's CPU. 0 turns it off.
-    #[arg(long, value_parser = crate::app::parse::duration, default_value = "200us")]
+    #[arg(long, value_parser = crate::cli::parse::duration, default_value = "200us")]
     pub spin: std::time::Duration,
-    /// Storage: per-key locks and versions instead of one global order.
+    /// Storage: what a GetValue may see of the puts before it. linearizable: one lock and
+    /// one version order; relaxed: a lock and a version order per key; eventual: gets read a
+    /// replica that applies each put --kv-replica-lag after it (a follower read), so a get
+    /// may miss recent puts [default: linearizable].
+    #[arg(long, value_enum, conflicts_with = "relax")]
+    pub kv_consistency: Option<Consistency>,
+    /// How far the eventual replica trails the puts (e.g. 500us, 5ms; 0: reads its writes);
+    /// --kv-consistency eventual only [default: 5ms].
+    #[arg(long, value_parser = super::parse::duration)]
+    pub kv_replica_lag: Option<std::time::Duration>,
+    /// Same as --kv-consistency relaxed.
     #[arg(long)]
     pub relax: bool,
     /// Serve TLS with this certificate chain (PEM); needs --tls-key.
@@ -99,6 +109,13 @@ impl ServeArgs {
         if self.model == Model::Threaded && self.per_thread.is_some() {
             return Err(bad_input("--per-thread applies to --model async only"));
         }
+        let kv_consistency = match (self.relax, self.kv_consistency) {
+            (true, _) => Consistency::Relaxed,
+            (false, mode) => mode.unwrap_or(defaults.kv_consistency),
+        };
+        if kv_consistency != Consistency::Eventual && self.kv_replica_lag.is_some() {
+            return Err(bad_input("--kv-replica-lag applies to --kv-consistency eventual only"));
+        }
         let tls = self.tls()?;
         Ok(LabConfig {
             addr: self.addr,
@@ -110,7 +127,8 @@ impl ServeArgs {
             db_sleep: self.db_sleep,
             db: self.db.unwrap_or(defaults.db),
             db_pool: self.db_pool,
-            relax: self.relax,
+            kv_consistency,
+            kv_replica_lag: self.kv_replica_lag.unwrap_or(defaults.kv_replica_lag),
             spin: self.spin,
             drain: defaults.drain,
             tls,
@@ -196,7 +214,12 @@ fn describe(config: &LabConfig) -> String {
         Model::Async => format!("async, {} threads x {} calls", config.threads, config.per_thread),
         Model::Threaded => format!("threaded, {} threads", config.threads),
     };
-    let store = if config.relax { "relaxed" } else { "linearizable" };
+    let store = match config.kv_consistency {
+        Consistency::Eventual => {
+            format!("eventual, replica lag {}", humantime::Duration::from(config.kv_replica_lag))
+        }
+        mode => mode.name().to_string(),
+    };
     let tls = match &config.tls {
         None => "plaintext (h2c)",
         Some(tls) if tls.mutual() => "TLS, client certificates required",

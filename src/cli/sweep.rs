@@ -42,8 +42,11 @@ pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
         first.input.apply();
     }
     let output = output(&args, parsed.first().map(|p| &p.1))?;
+    // Every step's settings too: a step that cannot be run is refused before any runs.
+    let steps =
+        parsed.into_iter().map(|(step, run)| Ok((step, run.settings(vec![])?))).collect::<anyhow::Result<_>>()?;
     let control = super::interruptible()?;
-    sweep::run(parsed, control, output)
+    sweep::run(steps, control, output)
 }
 
 /// The run's own output flags name the sweep's output: `-o FILE` and `--format json` (or

@@ -19,7 +19,8 @@ const POD_GAP: Duration = Duration::from_millis(500);
 /// end once pod 0 has confirmed their results, or give up on it).
 const OTHERS_WAIT: Duration = Duration::from_secs(10);
 
-pub fn main(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+/// `run` is the command whose flags the pods' words hold (to find their `--format`).
+pub fn main(file: &Path, json: bool, run: &clap::Command) -> anyhow::Result<ExitCode> {
     let text =
         crate::input::read_string(file, crate::input::Kind::Result, &format!("kube --simulate {}", file.display()))?;
     let manifest: Value = serde_json::from_str(&text).map_err(|e| {
@@ -103,7 +104,7 @@ pub fn main(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     words[at] = format!("127.0.0.1:{}", free_port()?);
     if json {
         // Pod 0's result as JSON, whatever --format the run was given.
-        words = with_format_json(&words);
+        words = with_format_json(run, &words);
     }
     let exe = std::env::current_exe().map_err(|e| bad_input(format!("kube --simulate: {e}")))?;
     let mut children = Vec::new();
@@ -172,9 +173,9 @@ fn free_port() -> anyhow::Result<u16> {
 
 /// `run ...` args with their --format (a long flag only) taken out and `--format json` added
 /// (given twice, a pod would refuse its args).
-fn with_format_json(words: &[String]) -> Vec<String> {
+fn with_format_json(command: &clap::Command, words: &[String]) -> Vec<String> {
     let Some((run, rest)) = words.split_first() else { return words.to_vec() };
-    let format: Vec<_> = super::words::flags(rest).into_iter().filter(|f| f.id == "format").collect();
+    let format: Vec<_> = super::words::flags(command, rest).into_iter().filter(|f| f.id == "format").collect();
     let mut out = vec![run.clone()];
     out.extend(
         rest.iter()

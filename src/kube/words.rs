@@ -1,6 +1,5 @@
 //! The words of `run RUN-ARGS` as clap reads them, so that `kube` can take out, replace or
 //! add a flag while every other word stays as the user wrote it.
-use clap::Args;
 
 /// One flag as given: its id (RunArgs' field name), its value, and the words it spans.
 #[derive(Debug, Clone)]
@@ -12,10 +11,9 @@ pub struct Flag {
     pub last: usize,
 }
 
-/// The flags of `words` (the words after `run`), in order; positionals are not listed. The
+/// The flags of `words` (the words after `run`, whose flags `command` declares), in order; positionals are not listed. The
 /// words have already been accepted by clap, so every flag is known.
-pub fn flags(words: &[String]) -> Vec<Flag> {
-    let command = crate::cli::run::RunArgs::augment_args(clap::Command::new("run"));
+pub fn flags(command: &clap::Command, words: &[String]) -> Vec<Flag> {
     let long = |name: &str| command.get_arguments().find(|a| a.get_long() == Some(name));
     let short = |c: char| command.get_arguments().find(|a| a.get_short() == Some(c));
     let takes = |a: &clap::Arg| a.get_action().takes_values();
@@ -84,7 +82,10 @@ mod tests {
     fn spans_of_long_short_and_clusters() {
         let words = w("--plaintext -qD d.json --proto=a.proto -i x,y --rps -5 h:1 --format json");
         let got: Vec<_> =
-            flags(&words).into_iter().map(|f| (f.id, f.value.unwrap_or_default(), f.first, f.last)).collect();
+            flags(&<crate::cli::run::RunArgs as clap::Args>::augment_args(clap::Command::new("run")), &words)
+                .into_iter()
+                .map(|f| (f.id, f.value.unwrap_or_default(), f.first, f.last))
+                .collect();
         let want = [
             ("plaintext", "", 0, 1),
             ("quiet", "", 1, 3),

@@ -18,8 +18,11 @@ mod test_service;
 pub mod tls;
 
 pub use db::DbSpec;
-pub use server::{LabConfig, LabServer, Model, StatsReader, DB_MAX_ROWS, KV_MAX_BYTES};
+pub use server::{
+    LabConfig, LabServer, Model, StatsReader, DB_MAX_ROWS, KV_MAX_BYTES, KV_REPLICA_LAG, MAX_KV_REPLICA_LAG,
+};
 pub use stats::Method;
+pub use storage::Consistency;
 pub use streaming::MAX_CHUNK_BYTES;
 
 use exec::Executor;

@@ -6,7 +6,7 @@ use super::exec::Executor;
 use super::network;
 use super::proto::lab::StatsReply;
 use super::stats::Stats;
-use super::storage::Store;
+use super::storage::{Consistency, Store};
 use super::test_service::MAX_FIB;
 use super::Lab;
 use crate::error::bad_input;
@@ -60,8 +60,10 @@ pub struct LabConfig {
     pub db_sleep: Duration,
     pub db: DbSpec,
     pub db_pool: usize,
-    /// Per-key locks and versions in `Storage` instead of one global order.
-    pub relax: bool,
+    /// What a `Storage` get may see of the puts before it.
+    pub kv_consistency: Consistency,
+    /// How far the eventual replica trails its primary (`Consistency::Eventual` only).
+    pub kv_replica_lag: Duration,
     /// How long a network thread stays awake after an echo call (spin.rs); zero: never.
     pub spin: Duration,
     /// How long a shutdown waits for calls in flight (not a CLI option: 5 s).
@@ -79,6 +81,10 @@ pub struct LabConfig {
 
 /// `--kv-max-bytes`' default: room for the lab's experiments, far below a machine's memory.
 pub const KV_MAX_BYTES: ByteSize = ByteSize::mib(64);
+/// `--kv-replica-lag`'s default: tens of loopback calls, so that a put-then-get misses.
+pub const KV_REPLICA_LAG: Duration = Duration::from_millis(5);
+/// The longest `--kv-replica-lag`: the replica's log holds every put of the last lag.
+pub const MAX_KV_REPLICA_LAG: Duration = Duration::from_secs(60);
 /// `--db-max-rows`' default: a long lab session's inserts, a file of tens of MB.
 pub const DB_MAX_ROWS: u64 = 1_000_000;
 
@@ -94,7 +100,8 @@ impl Default for LabConfig {
             db_sleep: Duration::from_millis(250),
             db: DbSpec::TempSqlite,
             db_pool: 25,
-            relax: false,
+            kv_consistency: Consistency::Linearizable,
+            kv_replica_lag: KV_REPLICA_LAG,
             spin: Duration::from_micros(200),
             drain: DRAIN,
             tls: None,
@@ -154,6 +161,13 @@ impl LabConfig {
                 "--spin {} is above {}: a network thread would hold its core that long after each echo",
                 humantime::format_duration(self.spin),
                 humantime::format_duration(MAX_SPIN)
+            )));
+        }
+        if self.kv_replica_lag > MAX_KV_REPLICA_LAG {
+            return Err(bad_input(format!(
+                "--kv-replica-lag {} is above {}: the replica's log would hold every put of that long",
+                humantime::format_duration(self.kv_replica_lag),
+                humantime::format_duration(MAX_KV_REPLICA_LAG)
             )));
         }
         if self.fib > MAX_FIB {
@@ -305,7 +319,7 @@ impl Lab {
             Model::Async => Executor::new_async(config.running(), config.queue_len()),
             Model::Threaded => Executor::new_threaded(config.threads, config.queue_len(), runtime)?,
         };
-        let store = Store::new(config.relax, config.kv_max_bytes.0);
+        let store = Store::new(config.kv_consistency, config.kv_replica_lag, config.kv_max_bytes.0);
         Ok(Lab { stats: Arc::new(Stats::new(config.spin)), config, exec, db, store, health: Default::default() })
     }
 }

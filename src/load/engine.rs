@@ -1,61 +1,26 @@
 //! The engine: worker threads, each with one current-thread runtime owning its
 //! connections (no call crosses threads); ONE worker loop for every load model, paced by
 //! the `Pacer`; a collector on the calling thread merging each thread's `Tally` deltas.
-//! The engine never prints: intervals go to the `Sinks`, the end to a `Recorded`.
-use super::plan::Plan;
+//! The engine never prints: intervals go to what it feeds (`record::Feed`, the run's sinks),
+//! the end to a `Recorded`.
+use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
 use crate::grpc::transport::{CallKind, StreamObserver};
 use crate::grpc::{Connection, Connector, PreparedCall, Reply};
-use crate::record::resource::{self, Usage};
-use crate::record::Tally;
+use crate::record::intervals::Interval;
+use crate::record::resource;
+use crate::record::{CallRecord, Feed, Tally};
 use crate::schema::RequestSource;
-use crate::sink::Sinks;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{watch, Notify};
 use tonic::Code;
-
-/// One call as it ended, for per-call details (`--csv-details`).
-#[derive(Debug)]
-pub struct CallRecord {
-    pub call: u64,
-    pub worker: u32,
-    /// The actual first send (wall clock).
-    pub sent_at: SystemTime,
-    /// Open loop: the schedule's due time of the call (wall clock); None in closed loop and bursts.
-    pub intended: Option<SystemTime>,
-    pub latency: Duration,
-    pub request: Bytes,
-    pub reply: Reply,
-    pub attempts: u32,
-    pub warmup: bool,
-}
-
-/// What one interval measured, handed to sinks as it closes.
-pub struct Interval<'a> {
-    /// End of the interval, from the start of the run.
-    pub at: Duration,
-    pub length: Duration,
-    /// Whether the interval ended inside the warm-up.
-    pub warmup: bool,
-    /// Warm-up and measured calls of this interval together.
-    pub tally: &'a Tally,
-    pub usage: Usage,
-    /// Calls started and not yet answered when the interval closed (live metrics).
-    pub in_flight: u64,
-}
-
-/// Outside control of a run: how many times the user asked it to stop (Ctrl-C).
-#[derive(Default)]
-pub struct Control {
-    pub interrupts: AtomicUsize,
-}
 
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +167,7 @@ impl Shared {
 
 /// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
 /// the sink that wants calls).
-pub fn run(plan: Plan, mix: Mix, sinks: &mut Sinks, control: &Control) -> anyhow::Result<Recorded> {
+pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> anyhow::Result<Recorded> {
     let details = sinks.calls();
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
@@ -363,7 +328,7 @@ fn collect(
     shared: &Shared,
     start: Instant,
     reports: &mpsc::Receiver<Report>,
-    sinks: &mut Sinks,
+    sinks: &mut dyn Feed,
     control: &Control,
     threads: u32,
 ) -> Collected {
@@ -450,7 +415,7 @@ const START_LEAD: Duration = Duration::from_millis(5);
 /// How long after an interval's end the collector waits for the threads' hand-overs.
 const HANDOVER_GRACE: Duration = Duration::from_millis(25);
 
-fn emit(sinks: &mut Sinks, interval: &mut Tally, shared: &Shared, at: Duration, length: Duration) {
+fn emit(sinks: &mut dyn Feed, interval: &mut Tally, shared: &Shared, at: Duration, length: Duration) {
     let in_flight = shared.started.load(Relaxed).saturating_sub(shared.completed.load(Relaxed));
     let warmup = at <= shared.plan.warmup;
     sinks.interval(&Interval { at, length, warmup, tally: interval, usage: resource::usage(), in_flight });
@@ -461,7 +426,7 @@ fn emit(sinks: &mut Sinks, interval: &mut Tally, shared: &Shared, at: Duration, 
 fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
     // The precise timer paces the open loop's sends and every retry's backoff.
     if shared.plan.pacer.is_open() || shared.plan.retry.max_retries > 0 {
-        super::timer::no_timer_slack();
+        crate::sys::no_timer_slack();
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -1,11 +1,17 @@
 //! The Plan: everything a run needs, validated. The CLI builds it; the engine only reads it.
-use super::engine::Control;
 use super::pacer::{Pacer, Stages};
 use super::retry::RetryPolicy;
 use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::grpc::{CallSpec, Target};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Outside control of a run: how many times the user asked it to stop (Ctrl-C).
+#[derive(Default)]
+pub struct Control {
+    pub interrupts: AtomicUsize,
+}
 
 /// When a run ends (the first limit reached wins; at least one is set).
 #[derive(Debug, Clone, Default)]

@@ -27,7 +27,7 @@ impl HiccupMeter {
             .spawn(move || {
                 // Without timer slack, as the open loop's pacer sleeps: the meter then shows
                 // the machine's wake-ups, not the 50 µs the kernel may add by default.
-                crate::load::timer::no_timer_slack();
+                crate::sys::no_timer_slack();
                 // A fixed-size histogram: flat in memory however long the run.
                 let mut h = super::shard::new_histogram();
                 while !flag.load(Relaxed) {

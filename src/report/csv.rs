@@ -1,7 +1,7 @@
 //! `--format csv`: one row per interval, for spreadsheets and plots. Numbers are rounded to
 //! what was measured (ns, µs), so no float noise such as 1.3489849999999999 reaches a cell.
-use super::units::{micros, secs};
 use super::{Export, Summary};
+use crate::units::{micros, secs};
 
 pub struct Csv;
 

@@ -1,6 +1,6 @@
 //! Reports: the `Summary` that src/analysis finished from a run's result, rendered by one
 //! `Export` per format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
-//! here measures, and units (µs, MiB) appear only in the renderers.
+//! here measures, and units (µs, MiB) appear only in the renderers (through `crate::units`).
 pub mod csv;
 pub mod html;
 pub mod influx;
@@ -11,7 +11,6 @@ pub mod prometheus;
 pub mod rmeter;
 pub mod svg;
 pub mod table;
-pub mod units;
 
 // The summary is the analysis's (src/analysis); renderers take it from here as before.
 pub use crate::analysis::{

@@ -2,8 +2,8 @@
 //! experiment (docs/experiments.md, "Threaded vs async servers"), with its exact header,
 //! counted right: Retries = attempts - calls (once), statuses per attempt, latency of the
 //! whole call.
-use super::units::{bytes, duration};
 use super::{Export, Summary};
+use crate::units::{bytes, duration};
 use tonic::Code;
 
 pub struct Rmeter;

@@ -1,11 +1,11 @@
 //! `--format table`: the human report: summary, percentiles, a latency histogram,
 //! statuses and errors, the client's own cost and the notices that qualify the numbers.
-use super::units::{bytes, duration};
 use super::{describe_load, Export, Summary};
 use crate::grpc::status;
 use crate::load::pacer::Pacer;
 use crate::stats::steady::Steadiness;
 use crate::stats::{Latency, Statistic};
+use crate::units::{bytes, duration};
 use hdrhistogram::Histogram;
 use std::fmt::Write;
 

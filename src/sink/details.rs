@@ -3,9 +3,9 @@
 //! "Throughput measured by the client", plus status, attempts, warm-up, worker and the intended
 //! send time). Memory stays flat. Times are Unix ns: `timestamp` is the actual first send,
 //! `intended` the open loop's due time (empty in closed loop and bursts, which have no schedule).
-use super::intervals::IntervalRow;
 use super::Sink;
-use crate::load::engine::{CallRecord, Interval};
+use crate::record::intervals::IntervalRow;
+use crate::record::{intervals::Interval, CallRecord};
 use prost_reflect::{DynamicMessage, MessageDescriptor, Value};
 use std::fs::File;
 use std::io::BufWriter;

@@ -1,7 +1,7 @@
 //! The first intervals of a run kept whole (every histogram, compressed), so that a warm-up
 //! found afterwards (`--warmup auto`) can be taken out of the result exactly. Bounded: only
 //! the first `KEPT` intervals, a few KB each.
-use crate::load::engine::Interval;
+use crate::record::intervals::Interval;
 use crate::record::shard::{new_histogram, pack, unpack};
 use crate::record::{Counts, Tally};
 use hdrhistogram::Histogram;

@@ -1,8 +1,8 @@
 //! `--hdr-log FILE`: an HdrHistogram interval log of call latency (ns recorded, ms shown by
 //! HdrHistogram's own tools), with the version header and legend line those tools write.
-use super::intervals::IntervalRow;
 use super::Sink;
-use crate::load::engine::Interval;
+use crate::record::intervals::Interval;
+use crate::record::intervals::IntervalRow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;

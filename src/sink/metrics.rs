@@ -8,11 +8,11 @@
 //! no body to read, on a plain thread, so the run's collector never waits on a runtime and
 //! no dependency is added for 30 lines. Every request gets the whole exposition and the
 //! connection closes, which is all a Prometheus scrape (or curl) needs.
-use super::intervals::IntervalRow;
 use super::Sink;
 use crate::error::bad_input;
 use crate::grpc::status::{self, PerStatus};
-use crate::load::engine::Interval;
+use crate::record::intervals::Interval;
+use crate::record::intervals::IntervalRow;
 use crate::report::prometheus::{bucket_counts, histogram_sum, Exposition, LATENCY_BUCKETS};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -4,12 +4,11 @@
 pub mod details;
 pub mod early;
 pub mod hdr_log;
-pub mod intervals;
 pub mod metrics;
 pub mod progress;
 
-use crate::load::engine::{CallRecord, Interval};
-use intervals::IntervalRow;
+use crate::record::intervals::{Interval, IntervalRow};
+use crate::record::{CallRecord, Feed};
 use std::sync::mpsc;
 
 pub trait Sink {
@@ -42,7 +41,20 @@ impl Sinks {
         self.list.push(sink);
     }
 
-    pub fn interval(&mut self, interval: &Interval) {
+    /// Finishes every sink; the first failure is returned after all have finished.
+    pub fn finish(self) -> Finished {
+        let mut first = Ok(());
+        for sink in self.list {
+            if let (Err(e), true) = (sink.finish(), first.is_ok()) {
+                first = Err(e);
+            }
+        }
+        Finished { rows: self.rows, early: self.early, result: first }
+    }
+}
+
+impl Feed for Sinks {
+    fn interval(&mut self, interval: &Interval) {
         let row = IntervalRow::of(interval);
         if let Some(early) = &mut self.early {
             early.keep(interval);
@@ -54,19 +66,8 @@ impl Sinks {
     }
 
     /// The per-call channel of the sink that wants calls (at most one does today).
-    pub fn calls(&self) -> Option<mpsc::SyncSender<CallRecord>> {
+    fn calls(&self) -> Option<mpsc::SyncSender<CallRecord>> {
         self.list.iter().find_map(|s| s.calls())
-    }
-
-    /// Finishes every sink; the first failure is returned after all have finished.
-    pub fn finish(self) -> Finished {
-        let mut first = Ok(());
-        for sink in self.list {
-            if let (Err(e), true) = (sink.finish(), first.is_ok()) {
-                first = Err(e);
-            }
-        }
-        Finished { rows: self.rows, early: self.early, result: first }
     }
 }
 

@@ -1,9 +1,9 @@
 //! The progress line on a terminal: calls, rate, errors, p99, and how far the run is when its
 //! end is known (a percentage and an ETA); warm-up calls are counted apart.
-use super::intervals::IntervalRow;
 use super::Sink;
-use crate::load::engine::Interval;
-use crate::report::units::duration;
+use crate::record::intervals::Interval;
+use crate::record::intervals::IntervalRow;
+use crate::units::duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 

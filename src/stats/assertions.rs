@@ -26,7 +26,7 @@ pub enum Value {
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Value::Latency(d) => f.write_str(&crate::report::units::duration(*d)),
+            Value::Latency(d) => f.write_str(&crate::units::duration(*d)),
             Value::Fraction(x) => write!(f, "{}%", trim(x * 100.0)),
             Value::PerSecond(x) => write!(f, "{} calls/s", trim(*x)),
         }

@@ -1,16 +1,9 @@
 //! `rpcmeter compare` from the outside, shared by tests/compare.rs and tests/compare_runs.rs,
 //! which include this file as a module of their own.
-use std::process::{Command, Stdio};
 
 /// Runs `rpcmeter compare ARGS`: its exit code, standard output and standard error.
 pub fn compare(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("compare").args(args).stdin(Stdio::null()).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::common::rpcmeter_with([std::ffi::OsStr::new("compare")].into_iter().chain(args.iter().copied()))
 }
 
 pub fn os(s: &str) -> &std::ffi::OsStr {

@@ -203,13 +203,44 @@ impl TestServer {
     }
 }
 
+/// The binary under test, for a test to add its arguments to.
+pub fn rpcmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+}
+
+/// How long a finished command may take: one that hangs is killed and fails its test
+/// (with what it printed) instead of stalling the suite.
+const COMMAND_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `cmd` to its end with stdin closed: its exit code (None when a signal ended it),
+/// standard output and standard error.
+pub fn outcome(cmd: Command) -> (Option<i32>, String, String) {
+    let out = assert_cmd::Command::from_std(cmd).timeout(COMMAND_LIMIT).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `rpcmeter ARGS`, run to its end: see `outcome`.
+pub fn rpcmeter_with<I, S>(args: I) -> (Option<i32>, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = rpcmeter();
+    cmd.args(args);
+    outcome(cmd)
+}
+
 pub fn echo_proto() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proto/echo.proto")
 }
 
 /// `rpcmeter run` against `addr` on the echo method, with extra arguments.
 pub fn run_echo(addr: SocketAddr, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    let mut cmd = rpcmeter();
     // --no-save: tests never record into the user's run history.
     cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--proto"])
         .arg(echo_proto())

@@ -1,4 +1,5 @@
-//! Units for people: the only place where durations and sizes become text.
+//! Units for people: the only place where durations and sizes become text. A leaf: it imports
+//! nothing of the crate, so reports, stats, calibrate and the app can all use it.
 use std::time::Duration;
 
 /// A duration with the unit that keeps 3-4 significant digits: `437.5 µs`, `12.34 ms`, `1.500 s`.

@@ -1,8 +1,24 @@
-//! The interval series: one row per interval (1 s by default), small whatever the run's
-//! length. `--format csv` prints it; progress shows its last row.
-use crate::load::engine::Interval;
+//! The interval series: what the engine hands its sinks as each interval closes, and the
+//! row kept of it (one per interval, 1 s by default), small whatever the run's length.
+//! `--format csv` prints the rows; progress shows the last one.
+use super::resource::Usage;
+use super::Tally;
 use crate::stats::Statistic;
 use std::time::Duration;
+
+/// What one interval measured, handed to sinks as it closes.
+pub struct Interval<'a> {
+    /// End of the interval, from the start of the run.
+    pub at: Duration,
+    pub length: Duration,
+    /// Whether the interval ended inside the warm-up.
+    pub warmup: bool,
+    /// Warm-up and measured calls of this interval together.
+    pub tally: &'a Tally,
+    pub usage: Usage,
+    /// Calls started and not yet answered when the interval closed (live metrics).
+    pub in_flight: u64,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IntervalRow {

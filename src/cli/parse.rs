@@ -189,6 +189,15 @@ pub fn target(text: &str) -> Result<TargetText, String> {
     Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None })
 }
 
+/// `--format` of a subcommand that prints one table, or the same as JSON: `report::Format`
+/// (one format type everywhere) with only `table` and `json` offered.
+pub fn table_or_json() -> impl clap::builder::TypedValueParser<Value = crate::report::Format> {
+    use clap::builder::TypedValueParser as _;
+    use clap::ValueEnum as _;
+    clap::builder::PossibleValuesParser::new(["table", "json"])
+        .map(|name| crate::report::Format::from_str(&name, true).expect("a listed format"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,576 @@
+//! The result of a run, as one typed and versioned document: what `run --format json` writes
+//! and what `merge`, `compare`, `report`, `history`, `sweep`, the labs and the coordinator
+//! read. Its keys are a stable interface (docs/design.md, "Stable interfaces"): latencies in
+//! µs under `*_us`, durations in s under `*_s`, histograms as HdrHistogram text
+//! (record::shard::to_text); keys are only ever added.
+//!
+//! A breakdown of a run (`calls_by_name`, `flows`, `backends`) maps a name to a `Slice`: the
+//! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
+//! takes a slice as well (`Run::of_slice`).
+pub mod slice;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+pub use slice::{Counts, LatencySummary, Slice};
+
+/// `meta.schema_version`: MAJOR.MINOR. A reader refuses a newer major (a key it reads changed
+/// meaning) and reads a newer minor (keys were only added).
+pub const SCHEMA_VERSION: &str = "1.0";
+const SCHEMA_MAJOR: u64 = 1;
+
+/// The breakdowns whose values are slices, by key: what merge adds name by name and what
+/// `--slice KEY=NAME` picks from.
+pub const BREAKDOWNS: [&str; 3] = ["calls_by_name", "flows", "backends"];
+
+/// A whole result: a run's, a shard's, or several merged.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Run {
+    pub meta: Meta,
+    #[serde(default)]
+    pub target: String,
+    #[serde(default)]
+    pub call: String,
+    /// closed | open | burst (a merge of mixed inputs names each).
+    #[serde(default)]
+    pub mode: String,
+    #[serde(default)]
+    pub load: String,
+    #[serde(default)]
+    pub concurrency: u64,
+    #[serde(default)]
+    pub connections: u64,
+    #[serde(default)]
+    pub partial: bool,
+    pub requests: Requests,
+    #[serde(default)]
+    pub statuses: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub attempt_statuses: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub errors: Vec<ErrorCount>,
+    pub duration_s: f64,
+    #[serde(default)]
+    pub throughput_rps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok_rps: Option<f64>,
+    #[serde(default)]
+    pub latency_us: LatencySummary,
+    /// Of the calls that ended OK only (latency_us counts failed calls too); results written
+    /// before it existed lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok_latency_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_latency_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lag_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_sends: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_wakeups: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Client>,
+    #[serde(default)]
+    pub notices: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<Warning>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertions: Option<Vec<Checked>>,
+    /// The call latency histogram (the same as `histograms.call_latency`).
+    #[serde(default)]
+    pub histogram: String,
+    pub histograms: Histograms,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<Vec<IntervalRow>>,
+    /// Open loop: the rate asked for, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps_target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_per_worker: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_rounds: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_rounds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Server>,
+    /// The machine's floor (calibrate::to_json); null when the machine was never calibrated,
+    /// absent when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub calibration: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Messages>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<Vec<Round>>,
+    /// `--workload`: each call name's slice (extra: "method").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_by_name: Option<BTreeMap<String, Slice>>,
+    /// Each flow's slice (extra: "steps").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<BTreeMap<String, Slice>>,
+    /// Client-side load balancing: each backend address's slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backends: Option<BTreeMap<String, Slice>>,
+    /// "call: expression" -> its passes and failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<BTreeMap<String, CheckCount>>,
+    // A merged result's own keys.
+    /// What `duration_s` is (merge::DURATION_IS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_is: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Vec<Window>>,
+    /// Each input of a merge: its client, and its own slice of the calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<ShardPart>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_shards: Option<Vec<MissingShard>>,
+    /// Keys this version does not know (written by a newer minor version): kept as they are.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Meta {
+    #[serde(default)]
+    pub rpcmeter_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<String>,
+    /// Read as any JSON: a string today; a new form is no reason to refuse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "null_is_default")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Vec<String>>,
+    #[serde(default)]
+    pub ended: String,
+    /// `--shard`: "I/N"; null for a whole run, absent from a merged one (`Run::shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub shard: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
+    // A merged result's own keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_run_ids: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Arrival {
+    pub process: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct Requests {
+    pub total: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub retries: u64,
+    pub attempts: u64,
+    pub retry_exhausted: u64,
+    pub abandoned: u64,
+    pub unsent: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ErrorCount {
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub count: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct Client {
+    pub cpu_s: f64,
+    pub cpu_us_per_request: f64,
+    pub max_rss_bytes: u64,
+    pub threads: u64,
+    pub utilization: f64,
+    pub hiccup_us: Option<Hiccups>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Hiccups {
+    pub count: u64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Warning {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Checked {
+    pub assertion: String,
+    pub value: String,
+    pub ok: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Histograms {
+    #[serde(default)]
+    pub call_latency: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok_call_latency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_latency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lag: Option<String>,
+}
+
+/// One row of the interval series (the same columns as `--format csv`).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct IntervalRow {
+    pub t_s: f64,
+    pub length_s: f64,
+    /// measured | warmup
+    pub phase: String,
+    pub calls: u64,
+    /// Results written before it existed lack it: calls - failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ok: Option<u64>,
+    pub failed: u64,
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub service_p99_us: f64,
+    pub client_cpu_total_s: f64,
+    pub client_rss_bytes: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct SteadyState {
+    pub verdict: String,
+    pub steady_after_s: Option<f64>,
+    pub intervals: u64,
+    pub series: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct Server {
+    pub received: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub messages_in: u64,
+    pub messages_out: u64,
+    pub throughput_rps: Option<f64>,
+    pub cpu_s: f64,
+    pub rss_bytes: u64,
+    pub echo_spin_us: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Messages {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub sent: u64,
+    #[serde(default)]
+    pub received: u64,
+    #[serde(default)]
+    pub sent_per_s: f64,
+    #[serde(default)]
+    pub received_per_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_histogram: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message_histogram: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct Warmup {
+    pub duration_s: f64,
+    pub calls: u64,
+    pub throughput_rps: f64,
+    pub latency_us: LatencySummary,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Round {
+    pub took_ms: f64,
+    pub rps: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct CheckCount {
+    #[serde(default)]
+    pub call: String,
+    #[serde(default)]
+    pub expression: String,
+    #[serde(default)]
+    pub pass: u64,
+    #[serde(default)]
+    pub fail: u64,
+}
+
+/// One measured window of a merged result.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Window {
+    pub started_at: String,
+    pub duration_s: f64,
+}
+
+/// One input of a merge: where it came from, its client and its slice of the calls.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ShardPart {
+    #[serde(default)]
+    pub input: String,
+    #[serde(default)]
+    pub shard: Option<String>,
+    #[serde(default)]
+    pub calls: u64,
+    #[serde(default)]
+    pub throughput_rps: f64,
+    #[serde(default)]
+    pub client: Option<Client>,
+    #[serde(default)]
+    pub bottleneck: bool,
+    /// Its calls as a slice (results merged before slices were kept lack it).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<ShardSlice>,
+}
+
+/// A shard's slice beside its other keys (`throughput_rps` is the row's own).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ShardSlice {
+    pub requests: Counts,
+    pub statuses: BTreeMap<String, u64>,
+    pub latency_us: LatencySummary,
+    pub histogram: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct MissingShard {
+    pub shard: String,
+    pub why: String,
+}
+
+/// A present key, null included, is Some (`calibration: null` says "never calibrated").
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+fn null_is_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Why a text is not a result, in one line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotAResult(pub String);
+
+impl std::fmt::Display for NotAResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Run {
+    /// A result from its JSON text: refused (one line) when it is not a result or is of a
+    /// newer major schema than this rpcmeter reads.
+    pub fn parse(text: &str) -> Result<Run, NotAResult> {
+        let value: Value = serde_json::from_str(text).map_err(|e| NotAResult(format!("not JSON: {e}")))?;
+        Run::from_value(value)
+    }
+
+    pub fn from_value(value: Value) -> Result<Run, NotAResult> {
+        for key in ["requests", "histograms", "meta", "duration_s"] {
+            if value.get(key).is_none() {
+                return Err(NotAResult(format!("not a result of rpcmeter run --format json (no \"{key}\")")));
+            }
+        }
+        check_version(&value["meta"]["schema_version"])?;
+        serde_path_to_error::deserialize(value).map_err(|e| NotAResult(format!("{}: {}", e.path(), e.inner())))
+    }
+
+    /// The result as JSON: keys sorted, as every result has been written.
+    pub fn to_value(&self) -> Value {
+        // A struct of strings, numbers and maps with string keys serializes without fail.
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(&self.to_value()).unwrap_or_default() + "\n"
+    }
+
+    /// The whole run's numbers as a slice.
+    pub fn whole(&self) -> Slice {
+        Slice {
+            requests: Counts { total: self.requests.total, ok: self.requests.ok, failed: self.requests.failed },
+            throughput_rps: self.throughput_rps,
+            statuses: self.statuses.clone(),
+            latency_us: self.latency_us.clone(),
+            histogram: self.histogram.clone(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// The breakdown `key` (one of BREAKDOWNS).
+    pub fn breakdown(&self, key: &str) -> Option<&BTreeMap<String, Slice>> {
+        match key {
+            "calls_by_name" => self.calls_by_name.as_ref(),
+            "flows" => self.flows.as_ref(),
+            "backends" => self.backends.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn breakdown_mut(&mut self, key: &str) -> Option<&mut Option<BTreeMap<String, Slice>>> {
+        match key {
+            "calls_by_name" => Some(&mut self.calls_by_name),
+            "flows" => Some(&mut self.flows),
+            "backends" => Some(&mut self.backends),
+            _ => None,
+        }
+    }
+
+    /// One slice of this run (`calls_by_name`, "put") as a run of its own: its calls, statuses
+    /// and latency; what the run was (target, mode, meta) the parent's; what a slice does not
+    /// hold (clients, intervals, breakdowns) left out. So compare, merge and every format take
+    /// it as they take a whole run.
+    pub fn of_slice(&self, key: &str, name: &str) -> Result<Run, NotAResult> {
+        let map = self.breakdown(key).ok_or_else(|| {
+            NotAResult(format!(
+                "--slice {key}={name}: this result has no {key} (breakdowns: {})",
+                BREAKDOWNS.join(", ")
+            ))
+        })?;
+        let slice = map.get(name).ok_or_else(|| {
+            let names: Vec<&str> = map.keys().map(String::as_str).collect();
+            NotAResult(format!("--slice {key}={name}: no such name in {key} (it has: {})", names.join(", ")))
+        })?;
+        Ok(self.as_slice_run(key, name, slice))
+    }
+
+    fn as_slice_run(&self, key: &str, name: &str, s: &Slice) -> Run {
+        let c = &s.requests;
+        let ok_rps = if self.duration_s > 0.0 { c.ok as f64 / self.duration_s } else { 0.0 };
+        let mut meta = self.meta.clone();
+        meta.name = Some(match &self.meta.name {
+            Some(run) => format!("{run} [{key}={name}]"),
+            None => format!("[{key}={name}]"),
+        });
+        Run {
+            meta,
+            target: self.target.clone(),
+            call: s.extra.get("method").and_then(Value::as_str).map_or_else(|| self.call.clone(), String::from),
+            mode: self.mode.clone(),
+            load: self.load.clone(),
+            concurrency: self.concurrency,
+            connections: self.connections,
+            partial: self.partial,
+            requests: Requests { total: c.total, ok: c.ok, failed: c.failed, ..Requests::default() },
+            statuses: s.statuses.clone(),
+            attempt_statuses: s.statuses.clone(),
+            duration_s: self.duration_s,
+            throughput_rps: s.throughput_rps,
+            ok_rps: Some(ok_rps),
+            latency_us: s.latency_us.clone(),
+            histogram: s.histogram.clone(),
+            histograms: Histograms { call_latency: s.histogram.clone(), ..Histograms::default() },
+            interval_s: self.interval_s,
+            windows: self.windows.clone(),
+            duration_is: self.duration_is.clone(),
+            span_s: self.span_s,
+            warmup: self.warmup.clone(),
+            ..Run::default()
+        }
+    }
+
+    /// `--shard`: which share of a split load this result is ("I/N").
+    pub fn shard(&self) -> Option<&str> {
+        self.meta.shard.as_ref().and_then(|s| s.as_deref())
+    }
+
+    /// The runs this result holds: a merged result's sources, else its own id.
+    pub fn run_ids(&self) -> Vec<&Value> {
+        match self.meta.source_run_ids.as_ref().filter(|s| !s.is_empty()) {
+            Some(sources) => sources.iter().collect(),
+            None => self.meta.run_id.iter().collect(),
+        }
+    }
+}
+
+/// `--slice KEY=NAME`: which slice of a result to take.
+pub fn parse_slice(text: &str) -> Result<(String, String), String> {
+    let (key, name) =
+        text.split_once('=').ok_or_else(|| format!("--slice {text}: not KEY=NAME (e.g. calls_by_name=put)"))?;
+    if !BREAKDOWNS.contains(&key) {
+        return Err(format!("--slice {text}: {key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
+    }
+    Ok((key.to_string(), name.to_string()))
+}
+
+/// Refuses a newer major schema: its keys may mean what this version does not know.
+fn check_version(version: &Value) -> Result<(), NotAResult> {
+    let text = match version {
+        Value::Null => return Ok(()),
+        Value::String(text) => text,
+        other => return Err(NotAResult(format!("meta.schema_version {other} is not MAJOR.MINOR"))),
+    };
+    let major = text.split('.').next().and_then(|m| m.parse::<u64>().ok());
+    match major {
+        Some(m) if m <= SCHEMA_MAJOR => Ok(()),
+        Some(_) => Err(NotAResult(format!(
+            "schema version {text} is newer than this rpcmeter reads ({SCHEMA_VERSION}): upgrade rpcmeter"
+        ))),
+        None => Err(NotAResult(format!("meta.schema_version {text:?} is not MAJOR.MINOR"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+use super::*;
+
+/// Results as rpcmeter wrote them before this module existed (run of each kind, a merge).
+const WRITTEN: [(&str, &str); 7] = [
+    ("result", include_str!("../../tests/data/result.json")),
+    ("workload", include_str!("../../tests/data/results/workload.json")),
+    ("open", include_str!("../../tests/data/results/open.json")),
+    ("burst", include_str!("../../tests/data/results/burst.json")),
+    ("bidi", include_str!("../../tests/data/results/bidi.json")),
+    ("merged", include_str!("../../tests/data/results/merged.json")),
+    ("calib", include_str!("../../tests/data/results/calib.json")),
+];
+
+#[test]
+fn every_written_result_reads_and_writes_back_unchanged() {
+    for (name, text) in WRITTEN {
+        let before: Value = serde_json::from_str(text).unwrap();
+        let run = Run::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(run.other.is_empty() && run.meta.other.is_empty(), "{name}: keys not typed: {:?}", run.other.keys());
+        let after = run.to_value();
+        // The first key that differs, rather than two whole results.
+        for (key, value) in before.as_object().unwrap() {
+            assert_eq!(after.get(key), Some(value), "{name}: {key}");
+        }
+        assert_eq!(after.as_object().unwrap().len(), before.as_object().unwrap().len(), "{name}");
+        // Byte for byte, as written.
+        assert_eq!(run.to_json_pretty(), serde_json::to_string_pretty(&before).unwrap() + "\n", "{name}");
+    }
+}
+
+#[test]
+fn keys_of_a_newer_minor_are_kept_and_a_newer_major_refused() {
+    let mut v: Value = serde_json::from_str(WRITTEN[0].1).unwrap();
+    v["meta"]["schema_version"] = "1.7".into();
+    v["from_the_future"] = serde_json::json!({"x": 1});
+    let run = Run::from_value(v.clone()).unwrap();
+    assert_eq!(run.to_value(), v);
+    v["meta"]["schema_version"] = "2.0".into();
+    let refused = Run::from_value(v).unwrap_err().to_string();
+    assert_eq!(refused, "schema version 2.0 is newer than this rpcmeter reads (1.0): upgrade rpcmeter");
+}
+
+#[test]
+fn a_slice_is_a_run_of_its_own() {
+    let run = Run::parse(WRITTEN[1].1).unwrap();
+    let put = run.of_slice("calls_by_name", "put").unwrap();
+    let slice = &run.calls_by_name.as_ref().unwrap()["put"];
+    assert_eq!(put.requests.total, slice.requests.total);
+    assert_eq!(put.whole().histogram, slice.histogram);
+    assert_eq!(put.latency_us, slice.latency_us);
+    assert!(put.meta.name.as_deref().unwrap().contains("calls_by_name=put"));
+    let none = run.of_slice("calls_by_name", "nope").unwrap_err().to_string();
+    assert_eq!(none, "--slice calls_by_name=nope: no such name in calls_by_name (it has: echo, put)");
+    assert!(run.of_slice("flows", "x").is_err());
+    assert_eq!(parse_slice("calls_by_name=a=b"), Ok(("calls_by_name".into(), "a=b".into())));
+    assert!(parse_slice("nope=x").is_err() && parse_slice("calls_by_name").is_err());
+}
+
+#[test]
+fn slices_add_exactly() {
+    let run = Run::parse(WRITTEN[1].1).unwrap();
+    let names = run.calls_by_name.as_ref().unwrap();
+    let mut sum = slice::SliceSum::default();
+    let mut echo = names["echo"].clone();
+    echo.extra.clear();
+    let mut put = names["put"].clone();
+    put.extra.clear();
+    sum.add(&echo).unwrap();
+    sum.add(&put).unwrap();
+    let both = sum.finish(std::time::Duration::from_secs(1));
+    assert_eq!(both.requests.total, run.requests.total);
+    assert_eq!(both.latency_us, run.latency_us);
+    assert_eq!(both.throughput_rps, run.requests.total as f64);
+    // Two methods under one name do not add.
+    let mut sum = slice::SliceSum::default();
+    sum.add(&names["put"]).unwrap();
+    let mut other = names["put"].clone();
+    other.extra.insert("method".into(), "Other/method".into());
+    assert_eq!(sum.add(&other).unwrap_err(), "method \"Other/method\" is not the other inputs' \"EchoService.echo\"");
+}
