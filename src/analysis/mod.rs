@@ -229,3 +229,217 @@ fn add_server(s: &mut Summary, server: ServerSide) {
     }
     s.server = Some(server);
 }
+
+/// Runs made up for unit tests: a plan, what the engine might have recorded, the interval
+/// series of a server slow for its first seconds.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::*;
+    use crate::grpc::transport::{CallSpec, MessageOptions, StreamLimits, Target};
+    use crate::load::engine::Ended;
+    use crate::load::pacer::Pacer;
+    use crate::load::plan::{ShardOf, StopAt};
+    use crate::record::intervals::Interval;
+    use crate::record::Tally;
+    use std::time::SystemTime;
+
+    /// Closed loop, 8 workers on 2 threads, 1 s intervals, against a remote target.
+    pub fn plan() -> Plan {
+        Plan {
+            target: Target::new("192.0.2.1", 50051),
+            spec: CallSpec {
+                path: http::uri::PathAndQuery::from_static("/Echo/echo"),
+                metadata: Default::default(),
+                deadline: None,
+                messages: MessageOptions::default(),
+            },
+            kind: CallKind::Unary,
+            stream: StreamLimits::default(),
+            pacer: Pacer::Closed,
+            workers: 8,
+            threads: 2,
+            connections: 2,
+            stop: StopAt { duration: Some(Duration::from_secs(10)), ..Default::default() },
+            warmup: Duration::ZERO,
+            active_workers: None,
+            retry: Default::default(),
+            interval: Duration::from_secs(1),
+            drain: Duration::from_secs(1),
+            keep_responses: false,
+            shard: ShardOf::default(),
+            start: None,
+            warmup_auto: false,
+        }
+    }
+
+    pub fn meta() -> Meta {
+        Meta {
+            run_id: uuid::Uuid::nil(),
+            started_at: SystemTime::UNIX_EPOCH,
+            name: None,
+            tags: vec![],
+            arguments: vec![],
+        }
+    }
+
+    /// `calls` calls of `latency`, every `fail_every`-th one UNAVAILABLE (0: none).
+    pub fn tally(calls: u64, latency: Duration, fail_every: u64) -> Tally {
+        let mut t = Tally::default();
+        for i in 1..=calls {
+            let status = if fail_every > 0 && i % fail_every == 0 { Code::Unavailable } else { Code::Ok };
+            t.record_attempt(latency, status);
+            t.record_call(latency, status, false);
+            if status != Code::Ok {
+                t.record_error(status, "down");
+            }
+        }
+        t
+    }
+
+    pub fn recorded(measured: Tally, window: Duration) -> Recorded {
+        Recorded {
+            started_at: SystemTime::UNIX_EPOCH,
+            measured,
+            warmup: Tally::default(),
+            window,
+            warmup_window: Duration::ZERO,
+            rounds: vec![],
+            cpu: Duration::from_millis(500),
+            elapsed: window,
+            max_rss_bytes: 10 << 20,
+            unsent: 0,
+            ended: Ended::Completed,
+            abandoned: 0,
+        }
+    }
+
+    /// The run as `finish` takes it: no checks, no floor, no server.
+    pub fn run(plan: Plan, recorded: Recorded, rows: Vec<IntervalRow>) -> Run<'static> {
+        Run {
+            plan,
+            meta: meta(),
+            call: "Echo.echo",
+            recorded,
+            checks: &[],
+            rows,
+            early: None,
+            call_names: vec![],
+            floor: None,
+            hiccups: None,
+            server: None,
+        }
+    }
+
+    /// 100 calls in each of `slow + fast` 1 s intervals: 12 ms for the first `slow`, 3 ms
+    /// after. The recorded run (every call measured), its rows, and the early intervals kept.
+    pub fn warming_up(slow: usize, fast: usize) -> (Recorded, Vec<IntervalRow>, EarlyIntervals) {
+        let (mut all, mut rows, mut early) = (Tally::default(), Vec::new(), EarlyIntervals::default());
+        for i in 0..slow + fast {
+            let level = if i < slow { 12_000 } else { 3_000 };
+            // A little spread, as real calls have: a level, not one value.
+            let mut t = Tally::default();
+            for k in 0..100u64 {
+                t.record_attempt(Duration::from_micros(level + k * 7), Code::Ok);
+                t.record_call(Duration::from_micros(level + k * 7), Code::Ok, false);
+            }
+            let second = Duration::from_secs(1);
+            let iv = Interval {
+                at: second * (i as u32 + 1),
+                length: second,
+                warmup: false,
+                tally: &t,
+                usage: Default::default(),
+                in_flight: 0,
+            };
+            rows.push(IntervalRow::of(&iv));
+            early.keep(&iv);
+            all.add(&t);
+        }
+        (recorded(all, Duration::from_secs((slow + fast) as u64)), rows, early)
+    }
+
+    pub fn summary(plan: Plan, recorded: Recorded) -> Summary {
+        finish(run(plan, recorded, vec![]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::*;
+    use super::*;
+    use crate::stats::steady::Steadiness;
+
+    #[test]
+    fn numbers_are_of_the_measured_window() {
+        let s = summary(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)));
+        assert_eq!((s.requests.total, s.requests.ok, s.requests.failed), (1000, 900, 100));
+        assert_eq!(s.throughput_rps, 500.0);
+        assert_eq!(s.ok_rps, 450.0);
+        assert_eq!(s.errors.len(), 1);
+        assert_eq!((s.errors[0].status, s.errors[0].count), (Code::Unavailable, 100));
+        assert!(s.warmup.is_none(), "no warm-up planned, none shown");
+        assert!(s.messages.is_none(), "unary");
+    }
+
+    #[test]
+    fn the_clients_cost_counts_every_call_and_thread() {
+        let mut r = recorded(tally(400, Duration::from_millis(1), 0), Duration::from_secs(1));
+        r.warmup = tally(100, Duration::from_millis(1), 0);
+        let c = client(&plan(), &r);
+        assert_eq!(c.cpu_per_call, Duration::from_millis(1), "500 ms over 500 calls, warm-up's included");
+        assert_eq!(c.utilization, 0.25, "0.5 s of CPU over 1 s on 2 threads");
+    }
+
+    #[test]
+    fn a_planned_warmup_is_shown_apart() {
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        r.warmup = tally(50, Duration::from_millis(5), 0);
+        r.warmup_window = Duration::from_millis(500);
+        let mut p = plan();
+        p.warmup = Duration::from_millis(500);
+        let w = warmup(&p, &r).unwrap();
+        assert_eq!((w.calls, w.throughput_rps), (50, 100.0));
+        assert!(w.latency.max.abs_diff(Duration::from_millis(5)) < Duration::from_micros(10), "{:?}", w.latency.max);
+    }
+
+    #[test]
+    fn assertions_are_checked_against_the_summary() {
+        let checks = crate::stats::assertions::parse("error_rate<5%,rps>=100").unwrap();
+        let mut run = run(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)), vec![]);
+        run.checks = &checks;
+        let s = finish(run);
+        let ok: Vec<bool> = s.assertions.iter().map(|a| a.ok).collect();
+        assert_eq!(ok, [false, true], "10% failed; 500 calls/s");
+        assert_eq!(s.breached().len(), 1);
+    }
+
+    #[test]
+    fn warmup_auto_cuts_the_found_warmup_once_and_loses_no_call() {
+        let (recorded, rows, early) = warming_up(4, 12);
+        let mut p = plan();
+        p.warmup_auto = true;
+        let mut run = run(p, recorded, rows);
+        run.early = Some(&early);
+        let s = finish(run);
+        // PELT may judge a level or two late; never early, never not at all.
+        let Steadiness::Steady { from } = s.steady.verdict else { panic!("{:?}", s.steady) };
+        assert!((4..=6).contains(&from), "{:?}", s.steady);
+        let w = s.warmup.as_ref().expect("the warm-up found is shown as one");
+        assert_eq!((w.duration, w.calls), (Duration::from_secs(from as u64), 100 * from as u64));
+        assert_eq!(s.requests.total + w.calls, 1600, "the rest is measured, none lost");
+        assert_eq!(s.duration, Duration::from_secs(16 - from as u64));
+        assert!(s.latency.max < Duration::from_millis(4), "only the fast server is left: {:?}", s.latency.max);
+        let marked: Vec<bool> = s.intervals.iter().map(|r| r.warmup).collect();
+        assert_eq!(marked, (0..16).map(|i| i < from).collect::<Vec<_>>());
+        assert!(!s.notices.iter().any(|n| n.kind == NoticeKind::WarmUp), "the warm-up is out: {:?}", s.notices);
+    }
+
+    #[test]
+    fn without_warmup_auto_the_warmup_stays_in_and_a_notice_says_so() {
+        let (recorded, rows, _) = warming_up(4, 12);
+        let s = finish(run(plan(), recorded, rows));
+        assert_eq!(s.requests.total, 1600);
+        assert!(s.warmup.is_none());
+        assert!(s.notices.iter().any(|n| n.kind == NoticeKind::WarmUp), "{:?}", s.notices);
+    }
+}

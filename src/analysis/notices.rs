@@ -273,6 +273,106 @@ pub(super) fn wall_enough(s: &Summary) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::fixture::*;
+    use crate::load::pacer::{Arrival, RateSchedule};
+    use crate::stats::Latency;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// 1000 calls of 1 ms over 2 s.
+    fn fine() -> Summary {
+        summary(plan(), recorded(tally(1000, ms(1), 0), Duration::from_secs(2)))
+    }
+
+    fn open_plan() -> Plan {
+        Plan { pacer: Pacer::Open(RateSchedule::constant(500.0), Arrival::Uniform), ..plan() }
+    }
+
+    #[test]
+    fn a_run_stopped_early_is_partial() {
+        let mut s = fine();
+        assert!(partial(&plan(), &s).is_none());
+        s.ended = Ended::Interrupted;
+        assert_eq!(partial(&plan(), &s).unwrap().kind, NoticeKind::Partial);
+        s.ended = Ended::DrainTimedOut;
+        assert!(partial(&plan(), &s).unwrap().text.contains("--drain"));
+    }
+
+    #[test]
+    fn only_a_closed_loop_is_told_it_hides_coordinated_omission() {
+        assert!(closed_loop(&plan()).is_some());
+        assert!(closed_loop(&open_plan()).is_none());
+    }
+
+    #[test]
+    fn behind_schedule_over_one_percent_of_late_sends() {
+        let mut s = fine();
+        s.late_sends = 10;
+        assert!(behind_schedule(&open_plan(), &s).is_none(), "1% is not over 1%");
+        s.late_sends = 11;
+        assert!(behind_schedule(&open_plan(), &s).is_some());
+        assert!(behind_schedule(&plan(), &s).is_none(), "closed loop: no schedule");
+    }
+
+    #[test]
+    fn schedule_lag_is_named_by_what_most_late_sends_waited_for() {
+        let mut s = fine();
+        let mut lag = tally(100, ms(5), 0);
+        lag.schedule_lag = lag.call_latency.clone();
+        s.schedule_lag = Some(Latency::of(&lag.schedule_lag));
+        (s.late_sends, s.late_wakeups) = (80, 20);
+        assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is slot wait"));
+        (s.late_sends, s.late_wakeups) = (20, 80);
+        assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is late wake-ups"));
+        s.schedule_lag = Some(Latency::of(&tally(100, Duration::from_micros(900), 0).call_latency));
+        assert!(schedule_lag(&open_plan(), &s).is_none(), "under 1 ms is no lag worth a word");
+    }
+
+    #[test]
+    fn unsent_and_abandoned_calls_are_told() {
+        let mut s = fine();
+        assert!(unsent(&plan(), &s).is_none() && abandoned(&s).is_none());
+        (s.requests.unsent, s.requests.abandoned) = (3, 2);
+        assert!(unsent(&plan(), &s).unwrap().text.starts_with("3 calls"));
+        assert!(abandoned(&s).unwrap().text.starts_with("2 calls"));
+    }
+
+    #[test]
+    fn a_busy_client_is_flagged_only_over_a_second() {
+        let mut s = fine();
+        s.client.utilization = 0.9;
+        assert!(client_cpu(&s).is_some());
+        s.duration = ms(500);
+        assert!(client_cpu(&s).is_none(), "half a second is mostly start-up");
+    }
+
+    #[test]
+    fn a_loopback_target_shares_the_cores() {
+        let s = fine();
+        assert!(shared_cores(&plan(), &s).is_none());
+        let local = Plan { target: crate::grpc::transport::Target::new("127.0.0.1", 1), ..plan() };
+        assert!(shared_cores(&local, &s).is_some());
+    }
+
+    #[test]
+    fn littles_law_holds_or_is_told() {
+        // 8 workers at 1 ms each: 8000 calls/s keep 8 in flight; 1000 calls over 2 s do not.
+        let s = fine();
+        assert!(littles_law(&plan(), &s).unwrap().text.contains("0.50 in flight"));
+        let kept = summary(plan(), recorded(tally(16_000, ms(1), 0), Duration::from_secs(2)));
+        assert!(littles_law(&plan(), &kept).is_none(), "{:?}", kept.throughput_rps);
+    }
+
+    #[test]
+    fn steadiness_is_not_judged_without_an_ok_call() {
+        let (r, rows, _) = warming_up(4, 12);
+        let mut s = crate::analysis::finish(run(plan(), r, rows));
+        assert_eq!(steadiness(&plan(), &s).unwrap().kind, NoticeKind::WarmUp);
+        s.requests.ok = 0;
+        assert!(steadiness(&plan(), &s).is_none());
+    }
 
     #[test]
     fn hiccups_stand_out_only_well_above_the_floor() {
