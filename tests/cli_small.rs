@@ -93,8 +93,10 @@ fn report_says_what_it_wrote() {
 
 #[test]
 fn merge_and_ping_write_durations_as_run_does() {
-    let merged =
-        serde_json::json!({"latency_us": {"p50": 70.0, "p90": 437.5, "p99": 12345.0, "p999": 1.5e6, "max": 2e6}});
+    let mut merged = rpcmeter::result::Run::default();
+    merged.latency_us.stats = [("p50", 70.0), ("p90", 437.5), ("p99", 12345.0), ("p999", 1.5e6), ("max", 2e6)]
+        .map(|(k, v)| (k.into(), v))
+        .into();
     let table = rpcmeter::app::merge::table(&merged);
     assert!(table.contains("p50 70.0 µs, p90 437.5 µs, p99 12.35 ms, p99.9 1.500 s, max 2.000 s"), "{table}");
     assert_eq!(rpcmeter::app::ping::ms(std::time::Duration::from_micros(70)), "70.0 µs");

@@ -2,9 +2,9 @@
 //! 150 lines and links every page of docs/; every relative link leads to a file that exists
 //! (and to a heading that exists, when it names one); and every `--flag` a page names is a
 //! flag of some rpcmeter command, as `--help` lists them.
+mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const README_MOST_LINES: usize = 150;
 
@@ -23,7 +23,7 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
 
 /// Flags the README shows ahead of the branch that adds them (issue 33): each entry goes when
 /// that branch lands on main.
-const COMING: &[(&str, &str)] = &[("--lb", "issue 33, item 2: client-side load balancing")];
+const COMING: &[(&str, &str)] = &[];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -139,9 +139,9 @@ fn every_link_leads_to_a_file_and_heading_that_exist() {
 
 /// `rpcmeter [COMMAND...] --help`.
 fn help(command: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(command).arg("--help").output().unwrap();
-    assert!(out.status.success(), "{command:?} --help: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    let (code, stdout, stderr) = common::rpcmeter_with(command.iter().chain(&["--help"]));
+    assert_eq!(code, Some(0), "{command:?} --help: {stderr}");
+    stdout
 }
 
 /// The subcommands a help text lists under "Commands:".

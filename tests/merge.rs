@@ -246,3 +246,49 @@ fn late_sends_by_cause_are_added() {
     let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((m["late_sends"].as_u64(), m["late_wakeups"].as_u64()), (Some(7), Some(3)), "{m:#}");
 }
+
+/// `merge` prints every format `run` prints, each of the merged calls (before: table or JSON
+/// only, any other --format refused); each input's slice stays under `shards`.
+#[test]
+fn a_merge_prints_every_format_run_prints() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (path, n) in [(&a, "30"), (&b, "50")] {
+        let mut cmd = run_echo(server.addr, &["-n", n]);
+        cmd.arg("--export").arg(format!("json={}", path.display()));
+        assert!(cmd.output().unwrap().status.success());
+    }
+    let merge = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["merge", "--format", format])
+            .args([&a, &b])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(merge("prometheus").contains("rpcmeter_run_count{") && merge("prometheus").contains("} 80\n"));
+    assert!(merge("influx").contains("count=80i"), "{}", merge("influx"));
+    assert!(merge("junit").contains("<testsuite"), "{}", merge("junit"));
+    assert!(merge("rmeter").contains("| 80 |"), "{}", merge("rmeter"));
+    // A merge keeps no interval series: the header alone.
+    assert_eq!(merge("csv").lines().count(), 1);
+    assert!(merge("table").contains("merged from 2 results"));
+    let m: serde_json::Value = serde_json::from_str(&merge("json")).unwrap();
+    let shards = m["shards"].as_array().unwrap();
+    let ra: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    assert_eq!(shards[0]["requests"], serde_json::json!({"total": 30, "ok": 30, "failed": 0}));
+    assert_eq!(shards[0]["histogram"], ra["histogram"]);
+    assert_eq!(shards[1]["statuses"]["OK"], 50);
+    // A newer major schema is refused in one line, exit 2.
+    let mut future = ra.clone();
+    future["meta"]["schema_version"] = "2.0".into();
+    let c = dir.path().join("c.json");
+    std::fs::write(&c, future.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").args([&c, &b]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("schema version 2.0 is newer than this rpcmeter reads"), "{stderr}");
+}

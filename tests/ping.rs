@@ -177,3 +177,26 @@ fn the_system_ping_is_read_where_installed() {
         assert!(us > 0.0 && us.fract() == 0.0, "{us}");
     }
 }
+
+/// `ping` takes `run`'s call flags (one group, `CallArgs`): the authority, message size,
+/// compression and reflection metadata of its gRPC call, as `run` does.
+#[test]
+fn ping_takes_runs_call_flags() {
+    let lab = LabProcess::start(&[]);
+    let (code, stdout, stderr) = ping(&[
+        "--plaintext",
+        "-n",
+        "2",
+        "--interval",
+        "20ms",
+        "--authority",
+        "lab.example",
+        "--max-msg-size",
+        "65536",
+        "--reflect-metadata",
+        r#"{"x-from":"ping"}"#,
+        &lab.addr,
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("EchoService.echo"), "{stdout}");
+}

@@ -164,6 +164,31 @@ fn sweep_args(addr: &str, rates: &str, more: &[&str]) -> Vec<String> {
     args
 }
 
+/// The sweep sets each step's load on the run's flags: a run that sets one of its own is
+/// refused in one line that says so, before any step runs; `--json` still works (see above)
+/// but is no longer offered in the help, where `run ... --format json` is the way.
+#[test]
+fn a_sweep_refuses_a_load_in_the_run_flags_and_hides_its_json_alias() {
+    for (load, flag) in [("--rates", "-c"), ("--clients", "--rps"), ("--preset", "--loop")] {
+        let value = match load {
+            "--rates" => "100",
+            "--clients" => "1..2",
+            _ => "S",
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["sweep", load, value, "run", "--plaintext", "--call", "EchoService/echo", flag, "5"])
+            .arg("127.0.0.1:1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{load} with {flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(flag) && err.contains("the sweep sets each step's load"), "{err}");
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(["sweep", "--help"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("--json"), "{}", String::from_utf8_lossy(&help.stdout));
+}
+
 /// A step that could not keep its rate shows its unsent calls; a step cut short by Ctrl-C is
 /// marked partial, those after it "not run", and the sweep says it was interrupted.
 #[test]

@@ -266,3 +266,17 @@ fn shards_of_one_server_do_not_call_each_other_another_client() {
     assert!(text.contains("\"requests\""), "{text}");
     assert!(!text.contains("another client"), "{text}");
 }
+
+/// `run --shards` prints the merged result in the run's --format, whatever it is (before:
+/// anything but json printed the merge's table).
+#[test]
+fn local_shards_print_every_format() {
+    let server = TestServer::start(Behaviour::Echo);
+    for (format, expect) in [("prometheus", "rpcmeter_run_count{"), ("influx", "count=60i"), ("csv", "t_s,phase")] {
+        let out = run_echo(server.addr, &["--shards", "2", "-n", "60", "--format", format]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(expect), "{format}: {stdout}");
+        assert!(!stdout.contains("merged from"), "{format}: the table, not {format}: {stdout}");
+    }
+}

@@ -123,6 +123,7 @@ fn summarize(
         warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
         messages: messages(plan, r),
         call_names: Vec::new(),
+        backends: r.backends.iter().map(|a| a.to_string()).collect(),
     }
 }
 
@@ -310,6 +311,7 @@ pub(crate) mod fixture {
             unsent: 0,
             ended: Ended::Completed,
             abandoned: 0,
+            backends: vec![],
         }
     }
 

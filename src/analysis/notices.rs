@@ -26,6 +26,7 @@ pub enum NoticeKind {
     WarmUp,
     NoSteadyState,
     Hiccups,
+    SlowBackend,
 }
 
 impl NoticeKind {
@@ -45,6 +46,7 @@ impl NoticeKind {
             NoticeKind::WarmUp => "warm_up",
             NoticeKind::NoSteadyState => "no_steady_state",
             NoticeKind::Hiccups => "client_hiccups",
+            NoticeKind::SlowBackend => "slow_backend",
         }
     }
 }
@@ -71,10 +73,11 @@ pub fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
         shared_cores(plan, s),
         littles_law(plan, s),
         steadiness(plan, s),
-        abandoned(s),
     ]
     .into_iter()
     .flatten()
+    .chain(slow_backends(&s.by_backend()))
+    .chain(abandoned(s))
     .collect()
 }
 
@@ -208,6 +211,46 @@ fn steadiness(plan: &Plan, s: &Summary) -> Option<Notice> {
         )),
         _ => None,
     }
+}
+
+/// A backend is compared once it answered this many calls.
+const SLOW_BACKEND_CALLS: u64 = 20;
+
+/// The slow pod behind a name: a backend whose p50 latency is more than twice the median of
+/// the other backends' p50 (and at least 100 µs above it, above a busy client's scheduling
+/// noise), each with `SLOW_BACKEND_CALLS` calls or more.
+fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<Notice> {
+    let judged: Vec<(&str, Duration, u64)> = backends
+        .iter()
+        .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
+        .map(|(addr, share)| (*addr, crate::stats::Statistic::Percentile(50.0).of(&share.latency), share.calls))
+        .collect();
+    let mut out = Vec::new();
+    for (i, &(addr, p50, calls)) in judged.iter().enumerate() {
+        let mut others: Vec<Duration> =
+            judged.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, p, _))| *p).collect();
+        if others.is_empty() {
+            continue;
+        }
+        others.sort();
+        let median = match others.len() {
+            n if n % 2 == 1 => others[n / 2],
+            n => (others[n / 2 - 1] + others[n / 2]) / 2,
+        };
+        if p50 > median * 2 && p50 - median >= Duration::from_micros(100) {
+            out.push(notice(
+                NoticeKind::SlowBackend,
+                format!(
+                    "backend {addr} is slow: p50 {} over {calls} calls, {:.1}x the other backends' median p50 ({}): \
+                     a slow pod behind the name? (each backend's latency: backends in --format json)",
+                    units::duration(p50),
+                    p50.as_secs_f64() / median.as_secs_f64().max(1e-9),
+                    units::duration(median),
+                ),
+            ));
+        }
+    }
+    out
 }
 
 fn abandoned(s: &Summary) -> Option<Notice> {

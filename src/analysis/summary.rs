@@ -171,6 +171,9 @@ pub struct Summary {
     /// `--workload`: each call's (name, method), in the mix's order; its results are
     /// `measured.by_name` at the same index.
     pub call_names: Vec<(String, String)>,
+    /// Targets broken down by backend (docs/targets.md): every address of the run; its
+    /// results are `measured.by_backend` at the same index.
+    pub backends: Vec<String>,
 }
 
 /// A streaming run's messages; the calls above are its streams (their latency: each
@@ -198,6 +201,15 @@ impl Summary {
             .map(|(i, (name, method))| {
                 (name.as_str(), method.as_str(), self.measured.by_name.get(i).cloned().unwrap_or_default())
             })
+            .collect()
+    }
+
+    /// Each backend's address and measured share, in the order of the run's addresses.
+    pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameTally)> {
+        self.backends
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| (addr.as_str(), self.measured.by_backend.get(i).cloned().unwrap_or_default()))
             .collect()
     }
 

@@ -23,6 +23,7 @@ use crate::error::{bad_input, output_failed, run_failed};
 use crate::load::plan::Control;
 use crate::load::plan::Start;
 use crate::report::Format;
+use crate::result::Run;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -85,7 +86,7 @@ pub enum Event {
     },
     Result {
         index: u32,
-        result: Value,
+        result: Box<Run>,
     },
     Failed {
         index: u32,
@@ -97,7 +98,7 @@ pub enum Event {
 
 /// What the hub gathered: each shard's result, or why it has none.
 pub struct Outcome {
-    pub results: BTreeMap<u32, Value>,
+    pub results: BTreeMap<u32, Run>,
     pub missing: BTreeMap<u32, String>,
 }
 
@@ -229,7 +230,7 @@ impl Hub {
                     if let Some((_, _, stream)) = joined.get_mut(&index) {
                         let _ = send(stream, &json!({ "got": true }));
                     }
-                    results.insert(index, result);
+                    results.insert(index, *result);
                     until.get_or_insert(Instant::now() + RESULT_WAIT);
                 }
                 Ok(Event::Failed { index, why }) => {
@@ -317,7 +318,10 @@ fn serve(stream: TcpStream, count: u32, join_timeout: Duration, tx: mpsc::Sender
                     break gone(e.to_string());
                 }
                 break match serde_json::from_slice(&bytes) {
-                    Ok(result) => Event::Result { index, result },
+                    Ok(result) => match Run::from_value(result) {
+                        Ok(result) => Event::Result { index, result: Box::new(result) },
+                        Err(e) => Event::Failed { index, why: format!("sent a result that is not one: {e}") },
+                    },
                     Err(e) => Event::Failed { index, why: format!("sent a result that is not JSON: {e}") },
                 };
             }
@@ -489,32 +493,31 @@ impl Client {
 
 /// The shards' results merged (partial when some are missing, each named), and one line per
 /// shard missing.
-pub fn merged(count: u32, results: &BTreeMap<u32, Value>, missing: &BTreeMap<u32, String>) -> anyhow::Result<Value> {
+pub fn merged(count: u32, results: &BTreeMap<u32, Run>, missing: &BTreeMap<u32, String>) -> anyhow::Result<Run> {
     let inputs: Vec<merge::Input> = results
         .iter()
         .map(|(index, result)| merge::Input { label: format!("shard {index}/{count}"), result: result.clone() })
         .collect();
     let mut merged = merge::merge(&inputs)?;
     if !missing.is_empty() {
-        merged["partial"] = true.into();
-        merged["meta"]["ended"] = "partial".into();
-        merged["missing_shards"] =
-            missing.iter().map(|(i, why)| json!({"shard": format!("{i}/{count}"), "why": why})).collect();
-        if let Some(notices) = merged["notices"].as_array_mut() {
-            for (index, why) in missing {
-                notices.push(format!("shard {index}/{count} is missing from this result: {why}").into());
-            }
+        merged.partial = true;
+        merged.meta.ended = "partial".into();
+        merged.missing_shards = Some(
+            missing
+                .iter()
+                .map(|(i, why)| crate::result::MissingShard { shard: format!("{i}/{count}"), why: why.clone() })
+                .collect(),
+        );
+        for (index, why) in missing {
+            merged.notices.push(format!("shard {index}/{count} is missing from this result: {why}"));
         }
     }
     Ok(merged)
 }
 
-/// Writes a merged result as the run's `--format` (table or JSON) to `-o` or stdout.
-pub fn write_merged(merged: &Value, format: Format, output: Option<&Path>) -> anyhow::Result<()> {
-    let text = match format {
-        Format::Json => serde_json::to_string_pretty(merged).unwrap_or_default() + "\n",
-        _ => merge::table(merged),
-    };
+/// Writes a merged result as the run's `--format` (any of them) to `-o` or stdout.
+pub fn write_merged(merged: &Run, format: Format, output: Option<&Path>) -> anyhow::Result<()> {
+    let text = merge::render(merged, format)?;
     match output {
         Some(path) => super::outputs::write_whole(path, text.as_bytes()).map_err(|e| output_failed(path, e)),
         None => {
@@ -588,7 +591,7 @@ pub fn run_shard(mut settings: Settings, control: Arc<Control>, how: &Coordinati
     let merged = merged(count, &outcome.results, &outcome.missing)?;
     write_merged(&merged, settings.outputs.format, settings.outputs.primary.as_deref())?;
     if let Some(to) = &settings.history {
-        if let Err(e) = to.record(&merged) {
+        if let Err(e) = to.record(&merged.to_value()) {
             match to.explicit() {
                 true => problems.push(e),
                 false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),

@@ -5,49 +5,66 @@
 //! client was the bottleneck named. The output is a result JSON like `run`'s, so that
 //! compare, report and merge itself read it.
 use crate::error::bad_input;
-use crate::grpc::status;
-use crate::record::shard::new_histogram;
-use crate::record::shard::{from_text, to_text};
-use crate::report::json::latency;
-use crate::stats::Latency;
-use serde_json::{json, Map, Value};
+use crate::record::shard::{from_text, new_histogram, to_text};
+use crate::result::slice::{add_statuses, merge_breakdown};
+use crate::result::{self, LatencySummary, Run, BREAKDOWNS};
+use hdrhistogram::Histogram;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-/// One input: where it came from and its result JSON.
+/// One input: where it came from and its result.
 pub struct Input {
     pub label: String,
-    pub result: Value,
+    pub result: Run,
+}
+
+impl Input {
+    /// A result's JSON value as an input; anything that is not a result is bad input.
+    pub fn of_value(label: String, value: Value) -> anyhow::Result<Input> {
+        let result = Run::from_value(value).map_err(|e| bad_input(format!("{label}: {e}")))?;
+        checked(Input { label, result })
+    }
 }
 
 /// Reads a result file; anything that is not a result of `run --format json` is bad input.
 pub fn read(path: &Path) -> anyhow::Result<Input> {
     // A history id ("42", "#42") or a file.
     let text = crate::history::resolve_text(&path.to_string_lossy())?;
-    let result: Value =
-        serde_json::from_str(&text).map_err(|e| bad_input(format!("{}: not JSON: {e}", path.display())))?;
-    checked(Input { label: path.display().to_string(), result })
+    let label = path.display().to_string();
+    let result = Run::parse(&text).map_err(|e| bad_input(format!("{label}: {e}")))?;
+    checked(Input { label, result })
 }
 
 fn checked(input: Input) -> anyhow::Result<Input> {
-    for key in ["requests", "histograms", "meta", "duration_s"] {
-        if input.result.get(key).is_none() {
-            return Err(bad_input(format!(
-                "{}: not a result of rpcmeter run --format json (no \"{key}\")",
-                input.label
-            )));
-        }
-    }
     // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
     // run, and a few of them would overflow the sum.
     let r = &input.result;
-    let counts = ["requests", "statuses", "attempt_statuses", "messages"]
+    let q = &r.requests;
+    let requests = [
+        ("total", q.total),
+        ("ok", q.ok),
+        ("failed", q.failed),
+        ("retries", q.retries),
+        ("attempts", q.attempts),
+        ("retry_exhausted", q.retry_exhausted),
+        ("abandoned", q.abandoned),
+        ("unsent", q.unsent),
+    ];
+    let counts = requests
         .into_iter()
-        .flat_map(|key| r[key].as_object().into_iter().flatten().map(move |(name, n)| (format!("{key}.{name}"), n)))
-        .chain(r["errors"].as_array().into_iter().flatten().map(|e| ("errors[].count".to_string(), &e["count"])));
+        .map(|(name, n)| (format!("requests.{name}"), n))
+        .chain(r.statuses.iter().map(|(name, n)| (format!("statuses.{name}"), *n)))
+        .chain(r.attempt_statuses.iter().map(|(name, n)| (format!("attempt_statuses.{name}"), *n)))
+        .chain(
+            r.messages
+                .iter()
+                .flat_map(|m| [("messages.sent".into(), m.sent), ("messages.received".into(), m.received)]),
+        )
+        .chain(r.errors.iter().map(|e| ("errors[].count".to_string(), e.count)));
     for (name, n) in counts {
-        if n.as_u64().is_some_and(|n| n > MAX_COUNT) {
+        if n > MAX_COUNT {
             return Err(bad_input(format!("{}: {name} {n} is not a count of calls", input.label)));
         }
     }
@@ -69,7 +86,7 @@ pub fn read_stream(text: &str, label: &str) -> anyhow::Result<(Vec<Input>, Vec<S
             let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
             if let Some(Ok(result)) = values.next() {
                 let used = values.byte_offset();
-                inputs.push(checked(Input { label: format!("{label} #{}", inputs.len() + 1), result })?);
+                inputs.push(Input::of_value(format!("{label} #{}", inputs.len() + 1), result)?);
                 rest = rest[used..].trim_start_matches([' ', '\t', '\r', '\n']);
                 continue;
             }
@@ -83,84 +100,11 @@ pub fn read_stream(text: &str, label: &str) -> anyhow::Result<(Vec<Input>, Vec<S
     Ok((inputs, skipped))
 }
 
-const HISTOGRAMS: [(&str, &str); 5] = [
-    ("call_latency", "latency_us"),
-    ("ok_call_latency", "ok_latency_us"),
-    ("attempt_latency", "attempt_latency_us"),
-    ("service_time", "service_time_us"),
-    ("schedule_lag", "schedule_lag_us"),
-];
-
-const LATE: [&str; 2] = ["late_sends", "late_wakeups"];
-
-const COUNTS: [&str; 8] = ["total", "ok", "failed", "retries", "attempts", "retry_exhausted", "abandoned", "unsent"];
-
 /// The merged result.
-pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
-    let first = inputs.first().ok_or_else(|| bad_input("merge: no result given"))?;
+pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
+    let first = &inputs.first().ok_or_else(|| bad_input("merge: no result given"))?.result;
     let sources = sources(inputs)?;
     let mixed = mixed(inputs);
-    let mut out = Map::new();
-    // Histograms: added, then summarised again from the sum.
-    let mut histograms = Map::new();
-    for (key, summary_key) in HISTOGRAMS {
-        // Results written before a histogram existed (ok_call_latency) merge without it.
-        if key == "ok_call_latency" && inputs.iter().any(|i| i.result["histograms"].get(key).is_none()) {
-            continue;
-        }
-        let mut sum = new_histogram();
-        for input in inputs {
-            let text = input.result["histograms"][key].as_str().unwrap_or("");
-            let h = from_text(text).map_err(|why| bad_input(format!("{}: histograms.{key} {why}", input.label)))?;
-            sum.add(&h).map_err(|e| bad_input(format!("{}: histograms.{key}: {e}", input.label)))?;
-        }
-        histograms.insert(key.into(), to_text(&sum).into());
-        if key == "call_latency" {
-            out.insert("histogram".into(), to_text(&sum).into());
-        }
-        if key != "schedule_lag" || first.result.get(summary_key).is_some() {
-            out.insert(summary_key.into(), latency(&Latency::of(&sum)));
-        }
-    }
-    out.insert("histograms".into(), histograms.into());
-    // Counts: added.
-    let mut requests = Map::new();
-    for key in COUNTS {
-        requests.insert(
-            key.into(),
-            inputs.iter().map(|i| i.result["requests"][key].as_u64().unwrap_or(0)).fold(0, u64::saturating_add).into(),
-        );
-    }
-    // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
-    for key in LATE {
-        if inputs.iter().any(|i| i.result.get(key).is_some()) {
-            out.insert(key.into(), inputs.iter().map(|i| i.result[key].as_u64().unwrap_or(0)).sum::<u64>().into());
-        }
-    }
-    for key in ["statuses", "attempt_statuses"] {
-        let mut sum: BTreeMap<String, u64> = BTreeMap::new();
-        for input in inputs {
-            for (name, n) in input.result[key].as_object().into_iter().flatten() {
-                let sum = sum.entry(name.clone()).or_default();
-                *sum = sum.saturating_add(n.as_u64().unwrap_or(0));
-            }
-        }
-        out.insert(key.into(), json!(sum));
-    }
-    let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for input in inputs {
-        for e in input.result["errors"].as_array().into_iter().flatten() {
-            let key = (e["status"].as_str().unwrap_or("").to_string(), e["message"].as_str().unwrap_or("").to_string());
-            let count = errors.entry(key).or_default();
-            *count = count.saturating_add(e["count"].as_u64().unwrap_or(0));
-        }
-    }
-    let mut errors: Vec<_> = errors.into_iter().collect();
-    errors.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    out.insert(
-        "errors".into(),
-        errors.iter().map(|((s, m), n)| json!({"status": s, "message": m, "count": n})).collect::<Vec<_>>().into(),
-    );
     // Throughput over the union of the measured windows: runs apart do not count the time
     // between them, runs that overlap count their overlap once.
     let mut windows = Vec::new();
@@ -171,172 +115,257 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Value> {
     let start = windows.first().map_or(0.0, |w| w.0);
     let span = windows.last().map_or(0.0, |w| w.1) - start;
     let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
-    let total = requests["total"].as_u64().unwrap_or(0);
-    let ok = out["statuses"][status::name(tonic::Code::Ok)].as_u64().unwrap_or(0);
-    let rate = |n: u64| if measured > 0.0 { n as f64 / measured } else { 0.0 };
+    let window = Duration::try_from_secs_f64(measured).unwrap_or(Duration::MAX);
+    let rate = |n: u64| crate::stats::rate(n, window);
     let micros = |s: f64| (s * 1e6).round() / 1e6;
-    out.insert("duration_s".into(), micros(measured).into());
-    out.insert("duration_is".into(), DURATION_IS.into());
-    out.insert("span_s".into(), micros(span).into());
-    out.insert(
-        "windows".into(),
+
+    let mut out = Run { ..Run::default() };
+    merge_latencies(inputs, &mut out)?;
+    merge_counts(inputs, &mut out);
+    out.duration_s = micros(measured);
+    out.duration_is = Some(DURATION_IS.into());
+    out.span_s = Some(micros(span));
+    out.windows = Some(
         windows
             .iter()
-            .map(|(from, to)| json!({"started_at": rfc3339(*from), "duration_s": micros(to - from)}))
-            .collect::<Vec<_>>()
-            .into(),
+            .map(|(from, to)| result::Window { started_at: rfc3339(*from), duration_s: micros(to - from) })
+            .collect(),
     );
-    out.insert("throughput_rps".into(), rate(total).into());
-    out.insert("ok_rps".into(), rate(ok).into());
-    out.insert("requests".into(), requests.into());
-    if let Some(kind) = first.result.get("messages").map(|m| m["kind"].clone()) {
-        out.insert("messages".into(), merge_messages(inputs, kind, &rate)?);
+    out.throughput_rps = rate(out.requests.total);
+    out.ok_rps = Some(rate(out.statuses.get(crate::grpc::status::name(tonic::Code::Ok)).copied().unwrap_or(0)));
+    if let Some(kind) = first.messages.as_ref().map(|m| m.kind.clone()) {
+        out.messages = Some(merge_messages(inputs, kind, &rate)?);
     }
-    if inputs.iter().any(|i| i.result.get("calls_by_name").is_some()) {
-        out.insert("calls_by_name".into(), merge_calls_by_name(inputs, &rate)?);
+    merge_breakdowns(inputs, window, &mut out)?;
+    out.shards = Some(inputs.iter().map(shard_part).collect());
+    out.notices = notices(inputs, &mixed);
+    out.partial = inputs.iter().any(|i| i.result.partial);
+    copy_settings(inputs, &mut out);
+    out.meta = result::Meta {
+        rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
+        schema_version: Some(result::SCHEMA_VERSION.into()),
+        run_id: Some(uuid::Uuid::new_v4().to_string().into()),
+        source_run_ids: Some(sources.into_iter().map(Value::from).collect()),
+        merged_from: Some(inputs.iter().map(|i| i.label.clone()).collect()),
+        started_at: Some(rfc3339(start)),
+        ended: if out.partial { "partial" } else { "completed" }.into(),
+        name: first.meta.name.clone(),
+        tags: first.meta.tags.clone(),
+        mixed: Some(mixed),
+        ..result::Meta::default()
+    };
+    Ok(out)
+}
+
+/// Every histogram added, then summarised again from the sum.
+fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
+    type Pick = fn(&result::Histograms) -> Option<&String>;
+    let sum = |key: &str, pick: Pick| -> anyhow::Result<Histogram<u64>> {
+        let mut sum = new_histogram();
+        for input in inputs {
+            let text = pick(&input.result.histograms).map_or("", String::as_str);
+            let h = from_text(text).map_err(|why| bad_input(format!("{}: histograms.{key} {why}", input.label)))?;
+            sum.add(&h).map_err(|e| bad_input(format!("{}: histograms.{key}: {e}", input.label)))?;
+        }
+        Ok(sum)
+    };
+    let calls = sum("call_latency", |h| Some(&h.call_latency))?;
+    let attempts = sum("attempt_latency", |h| h.attempt_latency.as_ref())?;
+    let service = sum("service_time", |h| h.service_time.as_ref())?;
+    let lag = sum("schedule_lag", |h| h.schedule_lag.as_ref())?;
+    // Results written before a histogram existed (ok_call_latency) merge without it.
+    let ok = match inputs.iter().all(|i| i.result.histograms.ok_call_latency.is_some()) {
+        true => Some(sum("ok_call_latency", |h| h.ok_call_latency.as_ref())?),
+        false => None,
+    };
+    out.histogram = to_text(&calls);
+    out.histograms = result::Histograms {
+        call_latency: to_text(&calls),
+        ok_call_latency: ok.as_ref().map(to_text),
+        attempt_latency: Some(to_text(&attempts)),
+        service_time: Some(to_text(&service)),
+        schedule_lag: Some(to_text(&lag)),
+    };
+    out.latency_us = LatencySummary::of_histogram(&calls);
+    out.ok_latency_us = ok.as_ref().map(LatencySummary::of_histogram);
+    out.attempt_latency_us = Some(LatencySummary::of_histogram(&attempts));
+    out.service_time_us = Some(LatencySummary::of_histogram(&service));
+    if inputs[0].result.schedule_lag_us.is_some() {
+        out.schedule_lag_us = Some(LatencySummary::of_histogram(&lag));
     }
-    // Each input's client, and which were the bottleneck.
-    let shards: Vec<Value> = inputs
-        .iter()
-        .map(|i| {
-            let warnings = i.result["warnings"].as_array().cloned().unwrap_or_default();
-            let bottleneck = warnings
-                .iter()
-                .any(|w| matches!(w["kind"].as_str(), Some("client_cpu" | "behind_schedule" | "unsent")));
-            json!({
-                "input": i.label,
-                "shard": i.result["meta"]["shard"],
-                "calls": i.result["requests"]["total"],
-                "throughput_rps": i.result["throughput_rps"],
-                "client": i.result["client"],
-                "bottleneck": bottleneck,
-            })
-        })
-        .collect();
+    Ok(())
+}
+
+/// Counts, statuses and errors: added.
+fn merge_counts(inputs: &[Input], out: &mut Run) {
+    let r = &mut out.requests;
+    for q in inputs.iter().map(|i| &i.result.requests) {
+        r.total = r.total.saturating_add(q.total);
+        r.ok = r.ok.saturating_add(q.ok);
+        r.failed = r.failed.saturating_add(q.failed);
+        r.retries = r.retries.saturating_add(q.retries);
+        r.attempts = r.attempts.saturating_add(q.attempts);
+        r.retry_exhausted = r.retry_exhausted.saturating_add(q.retry_exhausted);
+        r.abandoned = r.abandoned.saturating_add(q.abandoned);
+        r.unsent = r.unsent.saturating_add(q.unsent);
+    }
+    // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
+    let late = |pick: fn(&Run) -> Option<u64>| -> Option<u64> {
+        inputs.iter().any(|i| pick(&i.result).is_some()).then(|| inputs.iter().filter_map(|i| pick(&i.result)).sum())
+    };
+    out.late_sends = late(|r| r.late_sends);
+    out.late_wakeups = late(|r| r.late_wakeups);
+    for input in inputs {
+        add_statuses(&mut out.statuses, &input.result.statuses);
+        add_statuses(&mut out.attempt_statuses, &input.result.attempt_statuses);
+    }
+    let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for e in inputs.iter().flat_map(|i| &i.result.errors) {
+        let count = errors.entry((e.status.clone(), e.message.clone())).or_default();
+        *count = count.saturating_add(e.count);
+    }
+    let mut errors: Vec<_> = errors.into_iter().collect();
+    errors.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    out.errors =
+        errors.into_iter().map(|((status, message), count)| result::ErrorCount { status, message, count }).collect();
+}
+
+/// Each breakdown (`calls_by_name`, `flows`, `backends`): its slices added name by name; and
+/// the checks' passes and failures, check by check.
+fn merge_breakdowns(inputs: &[Input], window: Duration, out: &mut Run) -> anyhow::Result<()> {
+    for key in BREAKDOWNS {
+        if inputs.iter().all(|i| i.result.breakdown(key).is_none()) {
+            continue;
+        }
+        let maps = inputs.iter().filter_map(|i| Some((i.label.as_str(), i.result.breakdown(key)?)));
+        let merged = merge_breakdown(maps, window)
+            .map_err(|(label, name, why)| bad_input(format!("{label}: {key}.{name}.{why}")))?;
+        if let Some(slot) = out.breakdown_mut(key) {
+            *slot = Some(merged);
+        }
+    }
+    if inputs.iter().any(|i| i.result.checks.is_some()) {
+        let mut checks: BTreeMap<String, result::CheckCount> = BTreeMap::new();
+        for (name, c) in inputs.iter().flat_map(|i| i.result.checks.iter().flatten()) {
+            let sum =
+                checks.entry(name.clone()).or_insert_with(|| result::CheckCount { pass: 0, fail: 0, ..c.clone() });
+            sum.pass = sum.pass.saturating_add(c.pass);
+            sum.fail = sum.fail.saturating_add(c.fail);
+        }
+        out.checks = Some(checks);
+    }
+    Ok(())
+}
+
+/// One input's row under `shards`: its client, whether it was the bottleneck, its slice.
+fn shard_part(i: &Input) -> result::ShardPart {
+    let r = &i.result;
+    let bottleneck =
+        r.warnings.iter().flatten().any(|w| matches!(w.kind.as_str(), "client_cpu" | "behind_schedule" | "unsent"));
+    let whole = r.whole();
+    result::ShardPart {
+        input: i.label.clone(),
+        shard: r.shard().map(String::from),
+        calls: r.requests.total,
+        throughput_rps: r.throughput_rps,
+        client: r.client.clone(),
+        bottleneck,
+        slice: Some(result::ShardSlice {
+            requests: whole.requests,
+            statuses: whole.statuses,
+            latency_us: whole.latency_us,
+            histogram: whole.histogram,
+        }),
+    }
+}
+
+/// What the merge says about itself, then each input's own notices.
+fn notices(inputs: &[Input], mixed: &[String]) -> Vec<String> {
     let mut notices: Vec<String> =
         vec![format!("merged from {} results: every histogram and count added exactly", inputs.len())];
     notices.extend(mixed.iter().cloned());
-    for s in shards.iter().filter(|s| s["bottleneck"] == true) {
-        notices.push(format!("{}: its client was the bottleneck (see its notices)", s["input"].as_str().unwrap_or("")));
+    for part in inputs.iter().map(shard_part).filter(|p| p.bottleneck) {
+        notices.push(format!("{}: its client was the bottleneck (see its notices)", part.input));
     }
     for i in inputs {
-        for n in i.result["notices"].as_array().into_iter().flatten() {
-            notices.push(format!("{}: {}", i.label, n.as_str().unwrap_or("")));
-        }
+        notices.extend(i.result.notices.iter().map(|n| format!("{}: {n}", i.label)));
     }
-    let partial = inputs.iter().any(|i| i.result["partial"] == true);
-    out.insert("shards".into(), shards.into());
-    out.insert("partial".into(), partial.into());
-    out.insert("notices".into(), notices.into());
-    for key in ["target", "call", "mode", "load", "concurrency", "connections", "rps_target", "interval_s"] {
-        if let Some(v) = first.result.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    // Mixed inputs: every value named, none passed off as the whole's.
-    for key in MIXABLE {
-        let values = distinct(inputs, key);
-        if values.len() > 1 {
-            out.insert(key.into(), values.join(", ").into());
-        }
-    }
-    out.insert(
-        "meta".into(),
-        json!({
-            "rpcmeter_version": env!("CARGO_PKG_VERSION"),
-            "run_id": uuid::Uuid::new_v4().to_string(),
-            "source_run_ids": sources,
-            "merged_from": inputs.iter().map(|i| i.label.clone()).collect::<Vec<_>>(),
-            "started_at": rfc3339(start),
-            "ended": if partial { "partial" } else { "completed" },
-            "name": first.result["meta"]["name"],
-            "tags": first.result["meta"]["tags"],
-            "mixed": mixed,
-        }),
-    );
-    Ok(out.into())
+    notices
 }
 
-/// `--workload` results: each call name's counts and statuses added, its histogram added and
-/// summarised again; a name is matched by name across the inputs.
-fn merge_calls_by_name(inputs: &[Input], rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
-    struct Sum {
-        method: Value,
-        requests: [u64; 3],
-        statuses: BTreeMap<String, u64>,
-        latency: hdrhistogram::Histogram<u64>,
-    }
-    let mut names: BTreeMap<String, Sum> = BTreeMap::new();
-    for input in inputs {
-        for (name, v) in input.result["calls_by_name"].as_object().into_iter().flatten() {
-            let at = |why: String| bad_input(format!("{}: calls_by_name.{name}.{why}", input.label));
-            let sum = names.entry(name.clone()).or_insert_with(|| Sum {
-                method: v["method"].clone(),
-                requests: [0; 3],
-                statuses: BTreeMap::new(),
-                latency: new_histogram(),
-            });
-            if sum.method != v["method"] {
-                return Err(at(format!("method {} is not the other inputs' {}", v["method"], sum.method)));
+/// What the run was, from the first input; what inputs differ in named with every value, none
+/// passed off as the whole's.
+fn copy_settings(inputs: &[Input], out: &mut Run) {
+    let first = &inputs[0].result;
+    out.target = first.target.clone();
+    out.call = first.call.clone();
+    out.mode = first.mode.clone();
+    out.load = first.load.clone();
+    out.concurrency = first.concurrency;
+    out.connections = first.connections;
+    out.rps_target = first.rps_target.clone();
+    out.interval_s = first.interval_s;
+    for (key, pick) in MIXABLE {
+        let values = distinct(inputs, pick);
+        if values.len() > 1 {
+            let joined = values.join(", ");
+            match key {
+                "mode" => out.mode = joined,
+                "call" => out.call = joined,
+                _ => out.target = joined,
             }
-            for (i, key) in ["total", "ok", "failed"].iter().enumerate() {
-                sum.requests[i] = sum.requests[i].saturating_add(v["requests"][key].as_u64().unwrap_or(0));
-            }
-            for (status, n) in v["statuses"].as_object().into_iter().flatten() {
-                let count = sum.statuses.entry(status.clone()).or_default();
-                *count = count.saturating_add(n.as_u64().unwrap_or(0));
-            }
-            let h = from_text(v["histogram"].as_str().unwrap_or("")).map_err(|why| at(format!("histogram {why}")))?;
-            sum.latency.add(&h).map_err(|e| at(format!("histogram: {e}")))?;
         }
     }
-    Ok(names
-        .into_iter()
-        .map(|(name, sum)| {
-            let [total, ok, failed] = sum.requests;
-            let value = json!({
-                "method": sum.method,
-                "requests": {"total": total, "ok": ok, "failed": failed},
-                "throughput_rps": rate(total),
-                "statuses": sum.statuses,
-                "latency_us": latency(&Latency::of(&sum.latency)),
-                "histogram": to_text(&sum.latency),
-            });
-            (name, value)
-        })
-        .collect::<Map<_, _>>()
-        .into())
 }
 
 /// Streaming results: messages added, their histograms added and summarised again, rates
 /// over the union of the windows (`rate`).
-fn merge_messages(inputs: &[Input], kind: Value, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<Value> {
-    let sum =
-        |key: &str| inputs.iter().map(|i| i.result["messages"][key].as_u64().unwrap_or(0)).fold(0, u64::saturating_add);
-    let (sent, received) = (sum("sent"), sum("received"));
-    let mut out = json!({
-        "kind": kind,
-        "sent": sent,
-        "received": received,
-        "sent_per_s": rate(sent),
-        "received_per_s": rate(received),
-    });
-    for (histogram, summary_key) in
-        [("round_trip_histogram", "round_trip_us"), ("first_message_histogram", "first_message_us")]
-    {
-        if inputs[0].result["messages"].get(histogram).is_none() {
-            continue;
+fn merge_messages(inputs: &[Input], kind: String, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<result::Messages> {
+    let sum = |pick: fn(&result::Messages) -> u64| {
+        inputs.iter().filter_map(|i| i.result.messages.as_ref().map(pick)).fold(0, u64::saturating_add)
+    };
+    let (sent, received) = (sum(|m| m.sent), sum(|m| m.received));
+    let mut out = result::Messages {
+        kind,
+        sent,
+        received,
+        sent_per_s: rate(sent),
+        received_per_s: rate(received),
+        ..result::Messages::default()
+    };
+    type Pick = fn(&result::Messages) -> Option<&String>;
+    let histogram = |key: &str, pick: Pick| -> anyhow::Result<Option<Histogram<u64>>> {
+        if inputs[0].result.messages.as_ref().and_then(pick).is_none() {
+            return Ok(None);
         }
         let mut all = new_histogram();
         for input in inputs {
-            let text = input.result["messages"][histogram].as_str().unwrap_or("");
-            let h = from_text(text).map_err(|why| bad_input(format!("{}: messages.{histogram} {why}", input.label)))?;
-            all.add(&h).map_err(|e| bad_input(format!("{}: messages.{histogram}: {e}", input.label)))?;
+            let text = input.result.messages.as_ref().and_then(pick).map_or("", String::as_str);
+            let h = from_text(text).map_err(|why| bad_input(format!("{}: messages.{key} {why}", input.label)))?;
+            all.add(&h).map_err(|e| bad_input(format!("{}: messages.{key}: {e}", input.label)))?;
         }
-        out[summary_key] = latency(&Latency::of(&all));
-        out[histogram] = to_text(&all).into();
+        Ok(Some(all))
+    };
+    if let Some(h) = histogram("round_trip_histogram", |m| m.round_trip_histogram.as_ref())? {
+        out.round_trip_us = Some(LatencySummary::of_histogram(&h));
+        out.round_trip_histogram = Some(to_text(&h));
+    }
+    if let Some(h) = histogram("first_message_histogram", |m| m.first_message_histogram.as_ref())? {
+        out.first_message_us = Some(LatencySummary::of_histogram(&h));
+        out.first_message_histogram = Some(to_text(&h));
     }
     Ok(out)
+}
+
+/// A merged result in any format `run` prints: JSON as it is, the table of its shards, every
+/// other format as it renders a run.
+pub fn render(merged: &Run, format: crate::report::Format) -> anyhow::Result<String> {
+    use crate::report::Format;
+    Ok(match format {
+        Format::Json => merged.to_json_pretty(),
+        Format::Table => table(merged),
+        other => other.exporter().render(&crate::report::of_result::summary(merged)?),
+    })
 }
 
 /// What a merged `duration_s` is, said in the result and its table.
@@ -344,23 +373,23 @@ pub const DURATION_IS: &str = "union of the measured windows";
 
 /// The measured windows of one result, in seconds since the epoch: a merged result's own list
 /// (`windows`), else from its start plus its warm-up, for its measured duration.
-fn measured_windows(result: &Value) -> Result<Vec<(f64, f64)>, String> {
-    if let Some(windows) = result.get("windows").and_then(Value::as_array) {
-        return windows.iter().map(|w| window(&w["started_at"], 0.0, &w["duration_s"])).collect();
+fn measured_windows(result: &Run) -> Result<Vec<(f64, f64)>, String> {
+    if let Some(windows) = &result.windows {
+        return windows.iter().map(|w| window(&w.started_at, 0.0, w.duration_s)).collect();
     }
-    let warmup = result["warmup"]["duration_s"].as_f64().unwrap_or(0.0);
-    Ok(vec![window(&result["meta"]["started_at"], warmup, &result["duration_s"])?])
+    let warmup = result.warmup.as_ref().map_or(0.0, |w| w.duration_s);
+    window(result.meta.started_at.as_deref().unwrap_or(""), warmup, result.duration_s).map(|w| vec![w])
 }
 
-fn window(started: &Value, warmup: f64, duration: &Value) -> Result<(f64, f64), String> {
-    let text = started.as_str().unwrap_or("");
+fn window(text: &str, warmup: f64, duration: f64) -> Result<(f64, f64), String> {
     let started = humantime::parse_rfc3339(text)
         .map_err(|_| format!("started_at {text:?} is not a time"))?
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
-    let length = duration.as_f64().filter(|d| d.is_finite() && *d >= 0.0);
+    let length = Some(duration).filter(|d| d.is_finite() && *d >= 0.0);
     let length = length.ok_or_else(|| format!("duration_s {duration} is not a duration"))?;
+    let warmup = if warmup.is_finite() && warmup >= 0.0 { warmup } else { 0.0 };
     Ok((started + warmup, started + warmup + length))
 }
 
@@ -387,36 +416,36 @@ fn rfc3339(epoch_s: f64) -> String {
 /// One run an input holds: its id, or for a result written before run ids existed, what
 /// tells it apart (its start, shard, counts and call-latency histogram).
 #[derive(PartialEq)]
-enum Run {
+enum RunId {
     Id(String),
     Unnamed(String),
 }
 
 /// The runs an input holds: a merged result's sources, else the run itself.
-fn runs(result: &Value) -> Vec<Run> {
-    let meta = &result["meta"];
-    let sources = meta["source_run_ids"].as_array().into_iter().flatten().filter_map(Value::as_str);
-    let ids: Vec<Run> = sources.map(|id| Run::Id(id.to_string())).collect();
+fn runs(result: &Run) -> Vec<RunId> {
+    let meta = &result.meta;
+    let sources = meta.source_run_ids.iter().flatten().filter_map(Value::as_str);
+    let ids: Vec<RunId> = sources.map(|id| RunId::Id(id.to_string())).collect();
     if !ids.is_empty() {
         return ids;
     }
-    if let Some(id) = meta["run_id"].as_str() {
-        return vec![Run::Id(id.to_string())];
+    if let Some(id) = meta.run_id.as_ref().and_then(Value::as_str) {
+        return vec![RunId::Id(id.to_string())];
     }
-    let tell = json!([meta["started_at"], meta["shard"], result["requests"], result["histograms"]["call_latency"]]);
-    vec![Run::Unnamed(tell.to_string())]
+    let tell = (&meta.started_at, result.shard(), &result.requests, &result.histograms.call_latency);
+    vec![RunId::Unnamed(serde_json::to_string(&tell).unwrap_or_default())]
 }
 
 /// The run ids of all inputs, each once: the same run given twice (a file and its copy, a
 /// merge and one of its parts) would count its calls twice, so it is refused.
 fn sources(inputs: &[Input]) -> anyhow::Result<Vec<String>> {
-    let mut seen: Vec<(Run, &str)> = Vec::new();
+    let mut seen: Vec<(RunId, &str)> = Vec::new();
     for input in inputs {
         for run in runs(&input.result) {
             if let Some((_, before)) = seen.iter().find(|(r, _)| *r == run) {
                 let which = match &run {
-                    Run::Id(id) => format!("run {id}"),
-                    Run::Unnamed(_) => "a run without a run id (same start, counts and histogram)".into(),
+                    RunId::Id(id) => format!("run {id}"),
+                    RunId::Unnamed(_) => "a run without a run id (same start, counts and histogram)".into(),
                 };
                 return Err(bad_input(format!(
                     "merge: {} holds {which}, already given in {before}: its calls would count twice",
@@ -426,17 +455,21 @@ fn sources(inputs: &[Input]) -> anyhow::Result<Vec<String>> {
             seen.push((run, &input.label));
         }
     }
-    Ok(seen.into_iter().filter_map(|(run, _)| if let Run::Id(id) = run { Some(id) } else { None }).collect())
+    Ok(seen.into_iter().filter_map(|(run, _)| if let RunId::Id(id) = run { Some(id) } else { None }).collect())
 }
 
 /// What inputs may differ in and still merge, with a warning: a merged closed and open loop,
 /// or two methods, is rarely what was meant.
-const MIXABLE: [&str; 3] = ["mode", "call", "target"];
+const MIXABLE: [(&str, Setting); 3] =
+    [("mode", |r| r.mode.as_str()), ("call", |r| r.call.as_str()), ("target", |r| r.target.as_str())];
 
-fn distinct(inputs: &[Input], key: &str) -> Vec<String> {
+/// One setting of a result, read.
+type Setting = fn(&Run) -> &str;
+
+fn distinct(inputs: &[Input], pick: Setting) -> Vec<String> {
     let mut values: Vec<String> = Vec::new();
     for input in inputs {
-        let value = input.result[key].as_str().unwrap_or("").to_string();
+        let value = pick(&input.result).to_string();
         if !values.contains(&value) {
             values.push(value);
         }
@@ -447,10 +480,9 @@ fn distinct(inputs: &[Input], key: &str) -> Vec<String> {
 /// One line per way the inputs differ, naming which input had which value.
 fn mixed(inputs: &[Input]) -> Vec<String> {
     let mut out = Vec::new();
-    for key in MIXABLE {
-        if distinct(inputs, key).len() > 1 {
-            let each: Vec<String> =
-                inputs.iter().map(|i| format!("{} ({})", i.result[key].as_str().unwrap_or(""), i.label)).collect();
+    for (key, pick) in MIXABLE {
+        if distinct(inputs, pick).len() > 1 {
+            let each: Vec<String> = inputs.iter().map(|i| format!("{} ({})", pick(&i.result), i.label)).collect();
             out.push(format!("merged results of different {key}: {}", each.join(", ")));
         }
     }
@@ -458,8 +490,8 @@ fn mixed(inputs: &[Input]) -> Vec<String> {
 }
 
 /// The span beside the union, when gaps between the windows were left out.
-fn span_note(merged: &Value) -> String {
-    let (union, span) = (merged["duration_s"].as_f64().unwrap_or(0.0), merged["span_s"].as_f64().unwrap_or(0.0));
+fn span_note(merged: &Run) -> String {
+    let (union, span) = (merged.duration_s, merged.span_s.unwrap_or(0.0));
     match span > union + 0.005 {
         true => format!("; first start to last end {span:.2} s"),
         false => String::new(),
@@ -467,63 +499,78 @@ fn span_note(merged: &Value) -> String {
 }
 
 /// The warnings a merge prints: how its inputs differ.
-pub fn warnings(merged: &Value) -> Vec<String> {
-    merged["meta"]["mixed"].as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from).collect()
+pub fn warnings(merged: &Run) -> Vec<String> {
+    merged.meta.mixed.clone().unwrap_or_default()
+}
+
+/// A latency statistic as `run`'s table writes durations; "-" when it is none.
+fn ms(l: &LatencySummary, stat: &str) -> String {
+    let stat = crate::stats::Statistic::parse(stat).expect("a statistic's name");
+    let us = l.micros(stat).filter(|us| us.is_finite() && *us >= 0.0).unwrap_or(0.0);
+    crate::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
 }
 
 /// A short table of the merged result.
-pub fn table(merged: &Value) -> String {
-    let l = &merged["latency_us"];
-    // As `run`'s table writes durations.
-    let ms = |v: &Value| {
-        let us = v.as_f64().filter(|us| us.is_finite() && *us >= 0.0).unwrap_or(0.0);
-        crate::units::duration(Duration::try_from_secs_f64(us / 1e6).unwrap_or(Duration::MAX))
-    };
+pub fn table(merged: &Run) -> String {
+    let l = &merged.latency_us;
+    let shards = merged.shards.as_deref().unwrap_or_default();
     let mut o = format!(
         "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
-        merged["target"].as_str().unwrap_or(""),
-        merged["call"].as_str().unwrap_or(""),
-        merged["shards"].as_array().map_or(0, Vec::len),
-        merged["requests"]["total"],
-        merged["requests"]["ok"],
-        merged["requests"]["failed"],
-        merged["duration_s"].as_f64().unwrap_or(0.0),
+        merged.target,
+        merged.call,
+        shards.len(),
+        merged.requests.total,
+        merged.requests.ok,
+        merged.requests.failed,
+        merged.duration_s,
         span_note(merged),
-        merged["throughput_rps"].as_f64().unwrap_or(0.0),
-        ms(&l["p50"]),
-        ms(&l["p90"]),
-        ms(&l["p99"]),
-        ms(&l["p999"]),
-        ms(&l["max"]),
+        merged.throughput_rps,
+        ms(l, "p50"),
+        ms(l, "p90"),
+        ms(l, "p99"),
+        ms(l, "p99.9"),
+        ms(l, "max"),
     );
-    for s in merged["shards"].as_array().into_iter().flatten() {
+    for s in shards {
         o += &format!(
             "  {}: {} calls, {:.1} calls/s, client CPU {} µs/call{}\n",
-            s["input"].as_str().unwrap_or(""),
-            s["calls"],
-            s["throughput_rps"].as_f64().unwrap_or(0.0),
-            s["client"]["cpu_us_per_request"],
-            if s["bottleneck"] == true { "  [client was the bottleneck]" } else { "" }
+            s.input,
+            s.calls,
+            s.throughput_rps,
+            s.client.as_ref().map_or("null".to_string(), |c| Value::from(c.cpu_us_per_request).to_string()),
+            if s.bottleneck { "  [client was the bottleneck]" } else { "" }
         );
     }
-    if let Some(names) = merged["calls_by_name"].as_object().filter(|n| !n.is_empty()) {
-        o += "\nBy call name:\n";
-        for (name, v) in names {
-            let l = &v["latency_us"];
-            o += &format!(
-                "  {}: {} calls (failed {}), p50 {}, p99 {}, max {}  {}\n",
-                crate::report::printable::printable(name),
-                v["requests"]["total"],
-                v["requests"]["failed"],
-                ms(&l["p50"]),
-                ms(&l["p99"]),
-                ms(&l["max"]),
-                v["method"].as_str().unwrap_or("")
-            );
-        }
+    for key in BREAKDOWNS {
+        o += &breakdown_table(key, merged.breakdown(key));
     }
-    for n in merged["notices"].as_array().into_iter().flatten() {
-        o += &format!("Note: {}\n", n.as_str().unwrap_or(""));
+    for n in &merged.notices {
+        o += &format!("Note: {n}\n");
+    }
+    o
+}
+
+/// A breakdown's rows: each name's calls, failures and latency.
+fn breakdown_table(key: &str, names: Option<&BTreeMap<String, result::Slice>>) -> String {
+    let Some(names) = names.filter(|n| !n.is_empty()) else { return String::new() };
+    let title = match key {
+        "calls_by_name" => "By call name",
+        "flows" => "By flow",
+        _ => "By backend",
+    };
+    let mut o = format!("\n{title}:\n");
+    for (name, v) in names {
+        let l = &v.latency_us;
+        o += &format!(
+            "  {}: {} calls (failed {}), p50 {}, p99 {}, max {}  {}\n",
+            crate::report::printable::printable(name),
+            v.requests.total,
+            v.requests.failed,
+            ms(l, "p50"),
+            ms(l, "p99"),
+            ms(l, "max"),
+            v.extra.get("method").and_then(Value::as_str).unwrap_or("")
+        );
     }
     o
 }
@@ -541,6 +588,6 @@ mod tests {
     #[test]
     fn a_window_beyond_the_year_9999_does_not_panic() {
         assert!(rfc3339(1e300).starts_with("9999-"));
-        assert!(window(&"2024-01-01T00:00:00Z".into(), 0.0, &json!(-1.0)).is_err());
+        assert!(window("2024-01-01T00:00:00Z", 0.0, -1.0).is_err());
     }
 }

@@ -8,11 +8,12 @@
 //! Mann-Whitney U test (`stats::compare`).
 use super::run;
 use crate::error::{internal, output_failed, run_failed};
+use crate::grpc::{CallSpec, Target};
 use crate::grpc::{Connector, PreparedCall};
 use crate::load::plan::Control;
 use crate::ping::{Method, Outcome, Prober};
 use crate::report::Format;
-use crate::schema::RequestSource;
+use crate::schema::{DataSource, RequestSource, SchemaSource};
 use crate::stats::compare::{self, Bootstrap, MannWhitney, MedianShift, TukeyFences};
 use crate::stats::describe::Description;
 use crate::units;
@@ -37,8 +38,14 @@ pub enum Trim {
 
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The gRPC side, as `run` would make it (the command line builds it from `run`'s flag groups).
-    pub run: run::Settings,
+    /// Where the method is described (a .proto, a protoset, reflection).
+    pub schema: SchemaSource,
+    /// The method called beside the network probe.
+    pub call: String,
+    pub data: DataSource,
+    pub target: Target,
+    /// Each gRPC call's metadata, deadline (`timeout`) and message options.
+    pub spec: CallSpec,
     pub count: u64,
     pub interval: Duration,
     pub timeout: Duration,
@@ -119,12 +126,12 @@ pub struct Report {
 }
 
 pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
-    let method = run::resolve(&settings.run, control)?;
-    let requests = RequestSource::new(&method, &settings.run.data)?;
-    let mut spec = settings.run.plan.spec.clone();
+    let method = run::resolve_method(&settings.schema, &settings.call, &settings.target, control)?;
+    let requests = RequestSource::new(&method, &settings.data)?;
+    let mut spec = settings.spec.clone();
     spec.path = run::path(&method)?;
     let call = PreparedCall::new(&spec);
-    let target = settings.run.plan.target.clone();
+    let target = settings.target.clone();
     let address = crate::ping::resolve(&target.host, target.port)
         .map_err(|e| run_failed(format!("ping: cannot resolve {}: {e}", target.host)))?;
     let prober = Prober::open(settings.icmp, address, settings.timeout).map_err(|e| run_failed(format!("{e:#}")))?;

@@ -104,11 +104,16 @@ fn stream_of(
 
 /// Asks the schema for the method; a Ctrl-C while a server is being asked ends the wait.
 pub(crate) fn resolve(settings: &Settings, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
-    resolve_call(settings, &settings.call, control)
+    resolve_method(&settings.schema, &settings.call, &settings.plan.target, control)
 }
 
-/// `resolve` for the method `call`.
-fn resolve_call(settings: &Settings, call: &str, control: &Control) -> anyhow::Result<prost_reflect::MethodDescriptor> {
+/// `resolve` for the method `call` of `schema` (reflection asks `target`).
+pub fn resolve_method(
+    schema: &SchemaSource,
+    call: &str,
+    target: &crate::grpc::Target,
+    control: &Control,
+) -> anyhow::Result<prost_reflect::MethodDescriptor> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -120,7 +125,7 @@ fn resolve_call(settings: &Settings, call: &str, control: &Control) -> anyhow::R
             }
         };
         tokio::select! {
-            method = schema::resolve_method(&settings.schema, call, &settings.plan.target) => method,
+            method = schema::resolve_method(schema, call, target) => method,
             _ = interrupted => Err(run_failed("interrupted before the run started")),
         }
     })
@@ -226,7 +231,10 @@ pub fn measure(
         }
         sinks.add(Box::new(live));
     }
-    let stats = settings.server_stats.then(|| super::server_side::StatsProbe::before(&plan.target)).flatten();
+    // The probe reads one server's Stats: no cross-check of a run spread over several.
+    let stats = (settings.server_stats && !plan.target.by_backend())
+        .then(|| super::server_side::StatsProbe::before(&plan.target))
+        .flatten();
     let started_at = SystemTime::now();
     // Beside the floor: the client's own stalls during the run, to compare with it.
     let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
@@ -281,7 +289,7 @@ fn workload_mix(
             let why = why.strip_prefix("--call ").map_or(why.clone(), |rest| format!("method {rest}"));
             bad_input(format!("--workload: call {:?}: {why}", call.name))
         };
-        let method = resolve_call(settings, &call.method, control).map_err(at)?;
+        let method = resolve_method(&settings.schema, &call.method, &settings.plan.target, control).map_err(at)?;
         if method.is_client_streaming() || method.is_server_streaming() {
             return Err(bad_input(format!(
                 "--workload: call {:?}: {} is a streaming method; a workload's calls are unary (for now)",

@@ -140,11 +140,9 @@ pub fn run_local(
     }
     let mut merged = merged(shards, &results, &missing)?;
     if interrupted {
-        merged["partial"] = true.into();
-        merged["meta"]["ended"] = "interrupted".into();
-        if let Some(notices) = merged["notices"].as_array_mut() {
-            notices.push("interrupted: the shards were stopped and what they measured merged".into());
-        }
+        merged.partial = true;
+        merged.meta.ended = "interrupted".into();
+        merged.notices.push("interrupted: the shards were stopped and what they measured merged".into());
     }
     write_merged(&merged, format, output.as_deref())?;
     match failed.is_empty() {
@@ -156,8 +154,7 @@ pub fn run_local(
 /// Sends `signal` to every shard still running (not yet waited for, so its pid is still its).
 fn stop(children: &mut [Shard], signal: i32) {
     for child in children.iter_mut().filter(|c| !c.ended) {
-        // SAFETY: kill(2) of our own child, which has not been reaped.
-        unsafe { libc::kill(child.child.id() as libc::pid_t, signal) };
+        crate::sys::signal(&child.child, signal);
     }
 }
 
@@ -167,25 +164,7 @@ fn stop(children: &mut [Shard], signal: i32) {
 fn bound_to_parent(command: &mut Command) {
     use std::os::unix::process::CommandExt;
     command.process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: prctl(2) and getppid(2) are async-signal-safe and nothing here allocates,
-        // as code between fork and exec must not. The death signal comes when the thread
-        // that forked ends: this one, the main thread, which lives as long as the parent.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The parent died before prctl: the kernel will not tell, so do not start.
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-    }
+    crate::sys::ended_with_parent(command);
 }
 
 /// A running shard, its output read on threads of its own (a shard blocked on a full pipe

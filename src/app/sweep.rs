@@ -3,7 +3,7 @@ use super::outputs::WholeFile;
 use super::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed, run_failed};
 use crate::load::plan::Control;
-use crate::report::Summary;
+use crate::report::{Format, Summary};
 use crate::units;
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,8 +17,6 @@ pub struct Step {
     pub label: String,
     /// The size of the load (clients, calls/s), for the knee.
     pub load: f64,
-    /// The `run` flags that make it.
-    pub flags: Vec<String>,
 }
 
 /// More load that buys less than this much more throughput is past the knee (10%: the
@@ -38,7 +36,8 @@ pub fn knee(throughputs: &[f64]) -> Option<usize> {
 /// Where the sweep's result goes: the table or JSON, to standard output or a file (`run`'s
 /// `-o` and `--format json`, given after `run`).
 pub struct SweepOutput {
-    pub json: bool,
+    /// Table or JSON.
+    pub format: Format,
     pub file: Option<PathBuf>,
 }
 
@@ -92,7 +91,7 @@ pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOut
         }
     }
     let interrupted = done.iter().any(Done::partial) || (!not_run.is_empty() && failed_step.is_none());
-    let text = if output.json {
+    let text = if output.format == Format::Json {
         json(&done, &not_run, interrupted, failed_step.as_deref())
     } else {
         table(&done, &not_run, failed_step.as_deref())

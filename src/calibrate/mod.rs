@@ -75,7 +75,7 @@ pub struct Machine {
 
 impl Machine {
     pub fn read() -> Machine {
-        let (hostname, kernel) = uname();
+        let (hostname, kernel) = crate::sys::host_and_kernel();
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let governor = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
             .ok()
@@ -623,23 +623,6 @@ fn null_rpc() -> anyhow::Result<Grpc> {
     }
     let _ = echo.join();
     result
-}
-
-/// Hostname and kernel release from uname(2).
-fn uname() -> (String, String) {
-    // SAFETY: uname writes into the zeroed struct we own.
-    let u = unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut u) != 0 {
-            return ("unknown".into(), "unknown".into());
-        }
-        u
-    };
-    let text = |field: &[libc::c_char]| {
-        let bytes: Vec<u8> = field.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    (text(&u.nodename), text(&u.release))
 }
 
 /// True when a `flags` line of /proc/cpuinfo holds the word `hypervisor`.

@@ -1,21 +1,15 @@
 //! `rpcmeter calibrate`: the floors of this machine and of rpcmeter itself, cached per
 //! machine (see `crate::calibrate`).
 use crate::calibrate::{cache_path, cached_or_measure, table, to_json, Source};
+use crate::report::Format;
 use std::io::Write as _;
 use std::process::ExitCode;
-
-/// How the calibration is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CalibrateFormat {
-    Table,
-    Json,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value_t = CalibrateFormat::Table)]
-    pub format: CalibrateFormat,
+    #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
+    pub format: Format,
     /// Measure again, ignoring the cached calibration (the new one replaces it).
     #[arg(long)]
     pub fresh: bool,
@@ -24,8 +18,8 @@ pub struct CalibrateArgs {
 pub fn main(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let calibration = cached_or_measure(args.fresh)?;
     let text = match args.format {
-        CalibrateFormat::Json => to_json(&calibration),
-        CalibrateFormat::Table => {
+        Format::Json => to_json(&calibration),
+        _ => {
             let path = cache_path(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"));
             table(&calibration, path.as_deref().filter(|_| calibration.source == Source::Cached))
         }

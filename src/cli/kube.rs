@@ -180,8 +180,8 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     let mut tls = Files::default();
     let mut becomes: Vec<(&str, Becomes)> = Vec::new();
     let at = |dir: &str, path: &str| format!("{dir}/{path}");
-    if let Some(proto) = &parsed.schema.proto {
-        let found = k::proto_files(proto, &parsed.schema.import_paths)?;
+    if let Some(proto) = &parsed.calls.schema.proto {
+        let found = k::proto_files(proto, &parsed.calls.schema.import_paths)?;
         let dir = |i: usize| format!("include-{i}");
         for (i, name, bytes) in found.files {
             files.add(&format!("{}/{name}", dir(i)), bytes);
@@ -202,7 +202,7 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     let read = |path: &std::path::Path, kind, flag: &str| {
         crate::input::read(path, kind, &format!("{flag} {}", path.display()))
     };
-    if let Some(set) = &parsed.schema.protoset {
+    if let Some(set) = &parsed.calls.schema.protoset {
         let bytes = read(set, crate::input::Kind::Proto, "--protoset")?;
         let path = files.add(&format!("protoset/{}", k::base_name(set, "protoset.pb")), bytes);
         becomes.push(("protoset", Becomes::Words(vec!["--protoset".into(), at(k::FILES_DIR, &path)])));
@@ -213,12 +213,12 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         let path = files.add(&format!("data/{}", k::base_name(data, "stdin.json")), bytes);
         becomes.push(("data_file", Becomes::Words(vec!["--data-file".into(), at(k::FILES_DIR, &path)])));
     }
-    if let Some(ca) = &parsed.tls.cacert {
+    if let Some(ca) = &parsed.calls.tls.cacert {
         let bytes = read(ca, crate::input::Kind::Proto, "--cacert")?;
         let path = files.add(&format!("ca/{}", k::base_name(ca, "ca.pem")), bytes);
         becomes.push(("cacert", Becomes::Words(vec!["--cacert".into(), at(k::FILES_DIR, &path)])));
     }
-    if let (Some(cert), Some(key)) = (&parsed.tls.cert, &parsed.tls.key) {
+    if let (Some(cert), Some(key)) = (&parsed.calls.tls.cert, &parsed.calls.tls.key) {
         let cert = tls.add("tls.crt", read(cert, crate::input::Kind::Proto, "--cert")?);
         let key = tls.add("tls.key", read(key, crate::input::Kind::Proto, "--key")?);
         becomes.push(("cert", Becomes::Words(vec!["--cert".into(), at(k::TLS_DIR, &cert)])));
@@ -249,8 +249,8 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     let mut env = Vec::new();
     let mut secret_keys = Vec::new();
     let flags = [
-        ("metadata", "RPCMETER_METADATA", &parsed.metadata),
-        ("reflect-metadata", "RPCMETER_REFLECT_METADATA", &parsed.reflect_metadata),
+        ("metadata", "RPCMETER_METADATA", &parsed.calls.metadata),
+        ("reflect-metadata", "RPCMETER_REFLECT_METADATA", &parsed.calls.reflect_metadata),
     ];
     for (key, var, json) in flags {
         let Some(json) = json.as_ref() else { continue };

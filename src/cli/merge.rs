@@ -1,6 +1,7 @@
 //! `rpcmeter merge RESULT.json...`: several results (shards of one run) as one, exactly.
 use crate::app::merge;
 use crate::error::output_failed;
+use crate::report::Format;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,17 +15,12 @@ pub struct MergeArgs {
     /// Write the merged result (JSON) here; the table goes to standard output
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
-    /// What standard output gets: the merged result as JSON, or a short table
-    #[arg(long, value_enum, default_value_t = MergeFormat::Table)]
-    pub format: MergeFormat,
+    /// What standard output gets: a short table, the merged result as JSON, or any other
+    /// format `run` prints (csv, prometheus, influx, junit, rmeter)
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MergeFormat {
-    Table,
-    Json,
 }
 
 pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
@@ -45,17 +41,12 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
     for warning in merge::warnings(&merged) {
         eprintln!("rpcmeter: warning: {warning}");
     }
-    if let Some(notices) = merged["notices"].as_array_mut() {
-        notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}").into()));
-    }
-    let json = serde_json::to_string_pretty(&merged).unwrap_or_default() + "\n";
+    merged.notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}")));
     if let Some(path) = &args.output {
+        let json = merged.to_json_pretty();
         crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;
     }
-    let text = match args.format {
-        MergeFormat::Json => json,
-        MergeFormat::Table => merge::table(&merged),
-    };
+    let text = merge::render(&merged, args.format)?;
     std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -129,15 +129,6 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
         first.settings(arguments.clone())?;
-        // The merged result is a table or JSON; any other format would be silently ignored.
-        use crate::report::Format;
-        if !matches!(args.format, Format::Table | Format::Json) {
-            use clap::ValueEnum;
-            let asked = args.format.to_possible_value().map_or(String::new(), |v| v.get_name().to_string());
-            return Err(crate::error::bad_input(format!(
-                "--shards prints the merged result as --format table or json, not {asked}"
-            )));
-        }
         return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
     }
     let settings = args.settings(arguments)?;

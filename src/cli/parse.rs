@@ -44,7 +44,8 @@ const MIN_RATE: f64 = 0.001;
 /// The fastest: a call every nanosecond, far beyond what any client sends.
 const MAX_RATE: f64 = 1e9;
 
-fn rate(text: &str) -> Result<f64, String> {
+/// A rate in calls/s, from `MIN_RATE` to `MAX_RATE`.
+pub fn rate(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(r) if r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
         _ => Err(format!("{text:?} is not a rate from {MIN_RATE} to {MAX_RATE:e} calls/s")),
@@ -158,24 +159,42 @@ pub struct TargetText {
     pub scheme_plaintext: Option<bool>,
     /// `unix:PATH`: a Unix socket.
     pub unix: Option<std::path::PathBuf>,
+    /// `ipv4:`, `ipv6:` lists and `dns:///` names (docs/targets.md); `host`/`port` are the
+    /// first address's.
+    pub addresses: crate::grpc::Addresses,
 }
 
 /// `HOST:PORT`, `[IPv6]:PORT`, also as grpcurl and browser users type it: `dns:///HOST:PORT`,
 /// `http://HOST:PORT` (plaintext), `https://HOST:PORT` (TLS).
 pub fn target(text: &str) -> Result<TargetText, String> {
+    use crate::grpc::Addresses;
     let bad = || format!("target {text:?}: expected HOST:PORT (e.g. 127.0.0.1:9000)");
+    let mut addresses = Addresses::Host;
     let (rest, scheme_plaintext) = if let Some(r) = text.strip_prefix("http://") {
         (r, Some(true))
     } else if let Some(r) = text.strip_prefix("https://") {
         (r, Some(false))
-    } else if let Some(r) = text.strip_prefix("dns:///") {
+    } else if let Some(r) = text.strip_prefix("dns:") {
+        // gRPC's dns:[//AUTHORITY/]HOST:PORT; a DNS server of the target's own is not supported.
+        let r = match r.strip_prefix("//") {
+            Some(rest) => match rest.split_once('/') {
+                Some(("", name)) => name,
+                _ => return Err(format!("target {text:?}: expected dns:///HOST:PORT (no DNS server of its own)")),
+            },
+            None => r,
+        };
+        addresses = Addresses::Dns;
         (r, None)
+    } else if let Some((v6, list)) =
+        text.strip_prefix("ipv4:").map(|l| (false, l)).or_else(|| text.strip_prefix("ipv6:").map(|l| (true, l)))
+    {
+        return address_list(text, v6, list);
     } else if let Some(path) = text.strip_prefix("unix://").or_else(|| text.strip_prefix("unix:")) {
         if path.is_empty() {
             return Err(format!("target {text:?}: expected unix:PATH"));
         }
         let unix = Some(std::path::PathBuf::from(path));
-        return Ok(TargetText { host: "localhost".into(), port: 0, scheme_plaintext: None, unix });
+        return Ok(TargetText { host: "localhost".into(), port: 0, scheme_plaintext: None, unix, addresses });
     } else {
         (text, None)
     };
@@ -186,7 +205,33 @@ pub fn target(text: &str) -> Result<TargetText, String> {
     if host.is_empty() || port == 0 || host.contains('/') {
         return Err(bad());
     }
-    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None })
+    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None, addresses })
+}
+
+/// gRPC's `ipv4:ADDR:PORT,ADDR:PORT` and `ipv6:[ADDR]:PORT,...`: literal addresses, each with
+/// its port, none twice (each is a backend of its own in the results).
+fn address_list(text: &str, v6: bool, list: &str) -> Result<TargetText, String> {
+    let example = if v6 { "ipv6:[::1]:9000,[::1]:9001" } else { "ipv4:127.0.0.1:9000,127.0.0.1:9001" };
+    let mut addrs: Vec<std::net::SocketAddr> = Vec::new();
+    for item in list.split(',') {
+        let addr: std::net::SocketAddr = item
+            .parse()
+            .ok()
+            .filter(|a: &std::net::SocketAddr| a.is_ipv6() == v6 && a.port() != 0)
+            .ok_or_else(|| format!("target {text:?}: {item:?} is not an address with its port (e.g. {example})"))?;
+        if addrs.contains(&addr) {
+            return Err(format!("target {text:?}: {addr} is listed twice"));
+        }
+        addrs.push(addr);
+    }
+    let first = addrs[0];
+    Ok(TargetText {
+        host: first.ip().to_string(),
+        port: first.port(),
+        scheme_plaintext: None,
+        unix: None,
+        addresses: crate::grpc::Addresses::List(addrs),
+    })
 }
 
 /// `--format` of a subcommand that prints one table, or the same as JSON: `report::Format`
@@ -254,6 +299,33 @@ mod tests {
         assert_eq!(target("unix:///tmp/lab.sock").unwrap().unix, Some("/tmp/lab.sock".into()));
         for bad in ["9000", "host:0", ":9000", "host:99999", "unix:", "http://a/b:1"] {
             assert!(target(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn targets_as_grpc_names_them() {
+        use crate::grpc::Addresses;
+        let t = target("ipv4:127.0.0.1:9000,127.0.0.2:9001").unwrap();
+        let list = vec!["127.0.0.1:9000".parse().unwrap(), "127.0.0.2:9001".parse().unwrap()];
+        assert_eq!((t.host.as_str(), t.port, t.addresses), ("127.0.0.1", 9000, Addresses::List(list)));
+        let t = target("ipv6:[::1]:9000,[::1]:9001").unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 9000));
+        assert_eq!(target("dns:///example.com:443").unwrap().addresses, Addresses::Dns);
+        assert_eq!(target("dns:example.com:443").unwrap().host, "example.com");
+        let errors = [
+            ("ipv4:", "is not an address"),
+            ("ipv4:127.0.0.1", "is not an address"),
+            ("ipv4:127.0.0.1:9000,", "is not an address"),
+            ("ipv4:[::1]:9000", "is not an address"),
+            ("ipv6:127.0.0.1:9000", "is not an address"),
+            ("ipv4:127.0.0.1:0", "is not an address"),
+            ("ipv4:127.0.0.1:9000,127.0.0.1:9000", "listed twice"),
+            ("dns://8.8.8.8/example.com:443", "no DNS server of its own"),
+            ("dns:///example.com", "expected HOST:PORT"),
+        ];
+        for (bad, why) in errors {
+            let err = target(bad).unwrap_err();
+            assert!(err.contains(why) && !err.contains('\n'), "{bad}: {err}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! here (`cli::parse`); how the flags combine is checked in `run_settings`, which makes them
 //! the typed `app::run::Settings`.
 use super::parse;
-use super::target::{SchemaArgs, TlsArgs};
+use super::target::CallArgs;
 use crate::load::pacer::RateSchedule;
 use crate::report::Format;
 use clap::Args;
@@ -15,8 +15,6 @@ pub struct RunArgs {
     /// plaintext, unix:PATH for a Unix socket)
     #[arg(value_parser = parse::target)]
     pub target: parse::TargetText,
-    #[command(flatten)]
-    pub schema: SchemaArgs,
     /// The method to call: package.Service/Method (or package.Service.Method)
     #[arg(long)]
     pub call: Option<String>,
@@ -32,41 +30,14 @@ pub struct RunArgs {
     /// line, sent in turn
     #[arg(short = 'D', long = "data-file")]
     pub data_file: Option<PathBuf>,
-    /// Request metadata (headers) as a JSON object; keys ending in -bin take base64
-    #[arg(short = 'm', long)]
-    pub metadata: Option<String>,
+    /// How to reach the target and what goes with every call (the group `ping` shares)
+    #[command(flatten)]
+    pub calls: CallArgs,
     /// Keep the value of this metadata key or tag out of results, history and `kube`'s Job
     /// (repeatable; authorization, cookie and names with token, secret, password, key... are
     /// always kept out)
     #[arg(long, value_name = "KEY", action = clap::ArgAction::Append)]
     pub redact: Vec<String>,
-    // "proto" and "protoset" are SchemaArgs' fields: flattened, their ids resolve here.
-    /// Metadata for server reflection only (a JSON object, as -m), on top of -m's
-    #[arg(long, conflicts_with_all = ["proto", "protoset"])]
-    pub reflect_metadata: Option<String>,
-    #[command(flatten)]
-    pub tls: TlsArgs,
-    /// The :authority header of every call (default: the target's HOST:PORT), as a virtual
-    /// host or a proxy expects it
-    #[arg(long)]
-    pub authority: Option<String>,
-    /// Largest message sent or received, in bytes (a larger one fails the call with
-    /// RESOURCE_EXHAUSTED, as gRPC does); at most 2 GiB
-    #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u32).range(1..=(i32::MAX as i64)))]
-    pub max_msg_size: u32,
-    /// Compress every request (`grpc-encoding`); the server must accept it
-    #[arg(long, value_enum)]
-    pub compression: Option<Compression>,
-    /// Send an HTTP/2 PING this often on each connection; one unanswered for
-    /// --keepalive-timeout closes it and ends its calls UNAVAILABLE
-    #[arg(long, value_parser = parse::positive_duration)]
-    pub keepalive: Option<Duration>,
-    /// How long a keepalive PING may go unanswered (grpc-go's keepalive Timeout) [default: 20s]
-    #[arg(long, value_parser = parse::positive_duration, requires = "keepalive")]
-    pub keepalive_timeout: Option<Duration>,
-    /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
-    #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
-    pub connect_timeout: Duration,
     /// Streaming methods: messages each stream sends (client and bidi streams), or receives
     /// before it is cancelled (server streams) [default: client and bidi streams send the
     /// -d/-D messages once each]
@@ -152,6 +123,11 @@ pub struct RunArgs {
     /// HTTP/2 connections; calls are spread over them
     #[arg(long, default_value_t = 1)]
     pub connections: u32,
+    /// Load balancing over the target's addresses, by gRPC's policy names: round_robin
+    /// opens --connections to every address and spreads calls over the ready ones in turn
+    /// (docs/targets.md)
+    #[arg(long, value_enum, default_value_t = crate::grpc::Lb::PickFirst)]
+    pub lb: crate::grpc::Lb,
     /// Client threads, each owning its connections [default: one per connection, at most the cores]
     #[arg(long)]
     pub threads: Option<u32>,
@@ -247,11 +223,6 @@ pub enum Arrival {
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Compression {
-    Gzip,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BidiMode {
     PingPong,
     Free,
@@ -264,19 +235,22 @@ struct RunOnly {
     args: RunArgs,
 }
 
-/// Reads `run`'s flags from words as `rpcmeter run` would (the first word is the program's).
-pub fn parse_words<I, T>(words: I) -> Result<RunArgs, clap::Error>
+/// Reads `run`'s flags from words as `rpcmeter run` would (the first word is the program's);
+/// a usage error is clap's, shortened to one line as every usage error is (`cli::one_line`).
+pub fn parse_words<I, T>(words: I) -> anyhow::Result<RunArgs>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    <RunOnly as clap::Parser>::try_parse_from(words).map(|r| r.args)
+    <RunOnly as clap::Parser>::try_parse_from(words)
+        .map(|r| r.args)
+        .map_err(|e| crate::error::bad_input(super::one_line(&e)))
 }
 
 /// `run`'s words (the first is the program's) read as `rpcmeter run` reads them, into its
 /// settings (the words after the first recorded as its arguments); a usage error in one line.
 pub fn settings_of_words(words: &[String]) -> anyhow::Result<crate::app::run::Settings> {
-    let parsed = parse_words(words).map_err(|e| crate::error::bad_input(super::one_line(&e)))?;
+    let parsed = parse_words(words)?;
     parsed.settings(words.get(1..).unwrap_or_default().to_vec())
 }
 
@@ -289,7 +263,7 @@ pub fn nested(what: &str, words: &[String], extra: &[String]) -> anyhow::Result<
             "{what}: give the run after the {what} flags: rpcmeter {what} ... run RUN-ARGS..."
         )));
     }
-    parse_words(words.iter().chain(extra)).map_err(|e| bad_input(format!("{what} run: {}", super::one_line(&e))))
+    parse_words(words.iter().chain(extra)).map_err(|e| bad_input(format!("{what} run: {e:#}")))
 }
 
 /// `FORMAT=FILE` for --export.

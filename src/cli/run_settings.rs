@@ -1,7 +1,9 @@
 //! `run`'s flags -> `app::run::Settings`: every check of how the flags combine, before the
 //! network or the disk is touched. It stands in the command line's layer so that `app` takes
 //! typed settings and never reads a flag struct.
-use super::run::{self as flags, Compression, RunArgs, StagesOf};
+use super::parse::TargetText;
+use super::run::{self as flags, RunArgs, StagesOf};
+use super::target::{CallArgs, Compression};
 use crate::app::outputs::OutputSettings;
 use crate::app::run::{Coordination, Settings};
 use crate::error::bad_input;
@@ -12,7 +14,6 @@ use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
 use crate::load::plan::{Plan, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::record::resource;
-use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
 use crate::stats::assertions;
 use std::io::IsTerminal;
@@ -22,44 +23,52 @@ use std::time::{Duration, SystemTime};
 /// check that the calls asked for can be in flight at once: measured at about 8.5 KiB.
 const MEMORY_PER_CALL: u64 = 16 << 10;
 
-impl RunArgs {
-    /// The run these flags describe, checked; `arguments` are its words as given (a result
-    /// records them, redacted).
-    pub fn settings(&self, arguments: Vec<String>) -> anyhow::Result<Settings> {
-        let args = self;
-        let redactor = crate::app::redact::Redactor::new(&args.redact);
-        let plaintext = match args.target.scheme_plaintext {
-            Some(false) if args.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
-            Some(scheme) => scheme || args.tls.plaintext,
-            None => args.tls.plaintext,
+/// What the call flags make of a target: where and how to call, and what goes with each call.
+pub struct CallParts {
+    pub target: Target,
+    pub metadata: http::HeaderMap,
+    pub schema: SchemaSource,
+    /// The call's options but its method's path, which the schema gives.
+    pub spec: CallSpec,
+}
+
+impl CallArgs {
+    /// These flags applied to the target `text`, each call with `deadline`.
+    pub fn parts(&self, text: &TargetText, deadline: Option<Duration>) -> anyhow::Result<CallParts> {
+        let plaintext = match text.scheme_plaintext {
+            Some(false) if self.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
+            Some(scheme) => scheme || self.tls.plaintext,
+            None => self.tls.plaintext,
         };
         let tls = (!plaintext).then(|| TlsOptions {
-            cacert: args.tls.cacert.clone(),
-            cert: args.tls.cert.clone(),
-            key: args.tls.key.clone(),
-            servername: args.tls.servername.clone(),
-            skip_verify: args.tls.skip_verify,
+            cacert: self.tls.cacert.clone(),
+            cert: self.tls.cert.clone(),
+            key: self.tls.key.clone(),
+            servername: self.tls.servername.clone(),
+            skip_verify: self.tls.skip_verify,
         });
         let target = Target {
-            host: args.target.host.clone(),
-            port: args.target.port,
+            host: text.host.clone(),
+            port: text.port,
             tls,
-            authority: args.authority.clone(),
-            connect_timeout: args.connect_timeout,
-            keepalive: args.keepalive,
-            keepalive_timeout: args.keepalive_timeout.unwrap_or(KEEPALIVE_TIMEOUT),
-            unix: args.target.unix.clone(),
+            authority: self.authority.clone(),
+            connect_timeout: self.connect_timeout,
+            keepalive: self.keepalive,
+            keepalive_timeout: self.keepalive_timeout.unwrap_or(KEEPALIVE_TIMEOUT),
+            unix: text.unix.clone(),
+            addresses: text.addresses.clone(),
+            lb: Default::default(),
         };
-        let metadata = args.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
-        let schema = match (&args.schema.proto, &args.schema.protoset) {
+        let metadata = self.metadata.as_deref().map(schema::metadata).transpose()?.unwrap_or_default();
+        let schema = match (&self.schema.proto, &self.schema.protoset) {
             (Some(file), _) => {
-                SchemaSource::Proto { file: file.clone(), import_paths: args.schema.import_paths.clone() }
+                SchemaSource::Proto { file: file.clone(), import_paths: self.schema.import_paths.clone() }
             }
             (None, Some(set)) => SchemaSource::Protoset(set.clone()),
             (None, None) => {
                 // Reflection gets -m, and --reflect-metadata on top (its keys replace -m's), as ghz.
                 let mut reflect = metadata.clone();
-                if let Some(json) = &args.reflect_metadata {
+                if let Some(json) = &self.reflect_metadata {
                     let only = schema::metadata_of("--reflect-metadata", json)?;
                     for key in only.keys() {
                         reflect.remove(key);
@@ -71,6 +80,28 @@ impl RunArgs {
                 SchemaSource::Reflection { metadata: reflect }
             }
         };
+        let spec = CallSpec {
+            path: http::uri::PathAndQuery::from_static("/"),
+            metadata: metadata.clone(),
+            deadline,
+            messages: crate::grpc::transport::MessageOptions {
+                send: self.max_msg_size as usize,
+                receive: self.max_msg_size as usize,
+                gzip: self.compression == Some(Compression::Gzip),
+            },
+        };
+        Ok(CallParts { target, metadata, schema, spec })
+    }
+}
+
+impl RunArgs {
+    /// The run these flags describe, checked; `arguments` are its words as given (a result
+    /// records them, redacted).
+    pub fn settings(&self, arguments: Vec<String>) -> anyhow::Result<Settings> {
+        let args = self;
+        let redactor = crate::app::redact::Redactor::new(&args.redact);
+        let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
+        target.lb = args.lb;
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let call = match (&args.call, &args.workload) {
             (Some(call), None) => call.clone(),
@@ -93,16 +124,6 @@ impl RunArgs {
             (Some(json), _) => DataSource::Json(json.clone()),
             (None, Some(file)) => DataSource::File(file.clone()),
             (None, None) => DataSource::Empty,
-        };
-        let spec = CallSpec {
-            path: http::uri::PathAndQuery::from_static("/"),
-            metadata: metadata.clone(),
-            deadline: args.deadline,
-            messages: crate::grpc::transport::MessageOptions {
-                send: args.max_msg_size as usize,
-                receive: args.max_msg_size as usize,
-                gzip: args.compression == Some(Compression::Gzip),
-            },
         };
         Ok(Settings {
             schema,
@@ -127,7 +148,7 @@ impl RunArgs {
             name: args.name.clone(),
             // Results, history and reports are shared; credentials stay with the run.
             tags: redactor.tags(&args.tag),
-            arguments: redactor.arguments(arguments, [&args.metadata, &args.reflect_metadata], &args.tag),
+            arguments: redactor.arguments(arguments, [&args.calls.metadata, &args.calls.reflect_metadata], &args.tag),
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
             metrics_addr: args.metrics_addr,
             coordination: coordination(args)?,
@@ -143,7 +164,7 @@ fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
     }
 }
 
-/// `--coordinator` (or `run --shards`' `--join`): the merged result it prints is a table or JSON.
+/// `--coordinator` (or `run --shards`' `--join`): where the shards meet.
 fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     let (addr, listen) = match (&args.coordinator, &args.join) {
         (Some(addr), _) => (addr.clone(), args.shard.is_some_and(|s| s.index == 0)),
@@ -152,13 +173,6 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     };
     if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
-    }
-    if listen && !matches!(args.format, Format::Table | Format::Json) {
-        use clap::ValueEnum;
-        let asked = args.format.to_possible_value().map_or(String::new(), |v| v.get_name().to_string());
-        return Err(bad_input(format!(
-            "--coordinator prints the merged result as --format table or json, not {asked}"
-        )));
     }
     Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout }))
 }

@@ -5,10 +5,12 @@
 //! other flags given; the table shows client- and server-side throughput (all calls and OK
 //! calls), latency, failed and unsent calls and retries per step, marks a step cut short
 //! (partial, left out of the knee), and names the knee: where OK throughput stops growing
-//! with load. The run's `-o FILE` and `--format json` are the sweep's output.
+//! with load. The run's `-o FILE` and `--format json` are the sweep's output. Each step is
+//! the run's flags with its load set (typed, not words added to the run's).
 use super::run::RunArgs;
 use crate::app::sweep::{self, Step, SweepOutput};
 use crate::error::bad_input;
+use crate::load::pacer::RateSchedule;
 use crate::report::Format;
 use std::process::ExitCode;
 
@@ -18,13 +20,14 @@ pub struct SweepArgs {
     #[arg(long, conflicts_with_all = ["rates", "preset"])]
     pub clients: Option<String>,
     /// Open-loop rates, comma-separated calls/s
-    #[arg(long, value_delimiter = ',', conflicts_with = "preset")]
+    #[arg(long, value_delimiter = ',', value_parser = super::parse::rate, conflicts_with = "preset")]
     pub rates: Vec<f64>,
     /// Presets of the test_service experiment: S, M, L, XL, XXL (5, 10, 20, 40, 80 tasks, 20 calls each)
     #[arg(long, value_delimiter = ',')]
     pub preset: Vec<String>,
-    /// Print the steps' results and the knee as JSON instead of the table (as `run ... --format json`)
-    #[arg(long)]
+    /// Print the steps' results and the knee as JSON instead of the table: the same as
+    /// `run ... --format json`, kept hidden for the scripts that use it
+    #[arg(long, hide = true)]
     pub json: bool,
     /// `run` and its flags (without -c, --rps or --loop, which the sweep sets)
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -32,27 +35,22 @@ pub struct SweepArgs {
 }
 
 pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
-    let steps = steps(&args)?;
-    // Every step's flags are checked before the first step runs.
-    let parsed: Vec<(Step, RunArgs)> = steps
+    let loads = loads(&args)?;
+    let run = super::run::nested("sweep", &args.run, &[])?;
+    run.input.apply();
+    let output = output(&args, &run)?;
+    // Every step's settings are made and checked before the first step runs.
+    let steps = loads
         .into_iter()
-        .map(|step| Ok((step.clone(), super::run::nested("sweep", &args.run, &step.flags)?)))
+        .map(|load| Ok((load.step(), load.applied_to(&run)?.settings(vec![])?)))
         .collect::<anyhow::Result<_>>()?;
-    if let Some((_, first)) = parsed.first() {
-        first.input.apply();
-    }
-    let output = output(&args, parsed.first().map(|p| &p.1))?;
-    // Every step's settings too: a step that cannot be run is refused before any runs.
-    let steps =
-        parsed.into_iter().map(|(step, run)| Ok((step, run.settings(vec![])?))).collect::<anyhow::Result<_>>()?;
     let control = super::interruptible()?;
     sweep::run(steps, control, output)
 }
 
 /// The run's own output flags name the sweep's output: `-o FILE` and `--format json` (or
 /// `table`) are honoured; the per-run files make no sense for a series and are refused.
-fn output(args: &SweepArgs, run: Option<&RunArgs>) -> anyhow::Result<SweepOutput> {
-    let Some(run) = run else { return Ok(SweepOutput { json: args.json, file: None }) };
+fn output(args: &SweepArgs, run: &RunArgs) -> anyhow::Result<SweepOutput> {
     let refuse = |flag: &str| {
         bad_input(format!(
             "sweep: {flag} is not available for a sweep (its steps are many runs): use -o FILE --format json for every step's full result"
@@ -67,9 +65,9 @@ fn output(args: &SweepArgs, run: Option<&RunArgs>) -> anyhow::Result<SweepOutput
     if run.hdr_log.is_some() {
         return Err(refuse("--hdr-log"));
     }
-    let json = match run.format {
-        Format::Json => true,
-        Format::Table => args.json,
+    let format = match run.format {
+        Format::Table if args.json => Format::Json,
+        Format::Table | Format::Json => run.format,
         other => {
             return Err(bad_input(format!(
                 "sweep: --format {}: a sweep writes a table or JSON (--format json)",
@@ -77,11 +75,60 @@ fn output(args: &SweepArgs, run: Option<&RunArgs>) -> anyhow::Result<SweepOutput
             )))
         }
     };
-    Ok(SweepOutput { json, file: run.output.clone() })
+    Ok(SweepOutput { format, file: run.output.clone() })
 }
 
-fn steps(args: &SweepArgs) -> anyhow::Result<Vec<Step>> {
-    let flags = |pairs: &[(&str, String)]| pairs.iter().flat_map(|(f, v)| [f.to_string(), v.clone()]).collect();
+/// The load of one step: what it sets of the run's flags.
+#[derive(Debug, Clone, Copy)]
+enum Load {
+    /// `-c N`.
+    Clients(u32),
+    /// `--rps R`.
+    Rate(f64),
+    /// A preset of the test_service experiment: `-c TASKS --loop 20`.
+    Preset(&'static str, u32),
+}
+
+impl Load {
+    fn step(self) -> Step {
+        match self {
+            Load::Clients(c) => Step { label: format!("-c {c}"), load: c as f64 },
+            Load::Rate(r) => Step { label: format!("--rps {r}"), load: r },
+            Load::Preset(name, tasks) => Step { label: format!("{name} ({tasks} x 20)"), load: tasks as f64 },
+        }
+    }
+
+    /// The run's flags with this load set; a run that sets a load of its own is refused (the
+    /// sweep sets it at each step).
+    fn applied_to(self, run: &RunArgs) -> anyhow::Result<RunArgs> {
+        let given = [
+            ("-c", run.concurrency.is_some()),
+            ("--rps", run.rps.is_some()),
+            ("--loop", run.loop_count.is_some()),
+            ("--burst", run.burst.is_some()),
+            ("--stages", run.stages.is_some()),
+            // A ramp of workers has no open-loop meaning.
+            ("--ramp", run.ramp.is_some() && matches!(self, Load::Rate(_))),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(bad_input(format!(
+                "sweep run: {flag}: the sweep sets each step's load (--clients, --rates, --preset); leave it out of the run's flags"
+            )));
+        }
+        let mut run = run.clone();
+        match self {
+            Load::Clients(c) => run.concurrency = Some(c),
+            Load::Rate(r) => run.rps = Some(RateSchedule::constant(r)),
+            Load::Preset(_, tasks) => {
+                run.concurrency = Some(tasks);
+                run.loop_count = Some(20);
+            }
+        }
+        Ok(run)
+    }
+}
+
+fn loads(args: &SweepArgs) -> anyhow::Result<Vec<Load>> {
     if let Some(range) = &args.clients {
         let bad = || bad_input(format!("--clients {range:?}: expected FROM..TO or FROM..TO:STEP (e.g. 1..25)"));
         let (span, step) = range.split_once(':').map_or((range.as_str(), "1"), |(a, b)| (a, b));
@@ -91,36 +138,22 @@ fn steps(args: &SweepArgs) -> anyhow::Result<Vec<Step>> {
         if from == 0 || to < from || step == 0 || (to - from) / step >= 1000 {
             return Err(bad());
         }
-        return Ok((from..=to)
-            .step_by(step as usize)
-            .map(|c| Step { label: format!("-c {c}"), load: c as f64, flags: flags(&[("-c", c.to_string())]) })
-            .collect());
+        return Ok((from..=to).step_by(step as usize).map(Load::Clients).collect());
     }
     if !args.rates.is_empty() {
-        return Ok(args
-            .rates
-            .iter()
-            .map(|r| Step { label: format!("--rps {r}"), load: *r, flags: flags(&[("--rps", r.to_string())]) })
-            .collect());
+        return Ok(args.rates.iter().map(|&r| Load::Rate(r)).collect());
     }
     if !args.preset.is_empty() {
         return args
             .preset
             .iter()
-            .map(|name| {
-                let tasks = match name.trim().to_ascii_uppercase().as_str() {
-                    "S" => 5,
-                    "M" => 10,
-                    "L" => 20,
-                    "XL" => 40,
-                    "XXL" => 80,
-                    other => return Err(bad_input(format!("--preset {other:?}: expected S, M, L, XL or XXL"))),
-                };
-                Ok(Step {
-                    label: format!("{} ({tasks} x 20)", name.trim().to_ascii_uppercase()),
-                    load: tasks as f64,
-                    flags: flags(&[("-c", tasks.to_string()), ("--loop", "20".into())]),
-                })
+            .map(|name| match name.trim().to_ascii_uppercase().as_str() {
+                "S" => Ok(Load::Preset("S", 5)),
+                "M" => Ok(Load::Preset("M", 10)),
+                "L" => Ok(Load::Preset("L", 20)),
+                "XL" => Ok(Load::Preset("XL", 40)),
+                "XXL" => Ok(Load::Preset("XXL", 80)),
+                other => Err(bad_input(format!("--preset {other:?}: expected S, M, L, XL or XXL"))),
             })
             .collect();
     }

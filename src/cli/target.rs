@@ -1,7 +1,48 @@
-//! The flags that say how to reach a target and read its schema, flattened into every
-//! subcommand that calls one (`run`, `ping`) so that each is defined once.
+//! The flags that say how to reach a target, read its schema and make a call, flattened into
+//! every subcommand that calls one (`run`, `ping`; `sweep` and the labs through `run`) so that
+//! each is defined once.
+use super::parse;
 use clap::Args;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything about a call but its method and request: the schema, the metadata, TLS and the
+/// connection's options.
+#[derive(Args, Debug, Clone)]
+pub struct CallArgs {
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+    /// Request metadata (headers) as a JSON object; keys ending in -bin take base64
+    #[arg(short = 'm', long)]
+    pub metadata: Option<String>,
+    // "proto" and "protoset" are SchemaArgs' fields: flattened, their ids resolve here.
+    /// Metadata for server reflection only (a JSON object, as -m), on top of -m's
+    #[arg(long, conflicts_with_all = ["proto", "protoset"])]
+    pub reflect_metadata: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// The :authority header of every call (default: the target's HOST:PORT), as a virtual
+    /// host or a proxy expects it
+    #[arg(long)]
+    pub authority: Option<String>,
+    /// Largest message sent or received, in bytes (a larger one fails the call with
+    /// RESOURCE_EXHAUSTED, as gRPC does); at most 2 GiB
+    #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u32).range(1..=(i32::MAX as i64)))]
+    pub max_msg_size: u32,
+    /// Compress every request (`grpc-encoding`); the server must accept it
+    #[arg(long, value_enum)]
+    pub compression: Option<Compression>,
+    /// Send an HTTP/2 PING this often on each connection; one unanswered for
+    /// --keepalive-timeout closes it and ends its calls UNAVAILABLE
+    #[arg(long, value_parser = parse::positive_duration)]
+    pub keepalive: Option<Duration>,
+    /// How long a keepalive PING may go unanswered (grpc-go's keepalive Timeout) [default: 20s]
+    #[arg(long, value_parser = parse::positive_duration, requires = "keepalive")]
+    pub keepalive_timeout: Option<Duration>,
+    /// Longest wait for a connection (TCP, TLS and HTTP/2 handshakes) and for reflection
+    #[arg(long, value_parser = parse::positive_duration, default_value = "10s")]
+    pub connect_timeout: Duration,
+}
 
 /// Where the descriptors come from: a .proto, a protoset, else server reflection.
 #[derive(Args, Debug, Clone)]
@@ -40,4 +81,9 @@ pub struct TlsArgs {
     /// Accept any server certificate (the handshake is still checked)
     #[arg(long, conflicts_with = "plaintext")]
     pub skip_verify: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    Gzip,
 }

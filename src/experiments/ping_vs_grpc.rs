@@ -239,8 +239,7 @@ const SERVER_ADDR: &str = "10.231.7.2";
 
 impl Namespaces {
     fn create() -> Result<Namespaces, String> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::sys::is_root() {
             return Err("not root (ip netns needs it)".into());
         }
         let id = std::process::id();

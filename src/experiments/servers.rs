@@ -260,8 +260,7 @@ impl Server {
     }
 
     fn interrupt_and_wait(&mut self) -> String {
-        // SAFETY: signalling our own child process, which has not been waited for yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        crate::sys::signal(&self.child, libc::SIGINT);
         let Some(stdout) = self.stdout.take() else { return String::new() };
         let rest = read_all_within(stdout, Duration::from_secs(10)).unwrap_or_default();
         let _ = self.child.kill();

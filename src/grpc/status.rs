@@ -50,6 +50,12 @@ impl PerStatus {
         self.0[code as usize % COUNT] += 1;
     }
 
+    /// Counts `n` more of `code` at once (a count read back from a result).
+    pub fn record_many(&mut self, code: Code, n: u64) {
+        let count = &mut self.0[code as usize % COUNT];
+        *count = count.saturating_add(n);
+    }
+
     pub fn get(&self, code: Code) -> u64 {
         self.0[code as usize % COUNT]
     }

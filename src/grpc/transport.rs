@@ -48,6 +48,42 @@ pub struct Target {
     pub keepalive_timeout: Duration,
     /// Dial this Unix socket instead of HOST:PORT (`unix:PATH`); the :authority is `localhost`.
     pub unix: Option<std::path::PathBuf>,
+    /// Which addresses the target names (docs/targets.md); `host`/`port` are the first's.
+    pub addresses: Addresses,
+    /// How calls are spread over the addresses (`--lb`).
+    pub lb: Lb,
+}
+
+/// The addresses a target names, as gRPC's name syntax gives them (docs/targets.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addresses {
+    /// `HOST:PORT`: resolved once; every address it resolves to is tried in turn.
+    Host,
+    /// `ipv4:A:P,B:P` or `ipv6:[A]:P,...`: these addresses, in this order.
+    List(Vec<SocketAddr>),
+    /// `dns:///HOST:PORT`: every address HOST resolves to, resolved again during the run.
+    Dns,
+}
+
+/// gRPC's load-balancing policies, by their names (`--lb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Lb {
+    /// One connection per channel, to the first address that accepts.
+    #[default]
+    #[value(name = "pick_first")]
+    PickFirst,
+    /// One connection per address in every channel; calls take the ready ones in turn.
+    #[value(name = "round_robin")]
+    RoundRobin,
+}
+
+impl Lb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lb::PickFirst => "pick_first",
+            Lb::RoundRobin => "round_robin",
+        }
+    }
 }
 
 /// How long a keepalive PING may go unanswered.
@@ -68,7 +104,15 @@ impl Target {
             keepalive: None,
             keepalive_timeout: KEEPALIVE_TIMEOUT,
             unix: None,
+            addresses: Addresses::Host,
+            lb: Lb::PickFirst,
         }
+    }
+
+    /// Whether results are broken down by backend address: a target naming its addresses
+    /// by gRPC's syntax, or balanced over them.
+    pub fn by_backend(&self) -> bool {
+        self.unix.is_none() && (self.addresses != Addresses::Host || self.lb == Lb::RoundRobin)
     }
 
     /// Whether the target is this machine (a loopback address or localhost): then client
@@ -85,6 +129,15 @@ impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if let Some(path) = &self.unix {
             write!(f, "unix:{}", path.display())
+        } else if let Addresses::List(list) = &self.addresses {
+            let scheme = if list.first().is_some_and(|a| a.is_ipv6()) { "ipv6" } else { "ipv4" };
+            let list: Vec<String> = list.iter().map(|a| a.to_string()).collect();
+            write!(f, "{scheme}:{}", list.join(","))
+        } else if self.addresses == Addresses::Dns {
+            match self.host.contains(':') {
+                true => write!(f, "dns:///[{}]:{}", self.host, self.port),
+                false => write!(f, "dns:///{}:{}", self.host, self.port),
+            }
         } else if self.host.contains(':') {
             write!(f, "[{}]:{}", self.host, self.port)
         } else {
@@ -206,6 +259,21 @@ pub struct Connector {
     local: bool,
 }
 
+/// Every address a TCP target names: its list as given, or what its host resolves to now
+/// (a blocking look-up, as `std` does it).
+pub fn resolve(target: &Target) -> anyhow::Result<Vec<SocketAddr>> {
+    if let Addresses::List(list) = &target.addresses {
+        return Ok(list.clone());
+    }
+    let host = target.host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> =
+        (host, target.port).to_socket_addrs().map_err(|e| run_failed(format!("cannot resolve {host}: {e}")))?.collect();
+    if addrs.is_empty() {
+        return Err(run_failed(format!("{host} resolves to no address")));
+    }
+    Ok(addrs)
+}
+
 /// Where connections are dialled.
 enum Dial {
     /// Each resolved address in turn, the first that accepts.
@@ -227,16 +295,7 @@ impl Connector {
             .map_err(|e| bad_input(format!("bad authority {authority}: {e}")))?;
         let dial = match &target.unix {
             Some(path) => Dial::Unix(path.clone()),
-            None => {
-                let addrs: Vec<SocketAddr> = (host, target.port)
-                    .to_socket_addrs()
-                    .map_err(|e| run_failed(format!("cannot resolve {host}: {e}")))?
-                    .collect();
-                if addrs.is_empty() {
-                    return Err(run_failed(format!("{host} resolves to no address")));
-                }
-                Dial::Tcp(addrs)
-            }
+            None => Dial::Tcp(resolve(target)?),
         };
         let (scheme, tls) = match &target.tls {
             None => (Scheme::HTTP, None),
@@ -282,23 +341,42 @@ impl Connector {
     /// Opens one HTTP/2 connection; its driver task is spawned on the current runtime, or
     /// LocalSet (`beside_local_tasks`).
     pub async fn connect(&self) -> anyhow::Result<Connection> {
-        let opened = tokio::time::timeout(self.timeout, self.open()).await;
-        opened
-            .unwrap_or_else(|_| Err(format!("no answer within {:?} (--connect-timeout)", self.timeout)))
-            .map_err(|e| run_failed(format!("cannot connect to {}: {e}", self.authority)))
+        self.connect_to(None).await.map(|(connection, _)| connection)
     }
 
-    async fn open(&self) -> Result<Connection, String> {
+    /// The addresses the target resolved to when the connector was made (none for a Unix socket).
+    pub fn addresses(&self) -> &[SocketAddr] {
         match &self.dial {
-            Dial::Tcp(addrs) => {
-                let tcp = TcpStream::connect(&addrs[..]).await.map_err(|e| e.to_string())?;
+            Dial::Tcp(addrs) => addrs,
+            Dial::Unix(_) => &[],
+        }
+    }
+
+    /// `connect`, dialling `addrs` (the first that accepts) instead of the target's own
+    /// addresses when given; also says which address answered (None for a Unix socket).
+    pub async fn connect_to(&self, addrs: Option<&[SocketAddr]>) -> anyhow::Result<(Connection, Option<SocketAddr>)> {
+        let opened = tokio::time::timeout(self.timeout, self.open(addrs)).await;
+        let whom = match addrs {
+            Some([one]) => one.to_string(),
+            _ => self.authority.to_string(),
+        };
+        opened
+            .unwrap_or_else(|_| Err(format!("no answer within {:?} (--connect-timeout)", self.timeout)))
+            .map_err(|e| run_failed(format!("cannot connect to {whom}: {e}")))
+    }
+
+    async fn open(&self, addrs: Option<&[SocketAddr]>) -> Result<(Connection, Option<SocketAddr>), String> {
+        match &self.dial {
+            Dial::Tcp(own) => {
+                let tcp = TcpStream::connect(addrs.unwrap_or(&own[..])).await.map_err(|e| e.to_string())?;
                 tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-                self.over(tcp).await
+                let peer = tcp.peer_addr().ok();
+                self.over(tcp).await.map(|c| (c, peer))
             }
             Dial::Unix(path) => {
                 let socket =
                     tokio::net::UnixStream::connect(path).await.map_err(|e| format!("{}: {e}", path.display()))?;
-                self.over(socket).await
+                self.over(socket).await.map(|c| (c, None))
             }
         }
     }

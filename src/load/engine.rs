@@ -3,11 +3,12 @@
 //! the `Pacer`; a collector on the calling thread merging each thread's `Tally` deltas.
 //! The engine never prints: intervals go to what it feeds (`record::Feed`, the run's sinks),
 //! the end to a `Recorded`.
+use super::balance::{self, Channel, Dialer};
 use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
 use crate::grpc::transport::{CallKind, StreamObserver};
-use crate::grpc::{Connection, Connector, PreparedCall, Reply};
+use crate::grpc::{Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
 use crate::record::{CallRecord, Feed, Tally};
@@ -72,6 +73,9 @@ pub struct Recorded {
     pub ended: Ended,
     /// Calls started but never answered (abandoned at a hard stop).
     pub abandoned: u64,
+    /// Targets broken down by backend: every address of the run, by its index in
+    /// `measured.by_backend` (empty otherwise).
+    pub backends: Vec<std::net::SocketAddr>,
 }
 
 /// A thread's hand-over to the collector.
@@ -135,7 +139,8 @@ struct Shared {
     calls: Vec<Prepared>,
     pick: Pick,
     named: bool,
-    connector: Connector,
+    /// How threads open their channels and reconnect them.
+    dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
     tickets: AtomicU64,
     measured_tickets: AtomicU64,
@@ -154,6 +159,7 @@ impl Shared {
     /// No call starts any more; calls in flight may finish. Wakes every sleeping sender.
     fn stop_sending(&self) {
         self.stopping.store(true, Relaxed);
+        self.dialer.stop.store(true, Relaxed);
         self.round_done.notify_waiters();
         self.phase.send_if_modified(|p| {
             let running = matches!(p, Phase::Go(_));
@@ -173,7 +179,13 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
     // "The lean transport"); streaming calls need h2.
     let connector = if plan.kind == CallKind::Unary { connector.unary_only() } else { connector };
-    let connector = connector.beside_local_tasks();
+    let connector = Arc::new(connector.beside_local_tasks());
+    let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
+    // The resolver (a dns:/// target) ends with the run, however it ends.
+    let resolving = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    if addresses.dns {
+        addresses.keep_resolving(plan.target.clone(), resolving.0.clone());
+    }
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let shared = Arc::new(Shared {
@@ -189,7 +201,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         pick: mix.pick,
         named: mix.named,
         plan,
-        connector,
+        dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
         details,
         tickets: AtomicU64::new(0),
         measured_tickets: AtomicU64::new(0),
@@ -302,7 +314,17 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         abandoned: shared.started.load(Relaxed) - shared.completed.load(Relaxed),
         measured: collected.measured,
         warmup: collected.warmup,
+        backends: if shared.dialer.addresses.by_backend { shared.dialer.addresses.known() } else { Vec::new() },
     })
+}
+
+/// Sets its flag when dropped: a helper thread's stop, whichever way `run` returns.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
 }
 
 fn round_lengths(start: Instant, ends: &[Instant]) -> Vec<Duration> {
@@ -442,10 +464,10 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         let threads = plan.threads.max(1);
         // Connections index, index + threads, ... live on this thread.
         let mine = (index..plan.connections.max(1)).step_by(threads as usize).count().max(1);
-        let mut connections = Vec::with_capacity(mine);
+        let mut channels = Vec::with_capacity(mine);
         for _ in 0..mine {
-            match shared.connector.connect().await {
-                Ok(c) => connections.push(RefCell::new(Rc::new(c))),
+            match Channel::open(&shared.dialer).await {
+                Ok(c) => channels.push(c),
                 Err(err) => {
                     let _ = tx.send(Report::Ready(Err(err)));
                     return;
@@ -476,7 +498,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             shared: shared.clone(),
             start,
             start_wall: shared.start_wall.get().copied().unwrap_or_else(SystemTime::now),
-            connections,
+            channels,
             warmup,
             measured,
             home,
@@ -567,8 +589,8 @@ struct Local {
     start: Instant,
     /// `start` on the wall clock (`Shared::start_wall`).
     start_wall: SystemTime,
-    /// `Rc`: a call clones the pointer, not h2's handle (whose clone takes a lock).
-    connections: Vec<RefCell<Rc<Connection>>>,
+    /// This thread's channels (`--connections`), each with its backends' connections.
+    channels: Vec<Channel>,
     warmup: RefCell<Tally>,
     measured: RefCell<Tally>,
     /// Empty tallies for the next hand-over: sent by `home` at the start, then by the collector.
@@ -647,21 +669,32 @@ impl Local {
         }
     }
 
-    /// One attempt on the worker's connection, reconnecting first when it has closed: a
-    /// unary call, or a stream whose messages are recorded as they pass.
-    async fn attempt(&self, slot: usize, which: &Prepared, request: Bytes, body: StreamBody, warmup: bool) -> Reply {
-        let conn = &self.connections[slot];
-        if conn.borrow().is_closed() {
-            match self.shared.connector.connect().await {
-                Ok(fresh) => *conn.borrow_mut() = Rc::new(fresh),
-                Err(err) => {
-                    // A dead target must not turn the loop into a spin: wait before the next try.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    return Reply::error(Code::Unavailable, format!("{err:#}"));
-                }
-            }
-        }
-        let connection = conn.borrow().clone();
+    /// One attempt on the connection the worker's channel picks (reconnecting first when it
+    /// has closed): a unary call, or a stream whose messages are recorded as they pass. Also
+    /// says which backend answered (None: no backend was ready).
+    async fn attempt(
+        &self,
+        slot: usize,
+        which: &Prepared,
+        request: Bytes,
+        body: StreamBody,
+        warmup: bool,
+    ) -> (Reply, Option<usize>) {
+        let (connection, backend) = match self.channels[slot].pick(&self.shared.dialer).await {
+            Ok(picked) => picked,
+            Err(reply) => return (reply, None),
+        };
+        (self.call_on(&connection, which, request, body, warmup).await, Some(backend))
+    }
+
+    async fn call_on(
+        &self,
+        connection: &crate::grpc::Connection,
+        which: &Prepared,
+        request: Bytes,
+        body: StreamBody,
+        warmup: bool,
+    ) -> Reply {
         let plan = &self.shared.plan;
         if plan.kind == CallKind::Unary {
             return connection.call(&which.call, request, plan.keep_responses).await;
@@ -710,7 +743,7 @@ impl StreamObserver for Messages<'_> {
 async fn worker(local: Rc<Local>, id: u32) {
     let shared = &local.shared;
     let plan = &shared.plan;
-    let slot = (id / plan.threads.max(1)) as usize % local.connections.len();
+    let slot = (id / plan.threads.max(1)) as usize % local.channels.len();
     // Durations are bounded when the flags are read; an Instant beyond the clock's range is
     // a time never reached.
     let far = |d: Duration| local.start.checked_add(d);
@@ -890,10 +923,14 @@ async fn call(
         }
     };
     let mut attempts = 0u32;
+    // The backend of the last attempt: the call's answer is its.
+    let mut backend: Option<usize>;
     let (reply, answered) = loop {
         attempts += 1;
         let began = if attempts == 1 { first_send } else { Instant::now() };
-        let reply = local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
+        let (reply, answered_by) =
+            local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
+        backend = answered_by;
         // One clock read ends the attempt and, when it is the last, the call.
         let ended = Instant::now();
         local.tally(warmup).record_attempt(ended - began, reply.status);
@@ -914,6 +951,9 @@ async fn call(
         tally.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
         if named {
             tally.record_named(which, latency, reply.status);
+        }
+        if let (true, Some(index)) = (local.shared.dialer.addresses.by_backend, backend) {
+            tally.record_backend(index, latency, reply.status);
         }
         if reply.status != Code::Ok {
             tally.record_error(reply.status, reply.message.as_deref().unwrap_or(""));

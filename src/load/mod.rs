@@ -1,4 +1,5 @@
 //! The load engine: a pacer says when, workers call, recorders measure.
+pub mod balance;
 pub mod engine;
 pub mod pacer;
 pub mod plan;

@@ -20,7 +20,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
@@ -165,10 +165,7 @@ pub struct Timer {
 
 impl Timer {
     pub fn new() -> Timer {
-        // SAFETY: timerfd_create has no preconditions; the result is checked before use.
-        let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-        // SAFETY: a non-negative result is a fresh descriptor that nothing else owns.
-        let fd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
+        let fd = crate::sys::timerfd();
         // SAFETY: the timerfd is owned by the AsyncFd and closed only when it is dropped.
         let fd = fd.and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok());
         Timer {
@@ -327,7 +324,7 @@ impl Timer {
         let now = Instant::now();
         self.armed.set(Some(latest));
         self.backstop.set(slack > self.margin.late.get());
-        if !arm(fd.get_ref(), latest.saturating_duration_since(now)) {
+        if !crate::sys::arm_timerfd(fd.get_ref(), latest.saturating_duration_since(now)) {
             self.armed.set(None);
             self.refused.set(true);
             self.wake_all();
@@ -348,23 +345,10 @@ impl Default for Timer {
     }
 }
 
-/// Arms the timerfd once, `after` from now.
-fn arm(fd: &OwnedFd, after: Duration) -> bool {
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-        it_value: libc::timespec {
-            tv_sec: after.as_secs() as libc::time_t,
-            // A zero value would disarm the timer: at least 1 ns.
-            tv_nsec: (after.subsec_nanos().max(if after.as_secs() == 0 { 1 } else { 0 })) as libc::c_long,
-        },
-    };
-    // SAFETY: the descriptor is a timerfd we own; the spec is a valid, initialized struct.
-    unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) == 0 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::FromRawFd;
 
     /// Runs `waits` on a current-thread runtime beside the timer's driver.
     fn with_timer<T>(waits: impl AsyncFnOnce(&Timer) -> T) -> T {

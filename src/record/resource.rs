@@ -15,18 +15,12 @@ pub struct Usage {
 
 /// Reads the process's CPU time and memory now.
 pub fn usage() -> Usage {
-    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let (cpu, max_rss) = crate::sys::cpu_and_max_rss();
     Usage {
-        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        cpu,
         // Not ru_maxrss: Linux carries it over exec, so under `cargo run` it would report
         // cargo's peak. VmHWM belongs to this program's own address space.
-        max_rss_bytes: status_kib("self", "VmHWM:").map_or(ru.ru_maxrss as u64, |kib| kib) * 1024,
+        max_rss_bytes: status_kib("self", "VmHWM:").map_or(max_rss, |kib| kib * 1024),
         rss_bytes: current_rss_bytes(),
     }
 }
@@ -56,9 +50,7 @@ fn current_rss_bytes() -> u64 {
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
         .unwrap_or(0);
-    // SAFETY: sysconf with a valid name has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    pages * page
+    pages * crate::sys::page_size()
 }
 
 #[cfg(test)]

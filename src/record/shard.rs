@@ -171,6 +171,9 @@ pub struct Tally {
     pub errors: BTreeMap<(i32, String), u64>,
     /// `--workload`: each call name's own share, by its index in the mix (empty otherwise).
     pub by_name: Vec<NameTally>,
+    /// Each backend address's share, by its index in the run's list of addresses (empty but
+    /// for targets broken down by backend: docs/targets.md).
+    pub by_backend: Vec<NameTally>,
 }
 
 /// One call name of a workload: its calls, their final statuses and their latency.
@@ -212,6 +215,7 @@ impl Default for Tally {
             counts: Counts::default(),
             errors: BTreeMap::new(),
             by_name: Vec::new(),
+            by_backend: Vec::new(),
         }
     }
 }
@@ -247,6 +251,17 @@ impl Tally {
         name.calls += 1;
         name.statuses.record(status);
         name.latency.saturating_record(nanos(latency));
+    }
+
+    /// A call answered by the backend at `index` of the run's addresses (besides `record_call`).
+    pub fn record_backend(&mut self, index: usize, latency: Duration, status: Code) {
+        if index >= self.by_backend.len() {
+            self.by_backend.resize_with(index + 1, NameTally::default);
+        }
+        let backend = &mut self.by_backend[index];
+        backend.calls += 1;
+        backend.statuses.record(status);
+        backend.latency.saturating_record(nanos(latency));
     }
 
     /// A failed call's message; allocates only for failures, and only for a kind not seen yet.
@@ -301,12 +316,8 @@ impl Tally {
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
         }
-        if self.by_name.len() < other.by_name.len() {
-            self.by_name.resize_with(other.by_name.len(), NameTally::default);
-        }
-        for (mine, theirs) in self.by_name.iter_mut().zip(&other.by_name) {
-            mine.add(theirs);
-        }
+        add_shares(&mut self.by_name, &other.by_name);
+        add_shares(&mut self.by_backend, &other.by_backend);
     }
 
     /// Takes out what `part` recorded, when `part` was added into this tally before (a
@@ -327,7 +338,9 @@ impl Tally {
             }
         }
         self.errors.retain(|_, n| *n > 0);
-        for (mine, theirs) in self.by_name.iter_mut().zip(&part.by_name) {
+        for (mine, theirs) in
+            self.by_name.iter_mut().zip(&part.by_name).chain(self.by_backend.iter_mut().zip(&part.by_backend))
+        {
             mine.calls = mine.calls.saturating_sub(theirs.calls);
             mine.statuses.subtract(&theirs.statuses);
             let _ = mine.latency.subtract(&theirs.latency);
@@ -345,11 +358,21 @@ impl Tally {
         self.first_message.reset();
         self.counts = Counts::default();
         self.errors.clear();
-        for name in &mut self.by_name {
+        for name in self.by_name.iter_mut().chain(&mut self.by_backend) {
             name.calls = 0;
             name.statuses = PerStatus::default();
             name.latency.reset();
         }
+    }
+}
+
+/// Adds per-name (or per-backend) shares index by index, growing `mine` to `theirs`.
+fn add_shares(mine: &mut Vec<NameTally>, theirs: &[NameTally]) {
+    if mine.len() < theirs.len() {
+        mine.resize_with(theirs.len(), NameTally::default);
+    }
+    for (mine, theirs) in mine.iter_mut().zip(theirs) {
+        mine.add(theirs);
     }
 }
 
@@ -409,6 +432,24 @@ mod tests {
         assert_eq!(calls, vec![34, 0, 0]);
         all.clear();
         assert_eq!(all.by_name[0].calls + all.by_name[0].latency.len(), 0);
+    }
+
+    #[test]
+    fn per_backend_shares_merge_subtract_and_clear() {
+        let (mut a, mut b) = (Tally::default(), Tally::default());
+        for i in 0..90u64 {
+            let shard = if i % 2 == 0 { &mut a } else { &mut b };
+            let status = if i % 10 == 0 { Code::Unavailable } else { Code::Ok };
+            shard.record_backend((i % 3) as usize, Duration::from_micros(i + 1), status);
+        }
+        let mut all = a.clone();
+        all.add(&b);
+        assert_eq!(all.by_backend.iter().map(|n| n.calls).collect::<Vec<_>>(), vec![30, 30, 30]);
+        assert_eq!(all.by_backend.iter().map(|n| n.statuses.get(Code::Unavailable)).sum::<u64>(), 9);
+        all.subtract(&b);
+        assert_eq!(all.by_backend.iter().map(|n| n.calls).sum::<u64>(), 45);
+        all.clear();
+        assert!(all.by_backend.iter().all(|n| n.calls == 0 && n.latency.is_empty()));
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name` as given, name by name.
     pub by_name: Vec<(String, Value)>,
+    /// Targets broken down by backend: `backends` as given, address by address.
+    pub backends: Vec<(String, Value)>,
 }
 
 fn text(v: &Value) -> String {
@@ -141,6 +143,11 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
     let (total, ok) = (u(requests, "total"), u(requests, "ok"));
     let throughput_rps = obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0);
     Ok(Run {
+        backends: obj
+            .get("backends")
+            .and_then(Value::as_object)
+            .map(|all| all.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default(),
         by_name: obj
             .get("calls_by_name")
             .and_then(Value::as_object)
@@ -424,6 +431,27 @@ fn status_tables(r: &Run) -> String {
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 esc(name),
                 esc(&text(&v["method"])),
+                v["requests"]["total"].as_u64().unwrap_or(0),
+                esc(&text(&v["latency_us"]["p50"])),
+                esc(&text(&v["latency_us"]["p99"])),
+                esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !r.backends.is_empty() {
+        s.push_str(
+            "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
+             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+        );
+        for (addr, v) in &r.backends {
+            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
+            let class = if failed == 0 { "n" } else { "n bad" };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(addr),
                 v["requests"]["total"].as_u64().unwrap_or(0),
                 esc(&text(&v["latency_us"]["p50"])),
                 esc(&text(&v["latency_us"]["p99"])),

@@ -114,6 +114,7 @@ pub fn result(s: &Summary) -> Run {
             s.rounds.iter().map(|r| result::Round { took_ms: units::secs(r.took) * 1e3, rps: r.rps }).collect()
         }),
         calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration)),
+        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
         ..Run::default()
     }
 }
@@ -248,18 +249,28 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, S
     s.by_name()
         .into_iter()
         .map(|(name, method, share)| {
-            let ok = share.statuses.get(tonic::Code::Ok);
-            let slice = Slice {
-                requests: result::Counts { total: share.calls, ok, failed: share.calls - ok },
-                throughput_rps: crate::stats::rate(share.calls, window),
-                statuses: statuses(&share.statuses),
-                latency_us: LatencySummary::of(&Latency::of(&share.latency)),
-                histogram: to_text(&share.latency),
-                extra: [("method".to_string(), Value::from(method))].into(),
-            };
+            let slice = Slice { extra: [("method".to_string(), Value::from(method))].into(), ..slice(&share, window) };
             (name.to_owned(), slice)
         })
         .collect()
+}
+
+/// Targets broken down by backend: each address's slice (merge adds them).
+fn backends(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
+}
+
+/// One share of a run (a call name's, a backend's) as a slice.
+fn slice(share: &crate::record::shard::NameTally, window: std::time::Duration) -> Slice {
+    let ok = share.statuses.get(tonic::Code::Ok);
+    Slice {
+        requests: result::Counts { total: share.calls, ok, failed: share.calls - ok },
+        throughput_rps: crate::stats::rate(share.calls, window),
+        statuses: statuses(&share.statuses),
+        latency_us: LatencySummary::of(&Latency::of(&share.latency)),
+        histogram: to_text(&share.latency),
+        extra: Default::default(),
+    }
 }
 
 fn statuses(counts: &PerStatus) -> BTreeMap<String, u64> {

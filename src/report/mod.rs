@@ -6,6 +6,7 @@ pub mod html;
 pub mod influx;
 pub mod json;
 pub mod junit;
+pub mod of_result;
 pub mod printable;
 pub mod prometheus;
 pub mod rmeter;

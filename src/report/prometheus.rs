@@ -261,6 +261,31 @@ impl Export for Prometheus {
                 }
             }
         }
+        // Targets broken down by backend: each address's calls by status and its latency.
+        let backends = s.by_backend();
+        if !backends.is_empty() {
+            out.family(
+                "rpcmeter_run_backend_calls",
+                "gauge",
+                "Measured calls answered by each backend, by final status",
+            );
+            for (addr, share) in &backends {
+                for (code, n) in share.statuses.nonzero() {
+                    let labels = [with(&labels, ("backend", addr)), vec![("status", status::name(code))]].concat();
+                    out.sample("rpcmeter_run_backend_calls", &labels, n as f64);
+                }
+            }
+            let help = "Call latency percentiles of each backend";
+            out.family("rpcmeter_run_backend_latency_seconds", "gauge", help);
+            for (addr, share) in &backends {
+                for p in [50.0, 90.0, 99.0] {
+                    let q = number(p / 100.0);
+                    let labels = [with(&labels, ("backend", addr)), vec![("quantile", &q)]].concat();
+                    let value = crate::stats::Statistic::Percentile(p).of(&share.latency);
+                    out.sample("rpcmeter_run_backend_latency_seconds", &labels, value.as_secs_f64());
+                }
+            }
+        }
         out.finish()
     }
 }

@@ -35,7 +35,7 @@ fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
 
 fn render(s: &Summary) -> String {
     let mut o = String::new();
-    let sections: [fn(&mut String, &Summary); 16] = [
+    let sections: [fn(&mut String, &Summary); 17] = [
         header,
         summary,
         messages,
@@ -46,6 +46,7 @@ fn render(s: &Summary) -> String {
         rounds,
         steady_state,
         by_name,
+        by_backend,
         statuses,
         errors,
         client_cost,
@@ -246,6 +247,25 @@ fn by_name(o: &mut String, s: &Summary) {
             let (calls, failed) = (share.calls.to_string(), failed.to_string());
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             row(o, [&name, &calls, &failed, &p50, &p99, &max, method]);
+        }
+    }
+}
+
+/// Targets broken down by backend: one row per address.
+fn by_backend(o: &mut String, s: &Summary) {
+    if !s.backends.is_empty() {
+        let _ = writeln!(o, "\nBy backend:");
+        let row = |o: &mut String, cells: [&str; 6]| {
+            let [addr, requests, failed, p50, p99, max] = cells;
+            let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
+        };
+        row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
+        for (addr, share) in s.by_backend() {
+            let l = crate::stats::Latency::of(&share.latency);
+            let failed = share.calls - share.statuses.get(tonic::Code::Ok);
+            let (calls, failed) = (share.calls.to_string(), failed.to_string());
+            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            row(o, [addr, &calls, &failed, &p50, &p99, &max]);
         }
     }
 }

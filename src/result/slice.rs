@@ -34,7 +34,7 @@ pub struct Counts {
     pub failed: u64,
 }
 
-/// A latency summary in µs: the count, and each statistic by its JSON key (p50, p999, ...).
+/// A latency summary in µs (to the ns, units::micros): the count, and each statistic by its JSON key (p50, p999, ...).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct LatencySummary {
     #[serde(default)]

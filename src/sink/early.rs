@@ -18,6 +18,8 @@ struct Kept {
     errors: BTreeMap<(i32, String), u64>,
     /// `--workload`: each name's calls, statuses and packed latency.
     by_name: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
+    /// Each backend's, likewise.
+    by_backend: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
 }
 
 #[derive(Default)]
@@ -32,6 +34,17 @@ fn unpacked(bytes: &[u8]) -> Histogram<u64> {
         let _ = h.add(&read);
     }
     h
+}
+
+/// Kept per-name (or per-backend) shares back.
+fn shares(kept: &[(u64, crate::grpc::status::PerStatus, Vec<u8>)]) -> Vec<crate::record::shard::NameTally> {
+    kept.iter()
+        .map(|(calls, statuses, latency)| crate::record::shard::NameTally {
+            calls: *calls,
+            statuses: *statuses,
+            latency: unpacked(latency),
+        })
+        .collect()
 }
 
 impl EarlyIntervals {
@@ -52,6 +65,7 @@ impl EarlyIntervals {
                 counts: s.counts.clone(),
                 errors: s.errors.clone(),
                 by_name: s.by_name.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
+                by_backend: s.by_backend.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
             });
         }
     }
@@ -75,15 +89,8 @@ impl EarlyIntervals {
                 ok_call_latency: unpacked(&k.histograms[6]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
-                by_name: k
-                    .by_name
-                    .iter()
-                    .map(|(calls, statuses, latency)| crate::record::shard::NameTally {
-                        calls: *calls,
-                        statuses: *statuses,
-                        latency: unpacked(latency),
-                    })
-                    .collect(),
+                by_name: shares(&k.by_name),
+                by_backend: shares(&k.by_backend),
             };
             sum.add(&part);
             length += k.length;

@@ -120,13 +120,21 @@ impl ThreadServer {
     /// Serves what `routes` returns; it runs inside the server's runtime, so it may spawn
     /// tasks, which end with the server.
     pub fn start(routes: impl FnOnce() -> tonic::service::Routes + Send + 'static) -> ThreadServer {
+        ThreadServer::start_on("127.0.0.1:0".parse().unwrap(), routes)
+    }
+
+    /// `start` on `addr` (a server restarted on the port it had).
+    pub fn start_on(
+        addr: SocketAddr,
+        routes: impl FnOnce() -> tonic::service::Routes + Send + 'static,
+    ) -> ThreadServer {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
             rt.block_on(async move {
                 let routes = routes();
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 // No Nagle: a response written in parts must not wait for the client's delayed ACK.
                 let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -169,6 +177,11 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start(behaviour: Behaviour) -> TestServer {
+        TestServer::start_on("127.0.0.1:0".parse().unwrap(), behaviour)
+    }
+
+    /// `start` on `addr` (a server restarted on the port it had).
+    pub fn start_on(addr: SocketAddr, behaviour: Behaviour) -> TestServer {
         let echo = Arc::new(Echo {
             behaviour,
             calls: AtomicU64::new(0),
@@ -178,7 +191,7 @@ impl TestServer {
             contents: Mutex::new(Vec::new()),
         });
         let service = EchoServiceServer::from_arc(echo.clone());
-        let server = ThreadServer::start(move || tonic::service::Routes::new(service));
+        let server = ThreadServer::start_on(addr, move || tonic::service::Routes::new(service));
         TestServer { addr: server.addr, server, calls: echo }
     }
 

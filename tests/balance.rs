@@ -1,0 +1,208 @@
+//! Targets as gRPC names them (`ipv4:`, `ipv6:`, `dns:///`) and `--lb`: per-backend counts
+//! against each test server's own count, a backend that dies and comes back, the slow pod.
+mod common;
+use common::{assert_accounted, echo_proto, Behaviour, TestServer};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+/// `rpcmeter run` on the echo method against `target` (any syntax), with extra arguments.
+fn run(target: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--proto"])
+        .arg(echo_proto())
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#, target])
+        .args(extra);
+    cmd
+}
+
+fn json(mut cmd: Command) -> Value {
+    let out = cmd.args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "run failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ipv4(servers: &[&TestServer]) -> String {
+    let list: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
+    format!("ipv4:{}", list.join(","))
+}
+
+fn calls_of(r: &Value, addr: SocketAddr) -> u64 {
+    r["backends"][addr.to_string()]["requests"]["total"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn round_robin_counts_per_backend_equal_each_servers_and_are_balanced() {
+    let servers =
+        [TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo)];
+    let all: Vec<&TestServer> = servers.iter().collect();
+    let workers = 4;
+    let r = json(run(&ipv4(&all), &["--lb", "round_robin", "-n", "600", "-c", "4", "--connections", "2"]));
+    assert_accounted(&r);
+    assert_eq!(r["requests"]["ok"], 600, "{}", r["errors"]);
+    let backends = r["backends"].as_object().unwrap();
+    assert_eq!(backends.len(), 3, "{backends:?}");
+    let counts: Vec<u64> = servers.iter().map(|s| calls_of(&r, s.addr)).collect();
+    for (server, count) in servers.iter().zip(&counts) {
+        assert_eq!(*count, server.calls(), "{} counted {count}, its server {}", server.addr, server.calls());
+        let slice = &r["backends"][server.addr.to_string()];
+        assert_eq!(slice["statuses"]["OK"].as_u64(), Some(*count));
+        assert_eq!(slice["latency_us"]["count"].as_u64(), Some(*count));
+        assert!(slice["histogram"].as_str().is_some_and(|h| !h.is_empty()));
+    }
+    let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(hi - lo <= workers, "unbalanced: {counts:?}");
+    assert_eq!(counts.iter().sum::<u64>(), 600);
+}
+
+#[test]
+fn pick_first_sends_every_call_to_the_first_that_accepts() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    for lb in [&[][..], &["--lb", "pick_first"][..]] {
+        let before = (a.calls(), b.calls());
+        let r = json(run(&ipv4(&[&a, &b]), &[&["-n", "200", "-c", "4", "--connections", "2"][..], lb].concat()));
+        assert_eq!(r["requests"]["ok"], 200);
+        assert_eq!((a.calls() - before.0, b.calls() - before.1), (200, 0));
+        assert_eq!(calls_of(&r, a.addr), 200, "{}", r["backends"]);
+        assert_eq!(calls_of(&r, b.addr), 0);
+    }
+    // The first listed is dead: pick_first takes the next.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let r = json(run(&format!("ipv4:{dead},{}", b.addr), &["-n", "50"]));
+    assert_eq!(r["requests"]["ok"], 50);
+    assert_eq!(calls_of(&r, b.addr), 50, "{}", r["backends"]);
+}
+
+#[test]
+fn a_plain_host_port_has_no_backends_and_dns_names_one_per_address() {
+    let a = TestServer::start(Behaviour::Echo);
+    let r = json(run(&a.addr.to_string(), &["-n", "20"]));
+    assert!(r.get("backends").is_none(), "a plain HOST:PORT stays as it was");
+    let r = json(run(&format!("dns:///{}", a.addr), &["-n", "20", "--lb", "round_robin"]));
+    assert_eq!(calls_of(&r, a.addr), 20, "{}", r["backends"]);
+    assert_eq!(r["target"], format!("dns:///{}", a.addr));
+}
+
+#[test]
+fn a_backend_that_dies_leaves_the_rotation_and_rejoins_when_back() {
+    let a = TestServer::start(Behaviour::Echo);
+    let mut b = TestServer::start(Behaviour::Echo);
+    let b_addr = b.addr;
+    let cmd = run(&ipv4(&[&a, &b]), &["--lb", "round_robin", "-z", "3s", "--rps", "400"]);
+    let handle = std::thread::spawn(move || json(cmd));
+    std::thread::sleep(Duration::from_millis(800));
+    b.kill();
+    let at_death = b.calls();
+    std::thread::sleep(Duration::from_millis(300));
+    // The port is free again once the old server is gone; a restart on it is the pod back.
+    let back = TestServer::start_on(b_addr, Behaviour::Echo);
+    let r = handle.join().unwrap();
+    assert_accounted(&r);
+    let slice = &r["backends"][b_addr.to_string()];
+    let a_slice = &r["backends"][a.addr.to_string()];
+    // Every call is counted under the backend that answered it (or none was ready).
+    let ok_b = slice["statuses"]["OK"].as_u64().unwrap_or(0);
+    assert_eq!(ok_b, at_death + back.calls(), "{slice}");
+    assert_eq!(a_slice["statuses"]["OK"].as_u64().unwrap(), a.calls());
+    assert!(back.calls() > 0, "the backend rejoined after its restart: {}", r["backends"]);
+    // The other backend kept answering: it took the dead one's share meanwhile.
+    assert!(a.calls() > at_death + back.calls(), "a {} b {} + {}", a.calls(), at_death, back.calls());
+    let failed = r["requests"]["failed"].as_u64().unwrap();
+    let unavailable = r["statuses"]["UNAVAILABLE"].as_u64().unwrap_or(0);
+    assert_eq!(failed, unavailable, "a backend's death fails calls UNAVAILABLE only: {}", r["errors"]);
+    // Nothing else failed: at most the calls in flight on it when it died (4 workers).
+    assert!(failed <= 4, "{}", r["errors"]);
+}
+
+#[test]
+fn a_slow_backend_is_named_in_a_warning() {
+    let fast = TestServer::start(Behaviour::Echo);
+    let slow = TestServer::start(Behaviour::Delay(Duration::from_millis(20)));
+    let r = json(run(&ipv4(&[&fast, &slow]), &["--lb", "round_robin", "-n", "120", "-c", "4"]));
+    let warnings: Vec<&Value> =
+        r["warnings"].as_array().unwrap().iter().filter(|w| w["kind"] == "slow_backend").collect();
+    assert_eq!(warnings.len(), 1, "{}", r["warnings"]);
+    let text = warnings[0]["message"].as_str().unwrap();
+    assert!(text.contains(&slow.addr.to_string()), "{text}");
+    // Two equal backends: no warning.
+    let other = TestServer::start(Behaviour::Echo);
+    let r = json(run(&ipv4(&[&fast, &other]), &["--lb", "round_robin", "-n", "120", "-c", "4"]));
+    assert!(r["warnings"].as_array().unwrap().iter().all(|w| w["kind"] != "slow_backend"), "{}", r["warnings"]);
+}
+
+#[test]
+fn bad_targets_exit_2_with_one_line() {
+    for bad in [
+        "ipv4:127.0.0.1",
+        "ipv4:127.0.0.1:1,nothere:2",
+        "ipv6:127.0.0.1:9000",
+        "ipv4:127.0.0.1:9000,127.0.0.1:9000",
+        "dns://8.8.8.8/example.com:443",
+    ] {
+        let out = run(bad, &["-n", "1"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{bad}: {stderr}");
+    }
+}
+
+#[test]
+fn round_robin_over_lab_servers_matches_each_servers_stats_and_no_false_server_count() {
+    use rpcmeter::lab::{LabConfig, LabServer};
+    let lab = || LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+    let servers = [lab(), lab()];
+    let list: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--call", "EchoService/echo"])
+        .args(["-d", r#"{"content":"hi"}"#, "--lb", "round_robin", "-n", "300", "-c", "2"])
+        .arg(format!("ipv4:{}", list.join(",")));
+    let r = json(cmd);
+    assert_eq!(r["requests"]["ok"], 300, "{}", r["errors"]);
+    // The Stats probe reads one server only: no cross-check of a balanced run against it.
+    assert!(r["warnings"].as_array().unwrap().iter().all(|w| w["kind"] != "server_count"), "{}", r["warnings"]);
+    for (server, addr) in servers.into_iter().zip(&list) {
+        let stats = server.shutdown();
+        let ok: u64 = stats.methods.iter().filter(|m| m.method == "/EchoService/echo").map(|m| m.ok).sum();
+        assert_eq!(r["backends"][addr]["requests"]["ok"].as_u64(), Some(ok), "{addr}: {}", r["backends"]);
+    }
+}
+
+#[test]
+fn backends_show_in_every_format_and_merge_exactly() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let target = ipv4(&[&a, &b]);
+    for (i, n) in [(1, "100"), (2, "60")] {
+        let mut cmd = run(&target, &["--lb", "round_robin", "-n", n, "-c", "2"]);
+        cmd.arg("--export").arg(format!("json={}", p(&format!("{i}.json")).display()));
+        cmd.arg("--export").arg(format!("prometheus={}", p(&format!("{i}.prom")).display()));
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(table.contains("By backend:") && table.contains(&a.addr.to_string()), "{table}");
+    }
+    let prom = std::fs::read_to_string(p("1.prom")).unwrap();
+    let line = format!("backend=\"{}\",status=\"OK\"", b.addr);
+    assert!(prom.lines().any(|l| l.starts_with("rpcmeter_run_backend_calls") && l.contains(&line)), "{prom}");
+    assert!(prom.contains("rpcmeter_run_backend_latency_seconds"), "{prom}");
+    let rpcmeter = || Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    let out = rpcmeter().arg("report").arg(p("1.json")).arg("-o").arg(p("r.html")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(p("r.html")).unwrap();
+    assert!(html.contains("By backend") && html.contains(&b.addr.to_string()));
+    let out = rpcmeter().arg("merge").arg(p("1.json")).arg(p("2.json")).arg("-o").arg(p("m.json")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("By backend:"));
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(p("m.json")).unwrap()).unwrap();
+    for server in [&a, &b] {
+        let slice = &m["backends"][server.addr.to_string()];
+        assert_eq!(slice["requests"]["total"].as_u64(), Some(server.calls()), "{}", m["backends"]);
+        assert_eq!(slice["latency_us"]["count"].as_u64(), Some(server.calls()));
+        assert!(slice.get("method").is_none());
+    }
+}
