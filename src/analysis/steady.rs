@@ -2,9 +2,9 @@
 //! the one place a warm-up is cut out of the measured result (`--warmup auto`; a fixed
 //! `--warmup` is recorded apart by the engine as it runs, nothing to cut).
 use crate::load::engine::Recorded;
+use crate::record::early::EarlyIntervals;
 use crate::record::intervals::IntervalRow;
 use crate::record::Tally;
-use crate::sink::early::EarlyIntervals;
 use crate::stats::steady::{self, Steadiness};
 use std::time::Duration;
 
