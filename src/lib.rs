@@ -1,9 +1,11 @@
 //! rpcmeter: a gRPC measurement lab in one binary. The layout follows the data flow of
 //! docs/design.md, "Architecture (the way data flows)":
-//! `cli` (flags) -> `app` (validated settings, one orchestration per subcommand) ->
+//! `cli` (flags, made into typed, validated settings) -> `app` (one orchestration per
+//! subcommand, from those settings) ->
 //! `schema` (method and requests) -> `load` (pacer, engine) over `grpc` (wire, transport) ->
 //! `record` (histograms, counts, own cost) -> `sink` (live consumers) and `stats` + `report`
-//! (numbers, then text). `lab` holds the reference services that `serve` runs.
+//! (numbers, then text). `lab` holds the reference services that `serve` runs. The modules
+//! import each other as a DAG (tests/module_layers.rs); `units` and `sys` are leaves.
 pub mod analysis;
 pub mod app;
 pub mod calibrate;

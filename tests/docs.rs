@@ -21,10 +21,6 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
     ("--pause", "labs/servers/java's LatchClient"),
 ];
 
-/// Flags the README shows ahead of the branch that adds them (issue 33): each entry goes when
-/// that branch lands on main.
-const COMING: &[(&str, &str)] = &[];
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -193,7 +189,7 @@ fn every_flag_a_page_names_exists() {
             known.extend(long_flags(&help(&[&command, &sub])));
         }
     }
-    known.extend(OTHER_TOOLS_FLAGS.iter().chain(COMING).map(|(flag, _)| flag.to_string()));
+    known.extend(OTHER_TOOLS_FLAGS.iter().map(|(flag, _)| flag.to_string()));
     let mut unknown = Vec::new();
     for doc in [root().join("README.md")].into_iter().chain(pages()) {
         for flag in long_flags(&read(&doc)) {

@@ -76,6 +76,8 @@ fn every_call_of_a_total_is_recorded_once_and_finished_into_a_summary() {
         rows: finished.rows,
         early: None,
         call_names: vec![],
+        flow_names: vec![],
+        check_names: vec![],
         floor: None,
         hiccups: None,
         server: None,

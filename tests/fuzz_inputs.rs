@@ -233,8 +233,9 @@ fn result_json_never_panics_in_merge_report_compare_or_history() {
                 // history: saved, listed and shown.
                 if let Ok(value) = serde_json::from_str::<Value>(text) {
                     if let Ok(id) = rpcmeter::history::History::open(&history).and_then(|h| h.save(&value)) {
-                        use rpcmeter::app::history::{run, Action, ShowFormat};
-                        let _ = run(Some(history.clone()), Action::Show { id, format: ShowFormat::Table });
+                        use rpcmeter::app::history::{run, Action};
+                        use rpcmeter::report::Format;
+                        let _ = run(Some(history.clone()), Action::Show { id, format: Format::Table });
                         let _ = run(Some(history.clone()), Action::List { limit: 3 });
                         let _ = run(Some(history.clone()), Action::Remove { id });
                     }
@@ -404,8 +405,9 @@ fn inputs_that_broke_once() {
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("h.sqlite3");
     let id = rpcmeter::history::History::open(&history).unwrap().save(&odd).unwrap();
-    use rpcmeter::app::history::{run, Action, ShowFormat};
-    let shown = run(Some(history.clone()), Action::Show { id, format: ShowFormat::Table }).unwrap();
+    use rpcmeter::app::history::{run, Action};
+    use rpcmeter::report::Format;
+    let shown = run(Some(history.clone()), Action::Show { id, format: Format::Table }).unwrap();
     assert!(shown.contains("p50 -"), "{shown}");
     assert!(run(Some(history), Action::List { limit: 1 }).is_ok());
     // A rate near f64::MAX: the plot's axis, widened to round ticks, ended at infinity and

@@ -164,12 +164,6 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("--burst without --rounds", 2, "--rounds", echo(&["--burst", "4"])),
         case("--cert without --key", 2, "--key", args(&["--cert", "c.pem"], true)[1..].to_vec()),
         case("misspelled flag", 2, "--plaintext", echo(&["--plaintxt"])),
-        case(
-            "--shards with a format it ignores",
-            2,
-            "not prometheus",
-            echo(&["--shards", "2", "--format", "prometheus"]),
-        ),
         case("unknown export format", 2, "junit", echo(&["--export", "xml=x.xml"])),
         case("--metrics-addr not HOST:PORT", 2, "--metrics-addr", echo(&["--metrics-addr", "localhost"])),
         case("error rate without %", 2, "error_rate<50", echo(&["--assert", "error_rate<50"])),

@@ -36,6 +36,10 @@ pub struct Run<'a> {
     pub early: Option<&'a EarlyIntervals>,
     /// `--workload`: each call's (name, method), in the mix's order.
     pub call_names: Vec<(String, String)>,
+    /// `--workload` flows: each one's (name, steps).
+    pub flow_names: Vec<(String, Vec<String>)>,
+    /// `--workload` checks: each one's (call name, expression).
+    pub check_names: Vec<(String, String)>,
     /// The machine's floor: None when left out (`--no-calibrate`), Some(None) when the
     /// machine was never calibrated; with the client's hiccups during the run.
     pub floor: Option<Option<Calibration>>,
@@ -48,7 +52,21 @@ pub struct Run<'a> {
 /// and (`--warmup auto`) the warm-up cut; the numbers; the assertions; the notices; the
 /// floor's; the server's.
 pub fn finish(run: Run) -> Summary {
-    let Run { mut plan, meta, call, mut recorded, checks, mut rows, early, call_names, floor, hiccups, server } = run;
+    let Run {
+        mut plan,
+        meta,
+        call,
+        mut recorded,
+        checks,
+        mut rows,
+        early,
+        call_names,
+        flow_names,
+        check_names,
+        floor,
+        hiccups,
+        server,
+    } = run;
     let steady = steady::steady_state(&rows, plan.interval);
     if let Some(early) = early {
         if let Some(length) = steady::cut_found_warmup(&mut recorded, &mut rows, &steady, early) {
@@ -57,6 +75,8 @@ pub fn finish(run: Run) -> Summary {
     }
     let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
     summary.call_names = call_names;
+    summary.flow_names = flow_names;
+    summary.check_names = check_names;
     summary.assertions = checks.iter().map(|a| checked(&summary, a)).collect();
     summary.notices = notices::notices(&plan, &summary);
     if let Some(floor) = floor {
@@ -123,6 +143,8 @@ fn summarize(
         warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
         messages: messages(plan, r),
         call_names: Vec::new(),
+        flow_names: Vec::new(),
+        check_names: Vec::new(),
         backends: r.backends.iter().map(|a| a.to_string()).collect(),
     }
 }
@@ -204,6 +226,10 @@ fn checked(s: &Summary, a: &Assertion) -> Checked {
 
 fn value(s: &Summary, metric: Metric) -> Value {
     match metric {
+        Metric::Checks => {
+            let (pass, fail) = s.measured.checks.iter().fold((0, 0), |(p, f), c| (p + c.0, f + c.1));
+            Value::Fraction(if pass + fail == 0 { 0.0 } else { pass as f64 / (pass + fail) as f64 })
+        }
         Metric::ErrorRate if s.requests.total == 0 => Value::Fraction(0.0),
         Metric::ErrorRate => Value::Fraction(s.requests.failed as f64 / s.requests.total as f64),
         Metric::Rps => Value::PerSecond(s.throughput_rps),
@@ -326,6 +352,8 @@ pub(crate) mod fixture {
             rows,
             early: None,
             call_names: vec![],
+            flow_names: vec![],
+            check_names: vec![],
             floor: None,
             hiccups: None,
             server: None,

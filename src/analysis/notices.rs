@@ -418,6 +418,30 @@ mod tests {
     }
 
     #[test]
+    fn the_slow_backend_stands_above_twice_the_others_median() {
+        let share = |p50_us: u64, calls: u64| {
+            let mut t = crate::record::shard::NameTally::default();
+            for _ in 0..calls {
+                t.latency.record(p50_us * 1000).unwrap();
+            }
+            t.calls = calls;
+            t
+        };
+        let kinds = |backends: &[(&str, crate::record::shard::NameTally)]| {
+            slow_backends(backends).iter().map(|n| n.text.split(' ').nth(1).unwrap().to_string()).collect::<Vec<_>>()
+        };
+        // Three backends: one at 2.5x the median of the others (1 ms and 1.2 ms: 1.1 ms).
+        let three = [("a:1", share(1000, 50)), ("b:1", share(1200, 50)), ("c:1", share(2750, 50))];
+        assert_eq!(kinds(&three), vec!["c:1"]);
+        // Below twice the median is not slow; too few calls are not judged.
+        assert!(kinds(&[("a:1", share(1000, 50)), ("b:1", share(1900, 50))]).is_empty());
+        assert!(kinds(&[("a:1", share(1000, 50)), ("b:1", share(5000, 19))]).is_empty());
+        // Microseconds apart is scheduling noise, not a slow pod.
+        assert!(kinds(&[("a:1", share(20, 50)), ("b:1", share(90, 50))]).is_empty());
+        assert!(kinds(&[("a:1", share(1000, 50))]).is_empty(), "one backend has no others");
+    }
+
+    #[test]
     fn hiccups_stand_out_only_well_above_the_floor() {
         let us = Duration::from_micros;
         assert!(hiccups_stand_out(us(5_000), us(100)));

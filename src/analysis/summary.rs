@@ -171,6 +171,10 @@ pub struct Summary {
     /// `--workload`: each call's (name, method), in the mix's order; its results are
     /// `measured.by_name` at the same index.
     pub call_names: Vec<(String, String)>,
+    /// `--workload` flows: each one's (name, steps); results in `measured.by_flow`.
+    pub flow_names: Vec<(String, Vec<String>)>,
+    /// `--workload` checks: each one's (call name, expression); results in `measured.checks`.
+    pub check_names: Vec<(String, String)>,
     /// Targets broken down by backend (docs/targets.md): every address of the run; its
     /// results are `measured.by_backend` at the same index.
     pub backends: Vec<String>,
@@ -201,6 +205,22 @@ impl Summary {
             .map(|(i, (name, method))| {
                 (name.as_str(), method.as_str(), self.measured.by_name.get(i).cloned().unwrap_or_default())
             })
+            .collect()
+    }
+
+    /// `--workload` flows: each flow's name, steps and measured share, in the file's order.
+    pub fn by_flow(&self) -> Vec<(&str, &[String], crate::record::shard::FlowTally)> {
+        let share = |i: usize| self.measured.by_flow.get(i).cloned().unwrap_or_default();
+        self.flow_names.iter().enumerate().map(|(i, (name, steps))| (name.as_str(), &steps[..], share(i))).collect()
+    }
+
+    /// `--workload` checks: each one's call name, expression, passes and failures.
+    pub fn checks(&self) -> Vec<(&str, &str, u64, u64)> {
+        let counts = |i: usize| self.measured.checks.get(i).copied().unwrap_or_default();
+        self.check_names
+            .iter()
+            .enumerate()
+            .map(|(i, (call, text))| (call.as_str(), text.as_str(), counts(i).0, counts(i).1))
             .collect()
     }
 

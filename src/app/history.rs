@@ -2,20 +2,11 @@
 //! the text to print; a run id that is not there is bad input (exit 2).
 use crate::error::bad_input;
 use crate::history::{History, RunRow};
+use crate::report::Format;
 use crate::units;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// How `history show` prints a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ShowFormat {
-    /// A short summary.
-    #[default]
-    Table,
-    /// The whole result, as `run --format json` printed it.
-    Json,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -25,7 +16,8 @@ pub enum Action {
     },
     Show {
         id: i64,
-        format: ShowFormat,
+        /// Table: a short summary; JSON: the whole result, as `run --format json` printed it.
+        format: Format,
     },
     Remove {
         id: i64,
@@ -57,8 +49,8 @@ pub fn run(path: Option<PathBuf>, action: Action) -> anyhow::Result<String> {
             let result = history.as_ref().map(|h| h.get(id)).transpose()?.flatten().ok_or_else(|| unknown(id))?;
             Ok(match format {
                 // As `report::json::Json` renders it, so the text is the run's own, byte for byte.
-                ShowFormat::Json => serde_json::to_string_pretty(&result)? + "\n",
-                ShowFormat::Table => summary(id, &result, &path),
+                Format::Json => serde_json::to_string_pretty(&result)? + "\n",
+                _ => summary(id, &result, &path),
             })
         }
         Action::Remove { id } => match history.as_ref().map(|h| h.remove(id)).transpose().map_err(|e| {
@@ -230,9 +222,9 @@ mod tests {
     #[test]
     fn show_prints_the_result_or_a_summary() {
         let (_dir, path, id, result) = saved();
-        let json = run(Some(path.clone()), Action::Show { id, format: ShowFormat::Json }).unwrap();
+        let json = run(Some(path.clone()), Action::Show { id, format: Format::Json }).unwrap();
         assert_eq!(json, serde_json::to_string_pretty(&result).unwrap() + "\n");
-        let table = run(Some(path), Action::Show { id, format: ShowFormat::Table }).unwrap();
+        let table = run(Some(path), Action::Show { id, format: Format::Table }).unwrap();
         assert!(table.starts_with(&format!("run #{id} \"base\", started 2024-05-01 10:00:00 UTC")), "{table}");
         assert!(table.contains("p99 12.35 ms"), "{table}");
         assert!(table.contains("command:    rpcmeter run -n 5\n"), "{table}");
@@ -243,12 +235,12 @@ mod tests {
     fn unknown_ids_and_absent_histories_are_bad_input() {
         let (dir, path, id, _) = saved();
         assert_eq!(run(Some(path.clone()), Action::Remove { id }).unwrap(), format!("removed run #{id}\n"));
-        for action in [Action::Remove { id }, Action::Show { id, format: ShowFormat::Json }] {
+        for action in [Action::Remove { id }, Action::Show { id, format: Format::Json }] {
             assert_eq!(crate::error::exit_code(&run(Some(path.clone()), action).unwrap_err()), 2);
         }
         let absent = dir.path().join("absent.sqlite3");
         assert!(run(Some(absent.clone()), Action::List { limit: 0 }).unwrap().starts_with("no runs recorded"));
-        let err = run(Some(absent.clone()), Action::Show { id: 1, format: ShowFormat::Table }).unwrap_err();
+        let err = run(Some(absent.clone()), Action::Show { id: 1, format: Format::Table }).unwrap_err();
         assert_eq!(crate::error::exit_code(&err), 2);
         assert!(!absent.exists(), "reading must not create the history");
     }

@@ -544,6 +544,12 @@ pub fn table(merged: &Run) -> String {
     for key in BREAKDOWNS {
         o += &breakdown_table(key, merged.breakdown(key));
     }
+    if let Some(checks) = merged.checks.as_ref().filter(|c| !c.is_empty()) {
+        o += "\nChecks:\n";
+        for (key, c) in checks {
+            o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(key), c.pass, c.fail);
+        }
+    }
     for n in &merged.notices {
         o += &format!("Note: {n}\n");
     }
@@ -558,11 +564,12 @@ fn breakdown_table(key: &str, names: Option<&BTreeMap<String, result::Slice>>) -
         "flows" => "By flow",
         _ => "By backend",
     };
+    let unit = if key == "flows" { "flows" } else { "calls" };
     let mut o = format!("\n{title}:\n");
     for (name, v) in names {
         let l = &v.latency_us;
         o += &format!(
-            "  {}: {} calls (failed {}), p50 {}, p99 {}, max {}  {}\n",
+            "  {}: {} {unit} (failed {}), p50 {}, p99 {}, max {}  {}\n",
             crate::report::printable::printable(name),
             v.requests.total,
             v.requests.failed,

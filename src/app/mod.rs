@@ -1,6 +1,6 @@
-//! The application layer: raw flags (`cli`) become validated settings here, and one function
-//! per subcommand orchestrates the parts (schema, load, sinks, report). Nothing below this
-//! layer reads flags; nothing in it measures or renders.
+//! The application layer: one function per subcommand orchestrates the parts (schema, load,
+//! sinks, report) from typed settings that the command line (`cli`) made and checked. It
+//! reads no flag struct and never imports `cli`; nothing in it measures or renders.
 pub mod compare;
 pub mod coordinator;
 pub mod history;

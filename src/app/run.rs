@@ -33,7 +33,7 @@ pub struct Settings {
     /// The method, or for a workload the words naming it (`workload FILE`).
     pub call: String,
     /// `--workload`: the mix of calls, read and checked (each method is resolved at the start).
-    pub workload: Option<Vec<crate::load::workload::WorkloadCall>>,
+    pub workload: Option<crate::load::workload::Workload>,
     /// `--workload` with `--seed`: draw each call at random by weight instead of round robin.
     pub pick_seed: Option<u64>,
     pub data: DataSource,
@@ -42,6 +42,8 @@ pub struct Settings {
     /// The plan but for the method's path, which the schema gives.
     pub plan: Plan,
     pub outputs: OutputSettings,
+    /// `--csv-details-header`/`--csv-details-trailer`: extra columns of `--csv-details`.
+    pub csv_metadata: Vec<crate::sink::details::MetadataColumn>,
     pub checks: Vec<Assertion>,
     pub progress: bool,
     /// Read the target's Stats before and after (the lab's) to show the server's count.
@@ -199,9 +201,10 @@ pub fn measure(
         plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
         let mix = engine::Mix::single(plan.spec.path.clone(), requests);
-        Ok::<_, anyhow::Error>((method, mix, plan, Vec::new()))
+        Ok::<_, anyhow::Error>((method, mix, plan, Breakdown::default()))
     })();
-    let (method, mix, plan, names) = prepared.inspect_err(|_| outputs.discard())?;
+    let (method, mix, plan, breakdown) = prepared.inspect_err(|_| outputs.discard())?;
+    let names = &breakdown.calls;
     let mix_paths: Vec<http::uri::PathAndQuery> = mix.calls.iter().map(|c| c.path.clone()).collect();
 
     let mut sinks = Sinks::default();
@@ -218,7 +221,13 @@ pub fn measure(
     }
     if let Some(path) = &settings.outputs.csv_details {
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
-        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, &method)));
+        // A workload's rows name their call, and read key and version with its own method.
+        let methods = match &settings.workload {
+            Some(_) => breakdown.methods.clone(),
+            None => vec![method.clone()],
+        };
+        let names = (!names.is_empty()).then(|| names.iter().map(|(name, _)| name.clone()).collect());
+        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
     }
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();
@@ -264,7 +273,9 @@ pub fn measure(
         checks: &settings.checks,
         rows: finished.rows,
         early: finished.early.as_ref(),
-        call_names: names,
+        call_names: breakdown.calls,
+        flow_names: breakdown.flows,
+        check_names: breakdown.checks,
         floor: settings.floor.then(crate::calibrate::cached),
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
@@ -272,17 +283,34 @@ pub fn measure(
     Ok((summary, finished.result.err()))
 }
 
+/// What a workload's results are broken down by, in the mix's order.
+#[derive(Default)]
+struct Breakdown {
+    /// Each call's name and method.
+    calls: Vec<(String, String)>,
+    /// Each flow's name and steps.
+    flows: Vec<(String, Vec<String>)>,
+    /// Each check's call name and expression.
+    checks: Vec<(String, String)>,
+    /// Each call's method.
+    methods: Vec<prost_reflect::MethodDescriptor>,
+}
+
 /// A workload's calls resolved and checked: the mix, its first method (for what needs one
-/// method), the plan, and the calls' names and methods in the mix's order.
-#[allow(clippy::type_complexity)]
+/// method), the plan, and what its results are broken down by.
 fn workload_mix(
     settings: &Settings,
-    workload: &[crate::load::workload::WorkloadCall],
+    workload: &crate::load::workload::Workload,
     control: &Control,
-) -> anyhow::Result<(prost_reflect::MethodDescriptor, engine::Mix, Plan, Vec<(String, String)>)> {
+) -> anyhow::Result<(prost_reflect::MethodDescriptor, engine::Mix, Plan, Breakdown)> {
     let mut calls = Vec::new();
     let mut methods = Vec::new();
-    for call in workload {
+    let mut checks = Vec::new();
+    // Every variable the flows capture: a step's templates may name those captured before it.
+    let mut vars: Vec<String> = workload.calls.iter().flat_map(|c| c.captures.iter().map(|c| c.var.clone())).collect();
+    vars.sort_unstable();
+    vars.dedup();
+    for call in &workload.calls {
         let at = |e: anyhow::Error| {
             // The schema's messages speak of --call; here the method comes from the file.
             let why = format!("{e:#}");
@@ -297,11 +325,17 @@ fn workload_mix(
                 method.full_name()
             )));
         }
-        let requests = Arc::new(RequestSource::new(&method, &call.data).map_err(at)?);
-        calls.push(engine::MixCall { path: path(&method)?, requests });
+        let requests = Arc::new(RequestSource::with_vars(&method, &call.data, &vars).map_err(at)?);
+        let rules = crate::load::flow::Rules::new(call, &method, &vars, checks.len())
+            .map_err(|why| bad_input(format!("--workload: call {:?}: {why}", call.name)))?;
+        checks.extend(call.checks.iter().map(|c| (call.name.clone(), c.text.clone())));
+        calls.push(engine::MixCall { path: path(&method)?, requests, rules });
         methods.push(method);
     }
-    let weights: Vec<u32> = workload.iter().map(|c| c.weight).collect();
+    let weights: Vec<u32> = match workload.flows.is_empty() {
+        true => workload.calls.iter().map(|c| c.weight).collect(),
+        false => workload.flows.iter().map(|f| f.weight).collect(),
+    };
     let pick = match settings.pick_seed {
         Some(seed) => crate::load::workload::Pick::random(&weights, seed),
         None => crate::load::workload::Pick::round_robin(&weights),
@@ -310,8 +344,23 @@ fn workload_mix(
     plan.spec.path = calls[0].path.clone();
     plan.kind = CallKind::Unary;
     plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
-    let names = workload.iter().zip(&methods).map(|(c, m)| (c.name.clone(), m.full_name().to_owned())).collect();
-    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true }, plan, names))
+    let names = workload.calls.iter().zip(&methods).map(|(c, m)| (c.name.clone(), m.full_name().to_owned())).collect();
+    let flows = workload
+        .flows
+        .iter()
+        .map(|f| engine::MixFlow { steps: f.steps.clone(), stop_on_check_failure: f.stop_on_check_failure })
+        .collect();
+    let breakdown = Breakdown {
+        calls: names,
+        flows: workload
+            .flows
+            .iter()
+            .map(|f| (f.name.clone(), f.steps.iter().map(|&i| workload.calls[i].name.clone()).collect()))
+            .collect(),
+        checks,
+        methods: methods.clone(),
+    };
+    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows }, plan, breakdown))
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

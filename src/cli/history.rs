@@ -1,5 +1,6 @@
 //! `rpcmeter history`: the runs `rpcmeter run` recorded (see `crate::history`).
-use crate::app::history::{Action, ShowFormat};
+use crate::app::history::Action;
+use crate::report::Format;
 use clap::{Args, Subcommand};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -36,8 +37,8 @@ pub enum HistoryCommand {
         /// The run's id (42 or #42)
         #[arg(value_parser = id)]
         id: i64,
-        #[arg(long, value_enum, default_value_t)]
-        format: ShowFormat,
+        #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
+        format: Format,
     },
     /// Remove a run from the history.
     Rm {

@@ -1,5 +1,6 @@
-//! The command line: clap types, one file per subcommand. `app` turns them into validated
-//! settings and runs them; only this layer and the reports print.
+//! The command line: clap types, one file per subcommand, each made here into the typed,
+//! validated settings that `app` runs (run_settings.rs for `run`); only this layer and the
+//! reports print. Nothing imports this module but main.
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write as _;
 use std::process::ExitCode;

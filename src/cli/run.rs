@@ -143,6 +143,12 @@ pub struct RunArgs {
     /// One CSV row per call (msg,key,version,timestamp,latency_ns,bytes,success,status,...), streamed
     #[arg(long)]
     pub csv_details: Option<PathBuf>,
+    /// With --csv-details: a column of each call's response header KEY (repeatable)
+    #[arg(long, value_name = "KEY", requires = "csv_details")]
+    pub csv_details_header: Vec<String>,
+    /// With --csv-details: a column of each call's response trailer KEY (repeatable)
+    #[arg(long, value_name = "KEY", requires = "csv_details")]
+    pub csv_details_trailer: Vec<String>,
     /// HdrHistogram interval log of call latency (ns recorded, ms in HdrHistogram's tools)
     #[arg(long)]
     pub hdr_log: Option<PathBuf>,

@@ -114,11 +114,13 @@ impl RunArgs {
         if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
             return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
         }
-        if workload.is_some() && args.csv_details.is_some() {
-            return Err(bad_input("--csv-details with --workload is not supported yet"));
-        }
         if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
             return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
+        }
+        let checks = args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default();
+        let has_checks = workload.as_ref().is_some_and(|w| w.calls.iter().any(|c| !c.checks.is_empty()));
+        if checks.iter().any(|a| a.metric == assertions::Metric::Checks) && !has_checks {
+            return Err(bad_input("--assert checks...: no [[call]] of a --workload has a check to count"));
         }
         let data = match (&args.data, &args.data_file) {
             (Some(json), _) => DataSource::Json(json.clone()),
@@ -141,7 +143,17 @@ impl RunArgs {
                 csv_details: args.csv_details.clone(),
                 hdr_log: args.hdr_log.clone(),
             },
-            checks: args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default(),
+            csv_metadata: args
+                .csv_details_header
+                .iter()
+                .map(|k| crate::sink::details::MetadataColumn::Header(k.to_ascii_lowercase()))
+                .chain(
+                    args.csv_details_trailer
+                        .iter()
+                        .map(|k| crate::sink::details::MetadataColumn::Trailer(k.to_ascii_lowercase())),
+                )
+                .collect(),
+            checks,
             progress: !args.quiet && std::io::stderr().is_terminal(),
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,

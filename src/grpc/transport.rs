@@ -181,12 +181,42 @@ pub struct Reply {
     pub response: Option<Bytes>,
     /// grpc-message or the transport error, when the status is not OK.
     pub message: Option<String>,
+    /// The response's headers and trailers, only when the response is asked for too.
+    pub metadata: Metadata,
+}
+
+/// A response's headers and trailers (pseudo-headers left out), as received; a
+/// trailers-only response's are its trailers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metadata {
+    pub headers: Vec<(String, String)>,
+    pub trailers: Vec<(String, String)>,
+}
+
+impl Metadata {
+    pub fn header(&self, key: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    pub fn trailer(&self, key: &str) -> Option<&str> {
+        self.trailers.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    fn of(map: &HeaderMap) -> Vec<(String, String)> {
+        map.iter().map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+    }
 }
 
 impl Reply {
     /// A call that failed before or instead of a gRPC status (e.g. no connection to call on).
     pub fn error(status: Code, message: impl Into<String>) -> Reply {
-        Reply { status, response_bytes: 0, response: None, message: Some(message.into()) }
+        Reply {
+            status,
+            response_bytes: 0,
+            response: None,
+            message: Some(message.into()),
+            metadata: Metadata::default(),
+        }
     }
 }
 
@@ -733,8 +763,13 @@ impl Connection {
         }
         // Trailers-only response: the status is in the headers and there is no body.
         if response.headers().contains_key("grpc-status") {
-            return finish(response.headers(), &Deframer::default(), None, Some(1));
+            let mut reply = finish(response.headers(), &Deframer::default(), None, Some(1));
+            if keep {
+                reply.metadata.trailers = Metadata::of(response.headers());
+            }
+            return reply;
         }
+        let headers = keep.then(|| Metadata::of(response.headers()));
         let mut body = response.into_body();
         let mut messages = Deframer::new(max);
         let mut kept = keep.then(Vec::new);
@@ -754,7 +789,11 @@ impl Connection {
             Ok(None) => return Reply::error(Code::Internal, "stream ended without trailers"),
             Err(e) => return self.failure(&e),
         };
-        finish(&trailers, &messages, kept, Some(1))
+        let mut reply = finish(&trailers, &messages, kept, Some(1));
+        if let Some(headers) = headers {
+            reply.metadata = Metadata { headers, trailers: Metadata::of(&trailers) };
+        }
+        reply
     }
 
     /// An h2 error as a gRPC outcome; a connection-level one marks the connection closed.
@@ -854,7 +893,7 @@ fn status_reply(
     } else {
         None
     };
-    Reply { status, response_bytes: messages.payload, response, message }
+    Reply { status, response_bytes: messages.payload, response, message, metadata: Metadata::default() }
 }
 
 #[cfg(test)]

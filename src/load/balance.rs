@@ -146,7 +146,7 @@ impl Backoff {
     }
 
     /// How long to wait after a failed attempt to connect (from that attempt's start).
-    pub fn next(&mut self) -> Duration {
+    pub fn wait(&mut self) -> Duration {
         use rand::Rng;
         let this = self.next;
         self.next = this.mul_f64(Backoff::MULTIPLIER).min(Backoff::MAX);
@@ -169,7 +169,8 @@ impl Default for Backoff {
 pub struct Backend {
     /// Its index among the run's addresses (pick_first: of the address that answered).
     index: Cell<usize>,
-    /// Where it dials.
+    /// Where it dials; empty: the target's own addresses (pick_first until a `dns:///`
+    /// target's addresses change).
     addrs: RefCell<Vec<SocketAddr>>,
     /// None while it connects or waits to reconnect. `Rc`: a call clones the pointer, not
     /// h2's handle (whose clone takes a lock).
@@ -200,7 +201,8 @@ impl Backend {
         let addrs = self.addrs.borrow().clone();
         let dial = if addrs.is_empty() { None } else { Some(&addrs[..]) };
         let (conn, peer) = connector.connect_to(dial).await.inspect_err(|_| addresses.failed())?;
-        if let (true, Some(peer)) = (addresses.by_backend && addrs.len() > 1, peer) {
+        // pick_first: the backend is whichever address answered.
+        if let (true, Some(peer)) = (addresses.by_backend && addresses.lb == Lb::PickFirst, peer) {
             self.index.set(addresses.index_of(peer));
         }
         let conn = Rc::new(conn);
@@ -222,11 +224,20 @@ impl Backend {
                 if backend.connect(&connector, &addresses).await.is_ok() {
                     break;
                 }
-                tokio::time::sleep_until(began + backoff.next()).await;
+                tokio::time::sleep_until(began + backoff.wait()).await;
             }
             backend.reconnecting.set(false);
         });
     }
+}
+
+/// What a channel's next call takes.
+enum Picked {
+    Ready(Rc<Connection>, usize),
+    /// pick_first's one connection closed: the call reconnects it first.
+    Reconnect(Rc<Backend>),
+    /// round_robin: none of these many backends is ready.
+    NoneReady(usize),
 }
 
 /// What a channel needs from its thread to (re)connect.
@@ -255,8 +266,10 @@ impl Channel {
         let current = addresses.current();
         let backends: Vec<Rc<Backend>> = match addresses.lb {
             Lb::PickFirst => {
+                // No addresses of its own: it dials the target's, as a connector does (and
+                // names the target, not an address, when none answers).
                 let first = current.first().map_or(0, |(i, _)| *i);
-                vec![Backend::new(first, current.iter().map(|(_, a)| *a).collect())]
+                vec![Backend::new(first, Vec::new())]
             }
             Lb::RoundRobin => current.iter().map(|&(i, a)| Backend::new(i, vec![a])).collect(),
         };
@@ -283,21 +296,34 @@ impl Channel {
         if dialer.addresses.dns && dialer.addresses.generation() != self.generation.get() {
             self.refresh(dialer);
         }
+        match self.next_ready(dialer) {
+            Picked::Ready(conn, index) => Ok((conn, index)),
+            Picked::Reconnect(only) => match only.connect(&dialer.connector, &dialer.addresses).await {
+                Ok(conn) => Ok((conn, only.index.get())),
+                Err(err) => {
+                    tokio::time::sleep(NONE_READY_WAIT).await;
+                    Err(Reply::error(Code::Unavailable, format!("{err:#}")))
+                }
+            },
+            Picked::NoneReady(n) => {
+                tokio::time::sleep(NONE_READY_WAIT).await;
+                Err(Reply::error(
+                    Code::Unavailable,
+                    format!("no ready backend: all {n} are connecting or waiting to reconnect (--lb round_robin)"),
+                ))
+            }
+        }
+    }
+
+    /// `pick` without waiting: the backends are borrowed only here, never across a wait.
+    fn next_ready(&self, dialer: &Dialer) -> Picked {
         let backends = self.backends.borrow();
         if let [only] = &backends[..] {
             if let Some(conn) = only.ready() {
-                return Ok((conn, only.index.get()));
+                return Picked::Ready(conn, only.index.get());
             }
             if dialer.addresses.lb == Lb::PickFirst {
-                let only = only.clone();
-                drop(backends);
-                return match only.connect(&dialer.connector, &dialer.addresses).await {
-                    Ok(conn) => Ok((conn, only.index.get())),
-                    Err(err) => {
-                        tokio::time::sleep(NONE_READY_WAIT).await;
-                        Err(Reply::error(Code::Unavailable, format!("{err:#}")))
-                    }
-                };
+                return Picked::Reconnect(only.clone());
             }
         }
         let n = backends.len();
@@ -307,7 +333,7 @@ impl Channel {
             match backend.ready() {
                 Some(conn) => {
                     self.next.set((start + k + 1) % n);
-                    return Ok((conn, backend.index.get()));
+                    return Picked::Ready(conn, backend.index.get());
                 }
                 None => {
                     if backend.conn.borrow_mut().take().is_some() {
@@ -317,12 +343,7 @@ impl Channel {
                 }
             }
         }
-        drop(backends);
-        tokio::time::sleep(NONE_READY_WAIT).await;
-        Err(Reply::error(
-            Code::Unavailable,
-            format!("no ready backend: all {n} are connecting or waiting to reconnect (--lb round_robin)"),
-        ))
+        Picked::NoneReady(n)
     }
 
     /// The target's addresses changed (`dns:///`): pick_first dials the new ones at its next
@@ -365,16 +386,57 @@ mod tests {
     #[test]
     fn backoff_follows_grpc_connection_backoff() {
         let mut b = Backoff::new();
-        assert_eq!(b.next(), Duration::from_secs(1));
-        let second = b.next().as_secs_f64();
+        assert_eq!(b.wait(), Duration::from_secs(1));
+        let second = b.wait().as_secs_f64();
         assert!((1.6 * 0.8..=1.6 * 1.2).contains(&second), "{second}");
-        let third = b.next().as_secs_f64();
+        let third = b.wait().as_secs_f64();
         assert!((2.56 * 0.8..=2.56 * 1.2).contains(&third), "{third}");
         for _ in 0..20 {
-            b.next();
+            b.wait();
         }
-        assert!(b.next() <= Duration::from_secs(144), "at most 120 s plus its jitter");
-        assert!(b.next() >= Duration::from_secs(96));
+        assert!(b.wait() <= Duration::from_secs(144), "at most 120 s plus its jitter");
+        assert!(b.wait() >= Duration::from_secs(96));
+    }
+
+    /// Which backends four picks take (sorted), once the backends new to the channel may have connected.
+    async fn picks(channel: &Channel, dialer: &Dialer) -> Vec<usize> {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(channel.pick(dialer).await.map(|(_, i)| i).unwrap());
+        }
+        seen.sort();
+        seen
+    }
+
+    #[test]
+    fn a_round_robin_channel_follows_the_names_new_addresses() {
+        use crate::lab::{LabConfig, LabServer};
+        let lab = || LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..LabConfig::default() }).unwrap();
+        let (a, b) = (lab(), lab());
+        let (a_addr, b_addr) = (a.local_addr(), b.local_addr());
+        let target = Target {
+            addresses: crate::grpc::Addresses::Dns,
+            lb: Lb::RoundRobin,
+            ..Target::new("127.0.0.1", a_addr.port())
+        };
+        let connector = Arc::new(Connector::new(&target).unwrap());
+        let addresses = Arc::new(Addresses::new(&target, connector.addresses()));
+        let dialer = Dialer { connector, addresses: addresses.clone(), stop: Arc::new(AtomicBool::new(false)) };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tokio::task::LocalSet::new().block_on(&runtime, async {
+            let channel = Channel::open(&dialer).await.unwrap();
+            assert_eq!(picks(&channel, &dialer).await, vec![0, 0, 0, 0]);
+            assert!(addresses.update(&[a_addr, b_addr]));
+            // The channel sees the new addresses at its next pick, and connects to them then.
+            channel.pick(&dialer).await.unwrap();
+            assert_eq!(picks(&channel, &dialer).await, vec![0, 0, 1, 1], "the new address joins the rotation");
+            assert!(addresses.update(&[b_addr]));
+            assert_eq!(picks(&channel, &dialer).await, vec![1, 1, 1, 1], "the address gone leaves it");
+        });
+        // The connections end with the runtime, before the servers wait for them to close.
+        drop(runtime);
+        drop((a, b));
     }
 
     #[test]

@@ -109,18 +109,29 @@ pub struct Mix {
     pub pick: Pick,
     /// Record each call name's share apart (a workload), besides the totals.
     pub named: bool,
+    /// A workload's flows: when there are any, `pick` picks a flow, not a call.
+    pub flows: Vec<MixFlow>,
 }
 
 /// One method of a mix: its wire path and its requests.
 pub struct MixCall {
     pub path: http::uri::PathAndQuery,
     pub requests: Arc<RequestSource>,
+    /// A workload call's captures and checks (None: its answers are not read).
+    pub rules: Option<super::flow::Rules>,
+}
+
+/// A flow of a workload: its steps (calls of the mix) made in order by one worker.
+pub struct MixFlow {
+    pub steps: Vec<usize>,
+    pub stop_on_check_failure: bool,
 }
 
 impl Mix {
     /// The one method of `--call` (its path is the plan's).
     pub fn single(path: http::uri::PathAndQuery, requests: Arc<RequestSource>) -> Mix {
-        Mix { calls: vec![MixCall { path, requests }], pick: Pick::round_robin(&[1]), named: false }
+        let call = MixCall { path, requests, rules: None };
+        Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new() }
     }
 }
 
@@ -131,6 +142,7 @@ struct Prepared {
     call: PreparedCall,
     /// Calls of this name started so far: a workload's records cycle per name.
     started: AtomicU64,
+    rules: Option<super::flow::Rules>,
 }
 
 /// State every worker thread shares.
@@ -139,6 +151,7 @@ struct Shared {
     calls: Vec<Prepared>,
     pick: Pick,
     named: bool,
+    flows: Vec<MixFlow>,
     /// How threads open their channels and reconnect them.
     dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
@@ -196,10 +209,12 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
                 call: PreparedCall::new(&crate::grpc::CallSpec { path: c.path, ..plan.spec.clone() }),
                 requests: c.requests,
                 started: AtomicU64::new(0),
+                rules: c.rules,
             })
             .collect(),
         pick: mix.pick,
         named: mix.named,
+        flows: mix.flows,
         plan,
         dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
         details,
@@ -697,7 +712,9 @@ impl Local {
     ) -> Reply {
         let plan = &self.shared.plan;
         if plan.kind == CallKind::Unary {
-            return connection.call(&which.call, request, plan.keep_responses).await;
+            // Captures and checks read the answer: only their calls keep it.
+            let keep = plan.keep_responses || which.rules.is_some();
+            return connection.call(&which.call, request, keep).await;
         }
         let requests = &which.requests;
         // A server stream's one request is replayed call by call, as a unary call's; the
@@ -824,7 +841,10 @@ async fn worker(local: Rc<Local>, id: u32) {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
-        let answered = call(&local, id, ticket, slot, which, origin, warmup).await;
+        let answered = match shared.flows.is_empty() {
+            true => call(&local, (id, ticket, slot), which, origin, warmup, None).await.0,
+            false => flow(&local, (id, ticket, slot), which, origin, warmup).await,
+        };
         freed = local.full().then_some(answered);
         idle.free();
         let completed = shared.completed.fetch_add(1, AcqRel) + 1;
@@ -889,28 +909,72 @@ enum Origin {
     Intended { due: Instant, slot_wait: Duration },
 }
 
+/// A workload's flow: its steps in order, each leaving when the previous answer came,
+/// the captures of each feeding the later ones. Its latency runs from its start (the
+/// intended one in an open loop) to its last answer; returns when that came.
+async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin, warmup: bool) -> Instant {
+    use crate::record::shard::FlowEnd;
+    let flow = &local.shared.flows[which];
+    let start = match origin {
+        Origin::Intended { due, .. } => due,
+        Origin::Sent => Instant::now(),
+    };
+    let mut captured = super::flow::Captured::new();
+    let (mut answered, mut end) = (start, FlowEnd::Status(Code::Ok));
+    for (i, &step) in flow.steps.iter().enumerate() {
+        let origin = if i == 0 { origin } else { Origin::Sent };
+        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured)).await;
+        answered = at;
+        end = match step {
+            Step::Answered { status, .. } if status != Code::Ok => FlowEnd::Status(status),
+            Step::Answered { checks_failed: true, .. } if flow.stop_on_check_failure => FlowEnd::StoppedByCheck,
+            Step::Answered { capture_failed: true, .. } | Step::Unsendable => FlowEnd::CaptureError,
+            Step::Answered { .. } => continue,
+        };
+        break;
+    }
+    local.tally(warmup).record_flow(which, answered.saturating_duration_since(start), end);
+    answered
+}
+
+/// How a call of a flow went.
+enum Step {
+    Answered {
+        status: Code,
+        checks_failed: bool,
+        capture_failed: bool,
+    },
+    /// Its request could not be made from the values captured (not sent, not counted).
+    Unsendable,
+}
+
 /// One call: attempts with backoff until a final answer, recorded once; returns when the
-/// answer came.
+/// answer came. `at`: the worker, the call's ticket and the worker's connection slot;
+/// `captured`: a flow's values so far (its templates use them, its captures add to them).
 async fn call(
     local: &Local,
-    worker: u32,
-    ticket: u64,
-    slot: usize,
+    (worker, ticket, slot): (u32, u64, usize),
     which: usize,
     origin: Origin,
     warmup: bool,
-) -> Instant {
+    captured: Option<&mut super::flow::Captured>,
+) -> (Instant, Step) {
     let plan = &local.shared.plan;
     // Numbers of the whole run, as the unsharded schedule gives them: shards' calls and
     // workers never share a {{.RequestNumber}} or {{.WorkerID}} (see ShardOf::global).
     let (ticket, worker) = (plan.shard.global(ticket), plan.shard.global(worker as u64) as u32);
     let named = local.shared.named;
     let prepared = &local.shared.calls[which];
-    let request = if named {
+    let request = match &captured {
+        Some(values) => {
+            match prepared.requests.message_with(ticket, prepared.started.fetch_add(1, Relaxed), worker, values) {
+                Ok(request) => request,
+                Err(_) => return (Instant::now(), Step::Unsendable),
+            }
+        }
         // Templates still see the run-wide call number; records cycle within the name.
-        prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker)
-    } else {
-        prepared.requests.request(ticket, worker)
+        None if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
+        None => prepared.requests.request(ticket, worker),
     };
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
@@ -959,11 +1023,24 @@ async fn call(
             tally.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
         }
     }
+    let (mut checks_failed, mut capture_failed) = (false, false);
+    if let Some(rules) = &prepared.rules {
+        let mut scratch = super::flow::Captured::new();
+        let values = captured.unwrap_or(&mut scratch);
+        let mut shard = local.tally(warmup);
+        let applied = rules.apply(&request, &reply, (ticket, worker), values, |index, pass| {
+            shard.record_check(index, pass);
+            checks_failed |= !pass;
+        });
+        capture_failed = applied.is_err();
+    }
+    let step = Step::Answered { status: reply.status, checks_failed, capture_failed };
     *local.last_answer.borrow_mut() = Some(answered);
     if let Some(details) = &local.shared.details {
         // Bounded channel: a slow disk slows the run rather than growing memory.
         let record = CallRecord {
             call: ticket,
+            which,
             worker,
             sent_at: wall.unwrap_or(UNIX_EPOCH),
             intended: match origin {
@@ -980,5 +1057,5 @@ async fn call(
         };
         let _ = details.send(record);
     }
-    answered
+    (answered, step)
 }

@@ -1,6 +1,7 @@
 //! The load engine: a pacer says when, workers call, recorders measure.
 pub mod balance;
 pub mod engine;
+pub mod flow;
 pub mod pacer;
 pub mod plan;
 pub mod retry;

@@ -348,7 +348,6 @@ impl Default for Timer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::FromRawFd;
 
     /// Runs `waits` on a current-thread runtime beside the timer's driver.
     fn with_timer<T>(waits: impl AsyncFnOnce(&Timer) -> T) -> T {
@@ -392,19 +391,14 @@ mod tests {
     #[test]
     fn a_refused_arming_hands_the_waits_to_tokios_timer() {
         let refusing = || {
-            // SAFETY: eventfd has no preconditions; the result is checked before use.
-            let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-            assert!(raw >= 0);
-            // SAFETY: a fresh descriptor that nothing else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            use rustix::event::{eventfd, EventfdFlags};
+            let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap();
             // SAFETY: the eventfd is owned by the AsyncFd and closed only when it is dropped.
             let fd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.unwrap();
             Timer { fd: Some(fd), ..Timer::new() }
         };
         let thread_cpu = || {
-            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: writes into the timespec we own.
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
             Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
         };
         let wait = Duration::from_millis(20);

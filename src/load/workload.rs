@@ -1,7 +1,8 @@
 //! `run --workload FILE`: a weighted mix of calls, read from TOML. Which call each started
 //! call makes is decided by `Pick` from the call's run-wide start number alone, so every
 //! thread agrees without a lock: smooth weighted round robin (nginx's), exact over every
-//! whole cycle, or a seeded random draw.
+//! whole cycle, or a seeded random draw. With `[[flow]]`s, a flow is picked the same way
+//! and runs its steps in order; captures and checks are read here and applied by `flow.rs`.
 use crate::error::bad_input;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,24 @@ use std::path::{Path, PathBuf};
 #[serde(deny_unknown_fields)]
 struct File {
     call: Vec<CallEntry>,
+    #[serde(default)]
+    flow: Vec<FlowEntry>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowEntry {
+    name: String,
+    steps: Vec<String>,
+    /// One flow alone needs none.
+    #[serde(default = "one")]
+    weight: u32,
+    #[serde(default)]
+    stop_on_check_failure: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -20,7 +39,20 @@ struct CallEntry {
     method: String,
     data: Option<toml::Value>,
     data_file: Option<PathBuf>,
-    weight: u32,
+    /// Not needed when flows pick the calls.
+    weight: Option<u32>,
+    /// Variable name -> where its value comes from (`response.version`).
+    #[serde(default)]
+    capture: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    check: Vec<String>,
+}
+
+/// A workload, checked: its calls and its flows (none: each call is picked by weight).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub calls: Vec<WorkloadCall>,
+    pub flows: Vec<Flow>,
 }
 
 /// One call of the mix, checked.
@@ -30,7 +62,134 @@ pub struct WorkloadCall {
     pub method: String,
     pub data: crate::schema::DataSource,
     pub weight: u32,
+    pub captures: Vec<Capture>,
+    pub checks: Vec<Check>,
 }
+
+/// A flow: calls (indexes into `Workload::calls`) made in order by one worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flow {
+    pub name: String,
+    pub steps: Vec<usize>,
+    pub weight: u32,
+    pub stop_on_check_failure: bool,
+}
+
+/// Where a captured value or a checked value is read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Field {
+    /// A field of the request sent (dotted path, protobuf field names).
+    Request(String),
+    /// A field of the response received.
+    Response(String),
+    /// A response header (lowercase key).
+    Header(String),
+    /// A response trailer (lowercase key).
+    Trailer(String),
+}
+
+impl Field {
+    /// `request.PATH`, `response.PATH`, `header.KEY`, `trailer.KEY`; a bare PATH is the
+    /// response's when `bare_is_response` (checks), refused otherwise (captures).
+    fn parse(text: &str, bare_is_response: bool) -> Result<Field, String> {
+        let nonempty = |rest: &str| match rest.is_empty() {
+            true => Err(format!("{text:?}: nothing after the dot")),
+            false => Ok(rest.to_owned()),
+        };
+        match text.split_once('.') {
+            Some(("request", rest)) => Ok(Field::Request(nonempty(rest)?)),
+            Some(("response", rest)) => Ok(Field::Response(nonempty(rest)?)),
+            Some(("header", rest)) => Ok(Field::Header(nonempty(rest)?.to_ascii_lowercase())),
+            Some(("trailer", rest)) => Ok(Field::Trailer(nonempty(rest)?.to_ascii_lowercase())),
+            _ if bare_is_response && !text.is_empty() => Ok(Field::Response(text.to_owned())),
+            _ => Err(format!("{text:?} is not request.PATH, response.PATH, header.KEY or trailer.KEY")),
+        }
+    }
+}
+
+/// A captured variable: `{{.var}}` in the later steps of a flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capture {
+    pub var: String,
+    pub from: Field,
+}
+
+/// A check on each answer: counted pass or fail, apart from gRPC statuses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// As written: the check's name in every report.
+    pub text: String,
+    pub field: Field,
+    pub test: Test,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    Exists,
+    /// The value as written, `{{.var}}` templates included (rendered per call).
+    Compare(Op, String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Op {
+    /// Whether `ordering` (the value's against the expected) passes.
+    pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Op::Eq => ordering == Equal,
+            Op::Ne => ordering != Equal,
+            Op::Lt => ordering == Less,
+            Op::Le => ordering != Greater,
+            Op::Gt => ordering == Greater,
+            Op::Ge => ordering != Less,
+        }
+    }
+}
+
+impl Check {
+    /// `PATH OP VALUE` (VALUE may hold spaces; double quotes around it are dropped) or
+    /// `exists PATH`.
+    fn parse(text: &str) -> Result<Check, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let (field, test) = match words[..] {
+            ["exists", path] => (path, Test::Exists),
+            [path, op, ref value @ ..] if !value.is_empty() => {
+                let op = match op {
+                    "==" => Op::Eq,
+                    "!=" => Op::Ne,
+                    "<" => Op::Lt,
+                    "<=" => Op::Le,
+                    ">" => Op::Gt,
+                    ">=" => Op::Ge,
+                    other => return Err(format!("check {text:?}: {other:?} is not one of == != < <= > >=")),
+                };
+                let value = value.join(" ");
+                let value = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(&value).to_owned();
+                (path, Test::Compare(op, value))
+            }
+            _ => return Err(format!("check {text:?}: expected \"PATH OP VALUE\" or \"exists PATH\"")),
+        };
+        let field = Field::parse(field, true).map_err(|e| format!("check {text:?}: {e}"))?;
+        Ok(Check { text: text.trim().to_owned(), field, test })
+    }
+}
+
+/// Most flows a workload may have: each costs a latency histogram per shard, as a call name.
+pub const MAX_FLOWS: usize = 32;
+/// Most steps of one flow, and most checks of one call: the flow's state stays small.
+pub const MAX_STEPS: usize = 64;
+pub const MAX_CHECKS: usize = 32;
+/// Longest captured value: a longer one fails its flow rather than growing memory.
+pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
 
 /// Most calls a workload may name: each name costs one more latency histogram (about
 /// 270 KiB at 3 digits over 1 ns..1 h) in every shard of every thread.
@@ -39,7 +198,7 @@ pub const MAX_CALLS: usize = 32;
 pub const MAX_TOTAL_WEIGHT: u64 = 100_000;
 
 /// Reads and checks `path`; every problem is one line naming the file and the key.
-pub fn read(path: &Path) -> anyhow::Result<Vec<WorkloadCall>> {
+pub fn read(path: &Path) -> anyhow::Result<Workload> {
     let label = format!("--workload {}", path.display());
     let text = crate::input::read_string(path, crate::input::Kind::RequestData, &label)?;
     let base = path.parent().unwrap_or(Path::new(""));
@@ -47,7 +206,7 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<WorkloadCall>> {
 }
 
 /// `text` as a workload; `data_file`s are relative to `base` (the workload file's folder).
-fn parse(text: &str, base: &Path) -> Result<Vec<WorkloadCall>, String> {
+fn parse(text: &str, base: &Path) -> Result<Workload, String> {
     let document = toml::Deserializer::parse(text).map_err(|e| one_line(&e, text))?;
     // The path names the key at fault (`call[1].weight`), whatever serde's message says.
     let file: File = serde_path_to_error::deserialize(document).map_err(|e| match e.path().to_string() {
@@ -69,9 +228,33 @@ fn parse(text: &str, base: &Path) -> Result<Vec<WorkloadCall>, String> {
         if calls.iter().any(|c: &WorkloadCall| c.name == entry.name) {
             return Err(format!("{at}: the name is used twice"));
         }
-        if entry.weight == 0 {
-            return Err(format!("{at}: weight must be at least 1"));
+        let weight = match entry.weight {
+            Some(0) => return Err(format!("{at}: weight must be at least 1")),
+            Some(w) => w,
+            // Flows pick the calls: a call's own weight is not used.
+            None if !file.flow.is_empty() => 1,
+            None => return Err(format!("{at}: missing field `weight`")),
+        };
+        let mut captures = Vec::new();
+        for (var, from) in entry.capture {
+            if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("{at}: capture {var:?}: a variable name is letters, digits and _"));
+            }
+            let from = Field::parse(&from, false).map_err(|e| format!("{at}: capture {var:?}: {e}"))?;
+            captures.push(Capture { var, from });
         }
+        if !captures.is_empty() && file.flow.is_empty() {
+            return Err(format!("{at}: capture is for the later steps of a [[flow]]; this workload has none"));
+        }
+        if entry.check.len() > MAX_CHECKS {
+            return Err(format!("{at}: {} checks, more than the {MAX_CHECKS} a call may have", entry.check.len()));
+        }
+        let checks = entry
+            .check
+            .iter()
+            .map(|c| Check::parse(c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{at}: {e}"))?;
         let data = match (entry.data, entry.data_file) {
             (Some(_), Some(_)) => return Err(format!("{at}: data and data_file together: give one")),
             (Some(toml::Value::String(json)), None) => crate::schema::DataSource::Json(json),
@@ -85,13 +268,103 @@ fn parse(text: &str, base: &Path) -> Result<Vec<WorkloadCall>, String> {
             (None, Some(file)) => crate::schema::DataSource::File(base.join(file)),
             (None, None) => crate::schema::DataSource::Empty,
         };
-        calls.push(WorkloadCall { name: entry.name, method: entry.method, data, weight: entry.weight });
+        calls.push(WorkloadCall { name: entry.name, method: entry.method, data, weight, captures, checks });
     }
-    let total: u64 = calls.iter().map(|c| c.weight as u64).sum();
+    let flows = flows(file.flow, &calls)?;
+    let total: u64 = match flows.is_empty() {
+        true => calls.iter().map(|c| c.weight as u64).sum(),
+        false => flows.iter().map(|f| f.weight as u64).sum(),
+    };
     if total > MAX_TOTAL_WEIGHT {
         return Err(format!("the weights add up to {total}, more than {MAX_TOTAL_WEIGHT}; scale them down"));
     }
-    Ok(calls)
+    Ok(Workload { calls, flows })
+}
+
+/// The `[[flow]]`s checked against the calls: every step a call, every call in a flow, and
+/// every `{{.var}}` of a step captured by an earlier step (checks: by that step too).
+fn flows(entries: Vec<FlowEntry>, calls: &[WorkloadCall]) -> Result<Vec<Flow>, String> {
+    if entries.len() > MAX_FLOWS {
+        return Err(format!("{} flows, more than the {MAX_FLOWS} a workload may have", entries.len()));
+    }
+    let mut flows: Vec<Flow> = Vec::new();
+    for (i, entry) in entries.into_iter().enumerate() {
+        let at = format!("flow #{} ({:?})", i + 1, entry.name);
+        if entry.name.trim().is_empty() {
+            return Err(format!("flow #{}: name is empty", i + 1));
+        }
+        if flows.iter().any(|f| f.name == entry.name) {
+            return Err(format!("{at}: the name is used twice"));
+        }
+        if entry.weight == 0 {
+            return Err(format!("{at}: weight must be at least 1"));
+        }
+        if entry.steps.is_empty() || entry.steps.len() > MAX_STEPS {
+            return Err(format!("{at}: steps must name 1 to {MAX_STEPS} calls"));
+        }
+        let mut steps = Vec::new();
+        let mut known: Vec<&str> = Vec::new();
+        for step in &entry.steps {
+            let index = calls
+                .iter()
+                .position(|c| &c.name == step)
+                .ok_or_else(|| format!("{at}: step {step:?} is no [[call]]'s name"))?;
+            let call = &calls[index];
+            let unknown = |vars: Vec<String>, known: &[&str]| vars.into_iter().find(|v| !known.contains(&v.as_str()));
+            if let Some(var) = unknown(data_vars(&call.data), &known) {
+                return Err(format!("{at}: step {step:?} uses {{{{.{var}}}}}, which no earlier step captures"));
+            }
+            known.extend(call.captures.iter().map(|c| c.var.as_str()));
+            let check_vars = call.checks.iter().flat_map(|c| match &c.test {
+                Test::Compare(_, value) => template_vars(value),
+                Test::Exists => vec![],
+            });
+            if let Some(var) = unknown(check_vars.collect(), &known) {
+                return Err(format!(
+                    "{at}: a check of step {step:?} uses {{{{.{var}}}}}, which no step up to it captures"
+                ));
+            }
+            steps.push(index);
+        }
+        flows.push(Flow {
+            name: entry.name,
+            steps,
+            weight: entry.weight,
+            stop_on_check_failure: entry.stop_on_check_failure,
+        });
+    }
+    if !flows.is_empty() {
+        if let Some(call) = calls.iter().enumerate().find(|(i, _)| !flows.iter().any(|f| f.steps.contains(i))) {
+            return Err(format!(
+                "call {:?} is in no [[flow]]: with flows, calls are made only as their steps",
+                call.1.name
+            ));
+        }
+    }
+    Ok(flows)
+}
+
+/// The `{{.name}}` variables a text names that are not ghz's own templates.
+pub fn template_vars(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let Some(close) = rest[open..].find("}}") else { break };
+        let action = rest[open + 2..open + close].trim();
+        if let Some(name) = action.strip_prefix('.').filter(|n| !crate::schema::is_builtin_template(n)) {
+            out.push(name.to_owned());
+        }
+        rest = &rest[open + close + 2..];
+    }
+    out
+}
+
+/// The variables an inline `data` names (a `data_file`'s are checked when it is read).
+fn data_vars(data: &crate::schema::DataSource) -> Vec<String> {
+    match data {
+        crate::schema::DataSource::Json(text) => template_vars(text),
+        _ => vec![],
+    }
 }
 
 /// toml's errors span several lines (a snippet of the file): its message and line only.
@@ -213,7 +486,7 @@ mod tests {
             data_file = "get.jsonl"
             weight = 7
         "#;
-        let calls = parse(ok, base).unwrap();
+        let calls = parse(ok, base).unwrap().calls;
         assert_eq!(calls[0].data, crate::schema::DataSource::Json(r#"{"key":"k","value":"aGk="}"#.into()));
         assert_eq!(calls[1].data, crate::schema::DataSource::File("/w/get.jsonl".into()));
         let bad = |text: &str| parse(text, base).unwrap_err();
@@ -228,5 +501,53 @@ mod tests {
         let many: String =
             (0..=MAX_CALLS).map(|i| format!("[[call]]\nname = \"c{i}\"\nmethod = \"x/y\"\nweight = 1\n")).collect();
         assert!(bad(&many).contains("more than the 32"));
+    }
+
+    #[test]
+    fn checks_and_fields_read_as_written() {
+        let c = Check::parse("version >= {{.version}}").unwrap();
+        assert_eq!(c.field, Field::Response("version".into()));
+        assert_eq!(c.test, Test::Compare(Op::Ge, "{{.version}}".into()));
+        let c = Check::parse("header.X-Trace != \"a b\"").unwrap();
+        assert_eq!((c.field, c.test), (Field::Header("x-trace".into()), Test::Compare(Op::Ne, "a b".into())));
+        assert_eq!(Check::parse("exists trailer.grpc-status").unwrap().test, Test::Exists);
+        assert!(Check::parse("found").unwrap_err().contains("expected \"PATH OP VALUE\""));
+        assert!(Check::parse("found =~ x").unwrap_err().contains("is not one of"));
+        assert!(Field::parse("version", false).unwrap_err().contains("not request.PATH"));
+        use std::cmp::Ordering::*;
+        assert!(Op::Le.holds(Equal) && Op::Le.holds(Less) && !Op::Le.holds(Greater));
+        assert!(Op::Ne.holds(Less) && !Op::Eq.holds(Greater) && Op::Gt.holds(Greater));
+    }
+
+    #[test]
+    fn flows_name_calls_and_use_only_values_captured_before() {
+        let calls = r#"
+            [[call]]
+            name = "put"
+            method = "x/Put"
+            data = '{"key":"k{{.RequestNumber}}"}'
+            capture = { key = "request.key" }
+            [[call]]
+            name = "get"
+            method = "x/Get"
+            data = '{"key":"{{.key}}"}'
+            check = ["found == true"]
+        "#;
+        let w = parse(&format!("{calls}[[flow]]\nname = \"f\"\nsteps = [\"put\", \"get\", \"get\"]\n"), Path::new(""))
+            .unwrap();
+        assert_eq!(
+            w.flows,
+            vec![Flow { name: "f".into(), steps: vec![0, 1, 1], weight: 1, stop_on_check_failure: false }]
+        );
+        assert_eq!(w.calls[0].captures, vec![Capture { var: "key".into(), from: Field::Request("key".into()) }]);
+        let bad = |steps: &str| {
+            parse(&format!("{calls}[[flow]]\nname = \"f\"\nsteps = {steps}\n"), Path::new("")).unwrap_err()
+        };
+        assert!(bad(r#"["get", "put"]"#).contains("uses {{.key}}, which no earlier step captures"));
+        assert!(bad("[]").contains("steps must name 1 to 64 calls"));
+        assert!(bad(r#"["put"]"#).contains("\"get\" is in no [[flow]]"));
+        let many: String =
+            (0..=MAX_FLOWS).map(|i| format!("[[flow]]\nname = \"f{i}\"\nsteps = [\"put\", \"get\"]\n")).collect();
+        assert!(parse(&format!("{calls}{many}"), Path::new("")).unwrap_err().contains("more than the 32"));
     }
 }

@@ -7,6 +7,8 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug)]
 pub struct CallRecord {
     pub call: u64,
+    /// A workload's call: its index in the mix (0 for `--call`).
+    pub which: usize,
     pub worker: u32,
     /// The actual first send (wall clock).
     pub sent_at: SystemTime,

@@ -18,6 +18,9 @@ struct Kept {
     errors: BTreeMap<(i32, String), u64>,
     /// `--workload`: each name's calls, statuses and packed latency.
     by_name: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
+    /// Flows as names, with their stops (by check, by capture).
+    by_flow: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>, u64, u64)>,
+    checks: Vec<(u64, u64)>,
     /// Each backend's, likewise.
     by_backend: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
 }
@@ -65,6 +68,15 @@ impl EarlyIntervals {
                 counts: s.counts.clone(),
                 errors: s.errors.clone(),
                 by_name: s.by_name.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
+                by_flow: s
+                    .by_flow
+                    .iter()
+                    .map(|f| {
+                        let n = &f.share;
+                        (n.calls, n.statuses, pack(&n.latency), f.stopped_by_check, f.capture_errors)
+                    })
+                    .collect(),
+                checks: s.checks.clone(),
                 by_backend: s.by_backend.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
             });
         }
@@ -91,6 +103,20 @@ impl EarlyIntervals {
                 errors: k.errors.clone(),
                 by_name: shares(&k.by_name),
                 by_backend: shares(&k.by_backend),
+                by_flow: k
+                    .by_flow
+                    .iter()
+                    .map(|(calls, statuses, latency, stopped, capture)| crate::record::shard::FlowTally {
+                        share: crate::record::shard::NameTally {
+                            calls: *calls,
+                            statuses: *statuses,
+                            latency: unpacked(latency),
+                        },
+                        stopped_by_check: *stopped,
+                        capture_errors: *capture,
+                    })
+                    .collect(),
+                checks: k.checks.clone(),
             };
             sum.add(&part);
             length += k.length;

@@ -171,9 +171,59 @@ pub struct Tally {
     pub errors: BTreeMap<(i32, String), u64>,
     /// `--workload`: each call name's own share, by its index in the mix (empty otherwise).
     pub by_name: Vec<NameTally>,
+    /// `--workload` with flows: each flow's share, by its index in the workload.
+    pub by_flow: Vec<FlowTally>,
+    /// `--workload` checks, by their index in the workload: (pass, fail).
+    pub checks: Vec<(u64, u64)>,
     /// Each backend address's share, by its index in the run's list of addresses (empty but
     /// for targets broken down by backend: docs/targets.md).
     pub by_backend: Vec<NameTally>,
+}
+
+/// One flow of a workload: whole flows (a `NameTally`: the status each ended with, the
+/// latency from its start to its last answer) and why some ended early without a failed
+/// status.
+#[derive(Debug, Clone, Default)]
+pub struct FlowTally {
+    pub share: NameTally,
+    /// Stopped by a failed check (`stop_on_check_failure`).
+    pub stopped_by_check: u64,
+    /// Ended because a capture could not be taken or used (too long, absent, wrong type).
+    pub capture_errors: u64,
+}
+
+impl FlowTally {
+    /// Flows that ran every step OK and were not stopped.
+    pub fn ok(&self) -> u64 {
+        self.share.statuses.get(Code::Ok).saturating_sub(self.stopped_by_check + self.capture_errors)
+    }
+
+    fn add(&mut self, o: &FlowTally) {
+        self.share.add(&o.share);
+        self.stopped_by_check += o.stopped_by_check;
+        self.capture_errors += o.capture_errors;
+    }
+
+    fn subtract(&mut self, o: &FlowTally) {
+        self.share.subtract(&o.share);
+        self.stopped_by_check = self.stopped_by_check.saturating_sub(o.stopped_by_check);
+        self.capture_errors = self.capture_errors.saturating_sub(o.capture_errors);
+    }
+
+    fn clear(&mut self) {
+        self.share.clear();
+        self.stopped_by_check = 0;
+        self.capture_errors = 0;
+    }
+}
+
+/// How a flow ended, for `Tally::record_flow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowEnd {
+    /// Every step ran; the status is the last step's (or the first failed one's).
+    Status(Code),
+    StoppedByCheck,
+    CaptureError,
 }
 
 /// One call name of a workload: its calls, their final statuses and their latency.
@@ -196,6 +246,24 @@ impl NameTally {
         self.statuses.add(&other.statuses);
         self.latency.add(&other.latency).expect("same histogram bounds");
     }
+
+    fn subtract(&mut self, other: &NameTally) {
+        self.calls = self.calls.saturating_sub(other.calls);
+        self.statuses.subtract(&other.statuses);
+        let _ = self.latency.subtract(&other.latency);
+    }
+
+    fn clear(&mut self) {
+        self.calls = 0;
+        self.statuses = PerStatus::default();
+        self.latency.reset();
+    }
+
+    fn record(&mut self, latency: Duration, status: Code) {
+        self.calls += 1;
+        self.statuses.record(status);
+        self.latency.saturating_record(nanos(latency));
+    }
 }
 
 /// Distinct error messages kept per tally: a server that puts a counter in its messages
@@ -215,6 +283,8 @@ impl Default for Tally {
             counts: Counts::default(),
             errors: BTreeMap::new(),
             by_name: Vec::new(),
+            by_flow: Vec::new(),
+            checks: Vec::new(),
             by_backend: Vec::new(),
         }
     }
@@ -247,10 +317,30 @@ impl Tally {
         if index >= self.by_name.len() {
             self.by_name.resize_with(index + 1, NameTally::default);
         }
-        let name = &mut self.by_name[index];
-        name.calls += 1;
-        name.statuses.record(status);
-        name.latency.saturating_record(nanos(latency));
+        self.by_name[index].record(latency, status);
+    }
+
+    /// A flow ended, `latency` after it started. Its slots are made at its first end; an
+    /// ended flow is counted under the status that ended it (OK when a check or a capture
+    /// stopped it: its calls were answered).
+    pub fn record_flow(&mut self, index: usize, latency: Duration, end: FlowEnd) {
+        if index >= self.by_flow.len() {
+            self.by_flow.resize_with(index + 1, FlowTally::default);
+        }
+        let flow = &mut self.by_flow[index];
+        flow.share.record(latency, if let FlowEnd::Status(code) = end { code } else { Code::Ok });
+        flow.stopped_by_check += (end == FlowEnd::StoppedByCheck) as u64;
+        flow.capture_errors += (end == FlowEnd::CaptureError) as u64;
+    }
+
+    /// Check number `index` of the workload passed or failed.
+    pub fn record_check(&mut self, index: usize, pass: bool) {
+        if index >= self.checks.len() {
+            self.checks.resize(index + 1, (0, 0));
+        }
+        let (passed, failed) = &mut self.checks[index];
+        *passed += pass as u64;
+        *failed += !pass as u64;
     }
 
     /// A call answered by the backend at `index` of the run's addresses (besides `record_call`).
@@ -318,6 +408,19 @@ impl Tally {
         }
         add_shares(&mut self.by_name, &other.by_name);
         add_shares(&mut self.by_backend, &other.by_backend);
+        if self.by_flow.len() < other.by_flow.len() {
+            self.by_flow.resize_with(other.by_flow.len(), FlowTally::default);
+        }
+        for (mine, theirs) in self.by_flow.iter_mut().zip(&other.by_flow) {
+            mine.add(theirs);
+        }
+        if self.checks.len() < other.checks.len() {
+            self.checks.resize(other.checks.len(), (0, 0));
+        }
+        for (mine, theirs) in self.checks.iter_mut().zip(&other.checks) {
+            mine.0 += theirs.0;
+            mine.1 += theirs.1;
+        }
     }
 
     /// Takes out what `part` recorded, when `part` was added into this tally before (a
@@ -341,9 +444,13 @@ impl Tally {
         for (mine, theirs) in
             self.by_name.iter_mut().zip(&part.by_name).chain(self.by_backend.iter_mut().zip(&part.by_backend))
         {
-            mine.calls = mine.calls.saturating_sub(theirs.calls);
-            mine.statuses.subtract(&theirs.statuses);
-            let _ = mine.latency.subtract(&theirs.latency);
+            mine.subtract(theirs);
+        }
+        for (mine, theirs) in self.by_flow.iter_mut().zip(&part.by_flow) {
+            mine.subtract(theirs);
+        }
+        for (mine, theirs) in self.checks.iter_mut().zip(&part.checks) {
+            *mine = (mine.0.saturating_sub(theirs.0), mine.1.saturating_sub(theirs.1));
         }
     }
 
@@ -359,9 +466,13 @@ impl Tally {
         self.counts = Counts::default();
         self.errors.clear();
         for name in self.by_name.iter_mut().chain(&mut self.by_backend) {
-            name.calls = 0;
-            name.statuses = PerStatus::default();
-            name.latency.reset();
+            name.clear();
+        }
+        for flow in &mut self.by_flow {
+            flow.clear();
+        }
+        for check in &mut self.checks {
+            *check = (0, 0);
         }
     }
 }

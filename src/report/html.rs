@@ -71,6 +71,9 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name` as given, name by name.
     pub by_name: Vec<(String, Value)>,
+    /// `--workload` flows and checks as given, one by one.
+    pub flows: Vec<(String, Value)>,
+    pub checks: Vec<(String, Value)>,
     /// Targets broken down by backend: `backends` as given, address by address.
     pub backends: Vec<(String, Value)>,
 }
@@ -142,17 +145,19 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
     errors.sort_by_key(|e| std::cmp::Reverse(e.2));
     let (total, ok) = (u(requests, "total"), u(requests, "ok"));
     let throughput_rps = obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0);
+    let entries = |key: &str| -> Vec<(String, Value)> {
+        let map = obj.get(key).and_then(Value::as_object);
+        map.map(|names| names.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+    };
     Ok(Run {
         backends: obj
             .get("backends")
             .and_then(Value::as_object)
             .map(|all| all.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default(),
-        by_name: obj
-            .get("calls_by_name")
-            .and_then(Value::as_object)
-            .map(|names| names.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default(),
+        by_name: entries("calls_by_name"),
+        flows: entries("flows"),
+        checks: entries("checks"),
         label: name.unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file).to_string()),
         file: file.to_string(),
         started_at: v.pointer("/meta/started_at").map(text).unwrap_or_default(),
@@ -439,6 +444,29 @@ fn status_tables(r: &Run) -> String {
         }
         s.push_str("</table>\n");
     }
+    if !r.flows.is_empty() {
+        s.push_str(
+            "<h3>By flow</h3><table class=\"names\"><tr><th>flow</th><th>steps</th><th>flows</th><th>failed</th>\
+             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+        );
+        for (name, v) in &r.flows {
+            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
+            let class = if failed == 0 { "n" } else { "n bad" };
+            let steps: Vec<String> = v["steps"].as_array().into_iter().flatten().map(text).collect();
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(name),
+                esc(&steps.join(" → ")),
+                v["requests"]["total"].as_u64().unwrap_or(0),
+                esc(&text(&v["latency_us"]["p50"])),
+                esc(&text(&v["latency_us"]["p99"])),
+                esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
     if !r.backends.is_empty() {
         s.push_str(
             "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
@@ -456,6 +484,23 @@ fn status_tables(r: &Run) -> String {
                 esc(&text(&v["latency_us"]["p50"])),
                 esc(&text(&v["latency_us"]["p99"])),
                 esc(&text(&v["latency_us"]["max"])),
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !r.checks.is_empty() {
+        s.push_str(
+            "<h3>Checks</h3><table class=\"names\"><tr><th>call</th><th>check</th><th>pass</th><th>fail</th></tr>",
+        );
+        for (_, v) in &r.checks {
+            let fail = v["fail"].as_u64().unwrap_or(0);
+            let class = if fail == 0 { "n" } else { "n bad" };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{fail}</td></tr>",
+                esc(&text(&v["call"])),
+                esc(&text(&v["expression"])),
+                v["pass"].as_u64().unwrap_or(0),
             );
         }
         s.push_str("</table>\n");

@@ -114,6 +114,8 @@ pub fn result(s: &Summary) -> Run {
             s.rounds.iter().map(|r| result::Round { took_ms: units::secs(r.took) * 1e3, rps: r.rps }).collect()
         }),
         calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration)),
+        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration)),
+        checks: (!s.check_names.is_empty()).then(|| checks(s)),
         backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
         ..Run::default()
     }
@@ -251,6 +253,37 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, S
         .map(|(name, method, share)| {
             let slice = Slice { extra: [("method".to_string(), Value::from(method))].into(), ..slice(&share, window) };
             (name.to_owned(), slice)
+        })
+        .collect()
+}
+
+/// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
+/// answer), with its steps and the flows a check or a capture ended early.
+fn flows(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+    s.by_flow()
+        .into_iter()
+        .map(|(name, steps, flow)| {
+            let mut slice = slice(&flow.share, window);
+            let (total, ok) = (flow.share.calls, flow.ok());
+            slice.requests = result::Counts { total, ok, failed: total - ok };
+            slice.extra = [
+                ("steps".to_string(), Value::from(steps.to_vec())),
+                ("stopped_by_check".to_string(), flow.stopped_by_check.into()),
+                ("capture_errors".to_string(), flow.capture_errors.into()),
+            ]
+            .into();
+            (name.to_owned(), slice)
+        })
+        .collect()
+}
+
+/// `--workload` checks, keyed "call: expression".
+fn checks(s: &Summary) -> BTreeMap<String, result::CheckCount> {
+    s.checks()
+        .into_iter()
+        .map(|(call, text, pass, fail)| {
+            let count = result::CheckCount { call: call.into(), expression: text.into(), pass, fail };
+            (format!("{call}: {text}"), count)
         })
         .collect()
 }

@@ -77,6 +77,16 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
         assertions: Vec::new(),
         messages: run.messages.as_ref().map(messages),
         call_names: names(run),
+        flow_names: run
+            .flows
+            .iter()
+            .flatten()
+            .map(|(name, s)| {
+                let steps = s.extra.get("steps").and_then(|v| v.as_array()).into_iter().flatten();
+                (name.clone(), steps.map(|v| v.as_str().unwrap_or("").to_string()).collect())
+            })
+            .collect(),
+        check_names: run.checks.iter().flatten().map(|(_, c)| (c.call.clone(), c.expression.clone())).collect(),
         backends: run.backends.iter().flat_map(BTreeMap::keys).cloned().collect(),
         measured,
         intervals: Vec::new(),
@@ -115,6 +125,16 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("calls_by_name histogram {why}")))?;
         shard.by_name.push(NameTally { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency });
     }
+    for slice in run.flows.iter().flat_map(BTreeMap::values) {
+        let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("flows histogram {why}")))?;
+        let count = |key: &str| slice.extra.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+        shard.by_flow.push(crate::record::shard::FlowTally {
+            share: NameTally { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency },
+            stopped_by_check: count("stopped_by_check"),
+            capture_errors: count("capture_errors"),
+        });
+    }
+    shard.checks = run.checks.iter().flat_map(BTreeMap::values).map(|c| (c.pass, c.fail)).collect();
     for slice in run.backends.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("backends histogram {why}")))?;
         shard.by_backend.push(NameTally {

@@ -261,6 +261,46 @@ impl Export for Prometheus {
                 }
             }
         }
+        // --workload flows: whole flows by how they ended, and their latency percentiles.
+        let flows = s.by_flow();
+        if !flows.is_empty() {
+            let help = "--workload: measured flows of each flow by outcome (ok, a failed status, stopped by a check, a capture error)";
+            out.family("rpcmeter_run_flows", "gauge", help);
+            for (name, _, flow) in &flows {
+                let mut outcomes: Vec<(&str, u64)> = vec![("ok", flow.ok())];
+                let failed_status = flow.share.calls - flow.share.statuses.get(tonic::Code::Ok);
+                outcomes.extend([
+                    ("failed_status", failed_status),
+                    ("stopped_by_check", flow.stopped_by_check),
+                    ("capture_error", flow.capture_errors),
+                ]);
+                for (outcome, n) in outcomes {
+                    let labels = [with(&labels, ("flow", name)), vec![("outcome", outcome)]].concat();
+                    out.sample("rpcmeter_run_flows", &labels, n as f64);
+                }
+            }
+            let help = "--workload: latency percentiles of each flow, from its start to its last answer";
+            out.family("rpcmeter_run_flow_latency_seconds", "gauge", help);
+            for (name, _, flow) in &flows {
+                for p in [50.0, 90.0, 99.0] {
+                    let q = number(p / 100.0);
+                    let labels = [with(&labels, ("flow", name)), vec![("quantile", &q)]].concat();
+                    let value = crate::stats::Statistic::Percentile(p).of(&flow.share.latency);
+                    out.sample("rpcmeter_run_flow_latency_seconds", &labels, value.as_secs_f64());
+                }
+            }
+        }
+        let checks = s.checks();
+        if !checks.is_empty() {
+            out.family("rpcmeter_run_checks", "gauge", "--workload: each check's results (pass, fail)");
+            for (call, text, pass, fail) in &checks {
+                for (result, n) in [("pass", pass), ("fail", fail)] {
+                    let labels =
+                        [with(&labels, ("call_name", call)), vec![("check", text), ("result", result)]].concat();
+                    out.sample("rpcmeter_run_checks", &labels, *n as f64);
+                }
+            }
+        }
         // Targets broken down by backend: each address's calls by status and its latency.
         let backends = s.by_backend();
         if !backends.is_empty() {

@@ -35,7 +35,7 @@ fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
 
 fn render(s: &Summary) -> String {
     let mut o = String::new();
-    let sections: [fn(&mut String, &Summary); 17] = [
+    let sections: [fn(&mut String, &Summary); 19] = [
         header,
         summary,
         messages,
@@ -46,6 +46,8 @@ fn render(s: &Summary) -> String {
         rounds,
         steady_state,
         by_name,
+        by_flow,
+        checks,
         by_backend,
         statuses,
         errors,
@@ -247,6 +249,38 @@ fn by_name(o: &mut String, s: &Summary) {
             let (calls, failed) = (share.calls.to_string(), failed.to_string());
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             row(o, [&name, &calls, &failed, &p50, &p99, &max, method]);
+        }
+    }
+}
+
+/// `--workload` flows: one row per flow.
+fn by_flow(o: &mut String, s: &Summary) {
+    if !s.flow_names.is_empty() {
+        let _ = writeln!(o, "\nBy flow (latency: from its start to its last answer):");
+        let row = |o: &mut String, cells: [&str; 7]| {
+            let [name, flows, failed, p50, p99, max, steps] = cells;
+            let _ = writeln!(o, "  {name:<16} {flows:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {steps}");
+        };
+        row(o, ["flow", "flows", "failed", "p50", "p99", "max", "steps"]);
+        for (name, steps, flow) in s.by_flow() {
+            let l = crate::stats::Latency::of(&flow.share.latency);
+            let name = super::printable::printable(name).to_string();
+            let (flows, failed) = (flow.share.calls.to_string(), (flow.share.calls - flow.ok()).to_string());
+            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            let steps = super::printable::printable(&steps.join(" -> ")).to_string();
+            row(o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
+        }
+    }
+}
+
+/// `--workload` checks: passes and failures of each.
+fn checks(o: &mut String, s: &Summary) {
+    if !s.check_names.is_empty() {
+        let _ = writeln!(o, "\nChecks:");
+        for (call, text, pass, fail) in s.checks() {
+            let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
+            let label = super::printable::printable(&format!("{call}: {text}")).to_string();
+            let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
         }
     }
 }

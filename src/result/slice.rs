@@ -64,6 +64,9 @@ impl LatencySummary {
     }
 }
 
+/// Extras of a slice that count (a flow's early ends): added by merge, not required equal.
+const SUMMED_EXTRAS: [&str; 2] = ["stopped_by_check", "capture_errors"];
+
 /// Slices of one name, added: counts and statuses summed, histograms merged, summarised again.
 pub struct SliceSum {
     counts: Counts,
@@ -82,9 +85,25 @@ impl SliceSum {
     /// Adds one slice; refused (why, in words) when its histogram is not one or its extras
     /// (a call name's method) differ from those added before.
     pub fn add(&mut self, s: &Slice) -> Result<(), String> {
-        match &self.extra {
-            Some(before) if *before != s.extra => return Err(extras_differ(before, &s.extra)),
-            Some(_) => {}
+        // Counters among the extras add up; the others (a name's method, a flow's steps) must agree.
+        let (counters, same): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            s.extra.clone().into_iter().partition(|(k, _)| SUMMED_EXTRAS.contains(&k.as_str()));
+        match &mut self.extra {
+            Some(before) => {
+                let before_same: BTreeMap<_, _> = before
+                    .iter()
+                    .filter(|(k, _)| !SUMMED_EXTRAS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if before_same != same {
+                    return Err(extras_differ(&before_same, &same));
+                }
+                for (key, n) in counters {
+                    let sum =
+                        before.get(&key).and_then(Value::as_u64).unwrap_or(0).saturating_add(n.as_u64().unwrap_or(0));
+                    before.insert(key, sum.into());
+                }
+            }
             None => self.extra = Some(s.extra.clone()),
         }
         let c = &mut self.counts;

@@ -10,7 +10,7 @@ mod request;
 mod source;
 
 pub use metadata::{metadata, metadata_of};
-pub use request::RequestSource;
+pub use request::{is_builtin_template, RequestSource, TextTemplate};
 
 #[derive(Debug, Clone)]
 pub enum SchemaSource {

@@ -26,6 +26,11 @@ enum Body {
 impl RequestSource {
     /// Parses and checks all data up front; errors name the field at fault (`bad_input`).
     pub fn new(method: &MethodDescriptor, data: &DataSource) -> anyhow::Result<RequestSource> {
+        Self::with_vars(method, data, &[])
+    }
+
+    /// `new` where `{{.NAME}}` of each of `vars` (a workload flow's captures) is a template too.
+    pub fn with_vars(method: &MethodDescriptor, data: &DataSource, vars: &[String]) -> anyhow::Result<RequestSource> {
         let desc = method.input();
         let records = match data {
             DataSource::Empty => vec![("-d".to_owned(), Value::Object(Default::default()))],
@@ -45,7 +50,9 @@ impl RequestSource {
         };
         let bodies = records
             .into_iter()
-            .map(|(origin, value)| body(&desc, value).map_err(|problem| bad_input(format!("{origin}: {problem}"))))
+            .map(|(origin, value)| {
+                body(&desc, value, vars).map_err(|problem| bad_input(format!("{origin}: {problem}")))
+            })
             .collect::<anyhow::Result<_>>()?;
         Ok(RequestSource { bodies })
     }
@@ -58,12 +65,26 @@ impl RequestSource {
     /// Message `index` of streaming call `call`: the records are replayed message by message
     /// within each stream (as ghz does), templates rendered with the call's number.
     pub fn message(&self, call: u64, index: u64, worker: u32) -> Bytes {
+        // Cannot fail without captured values: `body` rendered this record with every
+        // random int at both bounds.
+        self.message_with(call, index, worker, &[]).unwrap_or_else(|_| frame(&[]))
+    }
+
+    /// `message` with a flow's captured values for its `{{.var}}`s: one that does not fit
+    /// its field (text into a number) is an error naming the field.
+    pub fn message_with(
+        &self,
+        call: u64,
+        index: u64,
+        worker: u32,
+        captured: &[(String, String)],
+    ) -> Result<Bytes, String> {
         match &self.bodies[(index % self.bodies.len() as u64) as usize] {
-            Body::Fixed(bytes) => bytes.clone(),
+            Body::Fixed(bytes) => Ok(bytes.clone()),
             Body::Templated { desc, json } => {
-                let json = json.render(&Vars { call, worker }, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi));
-                // Cannot fail: `body` rendered this record with every random int at both bounds.
-                to_message(desc, json).map_or_else(|_| frame(&[]), |m| frame(&m.encode_to_vec()))
+                let vars = Vars { call, worker, captured };
+                let json = json.render(&vars, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi));
+                to_message(desc, json).map(|m| frame(&m.encode_to_vec()))
             }
         }
     }
@@ -119,8 +140,8 @@ fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Val
 
 /// One record checked against the message type: encoded now, or kept as a template after
 /// rendering it once with every random int at its lower and once at its upper bound.
-fn body(desc: &MessageDescriptor, value: Value) -> Result<Body, String> {
-    let json = Node::parse(value, "")?;
+fn body(desc: &MessageDescriptor, value: Value, vars: &[String]) -> Result<Body, String> {
+    let json = Node::parse(value, "", vars)?;
     // Each {{randomString N}} is bounded; so must their sum be, or a few hundred of them in
     // one request would take gigabytes at every call.
     let random = json.random_bytes();
@@ -133,7 +154,9 @@ fn body(desc: &MessageDescriptor, value: Value) -> Result<Body, String> {
     if let Node::Json(value) = json {
         return Ok(Body::Fixed(frame(&to_message(desc, value)?.encode_to_vec())));
     }
-    let vars = Vars { call: 0, worker: 0 };
+    // A captured value is checked when it is used; here a plain one stands for it.
+    let captured: Vec<(String, String)> = vars.iter().map(|v| (v.clone(), "0".to_owned())).collect();
+    let vars = Vars { call: 0, worker: 0, captured: &captured };
     to_message(desc, json.render(&vars, &mut |lo, _| lo))?;
     to_message(desc, json.render(&vars, &mut |_, hi| hi))?;
     Ok(Body::Templated { desc: desc.clone(), json })
@@ -205,35 +228,58 @@ enum Piece {
     Uuid,
     RandomString(usize),
     RandomInt(i64, i64),
+    /// A workload flow's captured value, by name.
+    Var(String),
 }
 
 const KNOWN: &str = "{{.RequestNumber}}, {{.WorkerID}}, {{.TimestampUnix}}, {{.TimestampUnixMilli}}, \
                      {{.TimestampUnixNano}}, {{.UUID}}, {{randomString N}}, {{randomInt MIN MAX}}";
 
-struct Vars {
+struct Vars<'a> {
     call: u64,
     worker: u32,
+    captured: &'a [(String, String)],
+}
+
+/// Whether `.name` is one of ghz's own templates rather than a workload's variable.
+pub fn is_builtin_template(name: &str) -> bool {
+    matches!(name, "RequestNumber" | "WorkerID" | "TimestampUnix" | "TimestampUnixMilli" | "TimestampUnixNano" | "UUID")
+}
+
+/// A text with `{{.var}}` templates (a workload check's expected value), rendered per call.
+#[derive(Debug)]
+pub struct TextTemplate(Vec<Piece>);
+
+impl TextTemplate {
+    pub fn parse(text: &str, vars: &[String]) -> Result<TextTemplate, String> {
+        parse_template(text, vars).map(TextTemplate)
+    }
+
+    pub fn render(&self, call: u64, worker: u32, captured: &[(String, String)]) -> String {
+        let vars = Vars { call, worker, captured };
+        self.0.iter().map(|p| p.render(&vars, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi))).collect()
+    }
 }
 
 impl Node {
     /// `path` names where `value` sits, for errors.
-    fn parse(value: Value, path: &str) -> Result<Node, String> {
+    fn parse(value: Value, path: &str, vars: &[String]) -> Result<Node, String> {
         let node = match value {
             Value::String(s) if s.contains("{{") => {
-                Node::Text(parse_template(&s).map_err(|e| format!("field \"{path}\": {e}"))?)
+                Node::Text(parse_template(&s, vars).map_err(|e| format!("field \"{path}\": {e}"))?)
             }
             Value::Array(items) => Node::Array(
                 items
                     .into_iter()
                     .enumerate()
-                    .map(|(i, v)| Node::parse(v, &format!("{path}[{i}]")))
+                    .map(|(i, v)| Node::parse(v, &format!("{path}[{i}]"), vars))
                     .collect::<Result<_, _>>()?,
             ),
             Value::Object(map) => Node::Object(
                 map.into_iter()
                     .map(|(k, v)| {
                         let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                        Node::parse(v, &at).map(|n| (k, n))
+                        Node::parse(v, &at, vars).map(|n| (k, n))
                     })
                     .collect::<Result<_, _>>()?,
             ),
@@ -306,12 +352,13 @@ impl Piece {
                 rand::thread_rng().sample_iter(rand::distributions::Alphanumeric).take(*n).map(char::from).collect()
             }
             Piece::RandomInt(lo, hi) => random_int(*lo, *hi).to_string(),
+            Piece::Var(name) => vars.captured.iter().find(|(n, _)| n == name).map_or(String::new(), |(_, v)| v.clone()),
         }
     }
 }
 
 /// Splits "id-{{.RequestNumber}}" into its literal text and template actions.
-fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
+fn parse_template(text: &str, vars: &[String]) -> Result<Vec<Piece>, String> {
     let mut pieces = Vec::new();
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
@@ -319,7 +366,7 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
             pieces.push(Piece::Literal(rest[..open].to_owned()));
         }
         let close = rest[open..].find("}}").ok_or_else(|| format!("unclosed \"{{{{\" in {text:?}"))? + open;
-        pieces.push(parse_action(&rest[open + 2..close])?);
+        pieces.push(parse_action(&rest[open + 2..close], vars)?);
         rest = &rest[close + 2..];
     }
     if !rest.is_empty() {
@@ -329,7 +376,7 @@ fn parse_template(text: &str) -> Result<Vec<Piece>, String> {
 }
 
 /// Each known template that is malformed gets its own message; anything else is unknown.
-fn parse_action(action: &str) -> Result<Piece, String> {
+fn parse_action(action: &str, vars: &[String]) -> Result<Piece, String> {
     let bad = |problem: String| format!("template \"{{{{{action}}}}}\": {problem}");
     let words: Vec<&str> = action.split_whitespace().collect();
     let piece = match words[..] {
@@ -352,6 +399,9 @@ fn parse_action(action: &str) -> Result<Piece, String> {
             Piece::RandomInt(lo, hi)
         }
         ["randomInt", ..] => return Err(bad("expected {{randomInt MIN MAX}}".to_owned())),
+        [name] if name.strip_prefix('.').is_some_and(|n| vars.iter().any(|v| v == n)) => {
+            Piece::Var(name[1..].to_owned())
+        }
         _ => return Err(format!("unknown template \"{{{{{action}}}}}\" (known: {KNOWN})")),
     };
     Ok(piece)

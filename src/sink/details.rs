@@ -3,6 +3,8 @@
 //! "Throughput measured by the client", plus status, attempts, warm-up, worker and the intended
 //! send time). Memory stays flat. Times are Unix ns: `timestamp` is the actual first send,
 //! `intended` the open loop's due time (empty in closed loop and bursts, which have no schedule).
+//! After them: `name`, a `--workload` call's name; then `header:KEY` and `trailer:KEY`, each
+//! response header and trailer asked for (`--csv-details-header`, `--csv-details-trailer`).
 use super::Sink;
 use crate::record::intervals::IntervalRow;
 use crate::record::{intervals::Interval, CallRecord};
@@ -23,12 +25,34 @@ pub struct DetailsWriter {
     thread: JoinHandle<std::io::Result<u64>>,
 }
 
+/// A response header or trailer written in a column of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetadataColumn {
+    Header(String),
+    Trailer(String),
+}
+
+/// What the columns after the fixed ones hold.
+struct Extra {
+    /// A workload's call names, by the index of `CallRecord::which`.
+    names: Option<Vec<String>>,
+    metadata: Vec<MetadataColumn>,
+}
+
 impl DetailsWriter {
-    /// Starts the writer on `file` (opened by the caller before the run, with the other outputs).
-    pub fn start(path: PathBuf, file: File, method: &prost_reflect::MethodDescriptor) -> DetailsWriter {
+    /// Starts the writer on `file` (opened by the caller before the run, with the other
+    /// outputs); `methods` by the index of `CallRecord::which`, and their `names` for a workload.
+    pub fn start(
+        path: PathBuf,
+        file: File,
+        methods: Vec<prost_reflect::MethodDescriptor>,
+        names: Option<Vec<String>>,
+        metadata: Vec<MetadataColumn>,
+    ) -> DetailsWriter {
         let (sender, receiver) = mpsc::sync_channel::<CallRecord>(BUFFER);
-        let (input, output) = (method.input(), method.output());
-        let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, &input, &output));
+        let messages = methods.iter().map(|m| (m.input(), m.output())).collect();
+        let extra = Extra { names, metadata };
+        let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, messages, extra));
         DetailsWriter { path, sender, thread }
     }
 }
@@ -68,11 +92,11 @@ fn field(message: &MessageDescriptor, bytes: Option<&[u8]>, name: &str) -> Strin
 fn write_all(
     out: BufWriter<File>,
     calls: mpsc::Receiver<CallRecord>,
-    input: &MessageDescriptor,
-    output: &MessageDescriptor,
+    messages: Vec<(MessageDescriptor, MessageDescriptor)>,
+    extra: Extra,
 ) -> std::io::Result<u64> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record([
+    let mut head: Vec<String> = [
         "msg",
         "key",
         "version",
@@ -85,13 +109,24 @@ fn write_all(
         "warmup",
         "worker",
         "intended",
-    ])?;
+    ]
+    .map(String::from)
+    .to_vec();
+    if extra.names.is_some() {
+        head.push("name".into());
+    }
+    head.extend(extra.metadata.iter().map(|m| match m {
+        MetadataColumn::Header(key) => format!("header:{key}"),
+        MetadataColumn::Trailer(key) => format!("trailer:{key}"),
+    }));
+    w.write_record(&head)?;
     let mut rows = 0;
     for c in calls {
+        let Some((input, output)) = messages.get(c.which).or(messages.first()) else { continue };
         let request = c.request.get(5..); // past the gRPC frame header
         let unix_ns = |t: std::time::SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         let ts = unix_ns(c.sent_at);
-        w.write_record([
+        let record = [
             c.call.to_string(),
             field(input, request, "key"),
             field(output, c.reply.response.as_deref(), "version"),
@@ -104,7 +139,19 @@ fn write_all(
             c.warmup.to_string(),
             c.worker.to_string(),
             c.intended.map(|t| unix_ns(t).to_string()).unwrap_or_default(),
-        ])?;
+        ];
+        let mut record = record.to_vec();
+        if let Some(names) = &extra.names {
+            record.push(names.get(c.which).cloned().unwrap_or_default());
+        }
+        record.extend(extra.metadata.iter().map(|m| {
+            let value = match m {
+                MetadataColumn::Header(key) => c.reply.metadata.header(key),
+                MetadataColumn::Trailer(key) => c.reply.metadata.trailer(key),
+            };
+            value.unwrap_or_default().to_owned()
+        }));
+        w.write_record(&record)?;
         rows += 1;
     }
     w.flush()?;

@@ -12,6 +12,8 @@ pub enum Metric {
     ErrorRate,
     /// Calls per second of the measured window.
     Rps,
+    /// `--workload` checks: passed over all checks made (k6's `checks` rate).
+    Checks,
 }
 
 /// A metric's value, with its unit.
@@ -73,17 +75,22 @@ fn parse_one(text: &str) -> anyhow::Result<Assertion> {
         (false, true) => Comparison::GreaterOrEqual,
     };
     let value = rest[1 + or_equal as usize..].trim();
+    let fraction = || {
+        let x = match value.strip_suffix('%') {
+            Some(percent) => percent.trim().parse::<f64>().ok().map(|p| p / 100.0),
+            None => value.parse::<f64>().ok(),
+        };
+        x.filter(|x| (0.0..=1.0).contains(x)).map(Value::Fraction)
+    };
     let (metric, limit) = match name.trim() {
-        "error_rate" | "errors" => {
-            let fraction = match value.strip_suffix('%') {
-                Some(percent) => percent.trim().parse::<f64>().ok().map(|p| p / 100.0),
-                None => value.parse::<f64>().ok(),
-            };
-            match fraction {
-                Some(x) if (0.0..=1.0).contains(&x) => (Metric::ErrorRate, Value::Fraction(x)),
-                _ => return Err(bad("error_rate takes a percentage such as 1% (or a fraction from 0 to 1)")),
-            }
-        }
+        "error_rate" | "errors" => match fraction() {
+            Some(x) => (Metric::ErrorRate, x),
+            None => return Err(bad("error_rate takes a percentage such as 1% (or a fraction from 0 to 1)")),
+        },
+        "checks" => match fraction() {
+            Some(x) => (Metric::Checks, x),
+            None => return Err(bad("checks takes a percentage of checks passed such as 99% (or a fraction)")),
+        },
         "rps" => match value.parse::<f64>() {
             Ok(r) if r.is_finite() && r >= 0.0 => (Metric::Rps, Value::PerSecond(r)),
             _ => return Err(bad("rps takes a number of calls per second")),
@@ -92,7 +99,7 @@ fn parse_one(text: &str) -> anyhow::Result<Assertion> {
             let stat = Statistic::parse(name).ok_or_else(|| {
                 bad(&format!(
                     "unknown metric {name:?} (known: min, mean, stdev, max, any percentile as p50, p99.9, p42; \
-                     error_rate, rps)"
+                     error_rate, rps, checks)"
                 ))
             })?;
             let limit =

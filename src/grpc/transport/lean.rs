@@ -162,6 +162,8 @@ struct Stream {
     headers_seen: bool,
     messages: Deframer,
     kept: Option<Vec<u8>>,
+    /// The response's headers and trailers, kept with the response.
+    metadata: Option<super::Metadata>,
     /// Bytes received since the last WINDOW_UPDATE for this stream.
     unacked: u32,
     /// Set once the stream has ended, one way or another.
@@ -262,6 +264,7 @@ impl State {
             headers_seen: false,
             messages: Deframer::new(call.messages.receive),
             kept: keep.then(Vec::new),
+            metadata: keep.then(Default::default),
             unacked: 0,
             reply: None,
             done: false,
@@ -557,6 +560,8 @@ struct Head {
     status: Option<u16>,
     grpc_status: Option<Code>,
     grpc_message: Option<String>,
+    /// Every header but pseudo-headers, when the stream keeps them.
+    pairs: Vec<(String, String)>,
 }
 
 /// The task that owns the socket: reads and handles frames, writes what the calls queued.
@@ -854,15 +859,23 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
     /// applied to its stream if the stream is still ours.
     fn headers(&mut self, state: &mut State, stream: u32, end_stream: bool, block: &[u8]) -> Result<bool, String> {
         let mut head = Head::default();
+        let key = state.ids.get(&stream).copied();
+        let keep = key.is_some_and(|k| state.streams[k].metadata.is_some());
         self.decoder
-            .decode_with_cb(block, |name: Cow<[u8]>, value: Cow<[u8]>| match &name[..] {
-                b":status" => head.status = std::str::from_utf8(&value).ok().and_then(|s| s.parse().ok()),
-                b"grpc-status" => head.grpc_status = Some(Code::from_bytes(&value)),
-                b"grpc-message" => head.grpc_message = Some(percent_decode(&value)),
-                _ => {}
+            .decode_with_cb(block, |name: Cow<[u8]>, value: Cow<[u8]>| {
+                if keep && !name.starts_with(b":") {
+                    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                    head.pairs.push((text(&name), text(&value)));
+                }
+                match &name[..] {
+                    b":status" => head.status = std::str::from_utf8(&value).ok().and_then(|s| s.parse().ok()),
+                    b"grpc-status" => head.grpc_status = Some(Code::from_bytes(&value)),
+                    b"grpc-message" => head.grpc_message = Some(percent_decode(&value)),
+                    _ => {}
+                }
             })
             .map_err(|e| format!("HPACK: {e}"))?;
-        let Some(&key) = state.ids.get(&stream) else { return Ok(false) };
+        let Some(key) = key else { return Ok(false) };
         on_head(state, key, head, end_stream);
         Ok(state.streams[key].done)
     }
@@ -951,7 +964,7 @@ fn on_data(state: &mut State, key: usize, data: &[u8], end_stream: bool, len: u3
     }
 }
 
-fn on_head(state: &mut State, key: usize, head: Head, end_stream: bool) {
+fn on_head(state: &mut State, key: usize, mut head: Head, end_stream: bool) {
     let stream = &mut state.streams[key];
     if stream.done {
         return;
@@ -960,9 +973,17 @@ fn on_head(state: &mut State, key: usize, head: Head, end_stream: bool) {
     let reset = (!end_stream || !stream.unsent.is_empty()).then_some(CANCEL);
     let reply = if stream.headers_seen {
         let kept = stream.kept.take();
-        status_reply(head.grpc_status, head.grpc_message, &stream.messages, kept, Some(1))
+        let mut reply = status_reply(head.grpc_status, head.grpc_message, &stream.messages, kept, Some(1));
+        if let Some(mut metadata) = stream.metadata.take() {
+            metadata.trailers = head.pairs;
+            reply.metadata = metadata;
+        }
+        reply
     } else {
         stream.headers_seen = true;
+        if let Some(metadata) = &mut stream.metadata {
+            metadata.headers = std::mem::take(&mut head.pairs);
+        }
         match head.status {
             Some(200) => {}
             Some(other) => {
@@ -977,7 +998,12 @@ fn on_head(state: &mut State, key: usize, head: Head, end_stream: bool) {
         }
         if head.grpc_status.is_some() {
             // Trailers-only: the status is in the headers and there is no body.
-            status_reply(head.grpc_status, head.grpc_message, &Deframer::default(), None, Some(1))
+            let mut reply = status_reply(head.grpc_status, head.grpc_message, &Deframer::default(), None, Some(1));
+            if let Some(mut metadata) = stream.metadata.take() {
+                metadata.trailers = std::mem::take(&mut metadata.headers);
+                reply.metadata = metadata;
+            }
+            reply
         } else if end_stream {
             Reply::error(Code::Internal, "stream ended without trailers")
         } else {

@@ -379,6 +379,12 @@ impl Inbound {
     /// reset (CANCEL) and the call is OK.
     fn cancel(self, out: &mut SendStream<Bytes>) -> Reply {
         out.send_reset(h2::Reason::CANCEL);
-        Reply { status: Code::Ok, response_bytes: self.messages.payload, response: None, message: None }
+        Reply {
+            status: Code::Ok,
+            response_bytes: self.messages.payload,
+            response: None,
+            message: None,
+            metadata: Default::default(),
+        }
     }
 }

@@ -1,0 +1,278 @@
+//! A workload call's captures and checks, applied to each of its answers. Only a call that
+//! has some decodes its answer (prost-reflect's dynamic message); a capture-free, check-free
+//! run keeps its hot path as it was: nothing kept, nothing decoded.
+use super::workload::{Check, Field, Op, Test, WorkloadCall, MAX_CAPTURE_BYTES};
+use crate::grpc::Reply;
+use crate::schema::TextTemplate;
+use bytes::Bytes;
+use prost_reflect::{
+    DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor, ReflectMessage, Value,
+};
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
+/// A flow's captured values so far, by variable name (bounded: each value at most
+/// `MAX_CAPTURE_BYTES`, one per capture of its steps).
+pub type Captured = Vec<(String, String)>;
+
+/// What one call of a workload does with its answers.
+pub struct Rules {
+    captures: Vec<(String, Field)>,
+    checks: Vec<(Field, Compiled)>,
+    input: MessageDescriptor,
+    output: MessageDescriptor,
+    /// Index of this call's first check among the workload's (`Summary::check_names`).
+    pub first_check: usize,
+}
+
+enum Compiled {
+    Exists,
+    Compare(Op, TextTemplate),
+}
+
+impl Rules {
+    /// The call's captures and checks, their paths checked against the method's messages;
+    /// `vars` are every variable the workload captures (a check's value may name them).
+    pub fn new(
+        call: &WorkloadCall,
+        method: &MethodDescriptor,
+        vars: &[String],
+        first_check: usize,
+    ) -> Result<Option<Rules>, String> {
+        if call.captures.is_empty() && call.checks.is_empty() {
+            return Ok(None);
+        }
+        let (input, output) = (method.input(), method.output());
+        let mut captures = Vec::new();
+        for capture in &call.captures {
+            let at = |e: String| format!("capture {:?}: {e}", capture.var);
+            let path = match &capture.from {
+                Field::Request(path) => Some((&input, path)),
+                Field::Response(path) => Some((&output, path)),
+                _ => None,
+            };
+            if let Some((message, path)) = path {
+                let last = fields(message, path).map_err(at)?;
+                if last.is_list() || last.is_map() || matches!(last.kind(), Kind::Message(_)) {
+                    return Err(at(format!("{path} is not a single value (a number, text, bytes, bool or enum)")));
+                }
+            }
+            captures.push((capture.var.clone(), capture.from.clone()));
+        }
+        let mut checks = Vec::new();
+        for Check { text, field, test } in &call.checks {
+            let at = |e: String| format!("check {text:?}: {e}");
+            let path = match field {
+                Field::Request(path) => Some((&input, path)),
+                Field::Response(path) => Some((&output, path)),
+                _ => None,
+            };
+            let test = match test {
+                Test::Exists => Compiled::Exists,
+                Test::Compare(op, value) => {
+                    if let Some((message, path)) = path {
+                        let last = fields(message, path).map_err(at)?;
+                        if last.is_list() || last.is_map() || matches!(last.kind(), Kind::Message(_)) {
+                            return Err(at(format!("{path} is not a single value to compare (use exists)")));
+                        }
+                    }
+                    Compiled::Compare(*op, TextTemplate::parse(value, vars).map_err(at)?)
+                }
+            };
+            if let (Compiled::Exists, Some((message, path))) = (&test, path) {
+                fields(message, path).map_err(at)?;
+            }
+            checks.push((field.clone(), test));
+        }
+        Ok(Some(Rules { captures, checks, input, output, first_check }))
+    }
+
+    pub fn checks(&self) -> usize {
+        self.checks.len()
+    }
+
+    /// Applies the rules to one answer: each check's pass or fail goes to `record` (by its
+    /// index in the workload), each capture into `captured`. A check on a failed call fails
+    /// (k6 counts it so). Err: a capture that could not be taken (the flow cannot go on).
+    pub fn apply(
+        &self,
+        request: &Bytes,
+        reply: &Reply,
+        numbers: (u64, u32),
+        captured: &mut Captured,
+        mut record: impl FnMut(usize, bool),
+    ) -> Result<(), String> {
+        let ok = reply.status == tonic::Code::Ok;
+        let needs = |which: fn(&Field) -> bool| {
+            ok && (self.captures.iter().any(|(_, f)| which(f)) || self.checks.iter().any(|(f, _)| which(f)))
+        };
+        let response = needs(|f| matches!(f, Field::Response(_)))
+            .then(|| DynamicMessage::decode(self.output.clone(), reply.response.clone().unwrap_or_default()).ok())
+            .flatten();
+        let request = needs(|f| matches!(f, Field::Request(_)))
+            .then(|| DynamicMessage::decode(self.input.clone(), request.get(5..).unwrap_or_default()).ok())
+            .flatten();
+        let read = |field: &Field| -> Option<Read> {
+            match field {
+                Field::Request(path) => request.as_ref().map(|m| value_at(m, path)),
+                Field::Response(path) => response.as_ref().map(|m| value_at(m, path)),
+                Field::Header(key) => Some(Read::Text(reply.metadata.header(key)?.to_owned())),
+                Field::Trailer(key) => Some(Read::Text(reply.metadata.trailer(key)?.to_owned())),
+            }
+        };
+        // Captures first: a check may compare with a value its own call captured.
+        let mut failed = None;
+        for (var, from) in &self.captures {
+            let value = match (ok, read(from)) {
+                (false, _) => continue,
+                (true, Some(Read::Value(v))) => text(&v),
+                (true, Some(Read::Text(t) | Read::Enum(_, Some(t)))) => t,
+                (true, Some(Read::Enum(n, None))) => n.to_string(),
+                (true, Some(Read::Absent) | None) => {
+                    failed.get_or_insert_with(|| format!("capture {var:?}: nothing at {}", describe(from)));
+                    continue;
+                }
+            };
+            if value.len() > MAX_CAPTURE_BYTES {
+                failed.get_or_insert_with(|| format!("capture {var:?}: {} bytes, more than 64 KiB", value.len()));
+                continue;
+            }
+            match captured.iter_mut().find(|(name, _)| name == var) {
+                Some((_, old)) => *old = value,
+                None => captured.push((var.clone(), value)),
+            }
+        }
+        for (i, (field, test)) in self.checks.iter().enumerate() {
+            let pass = ok
+                && match (test, read(field)) {
+                    (Compiled::Exists, Some(Read::Value(_) | Read::Text(_) | Read::Enum(..))) => true,
+                    (Compiled::Exists, _) => false,
+                    (Compiled::Compare(op, expected), Some(found)) => {
+                        let expected = expected.render(numbers.0, numbers.1, captured);
+                        compare(&found, &expected).is_some_and(|o| op.holds(o))
+                    }
+                    (Compiled::Compare(..), None) => false,
+                };
+            record(self.first_check + i, pass);
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+fn describe(field: &Field) -> String {
+    match field {
+        Field::Request(p) => format!("request.{p}"),
+        Field::Response(p) => format!("response.{p}"),
+        Field::Header(k) => format!("header {k}"),
+        Field::Trailer(k) => format!("trailer {k}"),
+    }
+}
+
+/// The field a dotted path names, every step but the last a singular message field.
+fn fields(message: &MessageDescriptor, path: &str) -> Result<FieldDescriptor, String> {
+    let mut message = message.clone();
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let field = message
+            .get_field_by_name(part)
+            .or_else(|| message.get_field_by_json_name(part))
+            .ok_or_else(|| format!("{} has no field {part:?} (path {path})", message.full_name()))?;
+        if parts.peek().is_none() {
+            return Ok(field);
+        }
+        message = match field.kind() {
+            Kind::Message(inner) if !field.is_list() && !field.is_map() => inner,
+            _ => return Err(format!("{part} in {path} is not a message field to go into")),
+        };
+    }
+    Err(format!("empty path {path:?}"))
+}
+
+/// A value found in an answer.
+enum Read {
+    Value(Value),
+    /// A header or trailer.
+    Text(String),
+    /// An enum field's number, and its name when the enum has one for it.
+    Enum(i32, Option<String>),
+    /// A field without presence, or inside a message that is not there.
+    Absent,
+}
+
+/// The value at `path` (checked against the descriptor before the run).
+fn value_at(message: &DynamicMessage, path: &str) -> Read {
+    let mut current = Cow::Borrowed(message);
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let Ok(field) = fields(&current.descriptor(), part) else { return Read::Absent };
+        if parts.peek().is_none() {
+            // A proto3 field without presence is there with its default value (as the
+            // server meant it); `exists` asks for presence only of fields that have it.
+            if field.supports_presence() && !current.has_field(&field) {
+                return Read::Absent;
+            }
+            let value = current.get_field(&field).into_owned();
+            if let (Value::EnumNumber(n), Kind::Enum(e)) = (&value, field.kind()) {
+                return Read::Enum(*n, e.get_value(*n).map(|v| v.name().to_owned()));
+            }
+            return Read::Value(value);
+        }
+        if !current.has_field(&field) {
+            return Read::Absent;
+        }
+        let next = match current.get_field(&field).into_owned() {
+            Value::Message(m) => m,
+            _ => return Read::Absent,
+        };
+        current = Cow::Owned(next);
+    }
+    Read::Absent
+}
+
+/// A value as a template variable: what the JSON mapping takes back (bytes as base64).
+fn text(value: &Value) -> String {
+    use base64::Engine as _;
+    match value {
+        Value::Bool(b) => b.to_string(),
+        Value::I32(n) | Value::EnumNumber(n) => n.to_string(),
+        Value::I64(n) => n.to_string(),
+        Value::U32(n) => n.to_string(),
+        Value::U64(n) => n.to_string(),
+        Value::F32(n) => n.to_string(),
+        Value::F64(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Bytes(b) => base64::engine::general_purpose::STANDARD.encode(b),
+        other => format!("{other:?}"),
+    }
+}
+
+/// How `found` orders against `expected` (text); None when they cannot be compared (text
+/// where a number is, say), which fails the check.
+fn compare(found: &Read, expected: &str) -> Option<Ordering> {
+    let expected = expected.trim();
+    let value = match found {
+        Read::Absent => return None,
+        Read::Text(t) => return Some(t.as_str().cmp(expected)),
+        // An enum compares by number with a number, by name with a name.
+        Read::Enum(n, name) => {
+            return match expected.parse::<i32>() {
+                Ok(e) => Some(n.cmp(&e)),
+                Err(_) => name.as_deref().map(|name| name.cmp(expected)),
+            }
+        }
+        Read::Value(v) => v,
+    };
+    let int = |n: i128| expected.parse::<i128>().ok().map(|e| n.cmp(&e));
+    let float = |n: f64| expected.parse::<f64>().ok().and_then(|e| n.partial_cmp(&e));
+    match value {
+        Value::Bool(b) => expected.parse::<bool>().ok().map(|e| b.cmp(&e)),
+        Value::I32(n) => int(*n as i128),
+        Value::I64(n) => int(*n as i128),
+        Value::U32(n) => int(*n as i128),
+        Value::U64(n) => int(*n as i128),
+        Value::F32(n) => float(*n as f64),
+        Value::F64(n) => float(*n),
+        Value::EnumNumber(n) => int(*n as i128),
+        other => Some(text(other).as_str().cmp(expected)),
+    }
+}

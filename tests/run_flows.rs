@@ -1,0 +1,375 @@
+//! `run --workload` with `[[flow]]`s, captures and checks, against the lab server: per-name,
+//! per-flow and per-check counts equal to the server's own Stats.
+use rpcmeter::lab::{LabConfig, LabServer};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const PUT: &str = "/rpcmeter.lab.v1.Storage/PutValue";
+const GET: &str = "/rpcmeter.lab.v1.Storage/GetValue";
+
+/// The issue's workload: a put whose key and version the get then reads and checks.
+const PUT_THEN_GET: &str = r#"
+[[call]]
+name = "put"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '{"key":"f{{.UUID}}","value":"aGk="}'
+weight = 3
+capture = { key = "request.key", version = "response.version" }
+
+[[call]]
+name = "get"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"{{.key}}"}'
+weight = 7
+check = ["found == true", "version == {{.version}}"]
+
+[[flow]]
+name = "put-then-get"
+steps = ["put", "get"]
+weight = 1
+"#;
+
+fn lab(config: LabConfig) -> LabServer {
+    LabServer::start(LabConfig { addr: "127.0.0.1:0".into(), ..config }).unwrap()
+}
+
+fn workload(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flows.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn rpcmeter(addr: &str, file: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", addr, "--workload"])
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn run_json(addr: &str, file: &Path, args: &[&str]) -> Value {
+    let out = rpcmeter(addr, file, &[args, &["--format", "json"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn stats_ok(stats: &rpcmeter::lab::proto::lab::StatsReply, path: &str) -> u64 {
+    stats.methods.iter().find(|m| m.method == path).map_or(0, |m| m.ok)
+}
+
+fn total(slice: &Value) -> u64 {
+    slice["requests"]["total"].as_u64().unwrap_or_else(|| panic!("no requests in {slice}"))
+}
+
+fn check(r: &Value, key: &str) -> (u64, u64) {
+    let c = &r["checks"][key];
+    (c["pass"].as_u64().unwrap_or_else(|| panic!("no check {key} in {}", r["checks"])), c["fail"].as_u64().unwrap())
+}
+
+#[test]
+fn put_then_get_checks_pass_and_every_count_is_the_servers() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (_dir, file) = workload(PUT_THEN_GET);
+    let r = run_json(&addr, &file, &["-c", "4", "-n", "200", "--assert", "checks>99%"]);
+    let stats = server.shutdown();
+    let flow = &r["flows"]["put-then-get"];
+    assert_eq!(total(flow), 200, "{flow}");
+    assert_eq!(flow["requests"]["ok"], 200, "{flow}");
+    assert_eq!(flow["steps"], serde_json::json!(["put", "get"]));
+    assert_eq!(flow["latency_us"]["count"], 200);
+    assert_eq!(total(&r["calls_by_name"]["put"]), 200);
+    assert_eq!(total(&r["calls_by_name"]["get"]), 200);
+    assert_eq!(r["requests"]["total"], 400);
+    assert_eq!(stats_ok(&stats, PUT), 200);
+    assert_eq!(stats_ok(&stats, GET), 200);
+    assert_eq!(check(&r, "get: found == true"), (200, 0));
+    assert_eq!(check(&r, "get: version == {{.version}}"), (200, 0));
+    // The typed result reads the flow as a run of its own (what compare and report judge).
+    let run = rpcmeter::result::Run::from_value(r.clone()).unwrap();
+    let flow = run.of_slice("flows", "put-then-get").unwrap();
+    assert_eq!((flow.requests.total, flow.requests.ok), (200, 200));
+}
+
+#[test]
+fn a_wrong_check_fails_every_time_and_the_assertion_exits_1() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let wrong = PUT_THEN_GET.replace("version == {{.version}}", "version > {{.version}}");
+    let (_dir, file) = workload(&wrong);
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "50", "--assert", "checks>99%", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checks>99%"));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(check(&r, "get: version > {{.version}}"), (0, 50));
+    assert_eq!(check(&r, "get: found == true"), (50, 0));
+    // Failed checks are no gRPC failures, and the flow goes on without stop_on_check_failure.
+    assert_eq!(r["requests"]["failed"], 0);
+    assert_eq!(r["flows"]["put-then-get"]["requests"]["ok"], 50);
+    let stats = server.shutdown();
+    assert_eq!(stats_ok(&stats, GET), 50);
+}
+
+#[test]
+fn stop_on_check_failure_ends_the_flow_before_its_next_step() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // The put's check fails (a new key's first version is never 0), so the get never goes.
+    let text = PUT_THEN_GET
+        .replace("capture = {", "check = [\"version == 0\"]\ncapture = {")
+        .replace("weight = 1\n", "weight = 1\nstop_on_check_failure = true\n");
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "30"]);
+    let stats = server.shutdown();
+    let flow = &r["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["requests"]["failed"].as_u64().unwrap()), (30, 30), "{flow}");
+    assert_eq!(flow["stopped_by_check"], 30);
+    assert_eq!(check(&r, "put: version == 0"), (0, 30));
+    assert_eq!(check(&r, "get: found == true"), (0, 0));
+    assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (30, 0));
+}
+
+#[test]
+fn merge_adds_the_flows_stopped_by_a_check() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = PUT_THEN_GET
+        .replace("capture = {", "check = [\"version == 0\"]\ncapture = {")
+        .replace("weight = 1\n", "weight = 1\nstop_on_check_failure = true\n");
+    let (dir, file) = workload(&text);
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (path, n) in [(&a, "12"), (&b, "7")] {
+        let out = rpcmeter(&addr, &file, &["-c", "2", "-n", n, "--format", "json", "-o", path.to_str().unwrap()]);
+        assert!(out.status.success() || out.status.code() == Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["merge", "--format", "json"])
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flow = &m["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["stopped_by_check"].as_u64().unwrap()), (19, 19), "{flow}");
+    assert_eq!(check(&m, "put: version == 0"), (0, 19));
+    server.shutdown();
+}
+
+#[test]
+fn two_flows_by_weight_count_like_the_server() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = format!(
+        "{PUT_THEN_GET}\n[[flow]]\nname = \"put-only\"\nsteps = [\"put\"]\nweight = 3\n\n\
+         [[flow]]\nname = \"put-get-get\"\nsteps = [\"put\", \"get\", \"get\"]\nweight = 1\n"
+    );
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-n", "100", "--rps", "500"]);
+    let stats = server.shutdown();
+    let flows = &r["flows"];
+    // Smooth round robin over 1:3:1: exactly 20, 60, 20 of 100.
+    assert_eq!(
+        (total(&flows["put-then-get"]), total(&flows["put-only"]), total(&flows["put-get-get"])),
+        (20, 60, 20),
+        "{flows}"
+    );
+    assert_eq!(total(&r["calls_by_name"]["put"]), 100);
+    assert_eq!(total(&r["calls_by_name"]["get"]), 20 + 40);
+    assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (100, 60));
+    assert_eq!(check(&r, "get: version == {{.version}}"), (60, 0));
+}
+
+#[test]
+fn an_open_loop_flows_latency_covers_both_steps() {
+    // Every Db call sleeps 20 ms on the server: a flow of two takes 40 ms at least.
+    let server = lab(LabConfig { db_sleep: Duration::from_millis(20), ..LabConfig::default() });
+    let addr = server.local_addr().to_string();
+    let text = r#"
+[[call]]
+name = "db"
+method = "rpcmeter.lab.v1.TestService/Db"
+data = { rows = 1 }
+
+[[flow]]
+name = "twice"
+steps = ["db", "db"]
+weight = 1
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["--rps", "20", "-n", "10"]);
+    let flow = &r["flows"]["twice"];
+    assert_eq!(total(flow), 10, "{flow}");
+    let call_min = r["calls_by_name"]["db"]["latency_us"]["min"].as_f64().unwrap();
+    let flow_min = flow["latency_us"]["min"].as_f64().unwrap();
+    assert!(call_min >= 20_000.0, "{call_min}");
+    assert!(flow_min >= 40_000.0 && flow_min >= 2.0 * call_min * 0.95, "flow {flow_min} µs, call {call_min} µs");
+    assert_eq!(r["calls_by_name"]["db"]["requests"]["total"], 20);
+}
+
+#[test]
+fn flows_and_checks_reach_every_format_and_merge_adds_them() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (dir, file) = workload(PUT_THEN_GET);
+    let (a, b, merged) = (dir.path().join("a.json"), dir.path().join("b.json"), dir.path().join("m.json"));
+    for (path, n) in [(&a, "40"), (&b, "20")] {
+        let out = rpcmeter(&addr, &file, &["-c", "2", "-n", n, "--format", "json", "-o", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let bin = || Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    let out = bin().args(["merge", "--format", "json", "-o"]).arg(&merged).args([&a, &b]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    let flow = &m["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["requests"]["ok"].as_u64().unwrap()), (60, 60), "{flow}");
+    assert_eq!(flow["latency_us"]["count"], 60);
+    assert_eq!(flow["steps"], serde_json::json!(["put", "get"]));
+    assert_eq!(check(&m, "get: version == {{.version}}"), (60, 0));
+    let out = bin().arg("merge").args([&a, &b]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("  put-then-get: 60 flows (failed 0)"), "{table}");
+    assert!(table.contains("  get: found == true: 60 passed, 0 failed"), "{table}");
+
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.trim_start().starts_with("put-then-get ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains(" 10 ") && row.contains("put -> get"), "{row}");
+    assert!(table.contains("get: version == {{.version}}") && table.contains("10 passed"), "{table}");
+
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10", "--format", "prometheus"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let has = |start: &str, parts: &[&str], end: &str| {
+        text.lines().any(|l| l.starts_with(start) && parts.iter().all(|p| l.contains(p)) && l.ends_with(end))
+    };
+    assert!(has("rpcmeter_run_flows{", &["flow=\"put-then-get\"", "outcome=\"ok\""], " 10"), "{text}");
+    assert!(has("rpcmeter_run_checks{", &["check=\"found == true\"", "result=\"pass\""], " 10"), "{text}");
+    assert!(text.contains("rpcmeter_run_flow_latency_seconds{"), "{text}");
+
+    let html = dir.path().join("r.html");
+    let out = bin().arg("report").arg(&merged).arg("-o").arg(&html).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("By flow") && page.contains("<td>put-then-get</td>"), "no flow table in the report");
+    assert!(page.contains("<h3>Checks</h3>") && page.contains("version == {{.version}}"), "no checks in the report");
+    server.shutdown();
+}
+
+#[test]
+fn csv_details_of_a_workload_name_each_call_and_carry_chosen_headers_and_trailers() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (dir, file) = workload(PUT_THEN_GET);
+    let csv = dir.path().join("calls.csv");
+    let csv_arg = csv.to_str().unwrap();
+    let args = ["-c", "2", "-n", "10", "--csv-details", csv_arg, "--csv-details-header", "Content-Type"];
+    let out = rpcmeter(&addr, &file, &[&args[..], &["--csv-details-trailer", "grpc-status"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(head[12..], ["name", "header:content-type", "trailer:grpc-status"], "{head:?}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 20);
+    let named = |name: &str| rows.iter().filter(|r| r[12] == name).count();
+    assert_eq!((named("put"), named("get")), (10, 10));
+    assert!(rows.iter().all(|r| r[13] == "application/grpc" && r[14] == "0"), "{text}");
+    // Each get's row reads its own method's version, the one its put wrote.
+    assert!(rows.iter().all(|r| !r[2].is_empty() && !r[1].is_empty()), "{text}");
+    server.shutdown();
+}
+
+#[test]
+fn headers_and_trailers_are_captured_and_checked() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = PUT_THEN_GET
+        .replace("capture = { key", "capture = { kind = \"header.content-type\", key")
+        .replace(
+            "check = [\"found == true\"",
+            "check = [\"header.content-type == {{.kind}}\", \"trailer.grpc-status == 0\", \"exists trailer.nope\", \"found == true\"",
+        );
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "20"]);
+    assert_eq!(check(&r, "get: header.content-type == {{.kind}}"), (20, 0), "{}", r["checks"]);
+    assert_eq!(check(&r, "get: trailer.grpc-status == 0"), (20, 0));
+    assert_eq!(check(&r, "get: exists trailer.nope"), (0, 20));
+    server.shutdown();
+}
+
+#[test]
+fn a_capture_beyond_64_kib_ends_its_flow_as_a_capture_error() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // 96 000 base64 characters are 72 000 bytes stored; read back, they are 96 000 again.
+    let text = PUT_THEN_GET
+        .replace("\"value\":\"aGk=\"", "\"value\":\"{{randomString 96000}}\"")
+        .replace("check = [", "capture = { value = \"response.value\" }\ncheck = [");
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "10"]);
+    let flow = &r["flows"]["put-then-get"];
+    assert_eq!((total(flow), flow["requests"]["failed"].as_u64().unwrap()), (10, 10), "{flow}");
+    assert_eq!(flow["capture_errors"], 10);
+    // The calls themselves were answered OK, and the get's checks still counted.
+    assert_eq!(r["requests"]["failed"], 0);
+    assert_eq!(check(&r, "get: found == true"), (10, 0));
+    server.shutdown();
+}
+
+#[test]
+fn bad_flows_captures_and_checks_are_refused_with_one_line() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let refused = |text: &str, args: &[&str], wanted: &str| {
+        let (_dir, file) = workload(text);
+        let out = rpcmeter(&addr, &file, &[args, &["-n", "5"]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{wanted}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(wanted), "wanted {wanted:?} in {stderr}");
+    };
+    refused(&PUT_THEN_GET.replace("found == true", "fuond == true"), &[], "GetReply has no field \"fuond\"");
+    refused(&PUT_THEN_GET.replace("response.version", "response.nope"), &[], "capture \"version\"");
+    refused(&PUT_THEN_GET.replace("found == true", "found ~ true"), &[], "is not one of == != < <= > >=");
+    refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"get\", \"put\"]"), &[], "which no earlier step captures");
+    refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\", \"nope\"]"), &[], "step \"nope\" is no [[call]]");
+    refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\"]"), &[], "call \"get\" is in no [[flow]]");
+    let no_checks = PUT_THEN_GET.replace("check = [\"found == true\", \"version == {{.version}}\"]", "");
+    refused(&no_checks, &["--assert", "checks>99%"], "no [[call]] of a --workload has a check");
+    let no_flow = PUT_THEN_GET.split("[[flow]]").next().unwrap().to_string();
+    refused(&no_flow, &[], "capture is for the later steps of a [[flow]]");
+    server.shutdown();
+}
+
+#[test]
+fn checks_without_flows_count_on_every_call_and_enums_compare_by_name_or_number() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = r#"
+[[call]]
+name = "health"
+method = "grpc.health.v1.Health/Check"
+weight = 1
+check = ["status == SERVING", "status == 1", "status != NOT_SERVING", "exists status"]
+
+[[call]]
+name = "get"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"never-put-{{.UUID}}"}'
+weight = 3
+check = ["found == false", "version < 1"]
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "40", "--assert", "checks>=100%"]);
+    for key in ["health: status == SERVING", "health: status == 1", "health: status != NOT_SERVING"] {
+        assert_eq!(check(&r, key), (10, 0), "{key}: {}", r["checks"]);
+    }
+    assert_eq!(check(&r, "health: exists status"), (10, 0));
+    assert_eq!(check(&r, "get: found == false"), (30, 0));
+    assert_eq!(check(&r, "get: version < 1"), (30, 0));
+    assert!(r.get("flows").is_none());
+    server.shutdown();
+}
