@@ -71,6 +71,49 @@ fn kv_throughput_shows_three_throughputs_for_every_step() {
     assert_eq!(results, 20, "one JSON result per step, no trace left behind");
 }
 
+/// Ground truths: linearizable and relaxed stores read their writes (no stale get in any
+/// step); a replica 10 ms behind serves one client's get before its put is applied (one
+/// client's flow takes far less); one shared key shows newer versions, never older ones.
+/// Each step checks one get per flow.
+#[test]
+fn kv_consistency_counts_stale_gets_only_where_the_replica_lags() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = lab("kv-consistency", dir.path());
+    // "a / b (x%)" as (a, b).
+    let count = |cell: &str| -> (u64, u64) {
+        let (a, rest) = cell.split_once(" / ").unwrap_or_else(|| panic!("not a count: {cell}"));
+        (a.parse().unwrap(), rest.split(' ').next().unwrap().parse().unwrap())
+    };
+    // Columns: store, replica lag, clients, flows, stale gets, gets not of the put's version,
+    // get p50, flow p50, flows/s, failed calls.
+    for store in ["linearizable, own keys", "relaxed, own keys", "eventual 10ms, own keys", "linearizable, one key"] {
+        let steps = rows(&md, store);
+        assert_eq!(steps.iter().map(|r| r[2]).collect::<Vec<_>>(), ["1", "4", "16"], "{store}: {md}");
+        for row in &steps {
+            let (stale, checked) = count(row[4]);
+            let (not_exact, also_checked) = count(row[5]);
+            assert!(checked > 0 && checked == also_checked, "{row:?}");
+            assert_eq!(row[3], checked.to_string(), "one checked get per flow: {row:?}");
+            assert_eq!(row[9], "0", "failed calls: {row:?}");
+            assert!(stale <= not_exact, "a stale get is not the put's version either: {row:?}");
+            match store {
+                // One client's flow takes about a millisecond here, but a busy machine (CI, or
+                // the tests beside) stalls some beyond 10 ms: most, not all (tests/serve_lab.rs
+                // has the exact case, 2 s of lag).
+                "eventual 10ms, own keys" if row[2] == "1" => {
+                    assert!(stale * 4 >= checked * 3, "10 ms of lag, one client: most gets stale: {row:?}")
+                }
+                "eventual 10ms, own keys" => {}
+                "linearizable, one key" => assert_eq!(stale, 0, "{row:?}"),
+                _ => assert_eq!((stale, not_exact), (0, 0), "reads its writes: {row:?}"),
+            }
+        }
+    }
+    assert!(md.contains("Stale gets were measured with eventual"), "{md}");
+    let files = std::fs::read_dir(dir.path().join("kv-consistency")).unwrap().count();
+    assert_eq!(files, 15 + 2, "one JSON result per step and the two workload files");
+}
+
 #[test]
 fn ping_vs_grpc_tables_each_path_with_the_gap_and_trimming_stated() {
     let dir = tempfile::tempdir().unwrap();

@@ -225,3 +225,62 @@ fn merge_adds_each_name_exactly() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("By call name:") && table.contains("  cpu: 105 calls (failed 0)"), "{table}");
 }
+
+/// A slice of a result (`--slice calls_by_name=cpu`) merges, compares and renders as a whole
+/// run does: merged, its counts and histogram are those the whole merge gives the name;
+/// compared, each side is that name's calls; rendered, any format shows them.
+#[test]
+fn a_slice_merges_compares_and_renders_like_a_whole() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let (dir, file) = workload(MIX);
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (path, n) in [(&a, "100"), (&b, "50")] {
+        let out = rpcmeter(&addr, &file, &["-c", "2", "-n", n, "--format", "json", "-o", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let bin = || Command::new(env!("CARGO_BIN_EXE_rpcmeter"));
+    let stdout = |out: Output| {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let read = |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let (ra, rb) = (read(&a), read(&b));
+    // Merged: the slices' merge is the whole merge's slice.
+    let whole: Value =
+        serde_json::from_str(&stdout(bin().args(["merge", "--format", "json"]).args([&a, &b]).output().unwrap()))
+            .unwrap();
+    let sliced = bin().args(["merge", "--format", "json", "--slice", "calls_by_name=cpu"]).args([&a, &b]).output();
+    let sliced: Value = serde_json::from_str(&stdout(sliced.unwrap())).unwrap();
+    let cpu = &whole["calls_by_name"]["cpu"];
+    assert_eq!(sliced["requests"]["total"], 105);
+    assert_eq!(sliced["requests"]["total"], cpu["requests"]["total"]);
+    assert_eq!(sliced["statuses"], cpu["statuses"]);
+    assert_eq!(sliced["latency_us"], cpu["latency_us"]);
+    assert_eq!(sliced["histogram"], cpu["histogram"]);
+    assert_eq!(sliced["throughput_rps"], cpu["throughput_rps"]);
+    assert_eq!(sliced["shards"][0]["histogram"], ra["calls_by_name"]["cpu"]["histogram"]);
+    // Compared: each side's values are its slice's.
+    let compared = bin().args(["compare", "--format", "json", "--slice", "calls_by_name=cpu"]).args([&a, &b]).output();
+    let compared: Value = serde_json::from_str(&stdout(compared.unwrap())).unwrap();
+    for (side, r) in [("a", &ra), ("b", &rb)] {
+        let run = &compared[side][0];
+        assert_eq!(run["calls"], r["calls_by_name"]["cpu"]["requests"]["total"], "{run}");
+        assert_eq!(run["latency_us"]["p99"], r["calls_by_name"]["cpu"]["latency_us"]["p99"], "{run}");
+        assert!(run["source"].as_str().unwrap().ends_with("[calls_by_name=cpu]"), "{run}");
+    }
+    // Rendered: in every format, as a merge of wholes is.
+    let prometheus =
+        bin().args(["merge", "--format", "prometheus", "--slice", "calls_by_name=cpu"]).args([&a, &b]).output();
+    let prometheus = stdout(prometheus.unwrap());
+    assert!(prometheus.lines().any(|l| l.starts_with("rpcmeter_run_count{") && l.ends_with(" 105")), "{prometheus}");
+    let table = stdout(bin().args(["merge", "--slice", "calls_by_name=echo"]).args([&a, &b]).output().unwrap());
+    assert!(table.contains("Calls:       45 (ok 45, failed 0)"), "{table}");
+    let page = stdout(bin().args(["report", "-o", "-", "--slice", "calls_by_name=cpu"]).arg(&a).output().unwrap());
+    assert!(page.contains("a.json [calls_by_name=cpu]") && page.contains("<svg"), "no page of the slice");
+    // A name no result has: one line, exit 2.
+    let out = bin().args(["compare", "--slice", "calls_by_name=nope"]).args([&a, &b]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && stderr.lines().count() == 1, "{stderr}");
+    assert!(stderr.contains("no such name in calls_by_name (it has: cpu, echo)"), "{stderr}");
+}

@@ -237,9 +237,11 @@ fn no_shard_outlives_a_killed_parent() {
 fn a_shards_window_starts_at_its_start_time() {
     let server = TestServer::start(Behaviour::Echo);
     let at = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
-    let unix = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-    let unix = format!("{unix:.3}");
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix.parse().unwrap());
+    // Whole milliseconds, kept as integers: a float of today's Unix time is only good to
+    // about 240 ns, enough to put an on-time start "before" --start-at.
+    let ms = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let unix = format!("{}.{:03}", ms / 1000, ms % 1000);
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     let r = json_of(run_echo(server.addr, &["--shard", "0/2", "--start-at", &unix, "-n", "10"]));
     let started = humantime::parse_rfc3339(r["meta"]["started_at"].as_str().unwrap()).unwrap();
     // started_at is written to the millisecond.

@@ -22,10 +22,10 @@
 //! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
 use crate::error::{bad_input, output_failed, run_failed};
 use crate::report::Format;
+use crate::result::Run;
 use crate::stats::assertions::Value;
 use crate::stats::compare::{mean_shift, MeanShift, Runs};
 use crate::units;
-use serde::Deserialize;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -52,34 +52,46 @@ pub struct Settings {
     pub format: Format,
 }
 
-/// Where a result comes from.
+/// Where a result comes from: a JSON result file or a history id ("42", "#42"), whole or one
+/// slice of it (`--slice calls_by_name=put`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResultRef {
-    /// A JSON result file, or a history id ("42", "#42").
-    Path(PathBuf),
+pub struct ResultRef {
+    pub path: PathBuf,
+    /// (breakdown, name), e.g. ("calls_by_name", "put").
+    pub slice: Option<(String, String)>,
 }
 
 impl ResultRef {
     pub fn resolve(arg: &Path) -> ResultRef {
-        ResultRef::Path(arg.to_path_buf())
+        ResultRef { path: arg.to_path_buf(), slice: None }
     }
 
     /// How reports name it.
     pub fn label(&self) -> String {
-        match self {
-            ResultRef::Path(p) => p.display().to_string(),
+        match &self.slice {
+            None => self.path.display().to_string(),
+            Some((key, name)) => format!("{} [{key}={name}]", self.path.display()),
         }
     }
 
-    /// The result, read and checked; a bad-input error (exit 2) naming the source otherwise.
+    /// The result (or its slice), read and checked; a bad-input error (exit 2) naming the
+    /// source otherwise.
     pub fn load(&self) -> anyhow::Result<RunResult> {
-        match self {
-            ResultRef::Path(path) => {
-                let text = crate::history::resolve_text(&path.to_string_lossy())?;
-                RunResult::parse(&text, self.label())
+        let text = crate::history::resolve_text(&self.path.to_string_lossy())?;
+        let label = self.label();
+        let run = read(&text, &label)?;
+        match &self.slice {
+            None => RunResult::of(&run, label),
+            Some((key, name)) => {
+                let slice = run.of_slice(key, name).map_err(|e| bad_input(format!("{}: {e}", self.path.display())))?;
+                RunResult::of(&slice, label)
             }
         }
     }
+}
+
+fn read(text: &str, label: &str) -> anyhow::Result<Run> {
+    Run::parse(text).map_err(|e| bad_input(format!("{label}: {e}")))
 }
 
 /// The parts of a result that a comparison reads.
@@ -131,144 +143,52 @@ pub struct IntervalRow {
     pub p99: Duration,
 }
 
-#[derive(Deserialize)]
-struct RawResult {
-    #[serde(default)]
-    meta: RawMeta,
-    call: Option<String>,
-    target: Option<String>,
-    #[serde(default)]
-    partial: bool,
-    requests: RawRequests,
-    duration_s: f64,
-    throughput_rps: f64,
-    ok_rps: Option<f64>,
-    latency_us: RawLatency,
-    /// Of OK calls only; results written before it existed have only `latency_us`.
-    ok_latency_us: Option<RawLatency>,
-    interval_s: Option<f64>,
-    #[serde(default)]
-    intervals: Vec<RawInterval>,
-    shards: Option<Vec<JsonValue>>,
-    #[serde(default)]
-    histograms: RawHistograms,
-}
-
-#[derive(Deserialize, Default)]
-struct RawHistograms {
-    call_latency: Option<String>,
-    ok_call_latency: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct RawMeta {
-    name: Option<String>,
-    started_at: Option<String>,
-    /// Any JSON: a string today; read leniently so that a new form is no reason to refuse.
-    run_id: Option<JsonValue>,
-    #[serde(default)]
-    source_run_ids: Vec<JsonValue>,
-    #[serde(default)]
-    merged_from: Vec<JsonValue>,
-}
-
-#[derive(Deserialize)]
-struct RawRequests {
-    total: u64,
-    ok: u64,
-    failed: u64,
-}
-
-#[derive(Deserialize)]
-struct RawLatency {
-    p50: f64,
-    p99: f64,
-}
-
-#[derive(Deserialize)]
-struct RawInterval {
-    t_s: f64,
-    length_s: f64,
-    phase: String,
-    calls: u64,
-    ok: Option<u64>,
-    failed: u64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
 impl RunResult {
     /// A result from its JSON text; `label` names it in errors.
     pub fn parse(text: &str, label: String) -> anyhow::Result<RunResult> {
+        let run = read(text, &label)?;
+        RunResult::of(&run, label)
+    }
+
+    /// What a comparison reads of a result: its numbers as Durations and rates, checked.
+    pub fn of(run: &Run, label: String) -> anyhow::Result<RunResult> {
         let bad = |why: String| bad_input(format!("{label}: not a result of rpcmeter run --format json: {why}"));
-        let raw: RawResult = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-        // As merge refuses them (src/app/merge.rs, MAX_COUNT): a count beyond 2^53 is no run's,
-        // and the error rate adds the counts of every run.
-        let counts = [("requests.total", raw.requests.total), ("requests.ok", raw.requests.ok)]
-            .into_iter()
-            .chain([("requests.failed", raw.requests.failed)])
-            .chain(
-                raw.intervals
-                    .iter()
-                    .flat_map(|iv| [("intervals[].calls", iv.calls), ("intervals[].failed", iv.failed)]),
-            );
-        for (key, n) in counts {
-            if n > 1 << 53 {
-                return Err(bad(format!("{key} {n} is not a count of calls")));
-            }
-        }
+        checked_counts(run).map_err(bad)?;
         let seconds = |s: f64, key: &str| {
             Duration::try_from_secs_f64(s).map_err(|_| bad(format!("{key} {s} is not a duration in seconds")))
-        };
-        // Latencies are written in µs to the ns: back to whole ns, without float truncation.
-        let micros = |us: f64, key: &str| match us * 1e3 {
-            ns if ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64 => Ok(Duration::from_nanos(ns.round() as u64)),
-            _ => Err(bad(format!("{key} {us} is not a latency in µs"))),
         };
         let rate = |x: f64, key: &str| match x {
             x if x.is_finite() && x >= 0.0 => Ok(x),
             _ => Err(bad(format!("{key} {x} is not a rate"))),
         };
-        let interval = match raw.interval_s {
+        let interval = match run.interval_s {
             Some(s) if seconds(s, "interval_s")?.is_zero() => return Err(bad("interval_s is 0".into())),
             Some(s) => Some(seconds(s, "interval_s")?),
             None => None,
         };
-        let intervals = raw
-            .intervals
-            .iter()
-            .map(|iv| {
-                Ok(IntervalRow {
-                    at: seconds(iv.t_s, "t_s")?,
-                    length: seconds(iv.length_s, "length_s")?,
-                    measured: match iv.phase.as_str() {
-                        "measured" => true,
-                        "warmup" => false,
-                        other => return Err(bad(format!("unknown interval phase {other:?}"))),
-                    },
-                    calls: iv.calls,
-                    ok: iv.ok.unwrap_or(iv.calls.saturating_sub(iv.failed)),
-                    failed: iv.failed,
-                    p50: micros(iv.p50_us, "p50_us")?,
-                    p99: micros(iv.p99_us, "p99_us")?,
-                })
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let duration = seconds(raw.duration_s, "duration_s")?;
-        let ok_rps = match raw.ok_rps {
+        let intervals = run.intervals.iter().flatten().map(|iv| interval_row(iv).map_err(bad));
+        let intervals = intervals.collect::<anyhow::Result<Vec<_>>>()?;
+        let duration = seconds(run.duration_s, "duration_s")?;
+        let ok_rps = match run.ok_rps {
             Some(x) => rate(x, "ok_rps")?,
             None if duration.is_zero() => 0.0,
-            None => raw.requests.ok as f64 / duration.as_secs_f64(),
+            None => run.requests.ok as f64 / duration.as_secs_f64(),
         };
-        let ok_only = raw.ok_latency_us.is_some();
-        let (p50, p99) = match &raw.ok_latency_us {
-            Some(l) => (micros(l.p50, "ok_latency_us.p50")?, micros(l.p99, "ok_latency_us.p99")?),
-            None => (micros(raw.latency_us.p50, "latency_us.p50")?, micros(raw.latency_us.p99, "latency_us.p99")?),
+        // Of OK calls only when the result has them (results written before it existed have
+        // only latency_us).
+        let ok_only = run.ok_latency_us.is_some();
+        let (latency, key) = match &run.ok_latency_us {
+            Some(l) => (l, "ok_latency_us"),
+            None => (&run.latency_us, "latency_us"),
         };
-        let merged_from = raw.meta.merged_from.len().max(raw.shards.map_or(0, |s| s.len()));
-        let throughput_rps = rate(raw.throughput_rps, "throughput_rps")?;
-        let latencies = if ok_only { &raw.histograms.ok_call_latency } else { &raw.histograms.call_latency };
-        let histogram = match latencies {
+        let p50 = micros(latency.stats.get("p50").copied().unwrap_or(0.0), &format!("{key}.p50")).map_err(bad)?;
+        let p99 = micros(latency.stats.get("p99").copied().unwrap_or(0.0), &format!("{key}.p99")).map_err(bad)?;
+        let merged_from =
+            run.meta.merged_from.as_ref().map_or(0, Vec::len).max(run.shards.as_ref().map_or(0, Vec::len));
+        let throughput_rps = rate(run.throughput_rps, "throughput_rps")?;
+        let h = &run.histograms;
+        let latencies = if ok_only { h.ok_call_latency.as_deref() } else { Some(h.call_latency.as_str()) };
+        let histogram = match latencies.filter(|text| !text.is_empty()) {
             Some(text) => Some(
                 crate::record::shard::from_text(text).map_err(|why| bad(format!("histograms.call_latency {why}")))?,
             ),
@@ -280,17 +200,17 @@ impl RunResult {
             p50_error: error(0.5),
             p99_error: error(0.99),
             label,
-            name: raw.meta.name,
-            started_at: raw.meta.started_at,
-            run_id: raw.meta.run_id.as_ref().map(id_text),
-            source_run_ids: raw.meta.source_run_ids.iter().map(id_text).collect(),
-            call: raw.call,
-            target: raw.target,
+            name: run.meta.name.clone(),
+            started_at: run.meta.started_at.clone(),
+            run_id: run.meta.run_id.as_ref().map(id_text),
+            source_run_ids: run.meta.source_run_ids.iter().flatten().map(id_text).collect(),
+            call: Some(run.call.clone()).filter(|c| !c.is_empty()),
+            target: Some(run.target.clone()).filter(|t| !t.is_empty()),
             merged_from,
-            partial: raw.partial,
-            calls: raw.requests.total,
-            ok: raw.requests.ok,
-            failed: raw.requests.failed,
+            partial: run.partial,
+            calls: run.requests.total,
+            ok: run.requests.ok,
+            failed: run.requests.failed,
             duration,
             ok_rps,
             throughput_rps,
@@ -327,6 +247,50 @@ impl RunResult {
             self.failed as f64 / self.calls as f64
         }
     }
+}
+
+/// As merge refuses them (src/app/merge.rs, MAX_COUNT): a count beyond 2^53 is no run's, and
+/// the error rate adds the counts of every run.
+fn checked_counts(run: &Run) -> Result<(), String> {
+    let r = &run.requests;
+    let rows = run.intervals.iter().flatten();
+    let counts = [("requests.total", r.total), ("requests.ok", r.ok), ("requests.failed", r.failed)]
+        .into_iter()
+        .chain(rows.flat_map(|iv| [("intervals[].calls", iv.calls), ("intervals[].failed", iv.failed)]));
+    for (key, n) in counts {
+        if n > 1 << 53 {
+            return Err(format!("{key} {n} is not a count of calls"));
+        }
+    }
+    Ok(())
+}
+
+/// Latencies are written in µs to the ns: back to whole ns, without float truncation.
+fn micros(us: f64, key: &str) -> Result<Duration, String> {
+    match us * 1e3 {
+        ns if ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64 => Ok(Duration::from_nanos(ns.round() as u64)),
+        _ => Err(format!("{key} {us} is not a latency in µs")),
+    }
+}
+
+fn interval_row(iv: &crate::result::IntervalRow) -> Result<IntervalRow, String> {
+    let seconds = |s: f64, key: &str| {
+        Duration::try_from_secs_f64(s).map_err(|_| format!("{key} {s} is not a duration in seconds"))
+    };
+    Ok(IntervalRow {
+        at: seconds(iv.t_s, "t_s")?,
+        length: seconds(iv.length_s, "length_s")?,
+        measured: match iv.phase.as_str() {
+            "measured" => true,
+            "warmup" => false,
+            other => return Err(format!("unknown interval phase {other:?}")),
+        },
+        calls: iv.calls,
+        ok: iv.ok.unwrap_or(iv.calls.saturating_sub(iv.failed)),
+        failed: iv.failed,
+        p50: micros(iv.p50_us, "p50_us")?,
+        p99: micros(iv.p99_us, "p99_us")?,
+    })
 }
 
 /// A run id as text, whatever JSON it was written as.

@@ -23,8 +23,16 @@ pub struct Input {
 impl Input {
     /// A result's JSON value as an input; anything that is not a result is bad input.
     pub fn of_value(label: String, value: Value) -> anyhow::Result<Input> {
-        let result = Run::from_value(value).map_err(|e| bad_input(format!("{label}: {e}")))?;
+        let result = Run::from_value_requiring(value, &NEEDED).map_err(|e| bad_input(format!("{label}: {e}")))?;
         checked(Input { label, result })
+    }
+}
+
+impl Input {
+    /// One slice of this input (`calls_by_name`, "put") as an input of its own.
+    pub fn slice(self, key: &str, name: &str) -> anyhow::Result<Input> {
+        let result = self.result.of_slice(key, name).map_err(|e| bad_input(format!("{}: {e}", self.label)))?;
+        Ok(Input { label: format!("{} [{key}={name}]", self.label), result })
     }
 }
 
@@ -33,9 +41,12 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
     // A history id ("42", "#42") or a file.
     let text = crate::history::resolve_text(&path.to_string_lossy())?;
     let label = path.display().to_string();
-    let result = Run::parse(&text).map_err(|e| bad_input(format!("{label}: {e}")))?;
-    checked(Input { label, result })
+    let value: Value = serde_json::from_str(&text).map_err(|e| bad_input(format!("{label}: not JSON: {e}")))?;
+    Input::of_value(label, value)
 }
+
+/// What merge reads beside the counts: the histograms it adds, the start and length of a window.
+const NEEDED: [&str; 3] = ["histograms", "meta", "duration_s"];
 
 fn checked(input: Input) -> anyhow::Result<Input> {
     // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
@@ -115,8 +126,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     let start = windows.first().map_or(0.0, |w| w.0);
     let span = windows.last().map_or(0.0, |w| w.1) - start;
     let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
-    let window = Duration::try_from_secs_f64(measured).unwrap_or(Duration::MAX);
-    let rate = |n: u64| crate::stats::rate(n, window);
+    let rate = |n: u64| if measured > 0.0 { n as f64 / measured } else { 0.0 };
     let micros = |s: f64| (s * 1e6).round() / 1e6;
 
     let mut out = Run { ..Run::default() };
@@ -136,7 +146,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     if let Some(kind) = first.messages.as_ref().map(|m| m.kind.clone()) {
         out.messages = Some(merge_messages(inputs, kind, &rate)?);
     }
-    merge_breakdowns(inputs, window, &mut out)?;
+    merge_breakdowns(inputs, &rate, &mut out)?;
     out.shards = Some(inputs.iter().map(shard_part).collect());
     out.notices = notices(inputs, &mixed);
     out.partial = inputs.iter().any(|i| i.result.partial);
@@ -169,29 +179,33 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
         }
         Ok(sum)
     };
-    let calls = sum("call_latency", |h| Some(&h.call_latency))?;
-    let attempts = sum("attempt_latency", |h| h.attempt_latency.as_ref())?;
-    let service = sum("service_time", |h| h.service_time.as_ref())?;
-    let lag = sum("schedule_lag", |h| h.schedule_lag.as_ref())?;
-    // Results written before a histogram existed (ok_call_latency) merge without it.
-    let ok = match inputs.iter().all(|i| i.result.histograms.ok_call_latency.is_some()) {
-        true => Some(sum("ok_call_latency", |h| h.ok_call_latency.as_ref())?),
-        false => None,
+    // Results written before a histogram existed (ok_call_latency), and slices, which keep
+    // the call latency alone, merge without the others.
+    let every = |key: &str, pick: Pick| -> anyhow::Result<Option<Histogram<u64>>> {
+        match inputs.iter().all(|i| pick(&i.result.histograms).is_some()) {
+            true => sum(key, pick).map(Some),
+            false => Ok(None),
+        }
     };
+    let calls = sum("call_latency", |h| Some(&h.call_latency))?;
+    let ok = every("ok_call_latency", |h| h.ok_call_latency.as_ref())?;
+    let attempts = every("attempt_latency", |h| h.attempt_latency.as_ref())?;
+    let service = every("service_time", |h| h.service_time.as_ref())?;
+    let lag = every("schedule_lag", |h| h.schedule_lag.as_ref())?;
     out.histogram = to_text(&calls);
     out.histograms = result::Histograms {
         call_latency: to_text(&calls),
         ok_call_latency: ok.as_ref().map(to_text),
-        attempt_latency: Some(to_text(&attempts)),
-        service_time: Some(to_text(&service)),
-        schedule_lag: Some(to_text(&lag)),
+        attempt_latency: attempts.as_ref().map(to_text),
+        service_time: service.as_ref().map(to_text),
+        schedule_lag: lag.as_ref().map(to_text),
     };
     out.latency_us = LatencySummary::of_histogram(&calls);
     out.ok_latency_us = ok.as_ref().map(LatencySummary::of_histogram);
-    out.attempt_latency_us = Some(LatencySummary::of_histogram(&attempts));
-    out.service_time_us = Some(LatencySummary::of_histogram(&service));
+    out.attempt_latency_us = attempts.as_ref().map(LatencySummary::of_histogram);
+    out.service_time_us = service.as_ref().map(LatencySummary::of_histogram);
     if inputs[0].result.schedule_lag_us.is_some() {
-        out.schedule_lag_us = Some(LatencySummary::of_histogram(&lag));
+        out.schedule_lag_us = lag.as_ref().map(LatencySummary::of_histogram);
     }
     Ok(())
 }
@@ -232,13 +246,13 @@ fn merge_counts(inputs: &[Input], out: &mut Run) {
 
 /// Each breakdown (`calls_by_name`, `flows`, `backends`): its slices added name by name; and
 /// the checks' passes and failures, check by check.
-fn merge_breakdowns(inputs: &[Input], window: Duration, out: &mut Run) -> anyhow::Result<()> {
+fn merge_breakdowns(inputs: &[Input], rate: &dyn Fn(u64) -> f64, out: &mut Run) -> anyhow::Result<()> {
     for key in BREAKDOWNS {
         if inputs.iter().all(|i| i.result.breakdown(key).is_none()) {
             continue;
         }
         let maps = inputs.iter().filter_map(|i| Some((i.label.as_str(), i.result.breakdown(key)?)));
-        let merged = merge_breakdown(maps, window)
+        let merged = merge_breakdown(maps, rate)
             .map_err(|(label, name, why)| bad_input(format!("{label}: {key}.{name}.{why}")))?;
         if let Some(slot) = out.breakdown_mut(key) {
             *slot = Some(merged);

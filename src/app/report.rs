@@ -6,22 +6,27 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Reads the results, in the order given.
-pub fn load(files: &[PathBuf]) -> anyhow::Result<Vec<html::Run>> {
+/// Reads the results (or one slice of each: `--slice calls_by_name=put`), in the order given.
+pub fn load(files: &[PathBuf], slice: Option<&(String, String)>) -> anyhow::Result<Vec<html::Run>> {
     files
         .iter()
         .map(|path| {
             let name = path.display().to_string();
             // A history id ("42", "#42") or a file.
             let text = crate::history::resolve_text(&name)?;
-            html::parse(&name, &text).map_err(|why| bad_input(format!("{name}: {why}")))
+            let Some((key, part)) = slice else {
+                return html::parse(&name, &text).map_err(|why| bad_input(format!("{name}: {why}")));
+            };
+            let run = crate::result::Run::parse(&text).map_err(|why| bad_input(format!("{name}: {why}")))?;
+            let run = run.of_slice(key, part).map_err(|why| bad_input(format!("{name}: {why}")))?;
+            html::of_result(&format!("{name} [{key}={part}]"), &run).map_err(|why| bad_input(format!("{name}: {why}")))
         })
         .collect()
 }
 
-/// Writes the report of `files` to `output` (`-`: standard output).
-pub fn report(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
-    let runs = load(files)?;
+/// Writes the report of `files` (or of one slice of each) to `output` (`-`: standard output).
+pub fn report(files: &[PathBuf], slice: Option<&(String, String)>, output: &Path) -> anyhow::Result<ExitCode> {
+    let runs = load(files, slice)?;
     let page = html::render(&runs);
     let written = if output == Path::new("-") {
         let mut out = std::io::stdout().lock();

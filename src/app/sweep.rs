@@ -134,7 +134,7 @@ fn json(done: &[Done], not_run: &[String], interrupted: bool, failed_step: Optio
                 "step": d.step.label,
                 "load": d.step.load,
                 "partial": d.partial(),
-                "result": crate::report::json::value(&d.summary),
+                "result": crate::report::json::result(&d.summary),
             })
         })
         .collect();

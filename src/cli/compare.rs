@@ -43,6 +43,10 @@ pub struct CompareArgs {
     /// than this is "no meaningful difference" and never fails --fail-on-regression
     #[arg(long, value_parser = parse_min_effect)]
     pub min_effect: Option<f64>,
+    /// Compare one slice of each result instead of the whole: KEY=NAME, KEY one of
+    /// calls_by_name, flows, backends (e.g. `--slice calls_by_name=put`)
+    #[arg(long, value_name = "KEY=NAME", value_parser = crate::result::parse_slice)]
+    pub slice: Option<(String, String)>,
     /// Output format.
     #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
     pub format: Format,
@@ -76,6 +80,10 @@ pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
 }
 
 impl CompareArgs {
+    fn result_ref(&self, path: &std::path::Path) -> ResultRef {
+        ResultRef { slice: self.slice.clone(), ..ResultRef::resolve(path) }
+    }
+
     /// The comparison these flags ask for, checked.
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let args = self;
@@ -110,8 +118,8 @@ impl CompareArgs {
             )));
         }
         Ok(Settings {
-            a: a.iter().map(|p| ResultRef::resolve(p)).collect(),
-            b: b.iter().map(|p| ResultRef::resolve(p)).collect(),
+            a: a.iter().map(|p| self.result_ref(p)).collect(),
+            b: b.iter().map(|p| self.result_ref(p)).collect(),
             metrics,
             alpha: args.alpha,
             min_effect: args.min_effect,

@@ -19,6 +19,10 @@ pub struct MergeArgs {
     /// format `run` prints (csv, prometheus, influx, junit, rmeter)
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Merge one slice of each result instead of the whole: KEY=NAME, KEY one of
+    /// calls_by_name, flows, backends (e.g. `--slice calls_by_name=put`)
+    #[arg(long, value_name = "KEY=NAME", value_parser = crate::result::parse_slice)]
+    pub slice: Option<(String, String)>,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
 }
@@ -36,6 +40,9 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
         } else {
             inputs.push(merge::read(path)?);
         }
+    }
+    if let Some((key, name)) = &args.slice {
+        inputs = inputs.into_iter().map(|i| i.slice(key, name)).collect::<anyhow::Result<_>>()?;
     }
     let mut merged = merge::merge(&inputs)?;
     for warning in merge::warnings(&merged) {

@@ -11,11 +11,15 @@ pub struct ReportArgs {
     /// The HTML file to write (`-`: standard output).
     #[arg(short = 'o', long, default_value = "report.html")]
     pub output: PathBuf,
+    /// Report one slice of each result instead of the whole: KEY=NAME, KEY one of
+    /// calls_by_name, flows, backends (e.g. `--slice calls_by_name=put`)
+    #[arg(long, value_name = "KEY=NAME", value_parser = crate::result::parse_slice)]
+    pub slice: Option<(String, String)>,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
 }
 
 pub fn main(args: ReportArgs) -> anyhow::Result<ExitCode> {
     args.input.apply();
-    crate::app::report::report(&args.files, &args.output)
+    crate::app::report::report(&args.files, args.slice.as_ref(), &args.output)
 }

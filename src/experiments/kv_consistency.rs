@@ -86,10 +86,26 @@ struct Measured {
     failed: u64,
 }
 
-/// The step's numbers out of its summary.
+/// The step's numbers out of its summary: the get's checks, the get's and the flow's shares.
 fn measured(s: &Summary) -> Measured {
-    // Wired to the flows engine's results once it has landed (branch flows).
-    Measured { failed: s.requests.failed, ..Measured::default() }
+    let check = |text: &str| s.checks().into_iter().find(|c| c.0 == "get" && c.1 == text).map(|c| (c.2, c.3));
+    let (pass, stale) = check(NOT_STALE).unwrap_or_default();
+    let not_exact = check(EXACT).map_or(0, |c| c.1);
+    let p50 = |h: &hdrhistogram::Histogram<u64>| crate::stats::Latency::of(h).percentile(50.0);
+    let get = s.by_name().into_iter().find(|n| n.0 == "get").map(|n| p50(&n.2.latency)).unwrap_or_default();
+    let flow = s.by_flow().into_iter().next().map(|f| f.2);
+    let secs = s.duration.as_secs_f64();
+    let flows = flow.as_ref().map_or(0, |f| f.ok());
+    Measured {
+        flows,
+        checked: pass + stale,
+        stale,
+        not_exact,
+        get_p50: get,
+        flow_p50: flow.as_ref().map_or(Duration::ZERO, |f| p50(&f.share.latency)),
+        flows_per_s: if secs > 0.0 { flows as f64 / secs } else { 0.0 },
+        failed: s.requests.failed,
+    }
 }
 
 struct Point {
@@ -225,36 +241,54 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
 
 fn findings(results: &[(&Config, Vec<Point>)]) -> Vec<String> {
     let mut out = Vec::new();
+    let (mut missed, mut held) = (Vec::new(), Vec::new());
     for (config, points) in results {
-        let (Some(first), Some(last)) = (points.first(), points.last()) else { continue };
         let checked: u64 = points.iter().map(|p| p.m.checked).sum();
-        let stale: u64 = points.iter().map(|p| p.m.stale).sum();
-        let not_exact: u64 = points.iter().map(|p| p.m.not_exact).sum();
         if checked == 0 {
             out.push(format!("{}: no get was checked, so nothing is concluded.", config.label));
             continue;
         }
-        let mut line = format!(
-            "{}: {stale} of {checked} gets were stale ({:.1}%), from {:.1}% at {} client{} to {:.1}% at {} (get p50 {} → {} ms)",
-            config.label,
-            percent(stale, checked),
-            percent(first.m.stale, first.m.checked),
-            first.clients,
-            if first.clients == 1 { "" } else { "s" },
-            percent(last.m.stale, last.m.checked),
-            last.clients,
-            super::ms(first.m.get_p50),
-            super::ms(last.m.get_p50),
-        );
-        if not_exact != stale {
+        let stale: u64 = points.iter().map(|p| p.m.stale).sum();
+        let newer: u64 = points.iter().map(|p| p.m.not_exact.saturating_sub(p.m.stale)).sum();
+        let steps: Vec<String> = points
+            .iter()
+            .filter(|p| p.m.checked > 0)
+            .map(|p| {
+                format!(
+                    "{:.1}% at {} client{} (flow p50 {} ms)",
+                    percent(p.m.stale, p.m.checked),
+                    p.clients,
+                    if p.clients == 1 { "" } else { "s" },
+                    super::ms(p.m.flow_p50)
+                )
+            })
+            .collect();
+        let mut line = format!("{}: stale gets {}", config.label, steps.join(", "));
+        if newer > 0 {
             line += &format!(
-                "; {not_exact} were not the put's version ({:.1}%): {} newer, written by another client",
-                percent(not_exact, checked),
-                not_exact - stale
+                "; {newer} gets saw a newer version than their put's, written by another client ({})",
+                points
+                    .iter()
+                    .filter(|p| p.m.checked > 0)
+                    .map(|p| format!(
+                        "{:.1}% at {}",
+                        percent(p.m.not_exact.saturating_sub(p.m.stale), p.m.checked),
+                        p.clients
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         line.push('.');
         out.push(line);
+        if stale > 0 {
+            missed.push(config.label);
+        } else {
+            held.push(format!("{} ({checked} gets)", config.label));
+        }
+    }
+    if !missed.is_empty() && !held.is_empty() {
+        out.push(format!("Stale gets were measured with {} only; none with {}.", missed.join(", "), held.join(", ")));
     }
     out
 }
@@ -282,6 +316,32 @@ mod tests {
             assert_eq!(checks, [NOT_STALE, EXACT]);
             assert_eq!(doc["flow"][0]["steps"].as_array().unwrap().len(), 2);
         }
+    }
+
+    /// The findings restate the counts: stale per step, newer versions apart, and which
+    /// stores had stale gets and which none.
+    #[test]
+    fn findings_name_the_stores_that_missed_and_those_that_did_not() {
+        let point = |clients, checked, stale, not_exact| Point {
+            clients,
+            m: Measured { checked, stale, not_exact, flow_p50: Duration::from_millis(2), ..Measured::default() },
+        };
+        let results = vec![
+            (&CONFIGS[0], vec![point(1, 100, 0, 0), point(4, 200, 0, 0)]),
+            (&CONFIGS[2], vec![point(1, 100, 99, 99), point(4, 200, 10, 10)]),
+            (&CONFIGS[4], vec![point(4, 200, 0, 150)]),
+        ];
+        let found = findings(&results);
+        assert_eq!(
+            found[1],
+            "eventual 1ms, own keys: stale gets 99.0% at 1 client (flow p50 2.0 ms), 5.0% at 4 clients (flow p50 2.0 ms)."
+        );
+        assert!(found[2].contains("150 gets saw a newer version than their put's") && found[2].contains("75.0% at 4"));
+        assert_eq!(
+            found[3],
+            "Stale gets were measured with eventual 1ms, own keys only; none with linearizable, own keys (300 gets), \
+             linearizable, one key (200 gets)."
+        );
     }
 
     #[test]

@@ -3,8 +3,6 @@
 //! the CLI, so a lab's numbers are a user's numbers), and writes what it found twice: a
 //! markdown summary and an HTML report (`report::html`, with the lab's write-up on top).
 pub mod doc;
-// Not in `lab` until the flows engine (captures and checks) has landed: `measured` is a stub.
-#[allow(dead_code)]
 mod kv_consistency;
 mod kv_throughput;
 mod ping_vs_grpc;
@@ -33,6 +31,8 @@ pub enum Name {
     ThreadedVsAsync,
     /// docs/experiments.md, "Throughput measured by the client": client- vs server-side throughput
     KvThroughput,
+    /// docs/experiments.md, "Reads that miss the write just made": put-then-get flows checked per consistency mode
+    KvConsistency,
     /// docs/experiments.md, "Ping vs gRPC latency": ICMP beside gRPC, loopback and network namespaces
     PingVsGrpc,
     /// Every lab, one after the other
@@ -45,6 +45,7 @@ impl Name {
             Name::Warmup => "warmup",
             Name::ThreadedVsAsync => "threaded-vs-async",
             Name::KvThroughput => "kv-throughput",
+            Name::KvConsistency => "kv-consistency",
             Name::PingVsGrpc => "ping-vs-grpc",
             Name::All => "all",
         }
@@ -160,11 +161,11 @@ impl Lab {
         }
         let summary = measure_step(settings, &self.control, true)?;
         self.ran(label, summary.partial());
-        let json = serde_json::to_string_pretty(&crate::report::json::value(&summary))? + "\n";
+        let result = crate::report::json::result(&summary);
         let file = self.results.join(format!("{}.json", file_name(label)));
-        write_whole(&file, json.as_bytes()).map_err(|e| output_failed(&file, e))?;
+        write_whole(&file, result.to_json_pretty().as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
-        self.runs.push(html::parse(&shown, &json).map_err(crate::error::internal)?);
+        self.runs.push(html::of_result(&shown, &result).map_err(crate::error::internal)?);
         Ok(summary)
     }
 
@@ -203,7 +204,9 @@ fn file_name(label: &str) -> String {
 /// Runs the lab(s) `name`; prints where each report went.
 pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Result<()> {
     let names = match name {
-        Name::All => vec![Name::Warmup, Name::ThreadedVsAsync, Name::PingVsGrpc, Name::KvThroughput],
+        Name::All => {
+            vec![Name::Warmup, Name::ThreadedVsAsync, Name::PingVsGrpc, Name::KvThroughput, Name::KvConsistency]
+        }
         one => vec![one],
     };
     for name in names {
@@ -217,6 +220,9 @@ pub fn run(name: Name, options: &Options, control: Arc<Control>) -> anyhow::Resu
                 threaded_vs_async::run(Lab::new(name, threaded_vs_async::TITLE, options, control.clone())?)?
             }
             Name::KvThroughput => kv_throughput::run(Lab::new(name, kv_throughput::TITLE, options, control.clone())?)?,
+            Name::KvConsistency => {
+                kv_consistency::run(Lab::new(name, kv_consistency::TITLE, options, control.clone())?)?
+            }
             Name::PingVsGrpc => ping_vs_grpc::run(Lab::new(name, ping_vs_grpc::TITLE, options, control.clone())?)?,
             Name::All => unreachable!("expanded above"),
         };

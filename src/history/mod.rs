@@ -143,25 +143,28 @@ impl History {
         if !result.is_object() {
             return Err(bad_input("a run result is a JSON object"));
         }
-        let text = |pointer: &str| result.pointer(pointer).and_then(Value::as_str);
-        let int = |pointer: &str| result.pointer(pointer).and_then(Value::as_i64);
-        let real = |pointer: &str| result.pointer(pointer).and_then(Value::as_f64);
-        let tags = result.pointer("/meta/tags").filter(|t| !t.is_null()).map(Value::to_string);
+        // The listing's columns from the typed result; a value the type does not read leaves
+        // them empty, and the result is kept as given all the same.
+        let run = crate::result::Run::from_value(result.clone()).unwrap_or_default();
+        let some = |text: &str| Some(text.to_string()).filter(|t| !t.is_empty());
+        let count = |n: u64| i64::try_from(n).ok();
+        let latency = |key: &str| run.latency_us.stats.get(key).copied();
+        let tags = result.get("meta").and_then(|m| m.get("tags")).filter(|t| !t.is_null()).map(Value::to_string);
         self.conn
             .execute(
                 "INSERT INTO runs (started_at, name, target, call, mode, calls, ok, throughput_rps, p50_us, p99_us, \
                  tags, result) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
-                    text("/meta/started_at"),
-                    text("/meta/name"),
-                    text("/target"),
-                    text("/call"),
-                    text("/mode"),
-                    int("/requests/total"),
-                    int("/requests/ok"),
-                    real("/throughput_rps"),
-                    real("/latency_us/p50"),
-                    real("/latency_us/p99"),
+                    run.meta.started_at,
+                    run.meta.name,
+                    some(&run.target),
+                    some(&run.call),
+                    some(&run.mode),
+                    result.get("requests").and_then(|_| count(run.requests.total)),
+                    result.get("requests").and_then(|_| count(run.requests.ok)),
+                    result.get("throughput_rps").map(|_| run.throughput_rps),
+                    latency("p50"),
+                    latency("p99"),
                     tags,
                     result.to_string(),
                 ],

@@ -88,114 +88,93 @@ fn text(v: &Value) -> String {
 
 /// Reads one result; the error says what makes it no rpcmeter result (the caller names the file).
 pub fn parse(file: &str, json: &str) -> Result<Run, String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("not JSON ({e})"))?;
-    let not_result = |what: &str| format!("not an rpcmeter result (`run --format json`): {what}");
-    let obj = v.as_object().ok_or_else(|| not_result("not a JSON object"))?;
-    let requests = obj.get("requests").and_then(Value::as_object).ok_or_else(|| not_result("no \"requests\""))?;
-    let latency = obj.get("latency_us").and_then(Value::as_object).ok_or_else(|| not_result("no \"latency_us\""))?;
-    let encoded = v
-        .pointer("/histograms/call_latency")
-        .or_else(|| obj.get("histogram"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| not_result("no \"histograms\".\"call_latency\""))?;
+    use crate::result::NotAResult;
+    let r = crate::result::Run::parse(json).map_err(|e| match e {
+        NotAResult::Not(why) => format!("not an rpcmeter result (`run --format json`): {why}"),
+        NotAResult::NotJson(why) => format!("not JSON ({why})"),
+        newer => newer.to_string(),
+    })?;
+    of_result(file, &r)
+}
+
+/// What the report shows of a result (a run's, a merge's, a slice's).
+pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
+    let encoded = Some(r.histograms.call_latency.as_str()).filter(|h| !h.is_empty()).unwrap_or(&r.histogram);
     let histogram = crate::record::shard::from_text(encoded).map_err(|why| format!("histograms.call_latency {why}"))?;
-    let u = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let f = |p: &str| v.pointer(p).and_then(Value::as_f64);
-    let intervals = obj
-        .get("intervals")
-        .and_then(Value::as_array)
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    let g = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
-                    IntervalPoint {
-                        t_s: g("t_s"),
-                        length_s: g("length_s"),
-                        warmup: r.get("phase").and_then(Value::as_str) == Some("warmup"),
-                        calls: g("calls"),
-                        failed: g("failed"),
-                        rps: g("rps"),
-                        p50_us: g("p50_us"),
-                        p99_us: g("p99_us"),
-                        client_cpu_total_s: g("client_cpu_total_s"),
-                        client_rss_bytes: g("client_rss_bytes"),
-                    }
-                })
-                .filter(|p| p.t_s.is_finite())
-                .collect()
-        })
-        .unwrap_or_default();
-    let name = v.pointer("/meta/name").map(text).filter(|n| !n.is_empty());
-    let mut statuses: Vec<(String, u64)> = obj
-        .get("statuses")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, n)| n.as_u64().map(|n| (k.clone(), n))).filter(|s| s.1 > 0).collect())
-        .unwrap_or_default();
+    let mut statuses: Vec<(String, u64)> =
+        r.statuses.iter().filter(|s| *s.1 > 0).map(|(k, n)| (k.clone(), *n)).collect();
     statuses.sort_by_key(|s| std::cmp::Reverse(s.1));
-    let mut errors: Vec<(String, String, u64)> = obj
-        .get("errors")
-        .and_then(Value::as_array)
-        .map(|rows| {
-            let field = |r: &Value, k: &str| r.get(k).map(text).unwrap_or_default();
-            rows.iter()
-                .map(|r| (field(r, "status"), field(r, "message"), r.get("count").and_then(Value::as_u64).unwrap_or(0)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut errors: Vec<(String, String, u64)> =
+        r.errors.iter().map(|e| (e.status.clone(), e.message.clone(), e.count)).collect();
     errors.sort_by_key(|e| std::cmp::Reverse(e.2));
-    let (total, ok) = (u(requests, "total"), u(requests, "ok"));
-    let throughput_rps = obj.get("throughput_rps").and_then(Value::as_f64).unwrap_or(0.0);
-    let entries = |key: &str| -> Vec<(String, Value)> {
-        let map = obj.get(key).and_then(Value::as_object);
-        map.map(|names| names.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
-    };
+    let q = &r.requests;
+    let as_map = |v: Value| v.as_object().cloned().unwrap_or_default();
+    let steady = r.steady_state.as_ref();
+    // A breakdown's entries as the page's tables read them, name by name.
+    fn entries<T: serde::Serialize>(map: Option<&std::collections::BTreeMap<String, T>>) -> Vec<(String, Value)> {
+        let each = map.into_iter().flatten();
+        each.map(|(name, v)| (name.clone(), serde_json::to_value(v).unwrap_or_default())).collect()
+    }
     Ok(Run {
-        backends: obj
-            .get("backends")
-            .and_then(Value::as_object)
-            .map(|all| all.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default(),
-        by_name: entries("calls_by_name"),
-        flows: entries("flows"),
-        checks: entries("checks"),
-        label: name.unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file).to_string()),
+        backends: r
+            .backends
+            .iter()
+            .flatten()
+            .map(|(address, slice)| (address.clone(), serde_json::to_value(slice).unwrap_or_default()))
+            .collect(),
+        by_name: entries(r.calls_by_name.as_ref()),
+        flows: entries(r.flows.as_ref()),
+        checks: entries(r.checks.as_ref()),
+        label: r
+            .meta
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file).to_string()),
         file: file.to_string(),
-        started_at: v.pointer("/meta/started_at").map(text).unwrap_or_default(),
-        tags: v
-            .pointer("/meta/tags")
-            .and_then(Value::as_object)
-            .map(|t| t.iter().map(|(k, v)| (k.clone(), text(v))).collect())
-            .unwrap_or_default(),
-        target: obj.get("target").map(text).unwrap_or_default(),
-        call: obj.get("call").map(text).unwrap_or_default(),
-        mode: obj.get("mode").map(text).unwrap_or_default(),
-        load: obj.get("load").map(text).unwrap_or_default(),
-        concurrency: obj.get("concurrency").and_then(Value::as_f64),
-        total,
-        ok,
-        failed: u(requests, "failed"),
-        unsent: u(requests, "unsent"),
-        partial: obj.get("partial").and_then(Value::as_bool).unwrap_or(false),
+        started_at: r.meta.started_at.clone().unwrap_or_default(),
+        tags: r.meta.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        target: r.target.clone(),
+        call: r.call.clone(),
+        mode: r.mode.clone(),
+        load: r.load.clone(),
+        concurrency: Some(r.concurrency as f64),
+        total: q.total,
+        ok: q.ok,
+        failed: q.failed,
+        unsent: q.unsent,
+        partial: r.partial,
         statuses,
         errors,
-        throughput_rps,
+        throughput_rps: r.throughput_rps,
         // Older and merged files lack `ok_rps`: the OK share of the throughput is the same.
-        ok_rps: obj.get("ok_rps").and_then(Value::as_f64).unwrap_or(if total == 0 {
-            0.0
-        } else {
-            throughput_rps * ok as f64 / total as f64
-        }),
-        latency_us: latency.clone(),
-        cpu_us_per_call: f("/client/cpu_us_per_request"),
-        max_rss_bytes: f("/client/max_rss_bytes"),
-        notices: obj.get("notices").and_then(Value::as_array).map(|n| n.iter().map(text).collect()).unwrap_or_default(),
-        messages: obj.get("messages").filter(|m| m.is_object()).map(messages_line),
-        steady: v.pointer("/steady_state/verdict").map(text).unwrap_or_default(),
-        steady_after_s: f("/steady_state/steady_after_s"),
-        server_rps: f("/server/throughput_rps"),
-        intervals,
+        ok_rps: r.ok_rps.unwrap_or(if q.total == 0 { 0.0 } else { r.throughput_rps * q.ok as f64 / q.total as f64 }),
+        latency_us: as_map(serde_json::to_value(&r.latency_us).unwrap_or_default()),
+        cpu_us_per_call: r.client.as_ref().map(|c| c.cpu_us_per_request),
+        max_rss_bytes: r.client.as_ref().map(|c| c.max_rss_bytes as f64),
+        notices: r.notices.clone(),
+        messages: r.messages.as_ref().map(|m| messages_line(&serde_json::to_value(m).unwrap_or_default())),
+        steady: steady.map(|s| s.verdict.clone()).unwrap_or_default(),
+        steady_after_s: steady.and_then(|s| s.steady_after_s),
+        server_rps: r.server.as_ref().and_then(|s| s.throughput_rps),
+        intervals: r.intervals.iter().flatten().map(interval_point).collect(),
         histogram,
     })
+}
+
+fn interval_point(r: &crate::result::IntervalRow) -> IntervalPoint {
+    IntervalPoint {
+        t_s: r.t_s,
+        length_s: r.length_s,
+        warmup: r.phase == "warmup",
+        calls: r.calls as f64,
+        failed: r.failed as f64,
+        rps: r.rps,
+        p50_us: r.p50_us,
+        p99_us: r.p99_us,
+        client_cpu_total_s: r.client_cpu_total_s,
+        client_rss_bytes: r.client_rss_bytes as f64,
+    }
 }
 
 /// "bidi: 20000 sent (4000.0/s), 20000 received (4000.0/s); round trip p50 140 µs, p99 2.1 ms".

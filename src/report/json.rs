@@ -27,7 +27,6 @@ pub fn value(s: &Summary) -> Value {
 
 /// The typed result of a finished run.
 pub fn result(s: &Summary) -> Run {
-    let r = &s.requests;
     let open = match &s.pacer {
         Pacer::Open(rate, arrival) => Some((rate.to_string(), arrival)),
         _ => None,
@@ -41,16 +40,7 @@ pub fn result(s: &Summary) -> Run {
         concurrency: s.concurrency.into(),
         connections: s.connections.into(),
         partial: s.partial(),
-        requests: result::Requests {
-            total: r.total,
-            ok: r.ok,
-            failed: r.failed,
-            retries: r.retries,
-            attempts: r.attempts,
-            retry_exhausted: r.retry_exhausted,
-            abandoned: r.abandoned,
-            unsent: r.unsent,
-        },
+        requests: requests(&s.requests),
         statuses: statuses(&s.statuses),
         attempt_statuses: statuses(&s.attempt_statuses),
         errors: s
@@ -99,26 +89,47 @@ pub fn result(s: &Summary) -> Run {
             _ => None,
         },
         server: s.server.as_ref().map(server),
-        calibration: s
-            .floor
-            .as_ref()
-            .map(|floor| floor.as_ref().and_then(|c| serde_json::to_value(c).ok()).unwrap_or(Value::Null)),
+        calibration: s.floor.as_ref().map(calibration),
         messages: s.messages.as_ref().map(|m| messages(m, &s.measured)),
-        warmup: s.warmup.as_ref().map(|w| result::Warmup {
-            duration_s: units::secs(w.duration),
-            calls: w.calls,
-            throughput_rps: w.throughput_rps,
-            latency_us: LatencySummary::of(&w.latency),
-        }),
-        rounds: (!s.rounds.is_empty()).then(|| {
-            s.rounds.iter().map(|r| result::Round { took_ms: units::secs(r.took) * 1e3, rps: r.rps }).collect()
-        }),
+        warmup: s.warmup.as_ref().map(warmup),
+        rounds: (!s.rounds.is_empty()).then(|| s.rounds.iter().map(round).collect()),
         calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration)),
         flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration)),
         checks: (!s.check_names.is_empty()).then(|| checks(s)),
         backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
         ..Run::default()
     }
+}
+
+fn requests(r: &super::Requests) -> result::Requests {
+    result::Requests {
+        total: r.total,
+        ok: r.ok,
+        failed: r.failed,
+        retries: r.retries,
+        attempts: r.attempts,
+        retry_exhausted: r.retry_exhausted,
+        abandoned: r.abandoned,
+        unsent: r.unsent,
+    }
+}
+
+/// The machine's floor; null when it was never calibrated.
+fn calibration(floor: &Option<crate::calibrate::Calibration>) -> Value {
+    floor.as_ref().and_then(|c| serde_json::to_value(c).ok()).unwrap_or(Value::Null)
+}
+
+fn warmup(w: &super::Phase) -> result::Warmup {
+    result::Warmup {
+        duration_s: units::secs(w.duration),
+        calls: w.calls,
+        throughput_rps: w.throughput_rps,
+        latency_us: LatencySummary::of(&w.latency),
+    }
+}
+
+fn round(r: &super::Round) -> result::Round {
+    result::Round { took_ms: units::secs(r.took) * 1e3, rps: r.rps }
 }
 
 fn meta(s: &Summary, arrival: Option<&Arrival>) -> result::Meta {

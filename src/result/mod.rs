@@ -27,6 +27,7 @@ pub const BREAKDOWNS: [&str; 3] = ["calls_by_name", "flows", "backends"];
 /// A whole result: a run's, a shard's, or several merged.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct Run {
+    #[serde(default)]
     pub meta: Meta,
     #[serde(default)]
     pub target: String,
@@ -50,6 +51,7 @@ pub struct Run {
     pub attempt_statuses: BTreeMap<String, u64>,
     #[serde(default)]
     pub errors: Vec<ErrorCount>,
+    #[serde(default)]
     pub duration_s: f64,
     #[serde(default)]
     pub throughput_rps: f64,
@@ -82,6 +84,7 @@ pub struct Run {
     /// The call latency histogram (the same as `histograms.call_latency`).
     #[serde(default)]
     pub histogram: String,
+    #[serde(default)]
     pub histograms: Histograms,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<f64>,
@@ -217,6 +220,7 @@ pub struct Client {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
 pub struct Hiccups {
     pub count: u64,
     pub p50: f64,
@@ -233,6 +237,7 @@ pub struct Warning {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
 pub struct Checked {
     pub assertion: String,
     pub value: String,
@@ -279,6 +284,7 @@ pub struct IntervalRow {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
 pub struct SteadyState {
     pub verdict: String,
     pub steady_after_s: Option<f64>,
@@ -333,6 +339,7 @@ pub struct Warmup {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
 pub struct Round {
     pub took_ms: f64,
     pub rps: f64,
@@ -352,6 +359,7 @@ pub struct CheckCount {
 
 /// One measured window of a merged result.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
 pub struct Window {
     pub started_at: String,
     pub duration_s: f64,
@@ -387,6 +395,7 @@ pub struct ShardSlice {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
 pub struct MissingShard {
     pub shard: String,
     pub why: String,
@@ -411,11 +420,32 @@ where
 
 /// Why a text is not a result, in one line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NotAResult(pub String);
+pub enum NotAResult {
+    NotJson(String),
+    /// A JSON value, but not a result: what is missing or of the wrong kind.
+    Not(String),
+    /// A result of a schema this version does not read.
+    Newer(String),
+    /// A result without the slice asked for.
+    NoSlice(String),
+}
+
+impl NotAResult {
+    /// Why, without saying "not a result" (for a reader that says it its own way).
+    pub fn why(&self) -> &str {
+        match self {
+            NotAResult::NotJson(why) | NotAResult::Not(why) | NotAResult::Newer(why) | NotAResult::NoSlice(why) => why,
+        }
+    }
+}
 
 impl std::fmt::Display for NotAResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            NotAResult::NotJson(why) => write!(f, "not JSON: {why}"),
+            NotAResult::Not(why) => write!(f, "not a result of rpcmeter run --format json: {why}"),
+            NotAResult::Newer(why) | NotAResult::NoSlice(why) => f.write_str(why),
+        }
     }
 }
 
@@ -423,18 +453,24 @@ impl Run {
     /// A result from its JSON text: refused (one line) when it is not a result or is of a
     /// newer major schema than this rpcmeter reads.
     pub fn parse(text: &str) -> Result<Run, NotAResult> {
-        let value: Value = serde_json::from_str(text).map_err(|e| NotAResult(format!("not JSON: {e}")))?;
+        let value: Value = serde_json::from_str(text).map_err(|e| NotAResult::NotJson(e.to_string()))?;
         Run::from_value(value)
     }
 
     pub fn from_value(value: Value) -> Result<Run, NotAResult> {
-        for key in ["requests", "histograms", "meta", "duration_s"] {
+        Run::from_value_requiring(value, &[])
+    }
+
+    /// A result that has `keys` beside the counts every reader needs (merge needs the
+    /// histograms and the duration).
+    pub fn from_value_requiring(value: Value, keys: &[&str]) -> Result<Run, NotAResult> {
+        for key in ["requests"].iter().chain(keys) {
             if value.get(key).is_none() {
-                return Err(NotAResult(format!("not a result of rpcmeter run --format json (no \"{key}\")")));
+                return Err(NotAResult::Not(format!("no \"{key}\"")));
             }
         }
         check_version(&value["meta"]["schema_version"])?;
-        serde_path_to_error::deserialize(value).map_err(|e| NotAResult(format!("{}: {}", e.path(), e.inner())))
+        serde_path_to_error::deserialize(value).map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))
     }
 
     /// The result as JSON: keys sorted, as every result has been written.
@@ -484,14 +520,14 @@ impl Run {
     /// it as they take a whole run.
     pub fn of_slice(&self, key: &str, name: &str) -> Result<Run, NotAResult> {
         let map = self.breakdown(key).ok_or_else(|| {
-            NotAResult(format!(
+            NotAResult::NoSlice(format!(
                 "--slice {key}={name}: this result has no {key} (breakdowns: {})",
                 BREAKDOWNS.join(", ")
             ))
         })?;
         let slice = map.get(name).ok_or_else(|| {
             let names: Vec<&str> = map.keys().map(String::as_str).collect();
-            NotAResult(format!("--slice {key}={name}: no such name in {key} (it has: {})", names.join(", ")))
+            NotAResult::NoSlice(format!("--slice {key}={name}: no such name in {key} (it has: {})", names.join(", ")))
         })?;
         Ok(self.as_slice_run(key, name, slice))
     }
@@ -547,10 +583,9 @@ impl Run {
 
 /// `--slice KEY=NAME`: which slice of a result to take.
 pub fn parse_slice(text: &str) -> Result<(String, String), String> {
-    let (key, name) =
-        text.split_once('=').ok_or_else(|| format!("--slice {text}: not KEY=NAME (e.g. calls_by_name=put)"))?;
+    let (key, name) = text.split_once('=').ok_or_else(|| format!("not KEY=NAME (e.g. calls_by_name=put): {text}"))?;
     if !BREAKDOWNS.contains(&key) {
-        return Err(format!("--slice {text}: {key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
+        return Err(format!("{key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
     }
     Ok((key.to_string(), name.to_string()))
 }
@@ -560,15 +595,15 @@ fn check_version(version: &Value) -> Result<(), NotAResult> {
     let text = match version {
         Value::Null => return Ok(()),
         Value::String(text) => text,
-        other => return Err(NotAResult(format!("meta.schema_version {other} is not MAJOR.MINOR"))),
+        other => return Err(NotAResult::Not(format!("meta.schema_version {other} is not MAJOR.MINOR"))),
     };
     let major = text.split('.').next().and_then(|m| m.parse::<u64>().ok());
     match major {
         Some(m) if m <= SCHEMA_MAJOR => Ok(()),
-        Some(_) => Err(NotAResult(format!(
+        Some(_) => Err(NotAResult::Newer(format!(
             "schema version {text} is newer than this rpcmeter reads ({SCHEMA_VERSION}): upgrade rpcmeter"
         ))),
-        None => Err(NotAResult(format!("meta.schema_version {text:?} is not MAJOR.MINOR"))),
+        None => Err(NotAResult::Not(format!("meta.schema_version {text:?} is not MAJOR.MINOR"))),
     }
 }
 

@@ -115,10 +115,10 @@ impl SliceSum {
         self.latency.add(&h).map_err(|e| format!("histogram: {e}"))
     }
 
-    /// The sum, its throughput over `window`.
-    pub fn finish(self, window: Duration) -> Slice {
+    /// The sum, its throughput by `rate` (calls per second of the window its calls share).
+    pub fn finish(self, rate: &dyn Fn(u64) -> f64) -> Slice {
         Slice {
-            throughput_rps: crate::stats::rate(self.counts.total, window),
+            throughput_rps: rate(self.counts.total),
             requests: self.counts,
             statuses: self.statuses,
             latency_us: LatencySummary::of_histogram(&self.latency),
@@ -143,10 +143,10 @@ pub fn add_statuses(sum: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u64
 }
 
 /// Breakdowns (name -> slice) of several results added name by name; a name is matched by
-/// name across the inputs. `at(name, why)` words an error.
+/// name across the inputs; an error is (input, name, why).
 pub fn merge_breakdown<'a>(
     maps: impl Iterator<Item = (&'a str, &'a BTreeMap<String, Slice>)>,
-    window: Duration,
+    rate: &dyn Fn(u64) -> f64,
 ) -> Result<BTreeMap<String, Slice>, (String, String, String)> {
     let mut names: BTreeMap<String, SliceSum> = BTreeMap::new();
     for (label, map) in maps {
@@ -154,5 +154,5 @@ pub fn merge_breakdown<'a>(
             names.entry(name.clone()).or_default().add(slice).map_err(|why| (label.to_string(), name.clone(), why))?;
         }
     }
-    Ok(names.into_iter().map(|(name, sum)| (name, sum.finish(window))).collect())
+    Ok(names.into_iter().map(|(name, sum)| (name, sum.finish(rate))).collect())
 }

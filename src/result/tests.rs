@@ -67,7 +67,7 @@ fn slices_add_exactly() {
     put.extra.clear();
     sum.add(&echo).unwrap();
     sum.add(&put).unwrap();
-    let both = sum.finish(std::time::Duration::from_secs(1));
+    let both = sum.finish(&|n| n as f64);
     assert_eq!(both.requests.total, run.requests.total);
     assert_eq!(both.latency_us, run.latency_us);
     assert_eq!(both.throughput_rps, run.requests.total as f64);
