@@ -6,6 +6,7 @@
 //! `record` (histograms, counts, own cost) -> `sink` (live consumers) and `stats` + `report`
 //! (numbers, then text). `lab` holds the reference services that `serve` runs. The modules
 //! import each other as a DAG (tests/module_layers.rs); `units` and `sys` are leaves.
+pub mod analysis;
 pub mod app;
 pub mod calibrate;
 pub mod cli;

@@ -2,11 +2,12 @@
 //! checks, cli/run_settings.rs): outputs, schema, engine, sinks, reports, verdict. Testable
 //! without clap: build a `Settings` and call `run`.
 use super::outputs::{OutputSettings, Outputs};
+use crate::analysis::{self, Meta, Summary};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::transport::{Bidi, CallKind, StreamLimits};
 use crate::load::engine;
 use crate::load::plan::{Control, Plan};
-use crate::report::{Format, Meta, Summary};
+use crate::report::Format;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
 use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress, Sinks};
 use crate::stats::assertions::Assertion;
@@ -249,36 +250,36 @@ pub fn measure(
     let result = engine::run(plan.clone(), mix, &mut sinks, control);
     let hiccups = hiccups.and_then(|meter| meter.stop());
     let finished = sinks.finish();
-    let mut result = result.inspect_err(|_| outputs.discard())?;
-    let (mut rows, mut plan) = (finished.rows, plan);
-    if let Some(early) = &finished.early {
-        exclude_found_warmup(&mut result, &mut rows, &mut plan, early);
-    }
-
+    let recorded = result.inspect_err(|_| outputs.discard())?;
     let meta = Meta {
         run_id: uuid::Uuid::new_v4(),
         // A shard's clock starts at the shared start: its window begins there (merge places
         // it by this), not while it connected and waited.
-        started_at: if plan.start.is_some() { result.started_at } else { started_at },
+        started_at: if plan.start.is_some() { recorded.started_at } else { started_at },
         name: settings.name.clone(),
         tags: settings.tags.clone(),
         arguments: settings.arguments.clone(),
     };
-    let call = if names.is_empty() { method.full_name() } else { &settings.call };
-    let mut summary = Summary::new(&plan, meta, call, &result, &settings.checks, rows);
-    summary.call_names = breakdown.calls;
-    summary.flow_names = breakdown.flows;
-    summary.check_names = breakdown.checks;
-    if settings.floor {
-        summary.set_floor(crate::calibrate::cached(), hiccups.as_ref());
-    }
     let mut paths: Vec<&str> = mix_paths.iter().map(|p| p.as_str()).collect();
     // Two names may call one method (with other data): the server counts it once.
     paths.sort_unstable();
     paths.dedup();
-    if let Some(server) = stats.and_then(|probe| probe.read(&paths)) {
-        summary = summary.with_server(server);
-    }
+    let call = if names.is_empty() { method.full_name() } else { &settings.call };
+    let summary = analysis::finish(analysis::Run {
+        plan,
+        meta,
+        call,
+        recorded,
+        checks: &settings.checks,
+        rows: finished.rows,
+        early: finished.early.as_ref(),
+        call_names: breakdown.calls,
+        flow_names: breakdown.flows,
+        check_names: breakdown.checks,
+        floor: settings.floor.then(crate::calibrate::cached),
+        hiccups: hiccups.as_ref(),
+        server: stats.and_then(|probe| probe.read(&paths)),
+    });
     Ok((summary, finished.result.err()))
 }
 
@@ -360,27 +361,6 @@ fn workload_mix(
         methods: methods.clone(),
     };
     Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows }, plan, breakdown))
-}
-
-/// `--warmup auto`: the warm-up that steady-state detection finds in the interval series is
-/// taken out of the result exactly (the first intervals were kept whole) and shown as the
-/// warm-up, as a fixed `--warmup` would have.
-fn exclude_found_warmup(
-    result: &mut engine::Recorded,
-    rows: &mut [crate::record::intervals::IntervalRow],
-    plan: &mut Plan,
-    early: &crate::sink::early::EarlyIntervals,
-) {
-    let found = crate::report::steady_state(rows, plan.interval);
-    let crate::stats::steady::Steadiness::Steady { from } = found.verdict else { return };
-    // Only full intervals were judged; `from` counts among them, which are the first rows.
-    if let Some((part, length)) = early.first(from).filter(|_| from > 0) {
-        result.exclude_warmup(&part, length);
-        for row in rows.iter_mut().take(from) {
-            row.warmup = true;
-        }
-        plan.warmup = length;
-    }
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

@@ -78,17 +78,6 @@ pub struct Recorded {
     pub backends: Vec<std::net::SocketAddr>,
 }
 
-impl Recorded {
-    /// Moves `part` (calls of the first `length` of the measured window, recorded in it)
-    /// from the measured result into the warm-up: a warm-up found after the run.
-    pub fn exclude_warmup(&mut self, part: &Tally, length: Duration) {
-        self.measured.subtract(part);
-        self.warmup.add(part);
-        self.window = self.window.saturating_sub(length);
-        self.warmup_window += length;
-    }
-}
-
 /// A thread's hand-over to the collector.
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
@@ -252,41 +241,15 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     drop(report_tx);
 
     // Every connection is up before the clock starts; the first failure (or Ctrl-C) ends the run.
-    let mut connected = 0;
-    while connected < threads {
-        let ready = match reports.recv_timeout(Duration::from_millis(50)) {
-            Ok(Report::Ready(ready)) => ready,
-            Err(mpsc::RecvTimeoutError::Timeout) if control.interrupts.load(Relaxed) == 0 => continue,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow::anyhow!("interrupted while connecting")),
-            _ => Err(anyhow::anyhow!("a worker thread ended before connecting")),
-        };
-        connected += 1;
-        if let Err(err) = ready {
+    let start = match await_connections(&reports, threads, control)
+        .and_then(|()| wait_for_start(shared.plan.start.as_ref(), control))
+    {
+        Ok(start) => start,
+        Err(e) => {
             shared.phase.send_replace(Phase::Abort);
-            // The transport's error already names the target.
-            return Err(run_failed(format!("{err:#}")));
+            return Err(e);
         }
-    }
-    // A shared start (--start-at, --coordinator): the schedule's zero is the agreed instant
-    // itself, not when this thread wakes up after it (a wake-up 3 ms late shifted every call
-    // of one shard against the others'). Threads wait for it on their precise timers.
-    let start = match &shared.plan.start {
-        Some(start) => match start.agree(control) {
-            Ok(at) => at,
-            Err(e) => {
-                shared.phase.send_replace(Phase::Abort);
-                return Err(e);
-            }
-        },
-        None => Instant::now() + START_LEAD,
     };
-    while let Some(left) = start.checked_duration_since(Instant::now()).and_then(|l| l.checked_sub(START_LEAD)) {
-        if control.interrupts.load(Relaxed) > 0 {
-            shared.phase.send_replace(Phase::Abort);
-            return Err(run_failed("interrupted while waiting for the start"));
-        }
-        std::thread::sleep(left.min(Duration::from_millis(20)));
-    }
     let usage_before = resource::usage();
     let now = (Instant::now(), SystemTime::now());
     let _ = shared.start_wall.set(match start.checked_duration_since(now.0) {
@@ -351,6 +314,42 @@ impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Relaxed);
     }
+}
+
+/// Waits until each of `threads` worker threads has connected; the first failure, a thread
+/// that ended, or Ctrl-C is the error.
+fn await_connections(reports: &mpsc::Receiver<Report>, threads: u32, control: &Control) -> anyhow::Result<()> {
+    let mut connected = 0;
+    while connected < threads {
+        let ready = match reports.recv_timeout(Duration::from_millis(50)) {
+            Ok(Report::Ready(ready)) => ready,
+            Err(mpsc::RecvTimeoutError::Timeout) if control.interrupts.load(Relaxed) == 0 => continue,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow::anyhow!("interrupted while connecting")),
+            _ => Err(anyhow::anyhow!("a worker thread ended before connecting")),
+        };
+        connected += 1;
+        // The transport's error already names the target.
+        ready.map_err(|err| run_failed(format!("{err:#}")))?;
+    }
+    Ok(())
+}
+
+/// The schedule's zero, once it has come (less `START_LEAD`: threads wait the rest on their
+/// precise timers). A shared start (--start-at, --coordinator) is the agreed instant itself,
+/// not when this thread wakes up after it (a wake-up 3 ms late shifted every call of one
+/// shard against the others'). Ctrl-C while waiting is the error.
+fn wait_for_start(shared: Option<&super::plan::Start>, control: &Control) -> anyhow::Result<Instant> {
+    let start = match shared {
+        Some(start) => start.agree(control)?,
+        None => Instant::now() + START_LEAD,
+    };
+    while let Some(left) = start.checked_duration_since(Instant::now()).and_then(|l| l.checked_sub(START_LEAD)) {
+        if control.interrupts.load(Relaxed) > 0 {
+            return Err(run_failed("interrupted while waiting for the start"));
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+    Ok(start)
 }
 
 fn round_lengths(start: Instant, ends: &[Instant]) -> Vec<Duration> {
@@ -1069,4 +1068,54 @@ async fn call(
         let _ = details.send(record);
     }
     (answered, step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_awaited_until_each_thread_is_ready() {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..3 {
+            tx.send(Report::Ready(Ok(()))).unwrap();
+        }
+        assert!(await_connections(&rx, 3, &Control::default()).is_ok());
+        tx.send(Report::Ready(Ok(()))).unwrap();
+        tx.send(Report::Ready(Err(anyhow::anyhow!("127.0.0.1:1: connection refused")))).unwrap();
+        let err = await_connections(&rx, 2, &Control::default()).unwrap_err();
+        assert_eq!(format!("{err:#}"), "127.0.0.1:1: connection refused");
+    }
+
+    #[test]
+    fn a_thread_gone_or_ctrl_c_ends_the_wait_for_connections() {
+        let (tx, rx) = mpsc::channel::<Report>();
+        drop(tx);
+        assert!(format!("{:#}", await_connections(&rx, 1, &Control::default()).unwrap_err()).contains("ended"));
+        let (_tx, rx) = mpsc::channel::<Report>();
+        let stopped = Control::default();
+        stopped.interrupts.store(1, Relaxed);
+        assert!(format!("{:#}", await_connections(&rx, 1, &stopped).unwrap_err()).contains("interrupted"));
+    }
+
+    #[test]
+    fn the_start_is_a_lead_ahead_or_the_agreed_instant() {
+        let before = Instant::now();
+        let start = wait_for_start(None, &Control::default()).unwrap();
+        assert!(start >= before + START_LEAD, "threads get the lead to wait on their timers");
+        let at = std::time::SystemTime::now() + Duration::from_millis(30);
+        let start = wait_for_start(Some(&super::super::plan::Start::At(at)), &Control::default()).unwrap();
+        assert!(start >= before + Duration::from_millis(25), "the agreed instant, not now");
+        let stopped = Control::default();
+        stopped.interrupts.store(1, Relaxed);
+        let later = std::time::SystemTime::now() + Duration::from_secs(5);
+        assert!(wait_for_start(Some(&super::super::plan::Start::At(later)), &stopped).is_err(), "Ctrl-C ends the wait");
+    }
+
+    #[test]
+    fn rounds_are_the_times_between_their_ends() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(round_lengths(start, &[start + ms(3), start + ms(10)]), [ms(3), ms(7)]);
+    }
 }

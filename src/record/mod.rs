@@ -2,6 +2,7 @@
 //! engine hands its sinks as it goes (each call, each interval): below both, so neither
 //! imports the other for its types.
 pub mod call;
+pub mod early;
 pub mod hiccup;
 pub mod intervals;
 pub mod resource;

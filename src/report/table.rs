@@ -35,7 +35,35 @@ fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
 
 fn render(s: &Summary) -> String {
     let mut o = String::new();
-    let r = &s.requests;
+    let sections: [fn(&mut String, &Summary); 19] = [
+        header,
+        summary,
+        messages,
+        warmup,
+        percentiles,
+        schedule_lag,
+        histogram,
+        rounds,
+        steady_state,
+        by_name,
+        by_flow,
+        checks,
+        by_backend,
+        statuses,
+        errors,
+        client_cost,
+        server,
+        floor,
+        verdicts,
+    ];
+    for section in sections {
+        section(&mut o, s);
+    }
+    o
+}
+
+/// The target, the call, the load and whether the result is partial.
+fn header(o: &mut String, s: &Summary) {
     let _ = writeln!(
         o,
         "{} {}  ({}, {} connection(s)){}",
@@ -45,6 +73,11 @@ fn render(s: &Summary) -> String {
         s.connections,
         if s.partial() { "  [PARTIAL]" } else { "" }
     );
+}
+
+/// Calls, the measured window, throughput and latency in one line each.
+fn summary(o: &mut String, s: &Summary) {
+    let r = &s.requests;
     let _ = writeln!(o, "\nSummary:");
     let _ = writeln!(
         o,
@@ -65,6 +98,10 @@ fn render(s: &Summary) -> String {
         duration(l.stdev),
         duration(l.max)
     );
+}
+
+/// Streaming methods: the messages, apart from the streams.
+fn messages(o: &mut String, s: &Summary) {
     if let Some(m) = &s.messages {
         let _ = writeln!(
             o,
@@ -92,6 +129,10 @@ fn render(s: &Summary) -> String {
             let _ = writeln!(o, "{}", line("First msg:   ", l));
         }
     }
+}
+
+/// The warm-up, shown apart.
+fn warmup(o: &mut String, s: &Summary) {
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             o,
@@ -103,23 +144,33 @@ fn render(s: &Summary) -> String {
             duration(w.latency.percentile(99.0))
         );
     }
+}
+
+/// Latency percentiles: call beside service time in open loop; each attempt when retried.
+fn percentiles(o: &mut String, s: &Summary) {
+    let r = &s.requests;
+    let l = &s.latency;
     match s.pacer {
         Pacer::Open(..) => {
             let _ = writeln!(
                 o,
                 "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
             );
-            percentile_pairs(&mut o, l, &s.service_time);
+            percentile_pairs(o, l, &s.service_time);
         }
         _ => {
             let _ = writeln!(o, "\nLatency percentiles (call: first send to final answer):");
-            percentile_rows(&mut o, l);
+            percentile_rows(o, l);
         }
     }
     if r.retries > 0 {
         let _ = writeln!(o, "\nAttempt latency percentiles (each attempt alone):");
-        percentile_rows(&mut o, &s.attempt_latency);
+        percentile_rows(o, &s.attempt_latency);
     }
+}
+
+/// Open loop: how late sends left, and why.
+fn schedule_lag(o: &mut String, s: &Summary) {
     if let Some(lag) = &s.schedule_lag {
         let _ = writeln!(
             o,
@@ -132,10 +183,18 @@ fn render(s: &Summary) -> String {
             s.late_wakeups
         );
     }
+}
+
+/// The call latency histogram.
+fn histogram(o: &mut String, s: &Summary) {
     if !s.measured.call_latency.is_empty() {
         let _ = writeln!(o, "\nLatency histogram (log scale: each bar's upper bound is a fixed ratio above the last):");
-        bars(&mut o, &s.measured.call_latency);
+        bars(o, &s.measured.call_latency);
     }
+}
+
+/// Bursts: each round, and which were warm-up.
+fn rounds(o: &mut String, s: &Summary) {
     if !s.rounds.is_empty() {
         let _ = writeln!(o, "\nRounds:");
         let warm = match s.warm_rounds {
@@ -154,6 +213,11 @@ fn render(s: &Summary) -> String {
         };
         let _ = writeln!(o, "  Rounds: {verdict}");
     }
+}
+
+/// The steady-state verdict on the interval series.
+fn steady_state(o: &mut String, s: &Summary) {
+    let r = &s.requests;
     let _ = writeln!(
         o,
         "\nSteady state ({} intervals of p50 latency): {}",
@@ -167,38 +231,50 @@ fn render(s: &Summary) -> String {
             _ => "not judged: an interval had no calls".to_string(),
         }
     );
+}
+
+/// `--workload`: one row per call name.
+fn by_name(o: &mut String, s: &Summary) {
     if !s.call_names.is_empty() {
         let _ = writeln!(o, "\nBy call name:");
         let row = |o: &mut String, cells: [&str; 7]| {
             let [name, requests, failed, p50, p99, max, method] = cells;
             let _ = writeln!(o, "  {name:<16} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {method}");
         };
-        row(&mut o, ["name", "requests", "failed", "p50", "p99", "max", "method"]);
+        row(o, ["name", "requests", "failed", "p50", "p99", "max", "method"]);
         for (name, method, share) in s.by_name() {
             let l = crate::stats::Latency::of(&share.latency);
             let failed = share.calls - share.statuses.get(tonic::Code::Ok);
             let name = super::printable::printable(name).to_string();
             let (calls, failed) = (share.calls.to_string(), failed.to_string());
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
-            row(&mut o, [&name, &calls, &failed, &p50, &p99, &max, method]);
+            row(o, [&name, &calls, &failed, &p50, &p99, &max, method]);
         }
     }
+}
+
+/// `--workload` flows: one row per flow.
+fn by_flow(o: &mut String, s: &Summary) {
     if !s.flow_names.is_empty() {
         let _ = writeln!(o, "\nBy flow (latency: from its start to its last answer):");
         let row = |o: &mut String, cells: [&str; 7]| {
             let [name, flows, failed, p50, p99, max, steps] = cells;
             let _ = writeln!(o, "  {name:<16} {flows:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {steps}");
         };
-        row(&mut o, ["flow", "flows", "failed", "p50", "p99", "max", "steps"]);
+        row(o, ["flow", "flows", "failed", "p50", "p99", "max", "steps"]);
         for (name, steps, flow) in s.by_flow() {
             let l = crate::stats::Latency::of(&flow.share.latency);
             let name = super::printable::printable(name).to_string();
             let (flows, failed) = (flow.share.calls.to_string(), (flow.share.calls - flow.ok()).to_string());
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             let steps = super::printable::printable(&steps.join(" -> ")).to_string();
-            row(&mut o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
+            row(o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
         }
     }
+}
+
+/// `--workload` checks: passes and failures of each.
+fn checks(o: &mut String, s: &Summary) {
     if !s.check_names.is_empty() {
         let _ = writeln!(o, "\nChecks:");
         for (call, text, pass, fail) in s.checks() {
@@ -207,21 +283,30 @@ fn render(s: &Summary) -> String {
             let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
         }
     }
+}
+
+/// Targets broken down by backend: one row per address.
+fn by_backend(o: &mut String, s: &Summary) {
     if !s.backends.is_empty() {
         let _ = writeln!(o, "\nBy backend:");
         let row = |o: &mut String, cells: [&str; 6]| {
             let [addr, requests, failed, p50, p99, max] = cells;
             let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
         };
-        row(&mut o, ["backend", "requests", "failed", "p50", "p99", "max"]);
+        row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
         for (addr, share) in s.by_backend() {
             let l = crate::stats::Latency::of(&share.latency);
             let failed = share.calls - share.statuses.get(tonic::Code::Ok);
             let (calls, failed) = (share.calls.to_string(), failed.to_string());
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
-            row(&mut o, [addr, &calls, &failed, &p50, &p99, &max]);
+            row(o, [addr, &calls, &failed, &p50, &p99, &max]);
         }
     }
+}
+
+/// Statuses per call, and per attempt when retried.
+fn statuses(o: &mut String, s: &Summary) {
+    let r = &s.requests;
     let _ = writeln!(o, "\nStatus (per call):");
     for (code, n) in s.statuses.nonzero() {
         let _ = writeln!(o, "  {:<20} {n}", status::name(code));
@@ -232,6 +317,10 @@ fn render(s: &Summary) -> String {
             let _ = writeln!(o, "  {:<20} {n}", status::name(code));
         }
     }
+}
+
+/// Failed calls by status and message, the ten most frequent.
+fn errors(o: &mut String, s: &Summary) {
     if !s.errors.is_empty() {
         let _ = writeln!(o, "\nErrors (per call, by the server's message):");
         for e in s.errors.iter().take(10) {
@@ -247,6 +336,10 @@ fn render(s: &Summary) -> String {
             let _ = writeln!(o, "  ... {} more kinds (all in --format json)", s.errors.len() - 10);
         }
     }
+}
+
+/// The client's own CPU, memory and hiccups.
+fn client_cost(o: &mut String, s: &Summary) {
     let c = &s.client;
     let _ = writeln!(
         o,
@@ -266,6 +359,10 @@ fn render(s: &Summary) -> String {
             duration(h.max)
         );
     }
+}
+
+/// The server's own count, when it serves the lab's Stats.
+fn server(o: &mut String, s: &Summary) {
     if let Some(server) = &s.server {
         let rps = server.throughput_rps.map_or(String::new(), |r| format!(", {r:.1} calls/s"));
         let _ = writeln!(
@@ -289,6 +386,10 @@ fn render(s: &Summary) -> String {
             let _ = writeln!(o, "  Server's messages: {} in, {} out", server.messages_in, server.messages_out);
         }
     }
+}
+
+/// The machine's floor.
+fn floor(o: &mut String, s: &Summary) {
     match &s.floor {
         Some(Some(c)) => {
             let _ = writeln!(o, "Floor: {}", crate::calibrate::floor_line(c));
@@ -301,13 +402,16 @@ fn render(s: &Summary) -> String {
         }
         None => {}
     }
+}
+
+/// Assertions, then the notices that qualify the numbers.
+fn verdicts(o: &mut String, s: &Summary) {
     for a in &s.assertions {
         let _ = writeln!(o, "Assert {}: {} ({})", a.assertion.text, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
     for n in &s.notices {
         let _ = writeln!(o, "Note: {}", n.text);
     }
-    o
 }
 
 /// Bars on a log scale between min and max, so that both the body and the tail of a latency
@@ -336,5 +440,178 @@ fn bars(o: &mut String, h: &Histogram<u64>) {
             duration(std::time::Duration::from_nanos(upper(i) as u64)),
             n as f64 * 100.0 / total
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::fixture::{self, plan, recorded, tally, warming_up};
+    use crate::analysis::{ErrorKind, Messages, Round, ServerSide};
+    use crate::grpc::transport::CallKind;
+    use crate::load::engine::Ended;
+    use std::time::Duration;
+
+    /// 1000 calls of 2 ms over 2 s, every tenth UNAVAILABLE.
+    fn run() -> Summary {
+        fixture::summary(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)))
+    }
+
+    fn text(section: fn(&mut String, &Summary), s: &Summary) -> String {
+        let mut o = String::new();
+        section(&mut o, s);
+        o
+    }
+
+    #[test]
+    fn every_section_in_order() {
+        let all = render(&run());
+        let at = |needle: &str| all.find(needle).unwrap_or_else(|| panic!("no {needle:?} in\n{all}"));
+        let order = ["Summary:", "Latency percentiles", "Latency histogram", "Steady state", "Status (per call)"];
+        let places: Vec<usize> = order.iter().map(|n| at(n)).collect();
+        assert!(places.windows(2).all(|w| w[0] < w[1]), "{all}");
+    }
+
+    #[test]
+    fn header_names_the_load_and_a_partial_run() {
+        let mut s = run();
+        assert_eq!(text(header, &s), "192.0.2.1:50051 Echo.echo  (closed loop, 8 workers, 2 connection(s))\n");
+        s.ended = Ended::Interrupted;
+        assert!(text(header, &s).ends_with("  [PARTIAL]\n"));
+    }
+
+    #[test]
+    fn summary_counts_and_unsent_calls() {
+        let mut s = run();
+        let t = text(summary, &s);
+        assert!(t.contains("Calls:       1000 (ok 900, failed 100)"), "{t}");
+        assert!(t.contains("Throughput:  500.0 calls/s (450.0 ok/s)"), "{t}");
+        assert!(!t.contains("Unsent"));
+        s.requests.unsent = 7;
+        assert!(text(summary, &s).contains("Unsent:      7 calls"));
+    }
+
+    #[test]
+    fn messages_only_for_streams() {
+        let mut s = run();
+        assert_eq!(text(messages, &s), "");
+        s.messages = Some(Messages {
+            kind: CallKind::Bidi,
+            sent: 10,
+            received: 9,
+            sent_per_s: 5.0,
+            received_per_s: 4.5,
+            round_trip: Some(s.latency.clone()),
+            first_message: None,
+        });
+        let t = text(messages, &s);
+        assert!(t.contains("10 sent (5.0/s), 9 received (4.5/s)") && t.contains("Round trip:"), "{t}");
+    }
+
+    #[test]
+    fn warmup_only_when_there_was_one() {
+        assert_eq!(text(warmup, &run()), "");
+        let (r, rows, early) = warming_up(4, 12);
+        let mut first = fixture::run(plan(), r, rows);
+        first.early = Some(&early);
+        let s = crate::analysis::finish(first);
+        assert!(text(warmup, &s).contains("(excluded from the result)"));
+    }
+
+    #[test]
+    fn percentiles_pair_call_and_service_in_open_loop() {
+        let mut s = run();
+        assert!(text(percentiles, &s).contains("(call: first send to final answer)"));
+        s.pacer = Pacer::Open(crate::load::pacer::RateSchedule::constant(500.0), crate::load::pacer::Arrival::Uniform);
+        assert!(text(percentiles, &s).contains("intended send time to final answer; service"));
+        s.requests.retries = 1;
+        assert!(text(percentiles, &s).contains("Attempt latency percentiles"));
+    }
+
+    #[test]
+    fn schedule_lag_and_histogram_only_when_measured() {
+        let mut s = run();
+        assert_eq!(text(schedule_lag, &s), "");
+        s.schedule_lag = Some(s.latency.clone());
+        assert!(text(schedule_lag, &s).starts_with("\nSchedule lag"));
+        let bars = text(histogram, &s);
+        assert_eq!(bars.lines().filter(|l| l.contains('|')).count(), 12, "{bars}");
+    }
+
+    #[test]
+    fn rounds_tag_their_warmup() {
+        let mut s = run();
+        assert_eq!(text(rounds, &s), "");
+        s.rounds = vec![
+            Round { took: Duration::from_millis(9), rps: 1.0 },
+            Round { took: Duration::from_millis(3), rps: 3.0 },
+        ];
+        s.warm_rounds = Some(Steadiness::Steady { from: 1 });
+        let t = text(rounds, &s);
+        assert!(
+            t.contains("Took: 9.000 ms  RPS: 1.0  (warm-up)") && t.contains("the first 1 round(s) were warm-up"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn steady_state_is_not_judged_without_an_ok_call() {
+        let mut s = run();
+        assert!(text(steady_state, &s).contains("too few intervals to judge"), "no rows: {}", text(steady_state, &s));
+        s.requests.ok = 0;
+        assert!(text(steady_state, &s).contains(crate::analysis::NOT_JUDGED));
+    }
+
+    #[test]
+    fn by_name_only_for_a_workload() {
+        let mut s = run();
+        assert_eq!(text(by_name, &s), "");
+        s.call_names = vec![("get".into(), "Kv.Get".into())];
+        let t = text(by_name, &s);
+        assert!(
+            t.contains("By call name:")
+                && t.lines().any(|l| l.trim_start().starts_with("get") && l.ends_with("Kv.Get")),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn statuses_and_the_ten_most_frequent_errors() {
+        let mut s = run();
+        assert!(text(statuses, &s).contains("UNAVAILABLE"), "{}", text(statuses, &s));
+        s.errors =
+            (0..12).map(|i| ErrorKind { status: tonic::Code::Internal, message: format!("e{i}"), count: 1 }).collect();
+        assert!(text(errors, &s).contains("... 2 more kinds"));
+    }
+
+    #[test]
+    fn client_server_and_floor_lines() {
+        let mut s = run();
+        assert!(text(client_cost, &s).contains("Client cost: CPU 0.500 s"));
+        assert_eq!(text(server, &s), "");
+        s.server = Some(ServerSide {
+            received: 1000,
+            ok: 900,
+            failed: 100,
+            rejected: 0,
+            messages_in: 1000,
+            messages_out: 900,
+            throughput_rps: None,
+            cpu: Duration::ZERO,
+            rss_bytes: 0,
+            echo_spin: Duration::ZERO,
+        });
+        assert!(text(server, &s).starts_with("Server's count (its Stats): 1000 received"));
+        assert_eq!(text(floor, &s), "", "left out");
+        s.floor = Some(None);
+        assert!(text(floor, &s).contains("not calibrated"));
+    }
+
+    #[test]
+    fn verdicts_print_assertions_then_notices() {
+        let s = run();
+        let t = text(verdicts, &s);
+        assert!(t.lines().all(|l| l.starts_with("Note: ")), "{t}");
+        assert!(t.contains("closed loop"), "{t}");
     }
 }

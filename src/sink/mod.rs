@@ -2,7 +2,6 @@
 //! the HDR log, per-call details, live metrics), behind one trait. The engine
 //! feeds them; none of them measures, and a failing one never loses the report.
 pub mod details;
-pub mod early;
 pub mod hdr_log;
 pub mod metrics;
 pub mod progress;
@@ -33,7 +32,7 @@ pub struct Sinks {
     list: Vec<Box<dyn Sink>>,
     pub rows: Vec<IntervalRow>,
     /// `--warmup auto`: the first intervals kept whole.
-    pub early: Option<early::EarlyIntervals>,
+    pub early: Option<crate::record::early::EarlyIntervals>,
 }
 
 impl Sinks {
@@ -74,7 +73,7 @@ impl Feed for Sinks {
 /// What the sinks leave after a run.
 pub struct Finished {
     pub rows: Vec<IntervalRow>,
-    pub early: Option<early::EarlyIntervals>,
+    pub early: Option<crate::record::early::EarlyIntervals>,
     /// The first sink failure, naming its output.
     pub result: anyhow::Result<()>,
 }

@@ -1,0 +1,475 @@
+//! Analysis: what a run's recording means, worked out once when the run is finished
+//! (`finish`): the summary's numbers, the steady state and the warm-up cut out of the result,
+//! the assertions checked, the notices, the server's count cross-checked. Renderers
+//! (src/report) only print what this leaves in the `Summary`; nothing here prints.
+pub mod cross_check;
+pub mod notices;
+pub mod steady;
+mod summary;
+
+pub use notices::{Notice, NoticeKind};
+pub use steady::{SteadyState, NOT_JUDGED};
+pub use summary::*;
+
+use crate::calibrate::Calibration;
+use crate::grpc::transport::{Bidi, CallKind};
+use crate::load::engine::Recorded;
+use crate::load::plan::Plan;
+use crate::record::early::EarlyIntervals;
+use crate::record::intervals::IntervalRow;
+use crate::stats::assertions::{Assertion, Metric, Value};
+use crate::stats::{self, Latency};
+use hdrhistogram::Histogram;
+use std::time::Duration;
+use tonic::Code;
+
+/// A run as the engine and the sinks left it, with what was read beside it.
+pub struct Run<'a> {
+    pub plan: Plan,
+    pub meta: Meta,
+    /// The method's full name, or the words naming a workload.
+    pub call: &'a str,
+    pub recorded: Recorded,
+    pub checks: &'a [Assertion],
+    pub rows: Vec<IntervalRow>,
+    /// `--warmup auto`: the first intervals kept whole, to cut the warm-up found.
+    pub early: Option<&'a EarlyIntervals>,
+    /// `--workload`: each call's (name, method), in the mix's order.
+    pub call_names: Vec<(String, String)>,
+    /// `--workload` flows: each one's (name, steps).
+    pub flow_names: Vec<(String, Vec<String>)>,
+    /// `--workload` checks: each one's (call name, expression).
+    pub check_names: Vec<(String, String)>,
+    /// The machine's floor: None when left out (`--no-calibrate`), Some(None) when the
+    /// machine was never calibrated; with the client's hiccups during the run.
+    pub floor: Option<Option<Calibration>>,
+    pub hiccups: Option<&'a Histogram<u64>>,
+    /// The server's count, when the target serves the lab's Stats.
+    pub server: Option<ServerSide>,
+}
+
+/// The run's `Summary`, every analysis applied once, in this order: the steady state found
+/// and (`--warmup auto`) the warm-up cut; the numbers; the assertions; the notices; the
+/// floor's; the server's.
+pub fn finish(run: Run) -> Summary {
+    let Run {
+        mut plan,
+        meta,
+        call,
+        mut recorded,
+        checks,
+        mut rows,
+        early,
+        call_names,
+        flow_names,
+        check_names,
+        floor,
+        hiccups,
+        server,
+    } = run;
+    let steady = steady::steady_state(&rows, plan.interval);
+    if let Some(early) = early {
+        if let Some(length) = steady::cut_found_warmup(&mut recorded, &mut rows, &steady, early) {
+            plan.warmup = length;
+        }
+    }
+    let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
+    summary.call_names = call_names;
+    summary.flow_names = flow_names;
+    summary.check_names = check_names;
+    summary.assertions = checks.iter().map(|a| checked(&summary, a)).collect();
+    summary.notices = notices::notices(&plan, &summary);
+    if let Some(floor) = floor {
+        add_floor(&mut summary, floor, hiccups);
+    }
+    if let Some(server) = server {
+        add_server(&mut summary, server);
+    }
+    summary
+}
+
+/// The numbers of the run, before any judgement (no assertion, no notice, no floor, no server).
+fn summarize(
+    plan: &Plan,
+    meta: Meta,
+    call: &str,
+    r: &Recorded,
+    rows: Vec<IntervalRow>,
+    steady: SteadyState,
+) -> Summary {
+    let m = &r.measured;
+    let c = &m.counts;
+    Summary {
+        meta,
+        target: plan.target.to_string(),
+        call: call.to_string(),
+        pacer: plan.pacer.clone(),
+        concurrency: plan.workers,
+        connections: plan.connections,
+        loop_per_worker: plan.stop.per_worker,
+        active_workers: plan.active_workers.clone(),
+        ended: r.ended,
+        requests: requests(r),
+        statuses: c.call_status,
+        attempt_statuses: c.attempt_status,
+        errors: errors(r),
+        duration: r.window,
+        throughput_rps: stats::rate(c.calls, r.window),
+        ok_rps: stats::rate(c.ok(), r.window),
+        latency: Latency::of(&m.call_latency),
+        attempt_latency: Latency::of(&m.attempt_latency),
+        service_time: Latency::of(&m.service_time),
+        schedule_lag: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
+        late_sends: c.late_sends,
+        late_wakeups: c.late_wakeups,
+        warmup: warmup(plan, r),
+        rounds: r.rounds.iter().map(|&took| Round { took, rps: stats::rate(plan.workers as u64, took) }).collect(),
+        client: client(plan, r),
+        notices: Vec::new(),
+        assertions: Vec::new(),
+        measured: m.clone(),
+        intervals: rows,
+        interval: plan.interval,
+        shard: (!plan.shard.is_whole()).then_some(plan.shard),
+        floor: None,
+        server: None,
+        all_attempts: {
+            let mut all = c.attempt_status;
+            all.add(&r.warmup.counts.attempt_status);
+            all
+        },
+        elapsed: r.elapsed,
+        steady,
+        warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
+        messages: messages(plan, r),
+        call_names: Vec::new(),
+        flow_names: Vec::new(),
+        check_names: Vec::new(),
+        backends: r.backends.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+fn requests(r: &Recorded) -> Requests {
+    let c = &r.measured.counts;
+    Requests {
+        total: c.calls,
+        ok: c.ok(),
+        failed: c.failed(),
+        retries: c.retries(),
+        attempts: c.attempts,
+        retry_exhausted: c.retry_exhausted,
+        abandoned: r.abandoned,
+        unsent: r.unsent,
+    }
+}
+
+/// The client's own cost: CPU over every call (warm-up included) and over its threads.
+fn client(plan: &Plan, r: &Recorded) -> Client {
+    let all_calls = r.measured.counts.calls + r.warmup.counts.calls;
+    let threads = plan.threads.max(1);
+    Client {
+        hiccups: None,
+        cpu: r.cpu,
+        cpu_per_call: if all_calls == 0 { Duration::ZERO } else { r.cpu / all_calls.min(u32::MAX as u64) as u32 },
+        max_rss_bytes: r.max_rss_bytes,
+        threads,
+        utilization: if r.elapsed.is_zero() {
+            0.0
+        } else {
+            r.cpu.as_secs_f64() / r.elapsed.as_secs_f64() / threads as f64
+        },
+    }
+}
+
+/// The warm-up, when the plan has one (a fixed one, or the one `--warmup auto` found).
+fn warmup(plan: &Plan, r: &Recorded) -> Option<Phase> {
+    (!plan.warmup.is_zero()).then(|| Phase {
+        duration: r.warmup_window,
+        calls: r.warmup.counts.calls,
+        throughput_rps: stats::rate(r.warmup.counts.calls, r.warmup_window),
+        latency: Latency::of(&r.warmup.call_latency),
+    })
+}
+
+/// Streaming methods: the messages, apart from the streams.
+fn messages(plan: &Plan, r: &Recorded) -> Option<Messages> {
+    let (c, m) = (&r.measured.counts, &r.measured);
+    (plan.kind != CallKind::Unary).then(|| Messages {
+        kind: plan.kind,
+        sent: c.messages_sent,
+        received: c.messages_received,
+        sent_per_s: stats::rate(c.messages_sent, r.window),
+        received_per_s: stats::rate(c.messages_received, r.window),
+        round_trip: (plan.kind == CallKind::Bidi && plan.stream.bidi == Bidi::PingPong)
+            .then(|| Latency::of(&m.message_latency)),
+        first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
+    })
+}
+
+/// Failed calls grouped by status and message, most frequent first.
+fn errors(r: &Recorded) -> Vec<ErrorKind> {
+    let mut kinds: Vec<ErrorKind> = r
+        .measured
+        .errors
+        .iter()
+        .map(|((code, message), &count)| ErrorKind { status: Code::from_i32(*code), message: message.clone(), count })
+        .collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.count));
+    kinds
+}
+
+/// One `--assert` against the summary.
+fn checked(s: &Summary, a: &Assertion) -> Checked {
+    let value = value(s, a.metric);
+    Checked { assertion: a.clone(), value, ok: a.holds(value) }
+}
+
+fn value(s: &Summary, metric: Metric) -> Value {
+    match metric {
+        Metric::Checks => {
+            let (pass, fail) = s.measured.checks.iter().fold((0, 0), |(p, f), c| (p + c.0, f + c.1));
+            Value::Fraction(if pass + fail == 0 { 0.0 } else { pass as f64 / (pass + fail) as f64 })
+        }
+        Metric::ErrorRate if s.requests.total == 0 => Value::Fraction(0.0),
+        Metric::ErrorRate => Value::Fraction(s.requests.failed as f64 / s.requests.total as f64),
+        Metric::Rps => Value::PerSecond(s.throughput_rps),
+        Metric::Latency(stat) => Value::Latency(stat.of(&s.measured.call_latency)),
+    }
+}
+
+/// The machine's floor (None: never calibrated) and the client's hiccups during the run,
+/// with a notice when they stand well above the floor's.
+fn add_floor(s: &mut Summary, floor: Option<Calibration>, hiccups: Option<&Histogram<u64>>) {
+    s.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
+    if let (Some(run), Some(cal)) = (s.client.hiccups, &floor) {
+        s.notices.extend(notices::hiccups(run, cal));
+    }
+    s.floor = Some(floor);
+}
+
+/// The server's count, and the checks that compare it with the client's.
+fn add_server(s: &mut Summary, server: ServerSide) {
+    // A shard's server count holds every shard's calls (they load one server at once):
+    // compared with one shard's, it would cry "another client" at its siblings.
+    if s.shard.is_none() {
+        s.notices.extend(cross_check::cross_check(s, &server));
+    }
+    s.server = Some(server);
+}
+
+/// Runs made up for unit tests: a plan, what the engine might have recorded, the interval
+/// series of a server slow for its first seconds.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::*;
+    use crate::grpc::transport::{CallSpec, MessageOptions, StreamLimits, Target};
+    use crate::load::engine::Ended;
+    use crate::load::pacer::Pacer;
+    use crate::load::plan::{ShardOf, StopAt};
+    use crate::record::intervals::Interval;
+    use crate::record::Tally;
+    use std::time::SystemTime;
+
+    /// Closed loop, 8 workers on 2 threads, 1 s intervals, against a remote target.
+    pub fn plan() -> Plan {
+        Plan {
+            target: Target::new("192.0.2.1", 50051),
+            spec: CallSpec {
+                path: http::uri::PathAndQuery::from_static("/Echo/echo"),
+                metadata: Default::default(),
+                deadline: None,
+                messages: MessageOptions::default(),
+            },
+            kind: CallKind::Unary,
+            stream: StreamLimits::default(),
+            pacer: Pacer::Closed,
+            workers: 8,
+            threads: 2,
+            connections: 2,
+            stop: StopAt { duration: Some(Duration::from_secs(10)), ..Default::default() },
+            warmup: Duration::ZERO,
+            active_workers: None,
+            retry: Default::default(),
+            interval: Duration::from_secs(1),
+            drain: Duration::from_secs(1),
+            keep_responses: false,
+            shard: ShardOf::default(),
+            start: None,
+            warmup_auto: false,
+        }
+    }
+
+    pub fn meta() -> Meta {
+        Meta {
+            run_id: uuid::Uuid::nil(),
+            started_at: SystemTime::UNIX_EPOCH,
+            name: None,
+            tags: vec![],
+            arguments: vec![],
+        }
+    }
+
+    /// `calls` calls of `latency`, every `fail_every`-th one UNAVAILABLE (0: none).
+    pub fn tally(calls: u64, latency: Duration, fail_every: u64) -> Tally {
+        let mut t = Tally::default();
+        for i in 1..=calls {
+            let status = if fail_every > 0 && i % fail_every == 0 { Code::Unavailable } else { Code::Ok };
+            t.record_attempt(latency, status);
+            t.record_call(latency, status, false);
+            if status != Code::Ok {
+                t.record_error(status, "down");
+            }
+        }
+        t
+    }
+
+    pub fn recorded(measured: Tally, window: Duration) -> Recorded {
+        Recorded {
+            started_at: SystemTime::UNIX_EPOCH,
+            measured,
+            warmup: Tally::default(),
+            window,
+            warmup_window: Duration::ZERO,
+            rounds: vec![],
+            cpu: Duration::from_millis(500),
+            elapsed: window,
+            max_rss_bytes: 10 << 20,
+            unsent: 0,
+            ended: Ended::Completed,
+            abandoned: 0,
+            backends: vec![],
+        }
+    }
+
+    /// The run as `finish` takes it: no checks, no floor, no server.
+    pub fn run(plan: Plan, recorded: Recorded, rows: Vec<IntervalRow>) -> Run<'static> {
+        Run {
+            plan,
+            meta: meta(),
+            call: "Echo.echo",
+            recorded,
+            checks: &[],
+            rows,
+            early: None,
+            call_names: vec![],
+            flow_names: vec![],
+            check_names: vec![],
+            floor: None,
+            hiccups: None,
+            server: None,
+        }
+    }
+
+    /// 100 calls in each of `slow + fast` 1 s intervals: 12 ms for the first `slow`, 3 ms
+    /// after. The recorded run (every call measured), its rows, and the early intervals kept.
+    pub fn warming_up(slow: usize, fast: usize) -> (Recorded, Vec<IntervalRow>, EarlyIntervals) {
+        let (mut all, mut rows, mut early) = (Tally::default(), Vec::new(), EarlyIntervals::default());
+        for i in 0..slow + fast {
+            let level = if i < slow { 12_000 } else { 3_000 };
+            // A little spread, as real calls have: a level, not one value.
+            let mut t = Tally::default();
+            for k in 0..100u64 {
+                t.record_attempt(Duration::from_micros(level + k * 7), Code::Ok);
+                t.record_call(Duration::from_micros(level + k * 7), Code::Ok, false);
+            }
+            let second = Duration::from_secs(1);
+            let iv = Interval {
+                at: second * (i as u32 + 1),
+                length: second,
+                warmup: false,
+                tally: &t,
+                usage: Default::default(),
+                in_flight: 0,
+            };
+            rows.push(IntervalRow::of(&iv));
+            early.keep(&iv);
+            all.add(&t);
+        }
+        (recorded(all, Duration::from_secs((slow + fast) as u64)), rows, early)
+    }
+
+    pub fn summary(plan: Plan, recorded: Recorded) -> Summary {
+        finish(run(plan, recorded, vec![]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::*;
+    use super::*;
+    use crate::stats::steady::Steadiness;
+
+    #[test]
+    fn numbers_are_of_the_measured_window() {
+        let s = summary(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)));
+        assert_eq!((s.requests.total, s.requests.ok, s.requests.failed), (1000, 900, 100));
+        assert_eq!(s.throughput_rps, 500.0);
+        assert_eq!(s.ok_rps, 450.0);
+        assert_eq!(s.errors.len(), 1);
+        assert_eq!((s.errors[0].status, s.errors[0].count), (Code::Unavailable, 100));
+        assert!(s.warmup.is_none(), "no warm-up planned, none shown");
+        assert!(s.messages.is_none(), "unary");
+    }
+
+    #[test]
+    fn the_clients_cost_counts_every_call_and_thread() {
+        let mut r = recorded(tally(400, Duration::from_millis(1), 0), Duration::from_secs(1));
+        r.warmup = tally(100, Duration::from_millis(1), 0);
+        let c = client(&plan(), &r);
+        assert_eq!(c.cpu_per_call, Duration::from_millis(1), "500 ms over 500 calls, warm-up's included");
+        assert_eq!(c.utilization, 0.25, "0.5 s of CPU over 1 s on 2 threads");
+    }
+
+    #[test]
+    fn a_planned_warmup_is_shown_apart() {
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        r.warmup = tally(50, Duration::from_millis(5), 0);
+        r.warmup_window = Duration::from_millis(500);
+        let mut p = plan();
+        p.warmup = Duration::from_millis(500);
+        let w = warmup(&p, &r).unwrap();
+        assert_eq!((w.calls, w.throughput_rps), (50, 100.0));
+        assert!(w.latency.max.abs_diff(Duration::from_millis(5)) < Duration::from_micros(10), "{:?}", w.latency.max);
+    }
+
+    #[test]
+    fn assertions_are_checked_against_the_summary() {
+        let checks = crate::stats::assertions::parse("error_rate<5%,rps>=100").unwrap();
+        let mut run = run(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)), vec![]);
+        run.checks = &checks;
+        let s = finish(run);
+        let ok: Vec<bool> = s.assertions.iter().map(|a| a.ok).collect();
+        assert_eq!(ok, [false, true], "10% failed; 500 calls/s");
+        assert_eq!(s.breached().len(), 1);
+    }
+
+    #[test]
+    fn warmup_auto_cuts_the_found_warmup_once_and_loses_no_call() {
+        let (recorded, rows, early) = warming_up(4, 12);
+        let mut p = plan();
+        p.warmup_auto = true;
+        let mut run = run(p, recorded, rows);
+        run.early = Some(&early);
+        let s = finish(run);
+        // PELT may judge a level or two late; never early, never not at all.
+        let Steadiness::Steady { from } = s.steady.verdict else { panic!("{:?}", s.steady) };
+        assert!((4..=6).contains(&from), "{:?}", s.steady);
+        let w = s.warmup.as_ref().expect("the warm-up found is shown as one");
+        assert_eq!((w.duration, w.calls), (Duration::from_secs(from as u64), 100 * from as u64));
+        assert_eq!(s.requests.total + w.calls, 1600, "the rest is measured, none lost");
+        assert_eq!(s.duration, Duration::from_secs(16 - from as u64));
+        assert!(s.latency.max < Duration::from_millis(4), "only the fast server is left: {:?}", s.latency.max);
+        let marked: Vec<bool> = s.intervals.iter().map(|r| r.warmup).collect();
+        assert_eq!(marked, (0..16).map(|i| i < from).collect::<Vec<_>>());
+        assert!(!s.notices.iter().any(|n| n.kind == NoticeKind::WarmUp), "the warm-up is out: {:?}", s.notices);
+    }
+
+    #[test]
+    fn without_warmup_auto_the_warmup_stays_in_and_a_notice_says_so() {
+        let (recorded, rows, _) = warming_up(4, 12);
+        let s = finish(run(plan(), recorded, rows));
+        assert_eq!(s.requests.total, 1600);
+        assert!(s.warmup.is_none());
+        assert!(s.notices.iter().any(|n| n.kind == NoticeKind::WarmUp), "{:?}", s.notices);
+    }
+}

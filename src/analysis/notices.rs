@@ -1,0 +1,452 @@
+//! Notices: what a sceptical reader must know to trust (or not) the numbers (docs/design.md,
+//! "Measurement rules"). One function per notice, each from the plan and the summary alone.
+use super::Summary;
+use crate::calibrate::{Calibration, Floor};
+use crate::load::engine::Ended;
+use crate::load::pacer::Pacer;
+use crate::load::plan::Plan;
+use crate::stats::steady::Steadiness;
+use crate::units;
+use std::time::Duration;
+
+/// What qualifies the numbers, by kind, so that scripts can act on it (JSON `warnings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeKind {
+    Partial,
+    ClosedLoop,
+    BehindSchedule,
+    ScheduleLag,
+    Unsent,
+    ClientCpu,
+    SharedCores,
+    LittlesLaw,
+    Abandoned,
+    ServerCount,
+    ServerThroughput,
+    WarmUp,
+    NoSteadyState,
+    Hiccups,
+    SlowBackend,
+}
+
+impl NoticeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Partial => "partial",
+            NoticeKind::ClosedLoop => "closed_loop",
+            NoticeKind::BehindSchedule => "behind_schedule",
+            NoticeKind::ScheduleLag => "schedule_lag",
+            NoticeKind::Unsent => "unsent",
+            NoticeKind::ClientCpu => "client_cpu",
+            NoticeKind::SharedCores => "shared_cores",
+            NoticeKind::LittlesLaw => "littles_law",
+            NoticeKind::Abandoned => "abandoned",
+            NoticeKind::ServerCount => "server_count",
+            NoticeKind::ServerThroughput => "server_throughput",
+            NoticeKind::WarmUp => "warm_up",
+            NoticeKind::NoSteadyState => "no_steady_state",
+            NoticeKind::Hiccups => "client_hiccups",
+            NoticeKind::SlowBackend => "slow_backend",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub kind: NoticeKind,
+    pub text: String,
+}
+
+pub(super) fn notice(kind: NoticeKind, text: impl Into<String>) -> Notice {
+    Notice { kind, text: text.into() }
+}
+
+/// Every notice of a finished run, in the order a reader meets them.
+pub fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
+    [
+        partial(plan, s),
+        closed_loop(plan),
+        behind_schedule(plan, s),
+        schedule_lag(plan, s),
+        unsent(plan, s),
+        client_cpu(s),
+        shared_cores(plan, s),
+        littles_law(plan, s),
+        steadiness(plan, s),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(slow_backends(&s.by_backend()))
+    .chain(abandoned(s))
+    .collect()
+}
+
+/// The run ended before its end.
+fn partial(plan: &Plan, s: &Summary) -> Option<Notice> {
+    match s.ended {
+        Ended::Interrupted => Some(notice(NoticeKind::Partial, "partial result: the run was stopped before its end")),
+        Ended::DrainTimedOut => Some(notice(
+            NoticeKind::Partial,
+            format!(
+                "partial result: calls were still in flight {} after the end (--drain)",
+                units::duration(plan.drain)
+            ),
+        )),
+        Ended::Completed => None,
+    }
+}
+
+fn closed_loop(plan: &Plan) -> Option<Notice> {
+    (!plan.pacer.is_open()).then(|| {
+        notice(
+            NoticeKind::ClosedLoop,
+            "closed loop: a slow answer delays the next send, so coordinated omission is invisible here; \
+             use --rps for an open loop that measures from the intended send time",
+        )
+    })
+}
+
+/// Open loop: more than 1% of the calls left late for want of an in-flight slot.
+fn behind_schedule(plan: &Plan, s: &Summary) -> Option<Notice> {
+    (plan.pacer.is_open() && s.requests.total > 0 && s.late_sends * 100 > s.requests.total).then(|| {
+        notice(
+            NoticeKind::BehindSchedule,
+            format!(
+                "{} calls ({:.1}%) were sent more than 1 ms behind schedule because all --max-in-flight {} slots were busy: \
+             the rate was not kept (their latency counts from the intended send time)",
+                s.late_sends,
+                100.0 * s.late_sends as f64 / s.requests.total as f64,
+                plan.workers
+            ),
+        )
+    })
+}
+
+/// Schedule lag p99 over 1 ms, named by what most late sends waited for: a slot (the server
+/// or --max-in-flight), or the client's own wake-up.
+fn schedule_lag(plan: &Plan, s: &Summary) -> Option<Notice> {
+    let lag = s.schedule_lag.as_ref().filter(|l| l.percentile(99.0) > Duration::from_millis(1))?;
+    let p99 = units::duration(lag.percentile(99.0));
+    let text = if s.late_sends >= s.late_wakeups {
+        format!(
+            "schedule lag p99 {p99} is slot wait: {} calls waited for one of the {} in-flight slots \
+             ({} sends were late by the client's own wake-up); raise --max-in-flight, or the server \
+             stalled; latency still counts from the intended time",
+            s.late_sends, plan.workers, s.late_wakeups
+        )
+    } else {
+        format!(
+            "schedule lag p99 {p99} is late wake-ups: {} sends left more than 1 ms late with a slot free \
+             (a busy or descheduled client; {} waited for a slot); latency still counts from the intended time",
+            s.late_wakeups, s.late_sends
+        )
+    };
+    Some(notice(NoticeKind::ScheduleLag, text))
+}
+
+fn unsent(plan: &Plan, s: &Summary) -> Option<Notice> {
+    (s.requests.unsent > 0).then(|| {
+        notice(
+            NoticeKind::Unsent,
+            format!(
+                "{} calls were due before the end but never sent: the rate was not kept (the client or \
+             --max-in-flight {} could not keep up); they are not in the totals",
+                s.requests.unsent, plan.workers
+            ),
+        )
+    })
+}
+
+/// Utilisation over a short run is mostly start-up: no verdict on less than a second.
+fn client_cpu(s: &Summary) -> Option<Notice> {
+    (s.client.utilization > 0.85 && wall_enough(s)).then(|| {
+        notice(
+            NoticeKind::ClientCpu,
+            format!(
+                "client CPU at {:.0}% of its {} thread(s): the client, not the server, may be the bottleneck",
+                s.client.utilization * 100.0,
+                s.client.threads
+            ),
+        )
+    })
+}
+
+fn shared_cores(plan: &Plan, s: &Summary) -> Option<Notice> {
+    plan.target.is_loopback().then(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        notice(
+            NoticeKind::SharedCores,
+            format!(
+                "client and server share this machine's {cores} core(s): the client's CPU ({}/call) is taken \
+                 from the server",
+                units::duration(s.client.cpu_per_call)
+            ),
+        )
+    })
+}
+
+/// No steady state, or one reached only well after the warm-up excluded; not judged when no
+/// call succeeded (a failure's latency says nothing of the service's).
+fn steadiness(plan: &Plan, s: &Summary) -> Option<Notice> {
+    match (s.steady.verdict, s.steady.after) {
+        _ if s.requests.ok == 0 => None,
+        (Steadiness::NoSteadyState, _) => Some(notice(
+            NoticeKind::NoSteadyState,
+            "no steady state reached: the per-interval p50 latency was still changing at the end; \
+             a longer run (or a longer --warmup) may tell more",
+        )),
+        (Steadiness::Steady { .. }, Some(after)) if after > plan.warmup + plan.interval => Some(notice(
+            NoticeKind::WarmUp,
+            format!(
+                "the per-interval p50 latency was steady only after {:.1} s{}: the result includes that warm-up \
+                 (--warmup {} excludes it)",
+                after.as_secs_f64(),
+                if plan.warmup.is_zero() {
+                    String::new()
+                } else {
+                    format!(", not after the {} of --warmup", units::duration(plan.warmup))
+                },
+                humantime::format_duration(Duration::from_secs(after.as_secs_f64().ceil() as u64))
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// A backend is compared once it answered this many calls.
+const SLOW_BACKEND_CALLS: u64 = 20;
+
+/// The slow pod behind a name: a backend whose p50 latency is more than twice the median of
+/// the other backends' p50 (and at least 100 µs above it, above a busy client's scheduling
+/// noise), each with `SLOW_BACKEND_CALLS` calls or more.
+fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<Notice> {
+    let judged: Vec<(&str, Duration, u64)> = backends
+        .iter()
+        .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
+        .map(|(addr, share)| (*addr, crate::stats::Statistic::Percentile(50.0).of(&share.latency), share.calls))
+        .collect();
+    let mut out = Vec::new();
+    for (i, &(addr, p50, calls)) in judged.iter().enumerate() {
+        let mut others: Vec<Duration> =
+            judged.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, p, _))| *p).collect();
+        if others.is_empty() {
+            continue;
+        }
+        others.sort();
+        let median = match others.len() {
+            n if n % 2 == 1 => others[n / 2],
+            n => (others[n / 2 - 1] + others[n / 2]) / 2,
+        };
+        if p50 > median * 2 && p50 - median >= Duration::from_micros(100) {
+            out.push(notice(
+                NoticeKind::SlowBackend,
+                format!(
+                    "backend {addr} is slow: p50 {} over {calls} calls, {:.1}x the other backends' median p50 ({}): \
+                     a slow pod behind the name? (each backend's latency: backends in --format json)",
+                    units::duration(p50),
+                    p50.as_secs_f64() / median.as_secs_f64().max(1e-9),
+                    units::duration(median),
+                ),
+            ));
+        }
+    }
+    out
+}
+
+fn abandoned(s: &Summary) -> Option<Notice> {
+    (s.requests.abandoned > 0).then(|| {
+        notice(
+            NoticeKind::Abandoned,
+            format!("{} calls were still in flight when the run was stopped and are not counted", s.requests.abandoned),
+        )
+    })
+}
+
+/// The client's hiccups during the run, flagged when well above the calibrated floor's: the
+/// client stalled, and every latency it timed may hold up to that stall.
+pub fn hiccups(run: Floor, floor: &Calibration) -> Option<Notice> {
+    hiccups_stand_out(run.p99, floor.hiccup.p99).then(|| {
+        notice(
+            NoticeKind::Hiccups,
+            format!(
+                "client hiccups: a 1 ms sleep overshot by p99 {} (max {}) during the run, {} on this machine idle \
+                 (rpcmeter calibrate): the client's threads were held up (other load, too few cores), and its \
+                 latencies may include up to that stall",
+                units::duration(run.p99),
+                units::duration(run.max),
+                units::duration(floor.hiccup.p99)
+            ),
+        )
+    })
+}
+
+/// Hiccups worth a notice: twice the calibrated floor's p99 and at least 500 µs above it (a
+/// few hundred µs of scheduling noise is every shared machine's).
+fn hiccups_stand_out(run_p99: Duration, floor_p99: Duration) -> bool {
+    run_p99 > floor_p99 * 2 && run_p99 >= floor_p99 + Duration::from_micros(500)
+}
+
+/// Closed loop keeps `workers` calls in flight, so throughput x mean latency must equal
+/// them (Little's law); less means workers spent time outside calls: the client's own.
+fn littles_law(plan: &Plan, s: &Summary) -> Option<Notice> {
+    let closed = matches!(plan.pacer, Pacer::Closed) && plan.active_workers.is_none() && wall_enough(s);
+    if !closed || s.requests.total < 100 {
+        return None;
+    }
+    let in_flight = s.throughput_rps * s.latency.mean.as_secs_f64();
+    let off = (in_flight - plan.workers as f64).abs() / plan.workers as f64;
+    (off > 0.02).then(|| {
+        notice(
+            NoticeKind::LittlesLaw,
+            format!(
+                "Little's law: {} workers, but throughput x mean latency = {in_flight:.2} in flight ({:.1}% off): \
+             workers spent that share of the time outside calls, in the client itself",
+                plan.workers,
+                off * 100.0
+            ),
+        )
+    })
+}
+
+/// Whether the run was long enough to judge the client's CPU use.
+pub(super) fn wall_enough(s: &Summary) -> bool {
+    s.duration + s.warmup.as_ref().map_or(Duration::ZERO, |w| w.duration) >= Duration::from_secs(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::fixture::*;
+    use crate::load::pacer::{Arrival, RateSchedule};
+    use crate::stats::Latency;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// 1000 calls of 1 ms over 2 s.
+    fn fine() -> Summary {
+        summary(plan(), recorded(tally(1000, ms(1), 0), Duration::from_secs(2)))
+    }
+
+    fn open_plan() -> Plan {
+        Plan { pacer: Pacer::Open(RateSchedule::constant(500.0), Arrival::Uniform), ..plan() }
+    }
+
+    #[test]
+    fn a_run_stopped_early_is_partial() {
+        let mut s = fine();
+        assert!(partial(&plan(), &s).is_none());
+        s.ended = Ended::Interrupted;
+        assert_eq!(partial(&plan(), &s).unwrap().kind, NoticeKind::Partial);
+        s.ended = Ended::DrainTimedOut;
+        assert!(partial(&plan(), &s).unwrap().text.contains("--drain"));
+    }
+
+    #[test]
+    fn only_a_closed_loop_is_told_it_hides_coordinated_omission() {
+        assert!(closed_loop(&plan()).is_some());
+        assert!(closed_loop(&open_plan()).is_none());
+    }
+
+    #[test]
+    fn behind_schedule_over_one_percent_of_late_sends() {
+        let mut s = fine();
+        s.late_sends = 10;
+        assert!(behind_schedule(&open_plan(), &s).is_none(), "1% is not over 1%");
+        s.late_sends = 11;
+        assert!(behind_schedule(&open_plan(), &s).is_some());
+        assert!(behind_schedule(&plan(), &s).is_none(), "closed loop: no schedule");
+    }
+
+    #[test]
+    fn schedule_lag_is_named_by_what_most_late_sends_waited_for() {
+        let mut s = fine();
+        let mut lag = tally(100, ms(5), 0);
+        lag.schedule_lag = lag.call_latency.clone();
+        s.schedule_lag = Some(Latency::of(&lag.schedule_lag));
+        (s.late_sends, s.late_wakeups) = (80, 20);
+        assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is slot wait"));
+        (s.late_sends, s.late_wakeups) = (20, 80);
+        assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is late wake-ups"));
+        s.schedule_lag = Some(Latency::of(&tally(100, Duration::from_micros(900), 0).call_latency));
+        assert!(schedule_lag(&open_plan(), &s).is_none(), "under 1 ms is no lag worth a word");
+    }
+
+    #[test]
+    fn unsent_and_abandoned_calls_are_told() {
+        let mut s = fine();
+        assert!(unsent(&plan(), &s).is_none() && abandoned(&s).is_none());
+        (s.requests.unsent, s.requests.abandoned) = (3, 2);
+        assert!(unsent(&plan(), &s).unwrap().text.starts_with("3 calls"));
+        assert!(abandoned(&s).unwrap().text.starts_with("2 calls"));
+    }
+
+    #[test]
+    fn a_busy_client_is_flagged_only_over_a_second() {
+        let mut s = fine();
+        s.client.utilization = 0.9;
+        assert!(client_cpu(&s).is_some());
+        s.duration = ms(500);
+        assert!(client_cpu(&s).is_none(), "half a second is mostly start-up");
+    }
+
+    #[test]
+    fn a_loopback_target_shares_the_cores() {
+        let s = fine();
+        assert!(shared_cores(&plan(), &s).is_none());
+        let local = Plan { target: crate::grpc::transport::Target::new("127.0.0.1", 1), ..plan() };
+        assert!(shared_cores(&local, &s).is_some());
+    }
+
+    #[test]
+    fn littles_law_holds_or_is_told() {
+        // 8 workers at 1 ms each: 8000 calls/s keep 8 in flight; 1000 calls over 2 s do not.
+        let s = fine();
+        assert!(littles_law(&plan(), &s).unwrap().text.contains("0.50 in flight"));
+        let kept = summary(plan(), recorded(tally(16_000, ms(1), 0), Duration::from_secs(2)));
+        assert!(littles_law(&plan(), &kept).is_none(), "{:?}", kept.throughput_rps);
+    }
+
+    #[test]
+    fn steadiness_is_not_judged_without_an_ok_call() {
+        let (r, rows, _) = warming_up(4, 12);
+        let mut s = crate::analysis::finish(run(plan(), r, rows));
+        assert_eq!(steadiness(&plan(), &s).unwrap().kind, NoticeKind::WarmUp);
+        s.requests.ok = 0;
+        assert!(steadiness(&plan(), &s).is_none());
+    }
+
+    #[test]
+    fn the_slow_backend_stands_above_twice_the_others_median() {
+        let share = |p50_us: u64, calls: u64| {
+            let mut t = crate::record::shard::NameTally::default();
+            for _ in 0..calls {
+                t.latency.record(p50_us * 1000).unwrap();
+            }
+            t.calls = calls;
+            t
+        };
+        let kinds = |backends: &[(&str, crate::record::shard::NameTally)]| {
+            slow_backends(backends).iter().map(|n| n.text.split(' ').nth(1).unwrap().to_string()).collect::<Vec<_>>()
+        };
+        // Three backends: one at 2.5x the median of the others (1 ms and 1.2 ms: 1.1 ms).
+        let three = [("a:1", share(1000, 50)), ("b:1", share(1200, 50)), ("c:1", share(2750, 50))];
+        assert_eq!(kinds(&three), vec!["c:1"]);
+        // Below twice the median is not slow; too few calls are not judged.
+        assert!(kinds(&[("a:1", share(1000, 50)), ("b:1", share(1900, 50))]).is_empty());
+        assert!(kinds(&[("a:1", share(1000, 50)), ("b:1", share(5000, 19))]).is_empty());
+        // Microseconds apart is scheduling noise, not a slow pod.
+        assert!(kinds(&[("a:1", share(20, 50)), ("b:1", share(90, 50))]).is_empty());
+        assert!(kinds(&[("a:1", share(1000, 50))]).is_empty(), "one backend has no others");
+    }
+
+    #[test]
+    fn hiccups_stand_out_only_well_above_the_floor() {
+        let us = Duration::from_micros;
+        assert!(hiccups_stand_out(us(5_000), us(100)));
+        assert!(!hiccups_stand_out(us(500), us(100)), "within 500 µs of the floor");
+        assert!(!hiccups_stand_out(us(1_900), us(1_000)), "under twice the floor");
+        assert!(hiccups_stand_out(us(2_100), us(1_000)));
+    }
+}
