@@ -30,6 +30,30 @@ pub enum NoticeKind {
 }
 
 impl NoticeKind {
+    /// Every kind, so that a kind read back from a result (`merge`, `report`) is found by name.
+    pub const ALL: [NoticeKind; 15] = [
+        NoticeKind::Partial,
+        NoticeKind::ClosedLoop,
+        NoticeKind::BehindSchedule,
+        NoticeKind::ScheduleLag,
+        NoticeKind::Unsent,
+        NoticeKind::ClientCpu,
+        NoticeKind::SharedCores,
+        NoticeKind::LittlesLaw,
+        NoticeKind::Abandoned,
+        NoticeKind::ServerCount,
+        NoticeKind::ServerThroughput,
+        NoticeKind::WarmUp,
+        NoticeKind::NoSteadyState,
+        NoticeKind::Hiccups,
+        NoticeKind::SlowBackend,
+    ];
+
+    /// The kind a result names `text` (its JSON `warnings[].kind`).
+    pub fn named(text: &str) -> Option<NoticeKind> {
+        NoticeKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             NoticeKind::Partial => "partial",
@@ -448,5 +472,41 @@ mod tests {
         assert!(!hiccups_stand_out(us(500), us(100)), "within 500 µs of the floor");
         assert!(!hiccups_stand_out(us(1_900), us(1_000)), "under twice the floor");
         assert!(hiccups_stand_out(us(2_100), us(1_000)));
+    }
+}
+
+#[cfg(test)]
+mod every_kind {
+    use super::NoticeKind;
+
+    /// ALL holds every kind once: a kind added to the enum but not to ALL would read back
+    /// from a merged result as another kind. The match has no wildcard, so a new variant
+    /// fails to compile here until it is placed.
+    #[test]
+    fn all_holds_every_kind_once() {
+        for kind in NoticeKind::ALL {
+            let placed = match kind {
+                NoticeKind::Partial
+                | NoticeKind::ClosedLoop
+                | NoticeKind::BehindSchedule
+                | NoticeKind::ScheduleLag
+                | NoticeKind::Unsent
+                | NoticeKind::ClientCpu
+                | NoticeKind::SharedCores
+                | NoticeKind::LittlesLaw
+                | NoticeKind::Abandoned
+                | NoticeKind::ServerCount
+                | NoticeKind::ServerThroughput
+                | NoticeKind::WarmUp
+                | NoticeKind::NoSteadyState
+                | NoticeKind::Hiccups
+                | NoticeKind::SlowBackend => kind,
+            };
+            assert_eq!(NoticeKind::named(placed.as_str()), Some(kind));
+        }
+        let mut names: Vec<_> = NoticeKind::ALL.iter().map(|k| k.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), NoticeKind::ALL.len());
     }
 }
