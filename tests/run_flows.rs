@@ -2,9 +2,12 @@
 //! per-flow and per-check counts equal to the server's own Stats.
 use rpcmeter::lab::{LabConfig, LabServer};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+#[path = "common/workload_cli.rs"]
+mod workload_cli;
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
+use workload_cli::{rpcmeter, run_json, stats_ok, workload_file};
 
 const PUT: &str = "/rpcmeter.lab.v1.Storage/PutValue";
 const GET: &str = "/rpcmeter.lab.v1.Storage/GetValue";
@@ -36,29 +39,7 @@ fn lab(config: LabConfig) -> LabServer {
 }
 
 fn workload(text: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flows.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path)
-}
-
-fn rpcmeter(addr: &str, file: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", addr, "--workload"])
-        .arg(file)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn run_json(addr: &str, file: &Path, args: &[&str]) -> Value {
-    let out = rpcmeter(addr, file, &[args, &["--format", "json"]].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn stats_ok(stats: &rpcmeter::lab::proto::lab::StatsReply, path: &str) -> u64 {
-    stats.methods.iter().find(|m| m.method == path).map_or(0, |m| m.ok)
+    workload_file("flows.toml", text, &[])
 }
 
 fn total(slice: &Value) -> u64 {

@@ -2,8 +2,11 @@
 //! weighted round robin under every load model, and equal to the server's own Stats.
 use rpcmeter::lab::{LabConfig, LabServer};
 use serde_json::Value;
+#[path = "common/workload_cli.rs"]
+mod workload_cli;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use workload_cli::{rpcmeter, run_json, stats_ok, workload_file};
 
 const ECHO: &str = "/EchoService/echo";
 const CPU: &str = "/rpcmeter.lab.v1.TestService/Cpu";
@@ -29,30 +32,16 @@ fn lab() -> LabServer {
 
 /// The workload file (and its data file) in a fresh folder.
 fn workload(text: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("cpu.jsonl"), "{\"n\": 5}\n{\"n\": 6}\n").unwrap();
-    let path = dir.path().join("mix.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path)
-}
-
-fn rpcmeter(addr: &str, file: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", addr, "--workload"])
-        .arg(file)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn run_json(addr: &str, file: &Path, args: &[&str]) -> Value {
-    let out = rpcmeter(addr, file, &[args, &["--format", "json"]].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn stats_ok(stats: &rpcmeter::lab::proto::lab::StatsReply, path: &str) -> u64 {
-    stats.methods.iter().find(|m| m.method == path).map_or(0, |m| m.ok)
+    workload_file(
+        "mix.toml",
+        text,
+        &[(
+            "cpu.jsonl",
+            "{\"n\": 5}
+{\"n\": 6}
+",
+        )],
+    )
 }
 
 fn by_name(r: &Value, name: &str) -> u64 {
