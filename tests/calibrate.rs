@@ -194,8 +194,9 @@ fn a_starved_client_flags_its_hiccups() {
             "EchoService/echo",
             "-c",
             "2",
-            "-z",
-            "1s",
+            // A count, not a duration: a client this starved once had no answer within 1 s.
+            "-n",
+            "50",
             "--format",
             "json",
         ])
