@@ -243,23 +243,12 @@ impl Export for Prometheus {
         // --workload: each call name's calls by status and its latency percentiles.
         let names = s.by_name();
         if !names.is_empty() {
-            out.family("rpcmeter_run_name_calls", "gauge", "--workload: measured calls of each name by final status");
-            for (name, _, share) in &names {
-                for (code, n) in share.statuses.nonzero() {
-                    let labels = [with(&labels, ("call_name", name)), vec![("status", status::name(code))]].concat();
-                    out.sample("rpcmeter_run_name_calls", &labels, n as f64);
-                }
-            }
+            let shares: Vec<_> = names.iter().map(|(name, _, share)| (*name, share)).collect();
+            let help = "--workload: measured calls of each name by final status";
+            calls_by_status(&mut out, "rpcmeter_run_name_calls", help, &labels, "call_name", &shares);
+            let latencies: Vec<_> = shares.iter().map(|(name, share)| (*name, &share.latency)).collect();
             let help = "--workload: call latency percentiles of each name";
-            out.family("rpcmeter_run_name_latency_seconds", "gauge", help);
-            for (name, _, share) in &names {
-                for p in [50.0, 90.0, 99.0] {
-                    let q = number(p / 100.0);
-                    let labels = [with(&labels, ("call_name", name)), vec![("quantile", &q)]].concat();
-                    let value = crate::stats::Statistic::Percentile(p).of(&share.latency);
-                    out.sample("rpcmeter_run_name_latency_seconds", &labels, value.as_secs_f64());
-                }
-            }
+            quantiles(&mut out, "rpcmeter_run_name_latency_seconds", help, &labels, "call_name", &latencies);
         }
         // --workload flows: whole flows by how they ended, and their latency percentiles.
         let flows = s.by_flow();
@@ -280,15 +269,8 @@ impl Export for Prometheus {
                 }
             }
             let help = "--workload: latency percentiles of each flow, from its start to its last answer";
-            out.family("rpcmeter_run_flow_latency_seconds", "gauge", help);
-            for (name, _, flow) in &flows {
-                for p in [50.0, 90.0, 99.0] {
-                    let q = number(p / 100.0);
-                    let labels = [with(&labels, ("flow", name)), vec![("quantile", &q)]].concat();
-                    let value = crate::stats::Statistic::Percentile(p).of(&flow.share.latency);
-                    out.sample("rpcmeter_run_flow_latency_seconds", &labels, value.as_secs_f64());
-                }
-            }
+            let latencies: Vec<_> = flows.iter().map(|(name, _, flow)| (*name, &flow.share.latency)).collect();
+            quantiles(&mut out, "rpcmeter_run_flow_latency_seconds", help, &labels, "flow", &latencies);
         }
         let checks = s.checks();
         if !checks.is_empty() {
@@ -304,29 +286,52 @@ impl Export for Prometheus {
         // Targets broken down by backend: each address's calls by status and its latency.
         let backends = s.by_backend();
         if !backends.is_empty() {
-            out.family(
-                "rpcmeter_run_backend_calls",
-                "gauge",
-                "Measured calls answered by each backend, by final status",
-            );
-            for (addr, share) in &backends {
-                for (code, n) in share.statuses.nonzero() {
-                    let labels = [with(&labels, ("backend", addr)), vec![("status", status::name(code))]].concat();
-                    out.sample("rpcmeter_run_backend_calls", &labels, n as f64);
-                }
-            }
+            let shares: Vec<_> = backends.iter().map(|(addr, share)| (*addr, share)).collect();
+            let help = "Measured calls answered by each backend, by final status";
+            calls_by_status(&mut out, "rpcmeter_run_backend_calls", help, &labels, "backend", &shares);
+            let latencies: Vec<_> = shares.iter().map(|(addr, share)| (*addr, &share.latency)).collect();
             let help = "Call latency percentiles of each backend";
-            out.family("rpcmeter_run_backend_latency_seconds", "gauge", help);
-            for (addr, share) in &backends {
-                for p in [50.0, 90.0, 99.0] {
-                    let q = number(p / 100.0);
-                    let labels = [with(&labels, ("backend", addr)), vec![("quantile", &q)]].concat();
-                    let value = crate::stats::Statistic::Percentile(p).of(&share.latency);
-                    out.sample("rpcmeter_run_backend_latency_seconds", &labels, value.as_secs_f64());
-                }
-            }
+            quantiles(&mut out, "rpcmeter_run_backend_latency_seconds", help, &labels, "backend", &latencies);
         }
         out.finish()
+    }
+}
+
+/// A breakdown's calls (by call name, by backend) by final status, one sample each.
+fn calls_by_status(
+    out: &mut Exposition,
+    family: &str,
+    help: &str,
+    labels: &Labels,
+    key: &str,
+    shares: &[(&str, &crate::record::shard::NameTally)],
+) {
+    out.family(family, "gauge", help);
+    for (name, share) in shares {
+        for (code, n) in share.statuses.nonzero() {
+            let labels = [with(labels, (key, name)), vec![("status", status::name(code))]].concat();
+            out.sample(family, &labels, n as f64);
+        }
+    }
+}
+
+/// A breakdown's p50, p90 and p99 (of call names, flows, backends), one sample each.
+fn quantiles(
+    out: &mut Exposition,
+    family: &str,
+    help: &str,
+    labels: &Labels,
+    key: &str,
+    latencies: &[(&str, &Histogram<u64>)],
+) {
+    out.family(family, "gauge", help);
+    for (name, latency) in latencies {
+        for p in [50.0, 90.0, 99.0] {
+            let q = number(p / 100.0);
+            let labels = [with(labels, (key, name)), vec![("quantile", &q)]].concat();
+            let value = crate::stats::Statistic::Percentile(p).of(latency);
+            out.sample(family, &labels, value.as_secs_f64());
+        }
     }
 }
 
