@@ -350,6 +350,7 @@ fn workload_mix(
         .iter()
         .map(|f| engine::MixFlow { steps: f.steps.clone(), stop_on_check_failure: f.stop_on_check_failure })
         .collect();
+    let mix = engine::Mix { calls, pick, named: true, flows, checks: checks.len() };
     let breakdown = Breakdown {
         calls: names,
         flows: workload
@@ -360,7 +361,7 @@ fn workload_mix(
         checks,
         methods: methods.clone(),
     };
-    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows }, plan, breakdown))
+    Ok((methods.swap_remove(0), mix, plan, breakdown))
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

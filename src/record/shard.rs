@@ -290,11 +290,34 @@ impl Default for Tally {
     }
 }
 
+/// How many per-name, per-flow, per-check and per-backend slots a run's tallies hold, known
+/// before the clock starts: a tally made with them finds every slot there when it records
+/// (making one, its histogram's 264 KiB of counts, stalled a worker thread for milliseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slots {
+    pub names: usize,
+    pub flows: usize,
+    pub checks: usize,
+    pub backends: usize,
+}
+
 fn nanos(d: Duration) -> u64 {
     (d.as_nanos() as u64).clamp(1, MAX_NANOS)
 }
 
 impl Tally {
+    /// An empty tally with every slot of `slots` made.
+    pub fn with_slots(slots: Slots) -> Tally {
+        let shares = |n| std::iter::repeat_with(NameTally::default).take(n).collect();
+        Tally {
+            by_name: shares(slots.names),
+            by_flow: std::iter::repeat_with(FlowTally::default).take(slots.flows).collect(),
+            checks: vec![(0, 0); slots.checks],
+            by_backend: shares(slots.backends),
+            ..Tally::default()
+        }
+    }
+
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
         self.attempt_latency.saturating_record(nanos(latency));
         self.counts.attempts += 1;
@@ -312,7 +335,8 @@ impl Tally {
     }
 
     /// `--workload`: a call of the mix's call number `index` ended (besides `record_call`).
-    /// The tally's per-name slots are made once, at a name's first call.
+    /// The slot is there in a tally made `with_slots` of the run; one beyond them is made
+    /// here (a tally made otherwise, in tests and merges).
     pub fn record_named(&mut self, index: usize, latency: Duration, status: Code) {
         if index >= self.by_name.len() {
             self.by_name.resize_with(index + 1, NameTally::default);
@@ -320,9 +344,9 @@ impl Tally {
         self.by_name[index].record(latency, status);
     }
 
-    /// A flow ended, `latency` after it started. Its slots are made at its first end; an
-    /// ended flow is counted under the status that ended it (OK when a check or a capture
-    /// stopped it: its calls were answered).
+    /// A flow ended, `latency` after it started (its slot as `record_named`'s). An ended flow
+    /// is counted under the status that ended it (OK when a check or a capture stopped it:
+    /// its calls were answered).
     pub fn record_flow(&mut self, index: usize, latency: Duration, end: FlowEnd) {
         if index >= self.by_flow.len() {
             self.by_flow.resize_with(index + 1, FlowTally::default);
@@ -343,7 +367,9 @@ impl Tally {
         *failed += !pass as u64;
     }
 
-    /// A call answered by the backend at `index` of the run's addresses (besides `record_call`).
+    /// A call answered by the backend at `index` of the run's addresses (besides `record_call`);
+    /// its slot as `record_named`'s (a backend that a `dns:///` target's resolver finds
+    /// during the run gets its slot here, the one allocation a recording may make).
     pub fn record_backend(&mut self, index: usize, latency: Duration, status: Code) {
         if index >= self.by_backend.len() {
             self.by_backend.resize_with(index + 1, NameTally::default);
