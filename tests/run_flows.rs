@@ -282,6 +282,50 @@ fn headers_and_trailers_are_captured_and_checked() {
 }
 
 #[test]
+fn a_captured_bytes_value_goes_into_another_calls_bytes_field() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // The get's value (bytes, captured as base64) is put under a second key, read back and
+    // compared: was refused before the run ("field \"value\" (bytes): invalid base64").
+    let text = r#"
+[[call]]
+name = "put"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '{"key":"b{{.UUID}}","value":"{{randomString 12}}"}'
+capture = { key = "request.key" }
+
+[[call]]
+name = "get"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"{{.key}}"}'
+capture = { value = "response.value" }
+
+[[call]]
+name = "copy"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '{"key":"{{.key}}-copy","value":"{{.value}}"}'
+
+[[call]]
+name = "get-copy"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"{{.key}}-copy"}'
+check = ["value == {{.value}}", "value != AAAA"]
+
+[[flow]]
+name = "copy"
+steps = ["put", "get", "copy", "get-copy"]
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "20"]);
+    let stats = server.shutdown();
+    let flow = &r["flows"]["copy"];
+    assert_eq!((total(flow), flow["requests"]["ok"].as_u64().unwrap()), (20, 20), "{flow}");
+    assert_eq!(check(&r, "get-copy: value == {{.value}}"), (20, 0));
+    assert_eq!(check(&r, "get-copy: value != AAAA"), (20, 0));
+    assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (40, 40));
+}
+
+#[test]
 fn a_capture_beyond_64_kib_ends_its_flow_as_a_capture_error() {
     let server = lab(LabConfig::default());
     let addr = server.local_addr().to_string();
