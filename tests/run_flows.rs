@@ -271,12 +271,14 @@ fn headers_and_trailers_are_captured_and_checked() {
         .replace("capture = { key", "capture = { kind = \"header.content-type\", key")
         .replace(
             "check = [\"found == true\"",
-            "check = [\"header.content-type == {{.kind}}\", \"trailer.grpc-status == 0\", \"exists trailer.nope\", \"found == true\"",
+            "check = [\"header.content-type == {{.kind}}\", \"trailer.grpc-status == 0\", \"trailer.grpc-status >= 0.0\", \"exists trailer.nope\", \"found == true\"",
         );
     let (_dir, file) = workload(&text);
     let r = run_json(&addr, &file, &["-c", "2", "-n", "20"]);
     assert_eq!(check(&r, "get: header.content-type == {{.kind}}"), (20, 0), "{}", r["checks"]);
     assert_eq!(check(&r, "get: trailer.grpc-status == 0"), (20, 0));
+    // Ordered, a trailer is a number ("0" < "0.0" as text).
+    assert_eq!(check(&r, "get: trailer.grpc-status >= 0.0"), (20, 0));
     assert_eq!(check(&r, "get: exists trailer.nope"), (0, 20));
     server.shutdown();
 }
@@ -359,6 +361,19 @@ fn bad_flows_captures_and_checks_are_refused_with_one_line() {
     refused(&PUT_THEN_GET.replace("found == true", "fuond == true"), &[], "GetReply has no field \"fuond\"");
     refused(&PUT_THEN_GET.replace("response.version", "response.nope"), &[], "capture \"version\"");
     refused(&PUT_THEN_GET.replace("found == true", "found ~ true"), &[], "is not one of == != < <= > >=");
+    // Checks that could never pass (or pass by text order) are refused, not failed 100%.
+    refused(&PUT_THEN_GET.replace("found == true", "found < 5"), &[], "check \"found < 5\": found is a bool");
+    refused(&PUT_THEN_GET.replace("found == true", "found == 5"), &[], "compare it with true or false, not \"5\"");
+    refused(
+        &PUT_THEN_GET.replace("found == true", "version == banana"),
+        &[],
+        "version is a number (uint64): \"banana\" is not one",
+    );
+    refused(&PUT_THEN_GET.replace("found == true", "value > 5"), &[], "value is bytes: compare it with == or !=");
+    refused(&PUT_THEN_GET.replace("found == true", "value == hi!"), &[], "\"hi!\" is not base64");
+    refused(&PUT_THEN_GET.replace("found == true", "header.x > many"), &[], "\"many\" is not one");
+    let echo = "[[call]]\nname = \"e\"\nmethod = \"EchoService/echo\"\nweight = 1\ncheck = [\"content > 5\"]\n";
+    refused(echo, &[], "content is text (string): compare it with == or != (< <= > >= order numbers)");
     refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"get\", \"put\"]"), &[], "which no earlier step captures");
     refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\", \"nope\"]"), &[], "step \"nope\" is no [[call]]");
     refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\"]"), &[], "call \"get\" is in no [[flow]]");
