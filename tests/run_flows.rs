@@ -91,8 +91,18 @@ fn a_wrong_check_fails_every_time_and_the_assertion_exits_1() {
     // Failed checks are no gRPC failures, and the flow goes on without stop_on_check_failure.
     assert_eq!(r["requests"]["failed"], 0);
     assert_eq!(r["flows"]["put-then-get"]["requests"]["ok"], 50);
+    // Every call OK, yet the result says the checks failed: a notice names them.
+    let notice = warning(&r, "failed_checks");
+    assert!(notice.contains("1 of the workload's checks failed: \"get: version > {{.version}}\" 50 of 50"), "{notice}");
     let stats = server.shutdown();
     assert_eq!(stats_ok(&stats, GET), 50);
+}
+
+/// The message of the result's notice of `kind` (JSON `warnings`).
+fn warning(r: &Value, kind: &str) -> String {
+    let warnings = r["warnings"].as_array().unwrap_or_else(|| panic!("no warnings in {r}"));
+    let found = warnings.iter().find(|w| w["kind"] == kind).unwrap_or_else(|| panic!("no {kind} in {warnings:?}"));
+    found["message"].as_str().unwrap().to_owned()
 }
 
 #[test]
@@ -112,6 +122,44 @@ fn stop_on_check_failure_ends_the_flow_before_its_next_step() {
     assert_eq!(check(&r, "put: version == 0"), (0, 30));
     assert_eq!(check(&r, "get: found == true"), (0, 0));
     assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (30, 0));
+    let notice = warning(&r, "flows_stopped");
+    assert!(
+        notice
+            .contains("\"put-then-get\": 30 of 30 flows ended early with every call OK: stopped 30 by a failed check"),
+        "{notice}"
+    );
+}
+
+#[test]
+fn the_table_and_the_report_say_why_flows_ended_early() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = PUT_THEN_GET
+        .replace("capture = {", "check = [\"version == 0\"]\ncapture = {")
+        .replace("weight = 1\n", "weight = 1\nstop_on_check_failure = true\n");
+    let (dir, file) = workload(&text);
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut lines = table.lines().skip_while(|l| !l.trim_start().starts_with("put-then-get "));
+    let row = lines.next().unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains(" 10 "), "{row}");
+    let why = lines.next().unwrap();
+    assert!(why.trim_start().starts_with("stopped 10 by a failed check (stop_on_check_failure)"), "{table}");
+    let json = dir.path().join("r.json");
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10", "--format", "json", "-o", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(["report", "-o", "-"]).arg(&json).output().unwrap();
+    let page = String::from_utf8_lossy(&page.stdout);
+    let alert = page
+        .split("id=\"failures\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no failure box"))
+        .split("</div>")
+        .next()
+        .unwrap();
+    assert!(alert.contains("Check &quot;put: version == 0&quot; failed 10 of 10."), "{alert}");
+    assert!(alert.contains("ended early, every call OK: stopped 10 by a failed check"), "{alert}");
+    server.shutdown();
 }
 
 #[test]
@@ -343,6 +391,8 @@ fn a_capture_beyond_64_kib_ends_its_flow_as_a_capture_error() {
     // The calls themselves were answered OK, and the get's checks still counted.
     assert_eq!(r["requests"]["failed"], 0);
     assert_eq!(check(&r, "get: found == true"), (10, 0));
+    let notice = warning(&r, "flows_stopped");
+    assert!(notice.contains("stopped 10 by a capture error (a value absent, over 64 KiB"), "{notice}");
     server.shutdown();
 }
 

@@ -269,6 +269,11 @@ fn by_flow(o: &mut String, s: &Summary) {
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             let steps = super::printable::printable(&steps.join(" -> ")).to_string();
             row(o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
+            // Ended early with every call OK: the statuses would not say why.
+            if flow.stopped_by_check + flow.capture_errors > 0 {
+                let why = crate::analysis::notices::stop_reasons(flow.stopped_by_check, flow.capture_errors);
+                let _ = writeln!(o, "  {:<16} {why}", "");
+            }
         }
     }
 }
