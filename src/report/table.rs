@@ -278,13 +278,18 @@ fn by_flow(o: &mut String, s: &Summary) {
     }
 }
 
+/// How much of a check's `CALL: EXPRESSION` the table prints.
+const CHECK_CHARS: usize = 80;
+
 /// `--workload` checks: passes and failures of each.
 fn checks(o: &mut String, s: &Summary) {
     if !s.check_names.is_empty() {
         let _ = writeln!(o, "\nChecks:");
         for (call, text, pass, fail) in s.checks() {
             let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
-            let label = super::printable::printable(&format!("{call}: {text}")).to_string();
+            // A check's expected value may be a whole body: the line shows its start.
+            let label = format!("{call}: {text}");
+            let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
             let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
         }
     }
