@@ -375,6 +375,70 @@ steps = ["put", "get", "copy", "get-copy"]
     assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (40, 40));
 }
 
+/// A server stream's last message is captured from and checked; a client stream's answer is
+/// checked; the run's stream flags shape both.
+const STREAMS: &str = r#"
+[[call]]
+name = "subscribe"
+method = "rpcmeter.lab.v1.Streaming/Subscribe"
+data = { count = 3, size = 4 }
+capture = { seq = "response.seq", payload = "response.payload" }
+check = ["seq == 2", "exists payload"]
+
+[[call]]
+name = "upload"
+method = "rpcmeter.lab.v1.Streaming/Upload"
+data = '{"payload":"{{.payload}}","seq":"{{.seq}}"}'
+check = ["chunks == 4", "bytes == 16"]
+
+[[flow]]
+name = "subscribe-then-upload"
+steps = ["subscribe", "upload"]
+"#;
+
+const SUBSCRIBE: &str = "/rpcmeter.lab.v1.Streaming/Subscribe";
+const UPLOAD: &str = "/rpcmeter.lab.v1.Streaming/Upload";
+
+#[test]
+fn a_server_streams_last_message_is_captured_and_a_client_streams_answer_checked() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (_dir, file) = workload(STREAMS);
+    // Each stream of four: the server stream ends by itself after its 3, the client stream
+    // sends 4 requests, each with the last chunk's payload and seq.
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "10", "--stream-call-count", "4", "--assert", "checks>=100%"]);
+    let flow = &r["flows"]["subscribe-then-upload"];
+    assert_eq!((total(flow), flow["requests"]["ok"].as_u64().unwrap()), (10, 10), "{flow}");
+    assert_eq!(check(&r, "subscribe: seq == 2"), (10, 0));
+    assert_eq!(check(&r, "subscribe: exists payload"), (10, 0));
+    assert_eq!(check(&r, "upload: chunks == 4"), (10, 0));
+    assert_eq!(check(&r, "upload: bytes == 16"), (10, 0));
+    let stats = server.stats();
+    let method = |path: &str| stats.methods.iter().find(|m| m.method == path).cloned().unwrap_or_default();
+    assert_eq!((method(SUBSCRIBE).ok, method(SUBSCRIBE).messages_out), (10, 30));
+    assert_eq!((method(UPLOAD).ok, method(UPLOAD).messages_in), (10, 40));
+    // Refused before the run: a client stream's requests are many.
+    let (_dir, file) = workload(&STREAMS.replace("\"bytes == 16\"", "\"exists request.seq\""));
+    let out = rpcmeter(&addr, &file, &["-n", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("request.seq: rpcmeter.lab.v1.Streaming.Upload sends a stream of requests"), "{stderr}");
+    server.shutdown();
+}
+
+#[test]
+fn a_server_stream_cut_by_its_count_is_read_at_its_last_counted_message() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // count 0: the server streams until the client cancels, after its 2nd chunk here.
+    let text = STREAMS.replace("count = 3", "count = 0").replace("seq == 2", "seq == 1");
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "6", "--stream-call-count", "2"]);
+    assert_eq!(check(&r, "subscribe: seq == 1"), (6, 0), "{}", r["checks"]);
+    assert_eq!(check(&r, "upload: chunks == 4"), (0, 6));
+    server.shutdown();
+}
+
 #[test]
 fn a_capture_beyond_64_kib_ends_its_flow_as_a_capture_error() {
     let server = lab(LabConfig::default());

@@ -205,7 +205,7 @@ fn bad_workloads_are_refused_with_one_line() {
     refused(&one(""), &["--call", "EchoService/echo"], "--call and --workload together");
     refused(&one(""), &["-d", "{}"], "-d/-D and --workload together");
     refused(&one(""), &["-D", "x.json"], "-d/-D and --workload together");
-    refused("[[call]]\nname = \"s\"\nmethod = \"rpcmeter.lab.v1.Streaming/Subscribe\"\nweight = 1\n", &[], "streaming");
+    refused(&one(""), &["--stream-call-count", "2"], "stream flags need a streaming method");
     refused("this is not toml", &[], "--workload");
 }
 

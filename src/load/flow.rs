@@ -1,6 +1,7 @@
-//! A workload call's captures and checks, applied to each of its answers. Only a call that
-//! has some decodes its answer (prost-reflect's dynamic message); a capture-free, check-free
-//! run keeps its hot path as it was: nothing kept, nothing decoded.
+//! A workload call's captures and checks, applied to each of its answers (a stream's: its
+//! last response message). Only a call that has some decodes its answer (prost-reflect's
+//! dynamic message); a capture-free, check-free run keeps its hot path as it was: nothing
+//! kept, nothing decoded.
 use super::workload::{Check, Field, Op, Test, WorkloadCall, MAX_CAPTURE_BYTES};
 use crate::grpc::Reply;
 use crate::schema::TextTemplate;
@@ -43,9 +44,17 @@ impl Rules {
             return Ok(None);
         }
         let (input, output) = (method.input(), method.output());
+        // A client stream's requests are many: which one would request.PATH read?
+        let one_request = |field: &Field| match field {
+            Field::Request(path) if method.is_client_streaming() => {
+                Err(format!("request.{path}: {} sends a stream of requests; read the response", method.full_name()))
+            }
+            _ => Ok(()),
+        };
         let mut captures = Vec::new();
         for capture in &call.captures {
             let at = |e: String| format!("capture {:?}: {e}", capture.var);
+            one_request(&capture.from).map_err(at)?;
             let path = match &capture.from {
                 Field::Request(path) => Some((&input, path)),
                 Field::Response(path) => Some((&output, path)),
@@ -62,6 +71,7 @@ impl Rules {
         let mut checks = Vec::new();
         for Check { text, field, test } in &call.checks {
             let at = |e: String| format!("check {text:?}: {e}");
+            one_request(field).map_err(at)?;
             let path = match field {
                 Field::Request(path) => Some((&input, path)),
                 Field::Response(path) => Some((&output, path)),
@@ -110,8 +120,9 @@ impl Rules {
         let needs = |which: fn(&Field) -> bool| {
             ok && (self.captures.iter().any(|(_, f)| which(f)) || self.checks.iter().any(|(f, _)| which(f)))
         };
+        // A server stream that sent nothing has no response to read.
         let response = needs(|f| matches!(f, Field::Response(_)))
-            .then(|| DynamicMessage::decode(self.output.clone(), reply.response.clone().unwrap_or_default()).ok())
+            .then(|| reply.response.as_ref().and_then(|r| DynamicMessage::decode(self.output.clone(), r.clone()).ok()))
             .flatten();
         let request = needs(|f| matches!(f, Field::Request(_)))
             .then(|| DynamicMessage::decode(self.input.clone(), request.get(5..).unwrap_or_default()).ok())
