@@ -15,6 +15,7 @@ use crate::load::plan::{Plan, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::record::resource;
 use crate::schema::{self, DataSource, SchemaSource};
+use crate::sink::progress::Style as ProgressStyle;
 use crate::stats::assertions;
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime};
@@ -154,7 +155,10 @@ impl RunArgs {
                 )
                 .collect(),
             checks,
-            progress: !args.quiet && std::io::stderr().is_terminal(),
+            progress: (!args.quiet).then(|| match std::io::stderr().is_terminal() {
+                true => ProgressStyle::Terminal,
+                false => ProgressStyle::Log,
+            }),
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,
             name: args.name.clone(),
