@@ -18,3 +18,22 @@ fn a_run_without_a_terminal_prints_a_progress_line_every_ten_seconds() {
     assert_eq!(lines.len(), 1, "one line at 10 s: {stderr}");
     assert!(lines[0].contains(" calls/s") && lines[0].contains("errors"), "{}", lines[0]);
 }
+
+/// `-o result.html` writes the HTML report (it wrote the text table), and `--format html`
+/// is a format like the others (it was refused).
+#[test]
+fn an_html_output_file_gets_the_html_report() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("result.html");
+    let mut cmd = common::run_echo(server.addr, &["-n", "20", "-o"]);
+    cmd.arg(&page);
+    let (code, _, stderr) = outcome(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<svg"), "{}", &html[..html.len().min(300)]);
+
+    let (code, stdout, stderr) = outcome(common::run_echo(server.addr, &["-n", "20", "--format", "html"]));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("<!DOCTYPE html>"), "{}", &stdout[..stdout.len().min(300)]);
+}

@@ -277,8 +277,9 @@ fn export(text: &str) -> Result<(Format, PathBuf), String> {
     use clap::ValueEnum;
     let (format, path) =
         text.split_once('=').ok_or_else(|| format!("{text:?}: expected FORMAT=FILE (e.g. json=run.json)"))?;
-    let format = Format::from_str(format, true)
-        .map_err(|_| format!("{format:?}: unknown format (table, json, csv, rmeter, prometheus, influx, junit)"))?;
+    let format = Format::from_str(format, true).map_err(|_| {
+        format!("{format:?}: unknown format (table, json, csv, rmeter, prometheus, influx, junit, html)")
+    })?;
     if path.is_empty() {
         return Err(format!("{text:?}: no file after ="));
     }
