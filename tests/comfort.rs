@@ -37,3 +37,31 @@ fn an_html_output_file_gets_the_html_report() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.starts_with("<!DOCTYPE html>"), "{}", &stdout[..stdout.len().min(300)]);
 }
+
+/// `man run` prints rpcmeter-run(1) with run's own flags (only the top level had a page);
+/// an unknown command is one line and exit 2.
+#[test]
+fn each_command_has_its_man_page() {
+    let (code, page, stderr) = common::rpcmeter_with(["man", "run"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(page.contains(".TH rpcmeter-run 1") && page.contains("\\-\\-workload"), "{}", &page[..page.len().min(400)]);
+    let (code, _, stderr) = common::rpcmeter_with(["man", "nope"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("man nope: no such command"), "{stderr}");
+}
+
+/// `run --help` comes in groups (it was 271 lines under one "Options:"), and TARGET's help
+/// names the address lists.
+#[test]
+fn run_help_is_grouped_and_names_every_target_form() {
+    let (code, help, _) = common::rpcmeter_with(["run", "--help"]);
+    assert_eq!(code, Some(0));
+    for heading in
+        ["What to call:", "Streams:", "Load:", "Warm-up, retries and deadlines:", "Connections:", "Output:", "Shards:"]
+    {
+        assert!(help.lines().any(|l| l == heading), "no {heading:?} in run --help");
+    }
+    assert!(help.contains("ipv4:") && help.contains("ipv6:"), "TARGET's help");
+    assert!(help.contains("flows") && help.contains("checks"), "--workload's help");
+}
