@@ -65,3 +65,49 @@ fn run_help_is_grouped_and_names_every_target_form() {
     assert!(help.contains("ipv4:") && help.contains("ipv6:"), "TARGET's help");
     assert!(help.contains("flows") && help.contains("checks"), "--workload's help");
 }
+
+/// A SIGKILL leaves `.NAME.XXXXXX.tmp` beside the output; the next run writing NAME removes
+/// such orphans, and never the file of a writer still alive (it holds its lock).
+#[test]
+fn a_killed_runs_temporary_file_is_removed_by_the_next_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let orphan = dir.path().join(".r.json.a1B2c3.tmp");
+    std::fs::File::create(&orphan).unwrap().set_modified(old).unwrap();
+    let live = dir.path().join(".r.json.Z9y8X7.tmp");
+    let held = std::fs::File::create(&live).unwrap();
+    held.set_modified(old).unwrap();
+    held.lock().unwrap();
+    let mut cmd = common::run_echo(server.addr, &["-n", "10", "--format", "json", "-o"]);
+    cmd.arg(dir.path().join("r.json"));
+    let (code, _, stderr) = outcome(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!orphan.exists(), "the orphan stayed");
+    assert!(live.exists(), "a live writer's file was removed");
+    assert!(dir.path().join("r.json").exists());
+}
+
+/// A history written before histories were made 0600 is made private when next opened.
+#[test]
+fn an_old_world_readable_history_becomes_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("h.sqlite3");
+    let run = |history: &std::path::Path| {
+        let mut cmd = rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--proto"])
+            .arg(echo_proto())
+            .args(["--call", "EchoService/echo", "-d", "{}", "-n", "5", "--history"])
+            .arg(history)
+            .arg(server.addr.to_string());
+        let (code, _, stderr) = outcome(cmd);
+        assert_eq!(code, Some(0), "{stderr}");
+    };
+    run(&history);
+    std::fs::set_permissions(&history, std::fs::Permissions::from_mode(0o644)).unwrap();
+    run(&history);
+    let mode = std::fs::metadata(&history).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+}
