@@ -243,7 +243,30 @@ impl Run {
                 self.unsent
             ));
         }
+        out.extend(self.workload_failures());
         out
+    }
+
+    /// Failed checks and flows ended early: not failed calls, so the statuses miss them.
+    fn workload_failures(&self) -> Vec<String> {
+        let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let checks = self.checks.iter().filter(|(_, c)| count(c, "fail") > 0).map(|(name, c)| {
+            let (fail, all) = (count(c, "fail"), count(c, "pass") + count(c, "fail"));
+            format!("Check \"{}\" failed {fail} of {all}.", crate::units::abridged(name, 80))
+        });
+        let flows = self.flows.iter().filter_map(|(name, f)| {
+            let (by_check, by_capture) = (count(f, "stopped_by_check"), count(f, "capture_errors"));
+            (by_check + by_capture > 0).then(|| {
+                let why = crate::analysis::notices::stop_reasons(by_check, by_capture);
+                format!(
+                    "Flow \"{}\": {} of {} ended early, every call OK: {why}.",
+                    crate::units::abridged(name, 80),
+                    by_check + by_capture,
+                    count(&f["requests"], "total")
+                )
+            })
+        });
+        checks.chain(flows).collect()
     }
 
     /// A `latency_us` key as text (from the file), else from the histogram.
