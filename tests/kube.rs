@@ -321,26 +321,23 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
 
 /// `kube --simulate` runs a printed manifest's pods here (a local .proto with an import, -D
 /// data, a credential through a Secret) and prints their merged result: its count is the
-/// server's. A YAML manifest is refused in one line (the simulation reads JSON).
+/// server's. It reads the YAML `kube` prints by default.
 #[test]
 fn simulate_runs_the_printed_pods_and_merges_them() {
     let server = TestServer::start(Behaviour::Echo);
     let dir = tempfile::tempdir().unwrap();
     inputs(dir.path());
     let bin = env!("CARGO_BIN_EXE_rpcmeter");
-    let print = |output: &str| {
-        Command::new(bin)
-            .current_dir(dir.path())
-            .args(["kube", "--shards", "3", "--output", output, "run", "--plaintext", "--proto", "protos/echo.proto"])
-            .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
-            .args(["--rps", "300", "-z", "1s", "--no-server-stats"])
-            .arg(server.addr.to_string())
-            .output()
-            .unwrap()
-    };
-    let manifest = print("json");
+    let manifest = Command::new(bin)
+        .current_dir(dir.path())
+        .args(["kube", "--shards", "3", "run", "--plaintext", "--proto", "protos/echo.proto"])
+        .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
+        .args(["--rps", "300", "-z", "1s", "--no-server-stats"])
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
     assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
-    let file = dir.path().join("load.json");
+    let file = dir.path().join("load.yaml");
     std::fs::write(&file, &manifest.stdout).unwrap();
     let out = Command::new(bin).args(["kube", "--output", "json", "--simulate"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -348,13 +345,6 @@ fn simulate_runs_the_printed_pods_and_merges_them() {
     assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
     assert_eq!(merged["requests"]["failed"], 0, "{merged}");
     assert_eq!(merged["shards"].as_array().map(Vec::len), Some(3), "{merged}");
-
-    let yaml = dir.path().join("load.yaml");
-    std::fs::write(&yaml, print("yaml").stdout).unwrap();
-    let out = Command::new(bin).args(["kube", "--simulate"]).arg(&yaml).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--output json"), "{stderr}");
 }
 
 /// A simulated Job whose pods all fail (nothing listens at the target) ends promptly, exits
@@ -381,4 +371,182 @@ fn simulate_exits_as_pod_0_and_names_the_failed_pods() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("shard 0/2") && stderr.contains("pod 1: "), "{stderr}");
     assert!(began.elapsed() < std::time::Duration::from_secs(60), "took {:?}", began.elapsed());
+}
+
+/// A printed JSON manifest (2 pods, a -D file in the ConfigMap, a credential in a Secret) for
+/// the target `addr`, as a Value to tamper with.
+fn printed(dir: &Path, addr: &str, length: &str) -> Value {
+    inputs(dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir)
+        .args(["kube", "--shards", "2", "--output", "json", "run", "--plaintext", "--proto", "protos/echo.proto"])
+        .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
+        .args(["--rps", "50", "-z", length, "--no-server-stats", addr])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn job_of(manifest: &mut Value) -> &mut Value {
+    let items = manifest["items"].as_array_mut().unwrap();
+    items.iter_mut().find(|o| o["kind"] == "Job").unwrap()
+}
+
+fn simulate(dir: &Path, manifest: &Value) -> std::process::Output {
+    let file = dir.join("tampered.json");
+    std::fs::write(&file, serde_json::to_vec(manifest).unwrap()).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir)
+        .args(["kube", "--simulate"])
+        .arg(&file)
+        .output()
+        .unwrap()
+}
+
+/// `kube --simulate` runs only what `kube` prints: a manifest whose files would land outside
+/// its private directory, whose env reaches the pods (LD_PRELOAD ran code in both pods), with
+/// a command of its own, a flag writing a file, or a file read from elsewhere is refused in
+/// one line, exit 2, before any pod starts and before any file is written.
+#[test]
+fn simulate_refuses_what_kube_never_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let manifest = printed(dir.path(), &closed, "1s");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let pwned = outside.join("pwned");
+    type Tamper = Box<dyn Fn(&mut Value)>;
+    let volume_item = |path: String| -> Tamper {
+        Box::new(move |m: &mut Value| {
+            job_of(m)["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"][0]["path"] = path.clone().into()
+        })
+    };
+    let container = |f: fn(&mut Value)| -> Tamper {
+        Box::new(move |m: &mut Value| f(&mut job_of(m)["spec"]["template"]["spec"]["containers"][0]))
+    };
+    let depth = "../".repeat(12);
+    let cases: Vec<(&str, Tamper, &str)> = vec![
+        ("absolute item path", volume_item(pwned.to_string_lossy().into_owned()), "path"),
+        ("../ item path", volume_item(format!("{depth}{}", pwned.to_string_lossy())), "path"),
+        ("item path ending in ..", volume_item("data/..".into()), "path"),
+        (
+            "LD_PRELOAD",
+            container(|c| {
+                c["env"].as_array_mut().unwrap().push(serde_json::json!({"name": "LD_PRELOAD", "value": "/x.so"}))
+            }),
+            "LD_PRELOAD",
+        ),
+        ("envFrom", container(|c| c["envFrom"] = serde_json::json!([{"secretRef": {"name": "x"}}])), "envFrom"),
+        ("a command", container(|c| c["command"] = serde_json::json!(["sh", "-c", "touch pwned"])), "command"),
+        ("a mount elsewhere", container(|c| c["volumeMounts"][0]["mountPath"] = "/tmp".into()), "/tmp"),
+        (
+            "-o FILE",
+            container(|c| c["args"].as_array_mut().unwrap().extend(["-o".into(), "out.json".into()])),
+            "--output",
+        ),
+        (
+            "--history PATH",
+            container(|c| c["args"].as_array_mut().unwrap().extend(["--history".into(), "h.sqlite3".into()])),
+            "--history",
+        ),
+        (
+            "a file read from elsewhere",
+            container(|c| {
+                let args = c["args"].as_array_mut().unwrap();
+                let at = args.iter().position(|a| a == "--data-file").unwrap();
+                args[at + 1] = "/etc/hostname".into();
+            }),
+            "/etc/hostname",
+        ),
+        ("another program", container(|c| c["args"][0] = "serve".into()), "run"),
+        (
+            "two containers",
+            Box::new(|m: &mut Value| {
+                let spec = &mut job_of(m)["spec"]["template"]["spec"];
+                let second = spec["containers"][0].clone();
+                spec["containers"].as_array_mut().unwrap().push(second);
+            }),
+            "container",
+        ),
+        (
+            "an init container",
+            Box::new(|m: &mut Value| {
+                let spec = &mut job_of(m)["spec"]["template"]["spec"];
+                spec["initContainers"] = serde_json::json!([{"name": "x", "image": "busybox", "command": ["true"]}]);
+            }),
+            "initContainers",
+        ),
+    ];
+    for (what, tamper, word) in cases {
+        let mut m = manifest.clone();
+        tamper(&mut m);
+        let out = simulate(dir.path(), &m);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: {stderr}");
+        assert!(stderr.contains(word), "{what}: {stderr}");
+        assert!(!pwned.exists() && !dir.path().join("pwned").exists(), "{what}: a file was written outside");
+        assert!(!dir.path().join("out.json").exists(), "{what}: a pod wrote its result");
+    }
+}
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the comm may hold spaces, so read after its ')'.
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid)
+        })
+        .collect()
+}
+
+/// Alive: in /proc and not a zombie waiting for its reaper.
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next()).unwrap_or(None);
+    !matches!(state, None | Some('Z') | Some('X'))
+}
+
+/// A simulation's pods die with it, by SIGTERM and by SIGKILL alike: none goes on loading the
+/// target once `kube --simulate` is gone.
+#[test]
+fn simulated_pods_die_with_the_simulation() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = printed(dir.path(), &server.addr.to_string(), "60s");
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let mut simulation = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["kube", "--simulate"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Both pods started and the load under way.
+        let before = server.calls();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let pods = loop {
+            let pods = children_of(simulation.id());
+            if pods.len() == 2 && server.calls() > before {
+                break pods;
+            }
+            assert!(std::time::Instant::now() < until, "the pods never loaded the target");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        // SAFETY: a plain kill(2) of our own child, not yet waited for.
+        unsafe { libc::kill(simulation.id() as i32, signal) };
+        simulation.wait().unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while pods.iter().any(|&p| alive(p)) {
+            assert!(std::time::Instant::now() < until, "signal {signal}: pods {pods:?} outlived the simulation");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }

@@ -91,7 +91,7 @@ enum Becomes {
 
 pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.simulate {
-        return crate::kube::simulate::main(file, args.output == Output::Json, &run_command());
+        return simulate(file, args.output == Output::Json);
     }
     let shards = args.shards.unwrap_or(1);
     // The run's flags are checked here, once, as a pod would read them.
@@ -107,18 +107,9 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     k::check_name(&args.name, shards)?;
     let image = args.image.clone().unwrap_or_else(|| format!("rpcmeter:{}", env!("CARGO_PKG_VERSION")));
     k::check_image(&image)?;
-    // A file written in a pod is gone with it: the result is in pod 0's log, nowhere else.
-    let gone = "would be written inside a pod and lost with it; pod 0 prints the merged result in its log";
-    let refused = [
-        (parsed.output.is_some(), "-o/--output"),
-        (!parsed.export.is_empty(), "--export"),
-        (parsed.csv_details.is_some(), "--csv-details"),
-        (parsed.hdr_log.is_some(), "--hdr-log"),
-        (parsed.history.is_some(), "--history"),
-    ];
-    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+    if let Some(flag) = written_file(&parsed) {
         return Err(bad_input(format!(
-            "kube run: {flag} {gone} (`kubectl logs ... > FILE` keeps it; with --format json, the whole JSON result)"
+            "kube run: {flag} would be written inside a pod and lost with it; pod 0 prints the merged result in its log (`kubectl logs ... > FILE` keeps it; with --format json, the whole JSON result)"
         )));
     }
     // The answer is pod 0's merge of the pods' results, printed as a table or JSON.
@@ -249,8 +240,8 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     let mut env = Vec::new();
     let mut secret_keys = Vec::new();
     let flags = [
-        ("metadata", "RPCMETER_METADATA", &parsed.calls.metadata),
-        ("reflect-metadata", "RPCMETER_REFLECT_METADATA", &parsed.calls.reflect_metadata),
+        ("metadata", k::METADATA_ENV, &parsed.calls.metadata),
+        ("reflect-metadata", k::REFLECT_METADATA_ENV, &parsed.calls.reflect_metadata),
     ];
     for (key, var, json) in flags {
         let Some(json) = json.as_ref() else { continue };
@@ -429,17 +420,142 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The first flag of `parsed` that writes a file (a pod's files die with it; in `--simulate`,
+/// a manifest would write where it likes).
+fn written_file(parsed: &super::run::RunArgs) -> Option<&'static str> {
+    let written = [
+        (parsed.output.is_some(), "-o/--output"),
+        (!parsed.export.is_empty(), "--export"),
+        (parsed.csv_details.is_some(), "--csv-details"),
+        (parsed.hdr_log.is_some(), "--hdr-log"),
+        (parsed.history.is_some(), "--history"),
+    ];
+    written.iter().find(|(given, _)| *given).map(|(_, flag)| *flag)
+}
+
+/// `kube --simulate FILE`: the manifest's pods, checked to be what `kube` prints (the
+/// structure by kube/simulate.rs, the args here, where `run`'s flags are known), run here.
+fn simulate(file: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    let label = format!("kube --simulate {}", file.display());
+    let pods = k::simulate::read(file)?;
+    let root = tempfile::tempdir().map_err(|e| bad_input(format!("{label}: no temporary directory: {e}")))?;
+    let port = k::simulate::free_port()?;
+    let mut all = Vec::new();
+    for i in 0..pods.count {
+        let words = pods.args_of(i);
+        let here =
+            pod_words(&words, root.path(), port, json).map_err(|e| bad_input(format!("{label}: pod {i}: {e}")))?;
+        all.push(here);
+    }
+    // Nothing is written before every pod's args are known to be kube's.
+    pods.write(root.path())?;
+    for (i, words) in all.iter().enumerate() {
+        workload_files_inside(words, root.path()).map_err(|e| bad_input(format!("{label}: pod {i}: {e}")))?;
+    }
+    k::simulate::run(&all, &pods.env)
+}
+
+/// A pod's args (`run ...`, expanded), checked to be what `kube` prints, made to run here:
+/// every local path under a mount `kube` makes, moved below `root`; the coordinator at
+/// 127.0.0.1:`port`; --metrics-addr on any free local port (two pods on one machine);
+/// `--format json` when `json`.
+fn pod_words(words: &[String], root: &std::path::Path, port: u16, json: bool) -> Result<Vec<String>, String> {
+    if words.first().map(String::as_str) != Some("run") {
+        return Err(format!("the container runs {:?}: kube prints `run` and its flags", words.first()));
+    }
+    let parsed = super::run::nested("kube --simulate", words, &[]).map_err(|e| format!("{e:#}"))?;
+    if let Some(flag) = written_file(&parsed) {
+        return Err(format!("{flag}: kube never prints a flag writing a file"));
+    }
+    let kubes = parsed.shard.is_some() && parsed.coordinator.is_some();
+    if !kubes || parsed.join.is_some() || parsed.start_at.is_some() || parsed.shards.is_some() {
+        return Err("the args are not kube's: --shard and --coordinator, no --join, --start-at or --shards".into());
+    }
+    let command = run_command();
+    let rest = &words[1..];
+    // Every flag naming a local path (a PathBuf, as clap reads it) names a mounted file.
+    let mut paths: Vec<(String, Vec<String>)> = Vec::new();
+    for flag in crate::kube::words::flags(&command, rest) {
+        let Some(arg) = command.get_arguments().find(|a| a.get_id() == flag.id.as_str()) else { continue };
+        if arg.get_value_parser().type_id() != std::any::TypeId::of::<std::path::PathBuf>() {
+            continue;
+        }
+        let long = format!("--{}", arg.get_long().unwrap_or(flag.id.as_str()));
+        let value = flag.value.unwrap_or_default();
+        let values: Vec<&str> = match arg.get_value_delimiter() {
+            Some(d) => value.split(d).collect(),
+            None => vec![value.as_str()],
+        };
+        for v in values {
+            let here = mounted(v, root)
+                .ok_or(format!("{long} {v}: not a file kube mounts (under {})", k::MOUNTS.join(", ")))?;
+            match paths.iter_mut().find(|(id, _)| *id == flag.id) {
+                Some((_, all)) => all.push(here),
+                None => paths.push((flag.id.clone(), vec![here])),
+            }
+        }
+    }
+    let mut becomes: Vec<(String, Becomes)> = Vec::new();
+    for (id, values) in paths {
+        let arg = command.get_arguments().find(|a| a.get_id() == id.as_str()).expect("found above");
+        let long = format!("--{}", arg.get_long().unwrap_or(id.as_str()));
+        let words = match arg.get_value_delimiter() {
+            Some(d) => vec![long, values.join(&d.to_string())],
+            None => values.into_iter().flat_map(|v| [long.clone(), v]).collect(),
+        };
+        becomes.push((id, Becomes::Words(words)));
+    }
+    becomes.push(("coordinator".into(), Becomes::Words(vec!["--coordinator".into(), format!("127.0.0.1:{port}")])));
+    becomes.push(("metrics_addr".into(), Becomes::Words(vec!["--metrics-addr".into(), "127.0.0.1:0".into()])));
+    if json {
+        becomes.push(("format".into(), Becomes::Dropped));
+    }
+    let mut out = vec!["run".to_owned()];
+    out.extend(rewrite(rest, &becomes));
+    if json {
+        // Pod 0's result as JSON, whatever --format the run was given.
+        out.extend(["--format".to_owned(), "json".to_owned()]);
+    }
+    Ok(out)
+}
+
+/// `path` in a pod, when it is below a mount `kube` makes: where it is below `root`.
+fn mounted(path: &str, root: &std::path::Path) -> Option<String> {
+    k::MOUNTS.iter().find_map(|m| {
+        let rest = k::simulate::relative(path.strip_prefix(m)?.strip_prefix('/')?)?;
+        Some(root.join(m.trim_start_matches('/')).join(rest).to_string_lossy().into_owned())
+    })
+}
+
+/// The data files a pod's `--workload` names (relative to it) are below `root` too.
+fn workload_files_inside(words: &[String], root: &std::path::Path) -> Result<(), String> {
+    let parsed = super::run::nested("kube --simulate", words, &[]).map_err(|e| format!("{e:#}"))?;
+    let Some(file) = parsed.workload else { return Ok(()) };
+    let workload = crate::load::workload::read(&file).map_err(|e| format!("{e:#}"))?;
+    for call in workload.calls {
+        if let crate::schema::DataSource::File(path) = call.data {
+            let inside = path
+                .strip_prefix(root)
+                .is_ok_and(|rest| rest.components().all(|c| matches!(c, std::path::Component::Normal(_))));
+            if !inside {
+                return Err(format!("--workload: data_file {}: not a file kube ships beside it", path.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn format_name(format: Format) -> String {
     clap::ValueEnum::to_possible_value(&format).map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// `words` with each flag in `becomes` replaced or taken out; every other word as written.
 /// A cluster of short flags holding one that changes (`-qD FILE`) is written out flag by flag.
-fn rewrite(words: &[String], becomes: &[(&str, Becomes)]) -> Vec<String> {
+fn rewrite(words: &[String], becomes: &[(impl AsRef<str>, Becomes)]) -> Vec<String> {
     use clap::Args;
     let command = super::run::RunArgs::augment_args(clap::Command::new("run"));
     let flags = crate::kube::words::flags(&run_command(), words);
-    let fate = |id: &str| becomes.iter().find(|(b, _)| *b == id).map(|(_, f)| f).unwrap_or(&Becomes::Kept);
+    let fate = |id: &str| becomes.iter().find(|(b, _)| b.as_ref() == id).map(|(_, f)| f).unwrap_or(&Becomes::Kept);
     let mut out = Vec::new();
     let mut placed = std::collections::HashSet::new();
     let mut i = 0;

@@ -12,6 +12,15 @@ use std::path::{Path, PathBuf};
 pub const FILES_DIR: &str = "/etc/rpcmeter/files";
 /// Where the Secret's client key and certificate appear in the pods.
 pub const TLS_DIR: &str = "/etc/rpcmeter/tls";
+/// Every mount `kube` makes in its pods (`--simulate` writes files under these alone).
+pub const MOUNTS: [&str; 2] = [FILES_DIR, TLS_DIR];
+/// The env vars `kube` sets in its pods, each from a key of a Secret it prints
+/// (`--simulate` passes no other to its pods).
+pub const ENV: [&str; 2] = [METADATA_ENV, REFLECT_METADATA_ENV];
+/// `-m`'s credentials, through the environment (Kubernetes expands $(VAR) in args).
+pub const METADATA_ENV: &str = "RPCMETER_METADATA";
+/// `--reflect-metadata`'s credentials, as `-m`'s.
+pub const REFLECT_METADATA_ENV: &str = "RPCMETER_REFLECT_METADATA";
 /// The most a ConfigMap or a Secret may hold (the API server's limit on its data).
 pub const OBJECT_LIMIT: crate::input::ByteSize = crate::input::ByteSize::mib(1);
 
