@@ -550,3 +550,41 @@ fn simulated_pods_die_with_the_simulation() {
         }
     }
 }
+
+/// A workload and the data file it names travel in the ConfigMap: printed in one directory,
+/// the manifest runs under `--simulate` from another once the originals are gone, and the
+/// calls carry the data file's request.
+#[test]
+fn a_workload_and_its_data_files_travel_with_the_manifest() {
+    let server = TestServer::start(Behaviour::Echo);
+    let here = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(here.path().join("w/data")).unwrap();
+    std::fs::write(here.path().join("w/data/get.jsonl"), "{\"content\": \"from the data file\"}\n").unwrap();
+    let mix = "[[call]]\nname = \"get\"\nmethod = \"EchoService/echo\"\ndata_file = \"data/get.jsonl\"\nweight = 1\n";
+    std::fs::write(here.path().join("w/mix.toml"), mix).unwrap();
+    let manifest = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(here.path())
+        .args(["kube", "--shards", "2", "run", "--plaintext", "--proto"])
+        .arg(common::echo_proto())
+        .args(["--workload", "w/mix.toml", "--rps", "100", "-z", "1s", "--no-server-stats"])
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    drop(here);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = elsewhere.path().join("load.yaml");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(elsewhere.path())
+        .args(["kube", "--output", "json", "--simulate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
+    assert_eq!(merged["requests"]["failed"], 0, "{merged}");
+    let contents = server.contents();
+    assert!(!contents.is_empty() && contents.iter().all(|(_, c)| c.contains("from the data file")), "{contents:?}");
+}

@@ -215,6 +215,14 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         becomes.push(("cert", Becomes::Words(vec!["--cert".into(), at(k::TLS_DIR, &cert)])));
         becomes.push(("key", Becomes::Words(vec!["--key".into(), at(k::TLS_DIR, &key)])));
     }
+    if let Some(workload) = &parsed.workload {
+        let path = ship_workload(workload, &mut files)?;
+        becomes.push(("workload", Becomes::Words(vec!["--workload".into(), at(k::FILES_DIR, &path)])));
+    }
+    // A flag naming a local file that is not shipped would name nothing in a pod.
+    if let Some(flag) = path_flags(run_words).into_iter().find(|(id, _)| !becomes.iter().any(|(b, _)| b == id)) {
+        return Err(bad_input(format!("kube run: {}: kube does not ship this file to the pods", flag.1)));
+    }
     files.check("ConfigMap")?;
     tls.check("Secret")?;
     // Pod 0 prints the merged result in the run's --format; the others one line on stderr.
@@ -418,6 +426,44 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         .write_all(text.as_bytes())
         .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ships `--workload` FILE and every `data_file` it names into `files`: the workload under
+/// `workload/`, each data file below it in `data/I-NAME` (for its call I), its `data_file`
+/// keys rewritten to those paths. Returns the workload's path under the mount.
+fn ship_workload(workload: &std::path::Path, files: &mut Files) -> anyhow::Result<String> {
+    let label = format!("kube run: --workload {}", workload.display());
+    // Checked as a pod will read it; its data files as it resolves them.
+    let read = crate::load::workload::read(workload)?;
+    let text = crate::input::read_string(workload, crate::input::Kind::RequestData, &label)?;
+    let mut table: toml::Table = text.parse().map_err(|e| bad_input(format!("{label}: {e}")))?;
+    let calls = table.get_mut("call").and_then(|c| c.as_array_mut());
+    for (i, (entry, call)) in calls.into_iter().flatten().zip(&read.calls).enumerate() {
+        let crate::schema::DataSource::File(path) = &call.data else { continue };
+        let name = format!("data/{i}-{}", k::base_name(path, "data.json"));
+        let bytes = crate::input::read(path, crate::input::Kind::RequestData, &format!("{label}: {}", path.display()))?;
+        files.add(&format!("workload/{name}"), bytes);
+        if let Some(entry) = entry.as_table_mut() {
+            entry.insert("data_file".into(), name.into());
+        }
+    }
+    let rewritten = toml::to_string(&table).map_err(|e| bad_input(format!("{label}: {e}")))?;
+    Ok(files.add(&format!("workload/{}", k::base_name(workload, "workload.toml")), rewritten.into_bytes()))
+}
+
+/// The flags of `words` (a `run`'s, after `run`) whose value is a local path (a PathBuf, as
+/// clap reads them): each one's id and `--long VALUE`.
+fn path_flags(words: &[String]) -> Vec<(String, String)> {
+    let command = run_command();
+    let mut found = Vec::new();
+    for flag in crate::kube::words::flags(&command, words) {
+        let Some(arg) = command.get_arguments().find(|a| a.get_id() == flag.id.as_str()) else { continue };
+        if arg.get_value_parser().type_id() == std::any::TypeId::of::<std::path::PathBuf>() {
+            let long = arg.get_long().unwrap_or(flag.id.as_str());
+            found.push((flag.id.clone(), format!("--{long} {}", flag.value.unwrap_or_default())));
+        }
+    }
+    found
 }
 
 /// The first flag of `parsed` that writes a file (a pod's files die with it; in `--simulate`,
