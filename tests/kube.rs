@@ -166,10 +166,16 @@ fn the_job_carries_its_files_and_what_a_cluster_needs() {
     assert_eq!(container["resources"]["limits"]["cpu"], "1");
     assert_eq!(container["resources"]["requests"]["memory"], "512Mi");
     assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
-    assert_eq!(spec["backoffLimit"], 0);
-    assert_eq!(spec["podFailurePolicy"]["rules"][0]["action"], "FailJob");
-    // 5 min to join, 10 s of load, 5 s drain, 10 s connect timeout, 1 min margin.
-    assert_eq!(spec["activeDeadlineSeconds"], 300 + 10 + 5 + 10 + 60);
+    // A failed shard fails its index alone, never retried: pod 0 outlives it to report.
+    assert_eq!(spec["backoffLimitPerIndex"], 0);
+    assert!(spec["backoffLimit"].is_null() && spec["podFailurePolicy"].is_null(), "{spec}");
+    assert_eq!(container["terminationMessagePolicy"], "FallbackToLogsOnError");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    // Pods starting up to 5 min apart, 5 min to join, 10 s of load, 5 s drain, 10 s connect
+    // timeout, 1 min margin.
+    assert_eq!(spec["activeDeadlineSeconds"], 2 * 300 + 10 + 5 + 10 + 60);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("# kubectl apply --server-side -f FILE\n"), "{said}");
     assert_eq!(spec["ttlSecondsAfterFinished"], 3600);
     let ports: Vec<&Value> = container["ports"].as_array().unwrap().iter().map(|p| &p["containerPort"]).collect();
     assert_eq!(ports, [7450, 9464]);

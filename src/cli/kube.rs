@@ -20,10 +20,11 @@ pub struct KubeArgs {
     /// Pods, each running its share of the load
     #[arg(long, value_parser = crate::cli::parse::shard_count, required_unless_present = "simulate")]
     pub shards: Option<u32>,
-    /// Run the pods of a manifest printed with --output json on this machine, as the kubelet
-    /// would (files where the volumes put them, $(VARS) expanded, the Service's name for pod 0
-    /// resolved to 127.0.0.1, the pods started a moment apart), and print what `kubectl logs`
-    /// of pod 0 would: the merged result
+    /// Run the pods of a manifest printed by kube (YAML or JSON) on this machine, as the
+    /// kubelet would (files where the volumes put them, under a private temporary directory,
+    /// $(VARS) expanded, the Service's name for pod 0 resolved to 127.0.0.1, the pods started a
+    /// moment apart, killed with it), and print what `kubectl logs` of pod 0 would: the merged
+    /// result. Only what kube prints is run: anything else is refused
     #[arg(long, value_name = "FILE", conflicts_with = "shards")]
     pub simulate: Option<std::path::PathBuf>,
     /// Container image with rpcmeter as entrypoint, pinned (built from the repository's
@@ -51,8 +52,9 @@ pub struct KubeArgs {
     /// blocking the start) or required (never more than one above the least loaded node)
     #[arg(long, value_enum, default_value_t = Spread::Preferred)]
     pub spread: Spread,
-    /// The Job's deadline (activeDeadlineSeconds) [default: --join-timeout, the run's warm-up,
-    /// length, drain and connect timeout, plus 1 min]
+    /// The Job's deadline (activeDeadlineSeconds) [default: twice --join-timeout (pods may
+    /// start that late, then wait that long for the last), the run's warm-up, length, drain
+    /// and connect timeout, plus 1 min]
     #[arg(long, value_parser = crate::cli::parse::positive_duration)]
     pub timeout: Option<Duration>,
     /// How long the finished Job and its pods (and their logs) are kept (ttlSecondsAfterFinished)
@@ -79,6 +81,9 @@ pub enum Output {
     Json,
 }
 
+/// What becomes of each flag (by clap id) of the run in the pods' args.
+type Rewrites = Vec<(&'static str, Becomes)>;
+
 /// What becomes of a flag of the run in the pods' args.
 enum Becomes {
     /// Left as the user wrote it.
@@ -93,6 +98,27 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.simulate {
         return simulate(file, args.output == Output::Json);
     }
+    let run = validate(&args)?;
+    let shipped = ship(&args, &run)?;
+    let objects = build(&args, &run, &shipped);
+    print(&args, &run, &shipped, objects)
+}
+
+/// The run, checked as its pods will read it.
+struct Checked {
+    parsed: super::run::RunArgs,
+    shards: u32,
+    image: String,
+    /// Pod 0's name under the Service, with the port: where every pod meets.
+    coordinator: String,
+    /// --join-timeout as the pods' args say it.
+    join_timeout: String,
+    /// The Job's activeDeadlineSeconds.
+    deadline: Duration,
+}
+
+/// Everything refused before printing: what would fail on the cluster, or be lost there.
+fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
     let shards = args.shards.unwrap_or(1);
     // The run's flags are checked here, once, as a pod would read them.
     let parsed = super::run::nested("kube", &args.run, &[])?;
@@ -134,42 +160,119 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         )));
     }
     parsed.input.apply();
-
     // Pod 0's name under the Service (its hostname is NAME-0 in an Indexed Job): the address
     // every pod meets at; pod 0 itself listens on every interface at the port.
     let coordinator = format!("{}-0.{}:{}", args.name, args.name, args.coordinator_port);
     let join_timeout = humantime::format_duration(args.join_timeout).to_string().replace(' ', "");
-    // Every shard's flags checked as its pod will read them: a shard with no worker or no
-    // call of its own is refused now, not as one failed pod on the cluster.
-    let mut length = None;
-    for i in 0..shards {
-        let extra = [
-            "--shard".to_owned(),
-            format!("{i}/{}", shards),
-            "--coordinator".into(),
-            coordinator.clone(),
-            "--join-timeout".into(),
-            join_timeout.clone(),
-        ];
-        let shard = super::run::nested("kube", &args.run, &extra)?;
-        let settings = shard.settings(vec![]).map_err(|e| bad_input(format!("kube --shards {}: {e}", shards)))?;
-        let plan = &settings.plan;
-        length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
-    }
+    let length = each_shard(args, shards, &coordinator, &join_timeout)?;
     let deadline = match (args.timeout, length) {
         (Some(t), _) => t,
-        (None, Some(run)) => args.join_timeout + run + Duration::from_secs(60),
+        // The first pod starts within a minute of the Job (scheduling, image pull), pod 0
+        // within --join-timeout of it (else that pod gives up), the last within --join-timeout
+        // of pod 0; then the run. Pod 0 reports before the Job's deadline in every case.
+        (None, Some(run)) => 2 * args.join_timeout + run + Duration::from_secs(60),
         (None, None) => {
             return Err(bad_input(
                 "kube: the run's length is not known from its flags (-n or --loop without -z): give --timeout, the Job's deadline",
             ))
         }
     };
+    Ok(Checked { parsed, shards, image, coordinator, join_timeout, deadline })
+}
 
-    // The files the run reads, shipped and mounted; each flag naming one is rewritten.
+/// Every shard's flags checked as its pod will read them: a shard with no worker or no
+/// call of its own is refused now, not as one failed pod on the cluster. Returns the run's
+/// length (warm-up, -z, drain, connect timeout) when its flags tell it.
+fn each_shard(args: &KubeArgs, shards: u32, coordinator: &str, join_timeout: &str) -> anyhow::Result<Option<Duration>> {
+    let mut length = None;
+    for i in 0..shards {
+        let extra = ["--shard", &format!("{i}/{shards}"), "--coordinator", coordinator, "--join-timeout", join_timeout]
+            .map(String::from);
+        let shard = super::run::nested("kube", &args.run, &extra)?;
+        let settings = shard.settings(vec![]).map_err(|e| bad_input(format!("kube --shards {shards}: {e}")))?;
+        let plan = &settings.plan;
+        length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
+    }
+    Ok(length)
+}
+
+/// What goes with the manifest: the files the run reads, the credentials, the pods' args.
+struct Shipped {
+    /// For the ConfigMap, mounted at `k::FILES_DIR`.
+    files: Files,
+    /// The client's certificate and key, for a Secret mounted at `k::TLS_DIR`.
+    tls: Files,
+    /// `-m`/`--reflect-metadata` naming a credential: the Secret's `stringData`, the env
+    /// reading it, the names of the credentials.
+    secret_data: serde_json::Map<String, serde_json::Value>,
+    env: Vec<serde_json::Value>,
+    secret_keys: Vec<String>,
+    /// The container's args and ports.
+    args: Vec<String>,
+    ports: Vec<serde_json::Value>,
+}
+
+/// The files the run reads, shipped and mounted, each flag naming one rewritten; the
+/// credentials moved into a Secret; kube's own flags added.
+fn ship(args: &KubeArgs, run: &Checked) -> anyhow::Result<Shipped> {
+    let parsed = &run.parsed;
+    let run_words = &args.run[1..];
+    let (files, tls, mut becomes) = ship_files(parsed)?;
+    // A flag naming a local file that is not shipped would name nothing in a pod.
+    if let Some(flag) = path_flags(run_words).into_iter().find(|(id, _)| !becomes.iter().any(|(b, _)| b == id)) {
+        return Err(bad_input(format!("kube run: {}: kube does not ship this file to the pods", flag.1)));
+    }
+    files.check("ConfigMap")?;
+    tls.check("Secret")?;
+    // Pod 0 prints the merged result in the run's --format; the others one line on stderr.
+    for id in ["quiet", "no_calibrate", "no_save"] {
+        becomes.push((id, Becomes::Dropped));
+    }
+    let mut ports = vec![json!({"name": "coordinator", "containerPort": args.coordinator_port, "protocol": "TCP"})];
+    if let Some(addr) = parsed.metrics_addr {
+        // Listening on the pod's every address, so a scraper reaches it through the port.
+        becomes
+            .push(("metrics_addr", Becomes::Words(vec!["--metrics-addr".into(), format!("0.0.0.0:{}", addr.port())])));
+        ports.push(json!({"name": "metrics", "containerPort": addr.port(), "protocol": "TCP"}));
+    }
+    let mut container_args: Vec<String> = vec!["run".into()];
+    container_args.extend(rewrite(run_words, &becomes));
+
+    // Metadata naming a credential goes into a Secret that the pods read through the
+    // environment (Kubernetes expands $(VAR) in args): the Job, which anyone who may list
+    // pods reads, carries no credential, and the pods still send the real metadata.
+    let redactor = crate::app::redact::Redactor::new(&parsed.redact);
+    let secret_name = format!("{}-metadata", args.name);
+    let (mut secret_data, mut env, mut secret_keys) = (serde_json::Map::new(), Vec::new(), Vec::new());
+    let flags = [
+        ("metadata", k::METADATA_ENV, &parsed.calls.metadata),
+        ("reflect-metadata", k::REFLECT_METADATA_ENV, &parsed.calls.reflect_metadata),
+    ];
+    for (key, var, json) in flags {
+        let Some(json) = json.as_ref() else { continue };
+        let names = redactor.secret_names(json);
+        if names.is_empty() {
+            continue;
+        }
+        secret_keys.extend(names);
+        for word in container_args.iter_mut() {
+            *word = word.replace(json.as_str(), &format!("$({var})"));
+        }
+        secret_data.insert(key.into(), json.clone().into());
+        env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}));
+    }
+    let shard = format!("$(JOB_COMPLETION_INDEX)/{}", run.shards);
+    let own = ["--shard", &shard, "--coordinator", &run.coordinator, "--join-timeout", &run.join_timeout];
+    container_args.extend(own.into_iter().chain(["-q", "--no-calibrate", "--no-save"]).map(String::from));
+    Ok(Shipped { files, tls, secret_data, env, secret_keys, args: container_args, ports })
+}
+
+/// The local files `parsed` reads, in the ConfigMap's and the TLS Secret's files, and what
+/// becomes of each flag naming one.
+fn ship_files(parsed: &super::run::RunArgs) -> anyhow::Result<(Files, Files, Rewrites)> {
     let mut files = Files::default();
     let mut tls = Files::default();
-    let mut becomes: Vec<(&str, Becomes)> = Vec::new();
+    let mut becomes: Rewrites = Vec::new();
     let at = |dir: &str, path: &str| format!("{dir}/{path}");
     if let Some(proto) = &parsed.calls.schema.proto {
         let found = k::proto_files(proto, &parsed.calls.schema.import_paths)?;
@@ -204,6 +307,10 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         let path = files.add(&format!("data/{}", k::base_name(data, "stdin.json")), bytes);
         becomes.push(("data_file", Becomes::Words(vec!["--data-file".into(), at(k::FILES_DIR, &path)])));
     }
+    if let Some(workload) = &parsed.workload {
+        let path = ship_workload(workload, &mut files)?;
+        becomes.push(("workload", Becomes::Words(vec!["--workload".into(), at(k::FILES_DIR, &path)])));
+    }
     if let Some(ca) = &parsed.calls.tls.cacert {
         let bytes = read(ca, crate::input::Kind::Proto, "--cacert")?;
         let path = files.add(&format!("ca/{}", k::base_name(ca, "ca.pem")), bytes);
@@ -215,78 +322,20 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
         becomes.push(("cert", Becomes::Words(vec!["--cert".into(), at(k::TLS_DIR, &cert)])));
         becomes.push(("key", Becomes::Words(vec!["--key".into(), at(k::TLS_DIR, &key)])));
     }
-    if let Some(workload) = &parsed.workload {
-        let path = ship_workload(workload, &mut files)?;
-        becomes.push(("workload", Becomes::Words(vec!["--workload".into(), at(k::FILES_DIR, &path)])));
-    }
-    // A flag naming a local file that is not shipped would name nothing in a pod.
-    if let Some(flag) = path_flags(run_words).into_iter().find(|(id, _)| !becomes.iter().any(|(b, _)| b == id)) {
-        return Err(bad_input(format!("kube run: {}: kube does not ship this file to the pods", flag.1)));
-    }
-    files.check("ConfigMap")?;
-    tls.check("Secret")?;
-    // Pod 0 prints the merged result in the run's --format; the others one line on stderr.
-    for id in ["quiet", "no_calibrate", "no_save"] {
-        becomes.push((id, Becomes::Dropped));
-    }
-    let mut ports = vec![json!({"name": "coordinator", "containerPort": args.coordinator_port, "protocol": "TCP"})];
-    if let Some(addr) = parsed.metrics_addr {
-        // Listening on the pod's every address, so a scraper reaches it through the port.
-        becomes
-            .push(("metrics_addr", Becomes::Words(vec!["--metrics-addr".into(), format!("0.0.0.0:{}", addr.port())])));
-        ports.push(json!({"name": "metrics", "containerPort": addr.port(), "protocol": "TCP"}));
-    }
-    let mut container_args: Vec<String> = vec!["run".into()];
-    container_args.extend(rewrite(run_words, &becomes));
+    Ok((files, tls, becomes))
+}
 
-    // Metadata naming a credential goes into a Secret that the pods read through the
-    // environment (Kubernetes expands $(VAR) in args): the Job, which anyone who may list
-    // pods reads, carries no credential, and the pods still send the real metadata.
-    let redactor = crate::app::redact::Redactor::new(&parsed.redact);
-    let secret_name = format!("{}-metadata", args.name);
-    let mut secret_data = serde_json::Map::new();
-    let mut env = Vec::new();
-    let mut secret_keys = Vec::new();
-    let flags = [
-        ("metadata", k::METADATA_ENV, &parsed.calls.metadata),
-        ("reflect-metadata", k::REFLECT_METADATA_ENV, &parsed.calls.reflect_metadata),
-    ];
-    for (key, var, json) in flags {
-        let Some(json) = json.as_ref() else { continue };
-        let names = redactor.secret_names(json);
-        if names.is_empty() {
-            continue;
-        }
-        secret_keys.extend(names);
-        for word in container_args.iter_mut() {
-            *word = word.replace(json.as_str(), &format!("$({var})"));
-        }
-        secret_data.insert(key.into(), json.clone().into());
-        env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}));
-    }
-    container_args.extend(
-        [
-            "--shard",
-            &format!("$(JOB_COMPLETION_INDEX)/{}", shards),
-            "--coordinator",
-            &coordinator,
-            "--join-timeout",
-            &join_timeout,
-            "-q",
-            "--no-calibrate",
-            "--no-save",
-        ]
-        .map(String::from),
-    );
-
+/// The manifest's objects: the ConfigMap and Secrets (when there are files or
+/// credentials), the headless Service, the Indexed Job.
+fn build(args: &KubeArgs, run: &Checked, shipped: &Shipped) -> Vec<serde_json::Value> {
     let labels = json!({"app.kubernetes.io/name": "rpcmeter", "app.kubernetes.io/instance": args.name});
     let meta = |name: &str| json!({"name": name, "labels": labels});
     let mut objects = Vec::new();
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
-    if !files.entries.is_empty() {
+    if !shipped.files.entries.is_empty() {
         let name = format!("{}-files", args.name);
-        let (data, binary) = files.data();
+        let (data, binary) = shipped.files.data();
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&name)});
         if !data.is_empty() {
             cm["data"] = data.into();
@@ -295,50 +344,36 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
             cm["binaryData"] = binary.into();
         }
         objects.push(cm);
-        volumes.push(json!({"name": "files", "configMap": {"name": name, "items": files.items()}}));
+        volumes.push(json!({"name": "files", "configMap": {"name": name, "items": shipped.files.items()}}));
         mounts.push(json!({"name": "files", "mountPath": k::FILES_DIR, "readOnly": true}));
     }
-    if !tls.entries.is_empty() {
+    if !shipped.tls.entries.is_empty() {
         let name = format!("{}-tls", args.name);
-        let (data, binary) = tls.data();
-        let mut data: serde_json::Map<_, _> = data;
+        let (data, binary) = shipped.tls.data();
         // A Secret's `data` is base64; text goes in `stringData`.
         let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque"});
         if !binary.is_empty() {
             secret["data"] = binary.into();
         }
         if !data.is_empty() {
-            secret["stringData"] = std::mem::take(&mut data).into();
+            secret["stringData"] = data.into();
         }
         objects.push(secret);
         // 0440 with the pod's fsGroup: readable by the non-root user, by no one else.
-        volumes
-            .push(json!({"name": "tls", "secret": {"secretName": name, "items": tls.items(), "defaultMode": 0o440}}));
+        let items = shipped.tls.items();
+        volumes.push(json!({"name": "tls", "secret": {"secretName": name, "items": items, "defaultMode": 0o440}}));
         mounts.push(json!({"name": "tls", "mountPath": k::TLS_DIR, "readOnly": true}));
     }
-    if !secret_data.is_empty() {
-        objects.push(json!({
-            "apiVersion": "v1", "kind": "Secret", "metadata": meta(&secret_name), "type": "Opaque", "stringData": secret_data,
-        }));
+    if !shipped.secret_data.is_empty() {
+        let name = format!("{}-metadata", args.name);
+        let data = &shipped.secret_data;
+        objects.push(
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque", "stringData": data}),
+        );
     }
-    let resources = json!({"cpu": args.cpu, "memory": args.memory});
-    let mut container = json!({
-        "name": "rpcmeter",
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": container_args,
-        "resources": {"requests": resources, "limits": resources},
-        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
-    });
-    if !env.is_empty() {
-        container["env"] = env.into();
-    }
-    if !mounts.is_empty() {
-        container["volumeMounts"] = mounts.into();
-    }
-    container["ports"] = ports.into();
     // Headless, and publishing pods before they are ready: pod 0's DNS name exists as soon
     // as it has an address, which is when the others look for it.
+    let port = args.coordinator_port;
     objects.push(json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -347,13 +382,67 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
             "clusterIP": "None",
             "publishNotReadyAddresses": true,
             "selector": labels,
-            "ports": [{"name": "coordinator", "port": args.coordinator_port, "targetPort": args.coordinator_port, "protocol": "TCP"}],
+            "ports": [{"name": "coordinator", "port": port, "targetPort": port, "protocol": "TCP"}],
         },
     }));
+    let pod = pod_spec(args, run, shipped, volumes, mounts, &labels);
+    objects.push(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(&args.name),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": run.shards,
+            "parallelism": run.shards,
+            // A failed index is never retried (a retried shard could not rejoin a run under
+            // way), and fails no other: pod 0 outlives a failed shard, reports the partial
+            // merge naming it and exits 1, so its log stays until the TTL. A podFailurePolicy
+            // failing the Job on any shard's exit deleted pod 0 within a second, its answer
+            // unread. The Job fails once every index has ended, any of them failed.
+            "backoffLimitPerIndex": 0,
+            "activeDeadlineSeconds": run.deadline.as_secs().max(1),
+            "ttlSecondsAfterFinished": args.ttl.as_secs(),
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }));
+    objects
+}
+
+/// The pods' spec: one container running the shipped args, non-root as the "restricted"
+/// Pod Security Standard asks, spread over nodes.
+fn pod_spec(
+    args: &KubeArgs,
+    run: &Checked,
+    shipped: &Shipped,
+    volumes: Vec<serde_json::Value>,
+    mounts: Vec<serde_json::Value>,
+    labels: &serde_json::Value,
+) -> serde_json::Value {
+    let resources = json!({"cpu": args.cpu, "memory": args.memory});
+    let mut container = json!({
+        "name": "rpcmeter",
+        "image": run.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": shipped.args,
+        "resources": {"requests": resources, "limits": resources},
+        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+        // A failed pod's last log lines (at most 80 lines, 2 KiB: pod 0's partial merge and
+        // why) kept in its status, readable from the API server even once the node is gone.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    });
+    if !shipped.env.is_empty() {
+        container["env"] = shipped.env.clone().into();
+    }
+    if !mounts.is_empty() {
+        container["volumeMounts"] = mounts.into();
+    }
+    container["ports"] = shipped.ports.clone().into();
     let mut pod = json!({
         "restartPolicy": "Never",
         // NAME-I.NAME: each pod's DNS name under the Service, pod 0's the coordinator's.
         "subdomain": args.name,
+        // rpcmeter never calls the Kubernetes API: no token in the pods to steal.
+        "automountServiceAccountToken": false,
         // The Dockerfile's user; runAsNonRoot as the "restricted" Pod Security Standard asks.
         "securityContext": {
             "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
@@ -371,27 +460,16 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if !volumes.is_empty() {
         pod["volumes"] = volumes.into();
     }
-    objects.push(json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta(&args.name),
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": shards,
-            "parallelism": shards,
-            // One failed shard fails the Job at once (the others' pods are stopped): a
-            // retried shard could not rejoin a run already under way.
-            "backoffLimit": 0,
-            "podFailurePolicy": {"rules": [{
-                "action": "FailJob",
-                "onExitCodes": {"containerName": "rpcmeter", "operator": "NotIn", "values": [0]},
-            }]},
-            "activeDeadlineSeconds": deadline.as_secs().max(1),
-            "ttlSecondsAfterFinished": args.ttl.as_secs(),
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }));
+    pod
+}
 
+/// The manifest on stdout, and on stderr the commands that follow.
+fn print(
+    args: &KubeArgs,
+    run: &Checked,
+    shipped: &Shipped,
+    mut objects: Vec<serde_json::Value>,
+) -> anyhow::Result<ExitCode> {
     let text = match args.output {
         Output::Yaml => objects.iter().map(k::yaml::document).collect::<Vec<_>>().join("---\n"),
         Output::Json => {
@@ -402,25 +480,27 @@ pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
             serde_json::to_string_pretty(&one).unwrap_or_default() + "\n"
         }
     };
-    if !secret_keys.is_empty() || !tls.entries.is_empty() {
-        let what = match secret_keys.is_empty() {
+    if !shipped.secret_keys.is_empty() || !shipped.tls.entries.is_empty() {
+        let what = match shipped.secret_keys.is_empty() {
             true => "the client key".to_owned(),
-            false => format!("the metadata with {}", secret_keys.join(", ")),
+            false => format!("the metadata with {}", shipped.secret_keys.join(", ")),
         };
         eprintln!("# {what} is in a Secret, not in the Job's args: keep this manifest private");
     }
-    let merge_format = match parsed.format {
+    let merge_format = match run.parsed.format {
         Format::Table => String::new(),
         other => format!(" as {}", format_name(other)),
     };
-    let name = &args.name;
+    let (name, shards, join_timeout) = (&args.name, run.shards, &run.join_timeout);
+    // Server-side: a client-side apply keeps the whole object in an annotation limited to
+    // 256 KiB, and fails on a ConfigMap past about 255 KiB (docs/kube.md).
     eprint!(
-        "# kubectl apply -f FILE\n\
+        "# kubectl apply --server-side -f FILE\n\
          # kubectl logs -f -l job-name={name},batch.kubernetes.io/job-completion-index=0 --tail=-1\n\
          # pod 0's log holds the merged result{merge_format} (once it runs: kubectl get pods -l job-name={name}).\n\
          # The load starts when all {shards} pods have joined pod 0, within {join_timeout} of its start;\n\
-         # the Job fails at once if a shard fails, and after {}s at the latest: see kubectl describe job/{name}\n",
-        deadline.as_secs().max(1),
+         # a failed shard is reported by pod 0 (partial merge, exit 1), and the Job fails after {}s at the latest: see kubectl describe job/{name}\n",
+        run.deadline.as_secs().max(1),
     );
     std::io::stdout()
         .write_all(text.as_bytes())
