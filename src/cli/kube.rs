@@ -7,6 +7,7 @@
 //! The local files the run reads travel in a ConfigMap (a Secret for the client's key), and
 //! every shard's flags are checked here, so that a run that cannot work is refused before
 //! it reaches a cluster.
+use super::words::Becomes;
 use crate::error::bad_input;
 use crate::kube::{self as k, Files};
 use crate::report::Format;
@@ -84,16 +85,6 @@ pub enum Output {
 /// What becomes of each flag (by clap id) of the run in the pods' args.
 type Rewrites = Vec<(&'static str, Becomes)>;
 
-/// What becomes of a flag of the run in the pods' args.
-enum Becomes {
-    /// Left as the user wrote it.
-    Kept,
-    /// Taken out (kube sets it, or it moved elsewhere).
-    Dropped,
-    /// Replaced by these words (at its first occurrence).
-    Words(Vec<String>),
-}
-
 pub fn main(args: KubeArgs) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.simulate {
         return simulate(file, args.output == Output::Json);
@@ -127,7 +118,7 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
         return Err(bad_input("kube run: --shard, --shards, --start-at and --coordinator are set by kube itself"));
     }
     // Given twice (here and by kube), a pod would refuse its args.
-    if crate::kube::words::flags(&run_command(), run_words).iter().any(|f| f.id == "join_timeout") {
+    if super::words::flags(&run_command(), run_words).iter().any(|f| f.id == "join_timeout") {
         return Err(bad_input("kube run: --join-timeout is kube's own flag here: kube --join-timeout D ... run ..."));
     }
     k::check_name(&args.name, shards)?;
@@ -536,7 +527,7 @@ fn ship_workload(workload: &std::path::Path, files: &mut Files) -> anyhow::Resul
 fn path_flags(words: &[String]) -> Vec<(String, String)> {
     let command = run_command();
     let mut found = Vec::new();
-    for flag in crate::kube::words::flags(&command, words) {
+    for flag in super::words::flags(&command, words) {
         let Some(arg) = command.get_arguments().find(|a| a.get_id() == flag.id.as_str()) else { continue };
         if arg.get_value_parser().type_id() == std::any::TypeId::of::<std::path::PathBuf>() {
             let long = arg.get_long().unwrap_or(flag.id.as_str());
@@ -601,7 +592,7 @@ fn pod_words(words: &[String], root: &std::path::Path, port: u16, json: bool) ->
     let rest = &words[1..];
     // Every flag naming a local path (a PathBuf, as clap reads it) names a mounted file.
     let mut paths: Vec<(String, Vec<String>)> = Vec::new();
-    for flag in crate::kube::words::flags(&command, rest) {
+    for flag in super::words::flags(&command, rest) {
         let Some(arg) = command.get_arguments().find(|a| a.get_id() == flag.id.as_str()) else { continue };
         if arg.get_value_parser().type_id() != std::any::TypeId::of::<std::path::PathBuf>() {
             continue;
@@ -675,50 +666,11 @@ fn format_name(format: Format) -> String {
     clap::ValueEnum::to_possible_value(&format).map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
-/// `words` with each flag in `becomes` replaced or taken out; every other word as written.
-/// A cluster of short flags holding one that changes (`-qD FILE`) is written out flag by flag.
+/// `words` (a `run`'s, after `run`) with the flags in `becomes` replaced or taken out.
 fn rewrite(words: &[String], becomes: &[(impl AsRef<str>, Becomes)]) -> Vec<String> {
-    use clap::Args;
-    let command = super::run::RunArgs::augment_args(clap::Command::new("run"));
-    let flags = crate::kube::words::flags(&run_command(), words);
-    let fate = |id: &str| becomes.iter().find(|(b, _)| b.as_ref() == id).map(|(_, f)| f).unwrap_or(&Becomes::Kept);
-    let mut out = Vec::new();
-    let mut placed = std::collections::HashSet::new();
-    let mut i = 0;
-    while i < words.len() {
-        let here: Vec<_> = flags.iter().filter(|f| f.first == i).collect();
-        if here.is_empty() {
-            out.push(words[i].clone());
-            i += 1;
-            continue;
-        }
-        let end = here[0].last.max(i + 1);
-        if here.iter().all(|f| matches!(fate(&f.id), Becomes::Kept)) {
-            out.extend(words[i..end].iter().cloned());
-        } else {
-            for f in here {
-                match fate(&f.id) {
-                    Becomes::Kept => {
-                        let arg = command.get_arguments().find(|a| a.get_id() == f.id.as_str());
-                        let name = arg.and_then(|a| a.get_long()).map(|l| format!("--{l}")).unwrap_or_default();
-                        out.push(name);
-                        out.extend(f.value.clone());
-                    }
-                    Becomes::Dropped => {}
-                    Becomes::Words(w) => {
-                        if placed.insert(f.id.clone()) {
-                            out.extend(w.iter().cloned());
-                        }
-                    }
-                }
-            }
-        }
-        i = end;
-    }
-    out
+    super::words::rewrite(&run_command(), words, becomes)
 }
 
-/// `run`'s flags as clap declares them, for reading the words of a pod's `run`.
 fn run_command() -> clap::Command {
-    <super::run::RunArgs as clap::Args>::augment_args(clap::Command::new("run"))
+    super::run::command()
 }

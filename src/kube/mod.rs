@@ -2,7 +2,6 @@
 //! shipped in a ConfigMap (a Secret for the client's key and certificate) and mounted where
 //! the rewritten args name them; Kubernetes names and quantities checked before printing.
 pub mod simulate;
-pub mod words;
 pub mod yaml;
 
 use crate::error::bad_input;
