@@ -126,6 +126,7 @@ fn every_printed_object_decodes_strictly_into_the_kubernetes_types() {
         "ConfigMap load-1-files",
         "Secret load-1-tls",
         "Secret load-1-metadata",
+        "Secret load-1-coordinator",
         "Service load-1",
         "Job load-1 completions=3",
     ];
@@ -217,7 +218,18 @@ fn the_job_carries_its_files_and_what_a_cluster_needs() {
     let at = args.iter().position(|a| a == "--import-paths").unwrap();
     assert_eq!(args[at + 1], "/etc/rpcmeter/files/include-0");
     assert!(mounted.contains(&"/etc/rpcmeter/files/include-0/sub/msg.proto".to_owned()), "{mounted:?}");
-    assert_eq!(of_kind(&all, "Secret").len(), 2);
+    assert_eq!(of_kind(&all, "Secret").len(), 3);
+    // The run's secret, new at every print, reaches the pods through the env alone.
+    let secret_of = |all: &[Value]| {
+        let s = of_kind(all, "Secret").into_iter().find(|s| s["metadata"]["name"] == "load-1-coordinator").unwrap();
+        s["stringData"]["secret"].as_str().unwrap().to_owned()
+    };
+    let secret = secret_of(&all);
+    assert!(secret.len() >= 32 && !job.to_string().contains(&secret), "{secret}");
+    let env = container["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "RPCMETER_COORDINATOR_SECRET"
+        && e["valueFrom"]["secretKeyRef"] == serde_json::json!({"name": "load-1-coordinator", "key": "secret"})));
+    assert_ne!(secret_of(&objects(&full_manifest(dir.path(), "json").stdout)), secret);
 }
 
 #[test]

@@ -198,6 +198,8 @@ struct Shipped {
     secret_data: serde_json::Map<String, serde_json::Value>,
     env: Vec<serde_json::Value>,
     secret_keys: Vec<String>,
+    /// The run's secret, in a Secret of its own read through the env.
+    coordinator_secret: String,
     /// The container's args and ports.
     args: Vec<String>,
     ports: Vec<serde_json::Value>,
@@ -252,10 +254,14 @@ fn ship(args: &KubeArgs, run: &Checked) -> anyhow::Result<Shipped> {
         secret_data.insert(key.into(), json.clone().into());
         env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}));
     }
+    // The run's secret, which every shard proves to pod 0: only this Job's pods join it.
+    let coordinator_secret = k::new_secret();
+    let key = json!({"name": format!("{}-coordinator", args.name), "key": "secret"});
+    env.push(json!({"name": k::SECRET_ENV, "valueFrom": {"secretKeyRef": key}}));
     let shard = format!("$(JOB_COMPLETION_INDEX)/{}", run.shards);
     let own = ["--shard", &shard, "--coordinator", &run.coordinator, "--join-timeout", &run.join_timeout];
     container_args.extend(own.into_iter().chain(["-q", "--no-calibrate", "--no-save"]).map(String::from));
-    Ok(Shipped { files, tls, secret_data, env, secret_keys, args: container_args, ports })
+    Ok(Shipped { files, tls, secret_data, env, secret_keys, coordinator_secret, args: container_args, ports })
 }
 
 /// The local files `parsed` reads, in the ConfigMap's and the TLS Secret's files, and what
@@ -362,6 +368,11 @@ fn build(args: &KubeArgs, run: &Checked, shipped: &Shipped) -> Vec<serde_json::V
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque", "stringData": data}),
         );
     }
+    let name = format!("{}-coordinator", args.name);
+    let data = json!({"secret": shipped.coordinator_secret});
+    objects.push(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque", "stringData": data}),
+    );
     // Headless, and publishing pods before they are ready: pod 0's DNS name exists as soon
     // as it has an address, which is when the others look for it.
     let port = args.coordinator_port;
@@ -471,13 +482,14 @@ fn print(
             serde_json::to_string_pretty(&one).unwrap_or_default() + "\n"
         }
     };
-    if !shipped.secret_keys.is_empty() || !shipped.tls.entries.is_empty() {
-        let what = match shipped.secret_keys.is_empty() {
-            true => "the client key".to_owned(),
-            false => format!("the metadata with {}", shipped.secret_keys.join(", ")),
-        };
-        eprintln!("# {what} is in a Secret, not in the Job's args: keep this manifest private");
+    let mut secrets = vec!["the run's coordinator secret".to_owned()];
+    if !shipped.tls.entries.is_empty() {
+        secrets.push("the client key".into());
     }
+    if !shipped.secret_keys.is_empty() {
+        secrets.push(format!("the metadata with {}", shipped.secret_keys.join(", ")));
+    }
+    eprintln!("# {} in Secrets, not in the Job's args: keep this manifest private", secrets.join(", "));
     let merge_format = match run.parsed.format {
         Format::Table => String::new(),
         other => format!(" as {}", format_name(other)),
