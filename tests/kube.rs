@@ -304,6 +304,9 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
         }
     }
     let args = args_of(of_kind(&all, "Job")[0]);
+    // The run's secret, which the kubelet would put in the pods' env from its Secret.
+    let coordinator = of_kind(&all, "Secret").into_iter().find(|s| s["metadata"]["name"] == "rpcmeter-coordinator");
+    let secret = coordinator.unwrap()["stringData"]["secret"].as_str().unwrap().to_owned();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     // Pod 1 first: it waits for pod 0, as on a cluster where pod 0 is scheduled late.
     let pods: Vec<_> = [1, 0]
@@ -324,7 +327,12 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
                 })
                 .collect();
             std::thread::sleep(std::time::Duration::from_millis(700));
-            Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(&args).stdout(Stdio::piped()).spawn().unwrap()
+            Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+                .args(&args)
+                .env("RPCMETER_COORDINATOR_SECRET", &secret)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
     let logs: Vec<_> = pods.into_iter().map(|pod| pod.wait_with_output().unwrap()).collect();
