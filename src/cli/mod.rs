@@ -129,12 +129,24 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
-        first.settings(arguments.clone())?;
-        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
+        let whole = first.settings(arguments.clone())?;
+        let whole = crate::app::shards::Whole {
+            shards,
+            format: args.format,
+            output: args.output.clone(),
+            join_timeout: args.join_timeout,
+            checks: whole.checks,
+            history: whole.history,
+            fingerprint: run_settings::fingerprint(&arguments)?,
+        };
+        return crate::app::shards::run_local(whole, &arguments);
     }
-    let settings = args.settings(arguments)?;
+    let settings = args.settings(arguments.clone())?;
     match settings.coordination.clone() {
-        Some(how) => crate::app::coordinator::run_shard(settings, interruptible()?, &how),
+        Some(how) => {
+            let credentials = run_settings::credentials(&args, &arguments)?;
+            crate::app::coordinator::run_shard(settings, interruptible()?, &how, credentials)
+        }
         None => crate::app::run::run(settings, interruptible()?),
     }
 }

@@ -202,6 +202,10 @@ pub struct RunArgs {
     /// shard 0 prints the merged result of all shards, the others one line on stderr
     #[arg(long, value_name = "HOST:PORT", requires = "shard", conflicts_with_all = ["shards", "start_at", "export"])]
     pub coordinator: Option<String>,
+    /// With --coordinator: the file holding the run's secret, the same on every shard (else
+    /// the environment's RPCMETER_COORDINATOR_SECRET; one of them is needed)
+    #[arg(long, value_name = "FILE", requires = "coordinator")]
+    pub coordinator_secret_file: Option<PathBuf>,
     /// As --coordinator, never listening: `run --shards`' own shards join their parent
     #[arg(long, value_name = "HOST:PORT", hide = true, requires = "shard", conflicts_with_all = ["coordinator", "start_at"])]
     pub join: Option<String>,
