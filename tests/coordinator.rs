@@ -439,8 +439,12 @@ fn a_bad_result_from_a_proven_shard_fails_that_shard_not_the_run() {
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>();
-    let how =
-        rpcmeter::app::run::Coordination { addr: addr.clone(), listen: false, join_timeout: Duration::from_secs(20) };
+    let how = rpcmeter::app::run::Coordination {
+        addr: addr.clone(),
+        listen: false,
+        join_timeout: Duration::from_secs(20),
+        progress: false,
+    };
     let credentials = Credentials {
         secret: Secret::new(SECRET.as_bytes(), "test").unwrap(),
         fingerprint: rpcmeter::cli::run_settings::fingerprint(&child).unwrap(),
@@ -457,4 +461,27 @@ fn a_bad_result_from_a_proven_shard_fails_that_shard_not_the_run() {
     assert_eq!(merged["partial"], true);
     assert_eq!(merged["missing_shards"][0]["shard"], "1/2", "{}", merged["missing_shards"]);
     assert_eq!(merged["requests"]["total"], 25, "shard 0's own calls");
+}
+
+/// Issue 39: with `--coordinator`, shard 0 never judged the merged result (exit 0 on a
+/// breach) and each other shard judged its share. Shard 0 judges the merged run, once.
+#[test]
+fn shard_0_judges_the_assertions_once_on_the_merged_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    for (assert, code) in [("rps>=80", 0), ("rps>=150", 1)] {
+        let load = ["--rps", "100", "-z", "2s", "--assert", assert];
+        let (first, addr, said) = hub_of_two(&server, &load);
+        let other = joiner(&server, &addr, &load);
+        let out = first.wait_with_output().unwrap();
+        let said = said.join().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{assert}: {said}");
+        let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {said}"));
+        assert_eq!(merged["assertions"][0]["ok"], code == 0, "{}", merged["assertions"]);
+        if code == 1 {
+            assert!(said.contains(&format!("assertion breached: {assert}")), "{said}");
+        }
+        // The other shard never judges its 50 calls/s.
+        let other = other.wait_with_output().unwrap();
+        assert!(other.status.success(), "{assert}: {}", String::from_utf8_lossy(&other.stderr));
+    }
 }

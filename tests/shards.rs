@@ -282,3 +282,82 @@ fn local_shards_print_every_format() {
         assert!(!stdout.contains("merged from"), "{format}: the table, not {format}: {stdout}");
     }
 }
+
+/// Issue 39: `run --shards 2 --rps 100 -z 2s --assert 'rps>=80'` merged to 99.5 calls/s and
+/// exited 1, each shard judging its own 50/s. The merged run is judged once, by the parent.
+#[test]
+fn local_shards_judge_the_assertions_once_on_the_merged_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    let load = ["--shards", "2", "--rps", "100", "-z", "2s", "--format", "json"];
+    let judged = |assert: &str| {
+        let mut args = load.to_vec();
+        args.extend(["--assert", assert]);
+        let out = run_echo(server.addr, &args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        (out.status.code(), stderr, r)
+    };
+    let (code, stderr, r) = judged("rps>=80");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(r["assertions"][0]["ok"], true, "{}", r["assertions"]);
+    let (code, stderr, r) = judged("rps>=150");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("assertion breached: rps>=150"), "{stderr}");
+    assert_eq!(r["assertions"][0]["ok"], false, "{}", r["assertions"]);
+}
+
+/// Issue 40: a shard's results came only at the end, as one blob, so a shard lost mid-run
+/// lost everything it measured. Now each shard sends its interval tallies as the run goes,
+/// the parent prints the merged progress, and a shard killed (SIGKILL) after a few intervals
+/// leaves them in the partial merge.
+#[test]
+fn a_shard_killed_mid_run_leaves_the_intervals_it_sent_in_the_partial_merge() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let server = TestServer::start(Behaviour::Echo);
+    let mut parent = rpcmeter()
+        .args(["run", "--plaintext", "--no-save", "--proto"])
+        .arg(echo_proto())
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
+        .arg(server.addr.to_string())
+        .args(["--shards", "2", "--rps", "100", "-z", "8s", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(parent.stderr.take().unwrap());
+    // The merged progress: "rpcmeter: 3.0 s: 100 calls (...) from 2 shards".
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no progress line reached 3 s: {said}");
+        said += &line;
+        let at =
+            line.strip_prefix("rpcmeter: ").and_then(|l| l.split(" s: ").next()).and_then(|t| t.parse::<f64>().ok());
+        if at.is_some_and(|at| at >= 3.0) && line.contains("from 2 shards") {
+            break;
+        }
+    }
+    let second = shard_pid(server.addr, "1/2").expect("shard 1/2 runs");
+    // SAFETY: a plain kill(2) of a process this test started (through the parent).
+    assert_eq!(unsafe { libc::kill(second as i32, libc::SIGKILL) }, 0);
+    let out = parent.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert_eq!(out.status.code(), Some(1), "{said}{rest}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {said}{rest}"));
+    assert_eq!(r["missing_shards"][0]["shard"], "1/2", "{}", r["missing_shards"]);
+    let parts = r["shards"].as_array().unwrap();
+    let lost = parts.iter().find(|p| p["shard"] == "1/2").unwrap_or_else(|| panic!("{}", r["shards"]));
+    // At least its first 3 intervals, 50 calls/s each.
+    assert!(lost["calls"].as_u64().unwrap() >= 140, "{lost}");
+    assert!(lost["input"].as_str().unwrap().contains("its intervals"), "{lost}");
+}
+
+/// The pid of the shard `which` ("1/2") running against `addr`.
+fn shard_pid(addr: std::net::SocketAddr, which: &str) -> Option<u32> {
+    shards_of(addr).into_iter().find(|pid| {
+        let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        line.split(|b| *b == 0).any(|a| a == which.as_bytes())
+    })
+}

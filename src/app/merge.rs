@@ -564,6 +564,10 @@ pub fn table(merged: &Run) -> String {
             o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(key), c.pass, c.fail);
         }
     }
+    // As run's table writes them (report/table.rs `verdicts`): the whole run's, judged once.
+    for a in merged.assertions.iter().flatten() {
+        o += &format!("Assert {}: {} ({})\n", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
+    }
     for n in &merged.notices {
         o += &format!("Note: {n}\n");
     }

@@ -63,17 +63,20 @@ pub struct Whole {
     pub history: Option<SaveTo>,
     /// The run's fingerprint, which every shard's must match.
     pub fingerprint: Fingerprint,
+    /// Print the merged progress each interval (not `--quiet`).
+    pub progress: bool,
 }
 
 pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode> {
-    let Whole { shards, format, output, join_timeout, checks, history, fingerprint } = whole;
+    let Whole { shards, format, output, join_timeout, checks, history, fingerprint, progress } = whole;
     let exe = std::env::current_exe().map_err(|e| crate::error::internal(format!("cannot find rpcmeter: {e}")))?;
     // Before any child starts: from here on a signal is the parent's to pass on, never its end.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
         .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
     // A secret of this run's own, handed to its children alone (their environment).
     let (secret, secret_text) = Secret::generate()?;
-    let hub = Hub::listen("127.0.0.1:0", shards, join_timeout, Credentials { secret, fingerprint })?;
+    let mut hub = Hub::listen("127.0.0.1:0", shards, join_timeout, Credentials { secret, fingerprint })?;
+    hub.progress = progress;
     let (addr, closer) = (hub.local_addr().to_string(), hub.closer.clone());
     // The children are signalled by this process, never told to stop by the hub.
     let hub = std::thread::spawn(move || hub.run(None));

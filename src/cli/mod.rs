@@ -138,6 +138,7 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
             checks: whole.checks,
             history: whole.history,
             fingerprint: run_settings::fingerprint(&arguments)?,
+            progress: !args.quiet,
         };
         return crate::app::shards::run_local(whole, &arguments);
     }

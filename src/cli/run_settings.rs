@@ -188,7 +188,7 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
     }
-    Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout }))
+    Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout, progress: !args.quiet }))
 }
 
 /// What a shard of a coordinated run proves at the door: the run's secret (from

@@ -111,6 +111,43 @@ pub struct Hub {
     pub closer: mpsc::Sender<Event>,
     deadline: Instant,
     join_timeout: Duration,
+    /// Print a line of the merged intervals as they arrive (shard 0 not `--quiet`).
+    pub progress: bool,
+}
+
+/// One line on stderr per interval every running shard has sent: the whole run's progress.
+#[derive(Default)]
+struct Progress {
+    printed: usize,
+}
+
+impl Progress {
+    fn update(&mut self, count: u32, outcome: &Outcome) {
+        let running = (0..count).filter(|i| !outcome.results.contains_key(i) && !outcome.missing.contains_key(i));
+        let reached = running.map(|i| outcome.intervals.get(&i).map_or(0, Vec::len)).min().unwrap_or(0);
+        for k in self.printed..reached {
+            let each: Vec<&Tallies> = outcome.intervals.values().filter_map(|all| all.get(k)).collect();
+            let Some(first) = each.first() else { continue };
+            let mut latency = new_histogram();
+            for t in &each {
+                if let Ok(h) = from_text(&t.call_latency) {
+                    let _ = latency.add(&h);
+                }
+            }
+            let calls: u64 = each.iter().map(|t| t.calls).sum();
+            let failed: u64 = each.iter().map(|t| t.failed).sum();
+            let length = Duration::from_nanos(first.length_ns);
+            let p99 = crate::stats::Statistic::Percentile(99.0).of(&latency);
+            eprintln!(
+                "rpcmeter: {:.1} s: {calls} calls ({:.1} calls/s, {failed} failed, p99 {}) from {} shards",
+                Duration::from_nanos(first.at_ns).as_secs_f64(),
+                crate::stats::rate(calls, length),
+                crate::units::duration(p99),
+                each.len()
+            );
+        }
+        self.printed = self.printed.max(reached);
+    }
 }
 
 /// Listens exactly on `addr`: an address as it is (`0.0.0.0:P`, `[::]:P` for every
@@ -172,7 +209,7 @@ impl Hub {
             }
         });
         let deadline = Instant::now() + join_timeout;
-        Ok(Hub { addr: bound, count, events, closer, deadline, join_timeout })
+        Ok(Hub { addr: bound, count, events, closer, deadline, join_timeout, progress: false })
     }
 
     /// Where a shard on this machine reaches the hub.
@@ -240,6 +277,7 @@ impl Hub {
         }
         let mut stopped = false;
         let mut until: Option<Instant> = None;
+        let mut progress = Progress::default();
         while outcome.results.len() + outcome.missing.len() < n as usize {
             if !stopped && interrupted() {
                 stopped = true;
@@ -251,7 +289,12 @@ impl Hub {
                 break;
             }
             match self.events.recv_timeout(Duration::from_millis(50)) {
-                Ok(Event::Interval { index, tallies }) => outcome.intervals.entry(index).or_default().push(*tallies),
+                Ok(Event::Interval { index, tallies }) => {
+                    outcome.intervals.entry(index).or_default().push(*tallies);
+                    if self.progress {
+                        progress.update(n, &outcome);
+                    }
+                }
                 Ok(Event::Result { index, result }) => {
                     if let Some((_, _, stream)) = joined.get_mut(&index) {
                         let _ = send(stream, &Message::Got);
@@ -889,6 +932,7 @@ pub fn run_shard(
         true => Some(Hub::listen(&how.addr, count, how.join_timeout, credentials.clone())?),
         false => None,
     };
+    let hub = hub.map(|hub| Hub { progress: how.progress, ..hub });
     let addr = hub.as_ref().map_or(how.addr.clone(), |h| h.local_addr().to_string());
     let hub = hub.map(|hub| {
         let control = control.clone();
