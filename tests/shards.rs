@@ -361,3 +361,27 @@ fn shard_pid(addr: std::net::SocketAddr, which: &str) -> Option<u32> {
         line.split(|b| *b == 0).any(|a| a == which.as_bytes())
     })
 }
+
+/// Issue 40: shards with another method, rate or duration were merged, exit 0 (merge checked
+/// only mode, call and target, and only to warn). Shards that disagree are refused, named.
+#[test]
+fn shards_that_disagree_are_not_merged() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, extra: &[&str]| {
+        let out = run_echo(server.addr, extra).args(["--format", "json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = dir.path().join(name);
+        std::fs::write(&path, &out.stdout).unwrap();
+        path
+    };
+    let a = write("a.json", &["--shard", "0/2", "--rps", "100", "-n", "10"]);
+    let b = write("b.json", &["--shard", "1/2", "--rps", "200", "-n", "10"]);
+    let same = write("c.json", &["--shard", "1/2", "--rps", "100", "-n", "10"]);
+    let out = rpcmeter().arg("merge").arg(&a).arg(&b).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("shards that disagree") && stderr.contains("rate"), "{stderr}");
+    let out = rpcmeter().arg("merge").arg(&a).arg(&same).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -756,6 +756,7 @@ fn of_intervals(
     if let Some(like) = like {
         (run.target, run.call, run.mode, run.load) =
             (like.target.clone(), like.call.clone(), like.mode.clone(), like.load.clone());
+        run.rps_target = like.rps_target.clone();
     }
     run.requests.attempts = run.requests.total;
     run.duration_s = length.as_secs_f64();
@@ -775,6 +776,10 @@ fn of_intervals(
         started_at: Some(humantime::format_rfc3339_micros(from).to_string()),
         ended: "partial".into(),
         shard: Some(Some(format!("{index}/{count}"))),
+        // The run's fingerprint, the same on every shard (checked at the door).
+        other: like
+            .and_then(|l| l.meta.other.get("fingerprint"))
+            .map_or_else(Default::default, |f| [("fingerprint".to_string(), f.clone())].into()),
         ..Default::default()
     };
     Some(run)
@@ -938,6 +943,7 @@ pub fn run_shard(
         let control = control.clone();
         std::thread::spawn(move || hub.run(Some(control)))
     });
+    let fingerprint = serde_json::to_value(&credentials.fingerprint)?;
     let client = Arc::new(Client::new(how, credentials, addr.clone(), index, count, control.clone()));
     let joining = client.clone();
     settings.plan.start = Some(Start::Agreed(Arc::new(move |_: &Control| joining.agree())));
@@ -950,7 +956,10 @@ pub fn run_shard(
     let summary = match measured {
         Ok((summary, sinks_failed)) => {
             problems.extend(sinks_failed);
-            let delivered = client.deliver(&crate::report::json::value(&summary));
+            // The result says which run it is a shard of: `merge` of such files checks it.
+            let mut value = crate::report::json::value(&summary);
+            value["meta"]["fingerprint"] = fingerprint;
+            let delivered = client.deliver(&value);
             if let (None, Err(e)) = (&hub, &delivered) {
                 // The hub is gone: this shard's result is printed here instead.
                 let mut here = Outputs::open(&OutputSettings { csv_details: None, hdr_log: None, ..settings.outputs })?;
