@@ -385,3 +385,62 @@ fn shards_that_disagree_are_not_merged() {
     let out = rpcmeter().arg("merge").arg(&a).arg(&same).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 40: sharded runs never reached the history, and an explicit `--history PATH` was
+/// silently ignored. The merged run is recorded once, there (the shards record nothing).
+#[test]
+fn a_sharded_run_is_recorded_once_in_the_history_asked_for() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let data_home = dir.path().join("data");
+    let out = rpcmeter()
+        .env("XDG_DATA_HOME", &data_home)
+        .args(["run", "--plaintext", "-q", "--proto"])
+        .arg(echo_proto())
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
+        .arg(server.addr.to_string())
+        .args(["--shards", "2", "-n", "20", "--format", "json", "--history"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!data_home.exists(), "the default history was written");
+    let list =
+        rpcmeter().env("XDG_DATA_HOME", &data_home).arg("history").arg("--history").arg(&db).arg("list").output();
+    let list = String::from_utf8_lossy(&list.unwrap().stdout).into_owned();
+    let runs: Vec<&str> = list.lines().skip(1).filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(runs.len(), 1, "{list}");
+    let mut show = rpcmeter();
+    show.env("XDG_DATA_HOME", &data_home).arg("history").arg("--history").arg(&db).args(["show", "1"]);
+    let shown = json_of(show);
+    assert_eq!(shown["requests"]["total"], 20, "{shown}");
+    assert_eq!(shown["shards"].as_array().map(Vec::len), Some(2), "the merged run");
+}
+
+/// Issue 40: a target's `user:pass@` was printed on stderr and written three times into
+/// `--export junit`. It is refused, redacted, and written nowhere.
+#[test]
+fn a_targets_credentials_are_written_nowhere() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let target = format!("http://user:s3cret@{}", server.addr);
+    let export = format!("junit={}", junit.display());
+    for extra in [&["--export", export.as_str()][..], &["--shards", "2"]] {
+        let out = rpcmeter()
+            .args(["run", "--no-save", "--proto"])
+            .arg(echo_proto())
+            .args(["--call", "EchoService/echo", "-n", "5"])
+            .arg(&target)
+            .args(extra)
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let written = std::fs::read_to_string(&junit).unwrap_or_default();
+        assert!(!said.contains("s3cret") && !written.contains("s3cret"), "{said}\n{written}");
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("REDACTED@"), "{said}");
+    }
+    assert_eq!(server.calls(), 0);
+}

@@ -38,6 +38,15 @@ pub struct CallParts {
 impl CallArgs {
     /// These flags applied to the target `text`, each call with `deadline`.
     pub fn parts(&self, text: &TargetText, deadline: Option<Duration>) -> anyhow::Result<CallParts> {
+        if text.userinfo {
+            return Err(bad_input(format!(
+                "target {}@{}:{}: a gRPC target takes no USER:PASS@ (send credentials as metadata: \
+                 -m '{{\"authorization\": \"Basic ...\"}}')",
+                crate::app::redact::REDACTED,
+                text.host,
+                text.port
+            )));
+        }
         let plaintext = match text.scheme_plaintext {
             Some(false) if self.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
             Some(scheme) => scheme || self.tls.plaintext,
