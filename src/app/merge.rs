@@ -473,13 +473,13 @@ fn sources(inputs: &[Input]) -> anyhow::Result<Vec<String>> {
     Ok(seen.into_iter().filter_map(|(run, _)| if let RunId::Id(id) = run { Some(id) } else { None }).collect())
 }
 
-/// What the shards of one run agree on, as their results say it.
-const SAME_RUN: [(&str, Setting); 6] = [
+/// What the shards of one run agree on, as their results say it (not `load`, which names
+/// each shard's own share of the workers).
+const SAME_RUN: [(&str, Setting); 5] = [
     ("method", |r| r.call.as_str()),
     ("mode", |r| r.mode.as_str()),
     ("target", |r| r.target.as_str()),
     ("rate", |r| r.rps_target.as_deref().unwrap_or("none")),
-    ("load", |r| r.load.as_str()),
     ("shard count", |r| r.shard().and_then(|s| s.split_once('/')).map_or("", |(_, n)| n)),
 ];
 
@@ -489,7 +489,7 @@ fn fingerprint(result: &Run) -> Option<super::coordinator::trust::Fingerprint> {
 }
 
 /// Shards that disagree are not merged: inputs that are shards of a split run (`--shard`)
-/// must agree on method, mode, target, rate, load and shard count, and, when their results
+/// must agree on method, mode, target, rate and shard count, and, when their results
 /// carry it, on every flag of the run's fingerprint (duration, workload...); the first
 /// difference is refused, named.
 fn one_run(inputs: &[Input]) -> anyhow::Result<()> {
