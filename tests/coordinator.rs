@@ -485,3 +485,21 @@ fn shard_0_judges_the_assertions_once_on_the_merged_run() {
         assert!(other.status.success(), "{assert}: {}", String::from_utf8_lossy(&other.stderr));
     }
 }
+
+/// Connections that never prove themselves are bounded (32 at once, each closed after 10 s):
+/// strangers holding them all delay a real shard, which tries again, but never keep it out.
+#[test]
+fn idle_strangers_delay_a_shard_but_never_keep_it_out() {
+    let server = TestServer::start(Behaviour::Echo);
+    let load = ["--rps", "100", "-n", "20"];
+    let (first, addr, said) = hub_of_two(&server, &load);
+    let idle: Vec<std::net::TcpStream> = (0..40).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let real = joiner(&server, &addr, &load);
+    let out = first.wait_with_output().unwrap();
+    let said = said.join().unwrap();
+    assert!(out.status.success(), "{said}");
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"], 20);
+    assert!(real.wait_with_output().unwrap().status.success());
+    drop(idle);
+}

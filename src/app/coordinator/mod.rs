@@ -565,12 +565,13 @@ impl Client {
     }
 
     /// Says hello, checks the hub's proof and gives this shard's (with `failed` when it
-    /// failed before joining); returns the reader of the hub's next messages.
+    /// failed before joining); returns the reader of the hub's next messages, None when the
+    /// connection closed before any answer (a hub busy with strangers' connections).
     fn handshake(
         &self,
         stream: &TcpStream,
         failed: Option<&str>,
-    ) -> anyhow::Result<BufReader<std::io::Take<TcpStream>>> {
+    ) -> anyhow::Result<Option<BufReader<std::io::Take<TcpStream>>>> {
         let io = |e: std::io::Error| run_failed(format!("the coordinator at {}: {e}", self.addr));
         let mut writer = stream.try_clone().map_err(io)?;
         let _ = stream.set_read_timeout(Some(PROOF_WAIT.max(self.join_timeout)));
@@ -581,7 +582,8 @@ impl Client {
             &Message::Hello { version: VERSION, index: self.index, of: self.count, nonce: nonce.clone() },
         )
         .map_err(io)?;
-        let (hub_nonce, proof) = match receive(&mut reader, MAX_UNPROVEN).map_err(io)? {
+        let (hub_nonce, proof) = match receive(&mut reader, MAX_UNPROVEN).ok().flatten() {
+            None => return Ok(None),
             Some(Message::Challenge { version: VERSION, nonce, proof }) => (nonce, proof),
             Some(Message::Challenge { version, .. }) => {
                 return Err(run_failed(format!(
@@ -608,14 +610,27 @@ impl Client {
         // The hub is proven: its messages are bounded per line only.
         reader.get_mut().set_limit(u64::MAX);
         let _ = stream.set_read_timeout(None);
-        Ok(reader)
+        Ok(Some(reader))
     }
 
     /// Joins the hub and waits for the start: the instant, on this machine's clock.
     pub fn agree(&self) -> anyhow::Result<Instant> {
-        let stream = self.connect(self.join_timeout)?;
+        let until = Instant::now() + self.join_timeout;
+        let (stream, mut reader) = loop {
+            let stream = self.connect(until.saturating_duration_since(Instant::now()))?;
+            match self.handshake(&stream, None)? {
+                Some(reader) => break (stream, reader),
+                None if Instant::now() < until => std::thread::sleep(Duration::from_millis(200)),
+                None => {
+                    return Err(run_failed(format!(
+                        "the coordinator at {} closed every connection before answering, until --join-timeout {}",
+                        self.addr,
+                        humantime::format_duration(self.join_timeout)
+                    )))
+                }
+            }
+        };
         let io = |e: std::io::Error| run_failed(format!("the coordinator at {}: {e}", self.addr));
-        let mut reader = self.handshake(&stream, None)?;
         let mut ponger = stream.try_clone().map_err(io)?;
         *self.writer.lock().unwrap() = Some(stream);
         let (tx, rx) = mpsc::channel();
