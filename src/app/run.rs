@@ -27,6 +27,8 @@ pub struct Coordination {
     /// This process runs the hub (shard 0 of `--coordinator`; not `run --shards`' children).
     pub listen: bool,
     pub join_timeout: Duration,
+    /// Shard 0 prints a line of the merged progress each interval (not `--quiet`).
+    pub progress: bool,
 }
 
 /// Everything a run needs, validated.
@@ -147,20 +149,27 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     })?;
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
     problems.extend(outputs.commit());
-    // Recorded after the reports, so a history that fails never costs one. A --history asked
-    // for is an output like --export: failing it exits 1. The default history is a
-    // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
-    // code stays what the measurement says.
-    if let Some(to) = &settings.history {
-        if let Err(e) = to.record(&crate::report::json::value(&summary)) {
-            match to.explicit() {
-                true => problems.push(e),
-                false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
-            }
-        }
-    }
+    // Recorded after the reports, so a history that fails never costs one.
+    record_in_history(settings.history.as_ref(), &crate::report::json::value(&summary), &mut problems);
     problems.extend(sinks_failed);
     verdict(&summary, problems)
+}
+
+/// Records a result in the history. A --history asked for is an output like --export:
+/// failing it is a problem (exit 1). The default history is a convenience: failing it (a
+/// read-only home, no HOME) is a warning, and the exit code stays what the measurement says.
+pub fn record_in_history(
+    to: Option<&crate::history::SaveTo>,
+    result: &serde_json::Value,
+    problems: &mut Vec<anyhow::Error>,
+) {
+    let Some(to) = to else { return };
+    if let Err(e) = to.record(result) {
+        match to.explicit() {
+            true => problems.push(e),
+            false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
+        }
+    }
 }
 
 /// One run of a series (a sweep's step, a lab's step): no report written, no progress line,
@@ -194,6 +203,16 @@ pub fn measure(
     control: &Arc<Control>,
     outputs: &mut Outputs,
 ) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
+    measure_with(settings, control, outputs, Vec::new())
+}
+
+/// `measure`, `extra` sinks fed beside the run's own (a shard's intervals to its hub).
+pub fn measure_with(
+    settings: &Settings,
+    control: &Arc<Control>,
+    outputs: &mut Outputs,
+    extra: Vec<Box<dyn crate::sink::Sink>>,
+) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
     let prepared = (|| {
         if let Some(workload) = &settings.workload {
             return workload_mix(settings, workload, control);
@@ -212,6 +231,9 @@ pub fn measure(
     let mix_paths: Vec<http::uri::PathAndQuery> = mix.calls.iter().map(|c| c.path.clone()).collect();
 
     let mut sinks = Sinks::default();
+    for sink in extra {
+        sinks.add(sink);
+    }
     if plan.warmup_auto {
         sinks.early = Some(Default::default());
     }
