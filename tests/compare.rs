@@ -22,9 +22,9 @@ struct Level {
 const BASE: Level = Level { rps: 10_000.0, p50_us: 400.0, p99_us: 1_500.0, error_rate: 0.0 };
 
 /// A result file of `measured` full 1 s intervals at `level` with ±1.5 % noise (a quiet machine), after two warm-up
-/// intervals 3x slower and followed by a partial interval with a tenth of the calls (both
-/// far off the level: they would change the verdicts if they were counted). The whole-run
-/// numbers are those of the measured full intervals, as a run writes them.
+/// intervals 3x slower (far off the level: they would change the verdicts if they were
+/// counted) and followed by a last interval of 0.25 s at the level. The whole-run numbers are
+/// those of the measured full intervals, as a run writes them.
 fn write_result(dir: &Path, name: &str, level: Level, measured: usize, seed: u64) -> PathBuf {
     let result = result_json(name, level, measured, seed);
     let path = dir.join(format!("{name}.json"));
@@ -70,7 +70,10 @@ fn result_json(name: &str, level: Level, measured: usize, seed: u64) -> Value {
     };
     let (calls, ok, failed) = (sum("calls"), sum("ok"), sum("failed"));
     let (p50, p99) = (median("p50_us"), median("p99_us"));
-    intervals.push(row(t + 0.25, 0.25, "measured", level.rps / 10.0, level.p50_us * 5.0, level.p99_us * 5.0, 0.5));
+    // The last interval is short, as a `-z` run's is, and counts like the others for its length.
+    let (r, l50, l99) = (noise(), noise(), noise());
+    let error_rate = if level.error_rate >= 1.0 { 1.0 } else { level.error_rate };
+    intervals.push(row(t + 0.25, 0.25, "measured", level.rps * r, level.p50_us * l50, level.p99_us * l99, error_rate));
     json!({
         "meta": {"name": name, "started_at": format!("2025-01-01T00:00:{:02}.000Z", seed % 60)},
         "call": "EchoService/echo",
@@ -410,5 +413,84 @@ fn a_significant_change_below_min_effect_is_no_meaningful_difference() {
         let (code, _, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os(&flag)]);
         assert_eq!(code, Some(2), "{bad}: {stderr}");
         assert!(stderr.contains("--min-effect") && stderr.lines().count() == 1, "{stderr}");
+    }
+}
+
+/// `result_json` written to `dir/name.json` after `edit`.
+fn write_edited(
+    dir: &Path,
+    name: &str,
+    level: Level,
+    measured: usize,
+    seed: u64,
+    edit: impl FnOnce(&mut Value),
+) -> PathBuf {
+    let mut result = result_json(name, level, measured, seed);
+    edit(&mut result);
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, result.to_string()).unwrap();
+    path
+}
+
+fn judged(m: &Value) -> bool {
+    matches!(m["verdict"].as_str(), Some("regression" | "improvement"))
+}
+
+#[test]
+fn a_stall_in_the_last_short_interval_is_in_the_noise_not_a_verdict() {
+    // A `-z 3s` run: two full intervals and a short third, which alone held a 72 ms stall. The
+    // run's p99 is the stall; its noise came from the two full intervals only, so an A/A pair
+    // read "B / A = 0.028, p = 1.4e-15, improvement".
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_edited(dir.path(), "stalled", BASE, 2, 60, |r| {
+        let last = r["intervals"].as_array_mut().unwrap().last_mut().unwrap();
+        last["p99_us"] = json!(72_000.0);
+        last["max_us"] = json!(72_000.0);
+        r["latency_us"]["p99"] = json!(72_000.0);
+    });
+    let b = write_result(dir.path(), "clean", BASE, 2, 61);
+    for (x, y) in [(&a, &b), (&b, &a)] {
+        let (code, stdout, stderr) = compare(&[x.as_os_str(), y.as_os_str(), os("--format=json")]);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let p99 = metric(&report, "p99");
+        assert!(!judged(p99), "{p99}");
+        assert!(p99["p_value"].as_f64().unwrap() > 0.05, "{p99}");
+    }
+}
+
+#[test]
+fn a_run_that_froze_does_not_look_quieter_than_a_clean_one() {
+    // One second of ten without an OK call (the client froze): its throughput is 10 % lower
+    // and its p50 holds a 1 s stall. Its intervals without that second are as quiet as a
+    // clean run's; dropped, the frozen run was judged as if clean ("B is 11% higher").
+    let dir = tempfile::tempdir().unwrap();
+    let frozen = write_edited(dir.path(), "frozen", BASE, 10, 62, |r| {
+        let rows = r["intervals"].as_array_mut().unwrap();
+        let frozen_row = &mut rows[6];
+        for key in ["calls", "ok", "failed"] {
+            frozen_row[key] = json!(0);
+        }
+        for key in ["rps", "p50_us", "p90_us", "p99_us", "max_us"] {
+            frozen_row[key] = json!(0.0);
+        }
+        let ok = r["requests"]["ok"].as_f64().unwrap() * 0.9;
+        r["requests"] = json!({"total": ok as u64, "ok": ok as u64, "failed": 0});
+        r["ok_rps"] = json!(ok / 10.0);
+        r["throughput_rps"] = json!(ok / 10.0);
+    });
+    let clean = write_result(dir.path(), "clean", BASE, 10, 63);
+    let other = write_result(dir.path(), "other", BASE, 10, 64);
+    let report = |a: &Path, b: &Path| -> Value {
+        let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--format=json")]);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let (clean_pair, frozen_pair) = (report(&clean, &other), report(&frozen, &other));
+    for key in ["throughput", "p50"] {
+        let (c, f) = (metric(&clean_pair, key), metric(&frozen_pair, key));
+        assert!(!judged(f), "{f}");
+        let resolution = |m: &Value| m["resolution"].as_f64().unwrap_or(f64::INFINITY);
+        assert!(resolution(f) > 2.0 * resolution(c), "frozen {f}\nclean {c}");
     }
 }

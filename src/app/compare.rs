@@ -24,7 +24,7 @@ use crate::error::{bad_input, output_failed, run_failed};
 use crate::report::Format;
 use crate::result::Run;
 use crate::stats::assertions::Value;
-use crate::stats::compare::{mean_shift, MeanShift, Runs};
+use crate::stats::compare::{mean_shift, MeanShift, Runs, Spread};
 use crate::units;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;
@@ -37,6 +37,10 @@ use std::time::Duration;
 /// this share has no latency of OK calls to compare: its `latency_us` counts failed calls too
 /// (a fast rejection would look like a fast call).
 pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
+
+/// An interval in which the run's rate would have ended this many OK calls and none ended is a
+/// stall (Poisson: a quiet run has none with probability e^-10, 5e-5).
+pub const STALL_EXPECTED_CALLS: f64 = 10.0;
 
 /// Everything a comparison needs, validated.
 #[derive(Debug, Clone)]
@@ -221,13 +225,16 @@ impl RunResult {
         })
     }
 
-    /// The measured intervals of full length (warm-up and the last, shorter one left out).
-    pub fn full_intervals(&self) -> impl Iterator<Item = &IntervalRow> {
-        // Lengths are written rounded to the µs.
-        let full = move |iv: &&IntervalRow| {
-            self.interval.is_some_and(|length| iv.length.abs_diff(length) <= Duration::from_micros(1))
-        };
-        self.intervals.iter().filter(|iv| iv.measured).filter(full)
+    /// The measured intervals (warm-up left out), the last, shorter one included.
+    pub fn measured_intervals(&self) -> impl Iterator<Item = &IntervalRow> {
+        self.intervals.iter().filter(|iv| iv.measured)
+    }
+
+    /// Whether no OK call in `length` is a stall rather than chance: the run's rate of OK
+    /// calls expected at least [`STALL_EXPECTED_CALLS`] in it (at 2 calls/s, a 500 ms interval
+    /// without one is no stall).
+    fn stalled(&self, length: Duration) -> bool {
+        self.ok_rps * length.as_secs_f64() >= STALL_EXPECTED_CALLS
     }
 
     /// How far the run's value could be from its own run's true one by sampling alone, as a
@@ -390,35 +397,36 @@ impl Metric {
         }
     }
 
-    /// How much the run's value moved within it: the standard deviation of the logarithms of
-    /// its full intervals' values, estimated robustly (1.4826 x their median absolute
-    /// deviation) except for p99, whose stalls are its spread (2 intervals or more, else 0). What moves a run against the
-    /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
-    /// too, so a run is taken to vary between runs at least this much (not this over the root
-    /// of the count: intervals of one run share its conditions and do not average them out).
-    pub fn within_run(self, run: &RunResult) -> f64 {
-        let values: Vec<f64> = run
-            .full_intervals()
-            .filter_map(|iv| match self {
-                Metric::Throughput => Some(iv.ok as f64 / iv.length.as_secs_f64()),
-                Metric::P50 if iv.ok > 0 => Some(iv.p50.as_nanos() as f64),
-                Metric::P99 if iv.ok > 0 => Some(iv.p99.as_nanos() as f64),
-                _ => None,
+    /// How much the run's value moved within it: the standard deviation of its measured
+    /// intervals' values (of their logarithms for latency; relative to the run's rate for
+    /// throughput), each weighted by its length, the last, shorter interval included (a
+    /// `-z 3s` run has two full intervals and a third short one, and a stall in that third is
+    /// in the run's value). An interval without an OK call is the stall it is: 0 calls/s, and
+    /// a latency of at least its length (no call ended OK in it), when the run's rate would
+    /// have ended some there ([`RunResult::stalled`]). Not robust on purpose: a run that froze
+    /// must not look as quiet as a clean one. What moves a run against the next (load from
+    /// other processes, CPU frequency, a noisy neighbour) moves its intervals too, so a run is
+    /// taken to vary between runs at least this much (not this over the root of the count:
+    /// intervals of one run share its conditions and do not average them out).
+    pub fn within_run(self, run: &RunResult) -> Option<Spread> {
+        let latency = |iv: &IntervalRow, p: Duration| match iv.ok {
+            0 if run.stalled(iv.length) => Some(p.max(iv.length)),
+            0 => None,
+            _ => Some(p),
+        };
+        let rows = run.measured_intervals().filter(|iv| !iv.length.is_zero());
+        let values: Vec<(f64, f64)> = rows
+            .filter_map(|iv| {
+                let value = match self {
+                    Metric::Throughput if run.ok_rps > 0.0 => iv.ok as f64 / iv.length.as_secs_f64() / run.ok_rps,
+                    Metric::P50 => (latency(iv, iv.p50)?.as_nanos() as f64).ln(),
+                    Metric::P99 => (latency(iv, iv.p99)?.as_nanos() as f64).ln(),
+                    _ => return None,
+                };
+                value.is_finite().then_some((value, iv.length.as_secs_f64()))
             })
-            .filter(|x| *x > 0.0)
-            .map(f64::ln)
             .collect();
-        if values.len() < 2 {
-            return 0.0;
-        }
-        if self == Metric::P99 {
-            // A tail is made of stalls: the intervals that had one are its spread, not outliers.
-            let n = values.len() as f64;
-            let mean = values.iter().sum::<f64>() / n;
-            return (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-        }
-        // Robust (MAD): one interval with a stall must not make a run's p50 unjudgeable.
-        crate::stats::compare::mad(&values).map_or(0.0, |mad| mad * crate::stats::compare::MAD_TO_SIGMA)
+        crate::stats::compare::weighted_sd(&values)
     }
 
     /// A value, typed.
@@ -507,24 +515,37 @@ impl MetricComparison {
         }
         let scale = |xs: &[f64]| if metric.relative() { xs.iter().map(|x| x.ln()).collect() } else { xs.to_vec() };
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
-        let floor = |runs: &[RunResult]| -> f64 {
-            let within = if metric.relative() {
-                // The runs' typical spread (root mean square): one chaotic run of several must
-                // not set the noise of all; its value is in the spread between runs anyway.
-                let squares: f64 =
-                    runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric)).powi(2)).sum();
-                (squares / runs.len().max(1) as f64).sqrt()
-            } else {
+        let floor = |runs: &[RunResult]| -> (f64, Option<f64>) {
+            if !metric.relative() {
                 // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
                 let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
                 let p = if calls == 0 { 0.0 } else { failed as f64 / calls as f64 };
                 let least_calls = runs.iter().map(|r| r.calls).min().unwrap_or(0).max(1) as f64;
-                (p * (1.0 - p) / least_calls).sqrt()
-            };
-            metric.noise_floor().max(within)
+                return (metric.noise_floor().max((p * (1.0 - p) / least_calls).sqrt()), None);
+            }
+            // The runs' typical spread (root mean square): one chaotic run of several must not
+            // set the noise of all; its value is in the spread between runs anyway. A spread
+            // from a few intervals is an estimate: its degrees of freedom go to the test.
+            let (mut squares, mut df, mut estimated) = (0.0, 0.0, false);
+            for r in runs {
+                let within = metric.within_run(r).unwrap_or(Spread { sd: 0.0, effective_n: 1.0 });
+                let sampling = r.sampling_error(metric);
+                squares += within.sd.max(sampling).powi(2);
+                df += within.effective_n - 1.0;
+                estimated |= within.sd > sampling;
+            }
+            let within = (squares / runs.len().max(1) as f64).sqrt();
+            match within > metric.noise_floor() && estimated {
+                true => (within, Some(df)),
+                false => (metric.noise_floor().max(within), None),
+            }
         };
-        let shift =
-            mean_shift(Runs { values: &sa, floor_sd: floor(a) }, Runs { values: &sb, floor_sd: floor(b) }, alpha);
+        let ((floor_a, df_a), (floor_b, df_b)) = (floor(a), floor(b));
+        let shift = mean_shift(
+            Runs { values: &sa, floor_sd: floor_a, floor_df: df_a },
+            Runs { values: &sb, floor_sd: floor_b, floor_df: df_b },
+            alpha,
+        );
         out.verdict = match &shift {
             None => Verdict::CannotJudge("a value is not finite".into()),
             Some(s) if !s.significant() => Verdict::NoSignificantDifference,
@@ -969,7 +990,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn full_intervals_and_run_values() {
+    fn every_measured_interval_and_run_values() {
         // As `run` writes them: a warm-up row, full rows, one without calls, and a last row
         // that is not full length (here longer: it runs to the last answer).
         let row = |t: f64, length: f64, phase: &str, calls: u64, failed: u64| {
@@ -990,7 +1011,13 @@ mod tests {
         })
         .to_string();
         let r = RunResult::parse(&text, "x.json".into()).unwrap();
-        assert_eq!(r.full_intervals().count(), 2);
+        assert_eq!(r.measured_intervals().count(), 3);
+        // 500 and 700 calls OK and an interval without one, where 995/s would have ended some:
+        // a stall of at least its length in the latency spread, 0 calls/s in throughput's.
+        assert!(r.stalled(Duration::from_millis(500)) && !r.stalled(Duration::from_millis(5)));
+        let within = |m: Metric| m.within_run(&r).unwrap().sd;
+        assert!(within(Metric::Throughput) > 0.5, "{}", within(Metric::Throughput));
+        assert!(within(Metric::P50) > 2.0, "{}", within(Metric::P50));
         assert_eq!(Metric::Throughput.run_value(&r), Ok(995.0));
         assert_eq!(Metric::P99.run_value(&r), Ok(1_000_000.0));
         assert_eq!(Metric::ErrorRate.run_value(&r), Ok(5.0 / 1200.0));
