@@ -7,16 +7,16 @@ use crate::report::Format;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// A metric compared per interval.
+/// A metric compared, one value per run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MetricArg {
-    /// Calls per second of each full measured interval.
+    /// OK calls per second of the run.
     Throughput,
-    /// Each interval's median call latency.
+    /// The run's median latency of OK calls.
     P50,
-    /// Each interval's 99th percentile of call latency.
+    /// The run's 99th percentile of OK calls' latency.
     P99,
-    /// Each interval's failed calls over its calls.
+    /// The run's failed calls over its calls.
     #[value(alias = "error_rate", alias = "errors")]
     ErrorRate,
 }
@@ -33,14 +33,18 @@ pub struct CompareArgs {
     /// Metrics to compare, repeatable or comma-separated (default: all).
     #[arg(long = "metric", value_enum, value_delimiter = ',')]
     pub metrics: Vec<MetricArg>,
-    /// Significance level of the test (its confidence intervals are at 1 - alpha), in (0, 1).
+    /// Family-wise significance level, in (0, 1): Holm-Bonferroni over the metrics tested, each
+    /// tested (and its interval drawn) at its Holm level.
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
-    /// Exit 1 when any metric of B is a significant regression against A.
+    /// Exit 1 when a metric of B is a regression against A, or is not judged (a run's client was
+    /// disturbed, a merged run alone, or an interval too wide to rule out a change that
+    /// matters); stderr names each metric and why.
     #[arg(long)]
     pub fail_on_regression: bool,
-    /// Smallest change of the median that matters, e.g. 5%: a significant change smaller
-    /// than this is "no meaningful difference" and never fails --fail-on-regression
+    /// Smallest change that matters, e.g. 5% (default 10% for throughput and p50, 25% for p99):
+    /// a significant change smaller than this is "no change"; an interval that cannot rule
+    /// out a change this big is "not judged"
     #[arg(long, value_parser = parse_min_effect)]
     pub min_effect: Option<f64>,
     /// Compare one slice of each result instead of the whole: KEY=NAME, KEY one of

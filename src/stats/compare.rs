@@ -432,6 +432,30 @@ pub fn weighted_sd(values: &[(f64, f64)]) -> Option<Spread> {
         .then(|| Spread { sd: (squares / denominator).sqrt(), effective_n: total * total / sum_of_squared_weights })
 }
 
+/// Holm's step-down procedure over `p_values` (Holm 1979): sorted ascending, the i-th
+/// smallest (from 0) of m is tested at `alpha / (m - i)` until one is not below its level;
+/// it and all after it are tested at that last level and none of them is rejected. The
+/// chance of rejecting any true null is at most `alpha`. For each p-value, in the order
+/// given: the level it was tested at and its adjusted p-value (`max over j <= i of (m - j)
+/// p_(j)`, at most 1), below `alpha` exactly when it is rejected.
+pub fn holm(p_values: &[f64], alpha: f64) -> Vec<(f64, f64)> {
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&x, &y| p_values[x].total_cmp(&p_values[y]));
+    let mut out = vec![(alpha, 1.0); m];
+    let (mut rejecting, mut level, mut adjusted) = (true, alpha, 0.0f64);
+    for (i, &at) in order.iter().enumerate() {
+        let remaining = (m - i) as f64;
+        if rejecting {
+            level = alpha / remaining;
+            rejecting = p_values[at] < level;
+        }
+        adjusted = adjusted.max((remaining * p_values[at]).min(1.0));
+        out[at] = (level, adjusted);
+    }
+    out
+}
+
 /// One side of a between-run comparison: one value per run, and the least standard deviation a
 /// run's value is taken to have (the stated noise floor, or the noise measured within the run).
 #[derive(Debug, Clone, Copy)]
@@ -565,6 +589,27 @@ mod tests {
         assert!((got.sd - want).abs() < 1e-12, "{got:?} {want}");
         assert!((got.effective_n - 3.25 * 3.25 / 3.0625).abs() < 1e-12, "{got:?}");
         assert_eq!(weighted_sd(&[(1.0, 1.0), (5.0, 0.0)]), None);
+    }
+
+    #[test]
+    fn holm_steps_down_until_one_is_not_rejected() {
+        // 4 p-values: sorted 0.001 (x4 = 0.004 < 0.05: rejected at 0.0125), 0.013 (x3 = 0.039:
+        // rejected at 0.01667), 0.03 (x2 = 0.06: not rejected at 0.025), 0.04 (tested at 0.025).
+        let got = holm(&[0.04, 0.001, 0.03, 0.013], 0.05);
+        let want = [(0.025, 0.06), (0.0125, 0.004), (0.025, 0.06), (0.05 / 3.0, 0.039)];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g.0 - w.0).abs() < 1e-12 && (g.1 - w.1).abs() < 1e-12, "{got:?}");
+        }
+        for &(level, adjusted) in &got {
+            assert!(adjusted <= 1.0 && level <= 0.05);
+        }
+        // Rejected exactly when the adjusted p-value is below alpha.
+        let p = [0.04, 0.001, 0.03, 0.013];
+        for (x, (level, adjusted)) in p.iter().zip(&got) {
+            assert_eq!(x < level, *adjusted < 0.05, "{got:?}");
+        }
+        assert_eq!(holm(&[0.2], 0.05), vec![(0.05, 0.2)]);
+        assert!(holm(&[], 0.05).is_empty());
     }
 
     #[test]
