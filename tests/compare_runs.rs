@@ -89,3 +89,51 @@ fn a_result_has_the_latency_of_its_ok_calls_and_compare_judges_on_it() {
     let merged: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
     assert_eq!(merged["ok_latency_us"]["count"].as_u64(), Some(ok), "{merged}");
 }
+
+#[test]
+fn compare_runs_makes_interleaved_runs_keeps_them_and_judges_them() {
+    let server = TestServer::start(Behaviour::Delay(Duration::from_millis(20)));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let target = server.addr.to_string();
+    let proto = common::echo_proto();
+    let mut args: Vec<&std::ffi::OsStr> = vec![os("--runs"), os("2"), os("--out"), out.as_os_str()];
+    args.extend([os(&target), os(&target), os("--")]);
+    args.extend([os("--plaintext"), os("--no-save"), os("--proto"), proto.as_os_str()]);
+    args.extend([os("--call"), os("EchoService/echo"), os("-d"), os(r#"{"content":"hi"}"#)]);
+    args.extend([os("-c"), os("4"), os("-z"), os("1s"), os("--no-calibrate"), os("--no-server-stats")]);
+    let (code, stdout, stderr) = compare(&args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // A B B A, every result kept, and judged as 2 runs a side.
+    let order: Vec<&str> = stderr.lines().filter_map(|l| l.split(" -> ").nth(1)).collect();
+    let names: Vec<String> = order.iter().map(|p| Path::new(p).file_name().unwrap().to_string_lossy().into()).collect();
+    assert_eq!(names, ["a1.json", "b1.json", "b2.json", "a2.json"], "{stderr}");
+    for name in &names {
+        let result: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join(name)).unwrap()).unwrap();
+        assert!(result["requests"]["ok"].as_u64().unwrap() > 0, "{name}: {result}");
+    }
+    assert!(stdout.contains("A: 2 runs, B: 2 runs."), "{stdout}");
+    assert!(stdout.contains("2 runs a side resolve throughput ±"), "{stdout}");
+    for label in ["throughput", "p50 latency", "p99 latency", "error rate"] {
+        let line = row(&stdout, label);
+        assert!(!line.contains("regression") && !line.contains("improvement"), "{stdout}");
+    }
+
+    // A bad run flag: the run's own message, exit 2, nothing compared.
+    let (code, stdout, stderr) = compare(&[
+        os("--runs"),
+        os("2"),
+        os("--out"),
+        out.as_os_str(),
+        os(&target),
+        os(&target),
+        os("--"),
+        os("--bogus"),
+    ]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(stderr.lines().last().unwrap().contains("--bogus"), "{stderr}");
+    // Targets, not result files: exactly two before `--`.
+    let (code, _, stderr) = compare(&[os("--runs"), os("2"), os(&target), os("--"), os("-z"), os("1s")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("give the two targets"), "{stderr}");
+}

@@ -47,6 +47,10 @@ pub const STALL_EXPECTED_CALLS: f64 = 10.0;
 pub struct Settings {
     pub a: Vec<ResultRef>,
     pub b: Vec<ResultRef>,
+    /// `--runs`: make A's and B's runs first (then `a` and `b` are empty).
+    pub interleave: Option<crate::app::interleave::Interleave>,
+    /// `--slice`, for the results `--runs` makes.
+    pub slice: Option<(String, String)>,
     pub metrics: Vec<Metric>,
     pub alpha: f64,
     /// `--min-effect`: the smallest relative change that counts (0.05 = 5 %).
@@ -715,7 +719,10 @@ impl MetricComparison {
 
     /// A change of this metric as the reader reads it: "10%" or "1.00 pp".
     fn amount(&self, x: f64) -> String {
-        if self.metric.relative() {
+        if self.metric.relative() && x > 10.0 {
+            // Beyond ±1000 % the digits say nothing more than "unbounded".
+            "±1000%+".into()
+        } else if self.metric.relative() {
             format!("±{}%", percent(x))
         } else {
             format!("±{:.2} pp", x * 100.0)
@@ -924,6 +931,22 @@ impl Report {
         }
     }
 
+    /// What `compare --runs` made, and what its N runs a side resolve.
+    pub fn interleaved_text(&self, i: &crate::app::interleave::Interleave) -> String {
+        let resolved: Vec<String> = self
+            .metrics
+            .iter()
+            .filter_map(|m| m.resolution().map(|r| format!("{} {}", m.metric.label(), m.amount(r))))
+            .collect();
+        format!(
+            "compare --runs {n}: A and B ran alternately (A B B A ...), {n} runs each, every result kept in {}; \
+             {n} runs a side resolve {} here",
+            i.out.display(),
+            if resolved.is_empty() { "nothing".to_string() } else { resolved.join(", ") },
+            n = i.runs,
+        )
+    }
+
     /// What the runs can and cannot see, said once.
     pub fn runs_text(&self) -> String {
         let runs = |n: usize| if n == 1 { "1 run".to_string() } else { format!("{n} runs") };
@@ -1017,8 +1040,21 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
 /// that cannot be judged is exit 1 (after the report is printed).
 pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     let load = |refs: &[ResultRef]| refs.iter().map(ResultRef::load).collect::<anyhow::Result<Vec<_>>>();
-    let (a, b) = (load(&settings.a)?, load(&settings.b)?);
-    let report = Report::of(a, b, settings);
+    let (a, b, made) = match &settings.interleave {
+        None => (load(&settings.a)?, load(&settings.b)?, None),
+        Some(i) => {
+            let made = i.make()?;
+            let refs = |paths: &[PathBuf]| -> Vec<ResultRef> {
+                paths.iter().map(|p| ResultRef { path: p.clone(), slice: settings.slice.clone() }).collect()
+            };
+            (load(&refs(&made.a))?, load(&refs(&made.b))?, Some(i))
+        }
+    };
+    let mut report = Report::of(a, b, settings);
+    if let Some(i) = made {
+        let note = report.interleaved_text(i);
+        report.notes.push(note);
+    }
     for w in &report.warnings {
         eprintln!("rpcmeter: warning: {w}");
     }
@@ -1096,7 +1132,8 @@ fn describe(r: &RunResult) -> String {
 /// The change with its interval: "0.912 [0.871, 0.955]" or "+0.50 pp [+0.20, +0.80]".
 fn change_cell(m: &MetricComparison) -> String {
     if let Some((r, low, high)) = m.ratio() {
-        return format!("{r:.3} [{low:.3}, {high:.3}]");
+        let bound = |x: f64| if x > 1000.0 { ">1000".to_string() } else { format!("{x:.3}") };
+        return format!("{r:.3} [{low:.3}, {}]", bound(high));
     }
     match m.shift.filter(|_| !m.metric.relative()) {
         Some(s) => {
@@ -1109,11 +1146,7 @@ fn change_cell(m: &MetricComparison) -> String {
 }
 
 fn resolution_cell(m: &MetricComparison) -> String {
-    match m.resolution() {
-        Some(r) if m.metric.relative() => format!("±{}%", percent(r)),
-        Some(r) => format!("±{:.2} pp", r * 100.0),
-        None => "-".into(),
-    }
+    m.resolution().map_or("-".into(), |r| m.amount(r))
 }
 
 /// The human report.
