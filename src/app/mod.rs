@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod coordinator;
 pub mod history;
+pub mod interleave;
 pub mod merge;
 pub mod outputs;
 pub mod ping;
