@@ -22,6 +22,9 @@ pub struct RunArgs {
     /// data_file, weight), instead of --call and -d/-D
     #[arg(long, value_name = "FILE")]
     pub workload: Option<PathBuf>,
+    /// `--replay FILE` and its flags (docs/replay.md)
+    #[command(flatten)]
+    pub replay: super::replay::ReplayArgs,
     /// The request as JSON (protobuf JSON mapping); an array holds several requests, sent in
     /// turn; string fields may hold templates such as {{.RequestNumber}}
     #[arg(short = 'd', long = "data", conflicts_with = "data_file")]
