@@ -77,7 +77,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         flows: Vec::new(),
         log: Some(source.clone()),
     };
-    let (truncated, streaming, no_request) = scan.info.skipped();
+    let (truncated, streaming, no_request) = scan.skipped();
     let replay = Replay {
         file: replay.file.display().to_string(),
         framing: scan.info.framing.as_str().to_string(),

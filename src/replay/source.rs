@@ -89,26 +89,37 @@ impl Scan {
         let file = open(settings)?;
         let info = Info::read(BufReader::with_capacity(1 << 16, file), settings.framing, settings.max_entry)
             .map_err(|why| bad_input(format!("--replay {name}: {why}")))?;
+        // A method with any streaming call is streaming: its calls of one message each way too.
         let methods: Vec<String> = info
             .methods
             .iter()
-            .filter(|(path, m)| m.sendable() > 0 && path.parse::<http::uri::PathAndQuery>().is_ok())
+            .filter(|(path, m)| m.streaming == 0 && m.sendable() > 0 && path.parse::<http::uri::PathAndQuery>().is_ok())
             .map(|(path, _)| path.clone())
             .collect();
         let sendable = info.methods.iter().filter(|(p, _)| methods.contains(p)).map(|(_, m)| m.sendable()).sum();
+        let scan = Scan { calls: info.calls, sendable, methods, info };
         if sendable == 0 {
-            let (truncated, streaming, none) = info.skipped();
+            let (truncated, streaming, none) = scan.skipped();
             return Err(bad_input(format!(
                 "--replay {name}: no call of its {} can be sent ({truncated} with a message cut by the log's limit, {streaming} streaming, {none} without a request)",
-                info.calls
+                scan.calls
             )));
         }
-        Ok(Scan { calls: info.calls, sendable, methods, info })
+        Ok(scan)
+    }
+
+    /// Calls not sent: (with a message cut by the log's limit, of streaming methods, without
+    /// a request); a method's calls are all streaming when one of them is.
+    pub fn skipped(&self) -> (u64, u64, u64) {
+        self.info.methods.values().fold((0, 0, 0), |(t, s, n), m| match m.streaming {
+            0 => (t + m.truncated, s, n + m.no_request),
+            _ => (t, s + m.calls, n),
+        })
     }
 
     /// One line on what is not sent, when something is not.
     pub fn skipped_line(&self) -> Option<String> {
-        let (truncated, streaming, none) = self.info.skipped();
+        let (truncated, streaming, none) = self.skipped();
         (truncated + streaming + none > 0).then(|| {
             format!(
                 "replay: {} of the log's {} calls are not sent: {truncated} with a message cut by the log's limit (payload_truncated), {streaming} streaming (not replayed yet), {none} without a request",
