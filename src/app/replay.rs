@@ -21,12 +21,19 @@ pub(crate) struct Replaying {
 }
 
 impl Replaying {
-    /// What the result says of the replay, with the log's own numbers of the calls sent.
-    pub(crate) fn finish(self) -> Replay {
+    /// What the result says of the replay, with the log's own numbers of the calls sent and
+    /// the bytes the run (`measured`) sent.
+    pub(crate) fn finish(self, measured: &crate::record::Tally) -> Replay {
         if let Some(why) = self.source.failed() {
             eprintln!("rpcmeter: warning: --replay {}: the rest of the log was not sent: {why}", self.replay.file);
         }
-        Replay { recorded: self.source.recorded(), ..self.replay }
+        let counts = &measured.counts;
+        Replay {
+            recorded: self.source.recorded(),
+            payload_bytes_logged: self.source.payload_bytes(),
+            payload_bytes_sent: counts.request_bytes.saturating_sub(5 * counts.attempts),
+            ..self.replay
+        }
     }
 }
 
@@ -53,6 +60,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         // The report's rate: the log's mean, sped up.
         let span = scan.info.span().as_secs_f64();
         let mean = if span > 0.0 { scan.calls.saturating_sub(1) as f64 / span } else { 1.0 };
+        let mean = (mean * 10.0).round().max(1.0) / 10.0;
         plan.pacer = Pacer::Open(RateSchedule::constant(mean * speed), Arrival::Logged);
     }
     let end = plan.stop.duration.map(|d| plan.warmup.saturating_add(d));
@@ -87,7 +95,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         skipped_truncated: truncated,
         skipped_streaming: streaming,
         skipped_no_request: no_request,
-        recorded: Default::default(),
+        ..Replay::default()
     };
     Ok((mix, plan, names, Replaying { source, replay }))
 }

@@ -289,7 +289,7 @@ pub fn measure(
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
     });
-    summary.replay = replaying.map(super::replay::Replaying::finish);
+    summary.replay = replaying.map(|r| r.finish(&summary.measured));
     Ok((summary, finished.result.err()))
 }
 

@@ -1005,7 +1005,7 @@ async fn call(
     let named = local.shared.named;
     let prepared = &local.shared.calls[which];
     if let (Some(log), Some(call)) = (&local.shared.log, &logged) {
-        log.sent(call);
+        log.sent(call, warmup);
     }
     let request = match (&logged, &captured) {
         (Some(call), _) => call.request.clone(),

@@ -27,8 +27,9 @@ pub trait CallLog: Send + Sync {
     /// The next call; None once there is none left (the run then ends as `-n` ends it).
     fn next(&self) -> Option<LoggedCall>;
 
-    /// `call` is being sent: the log's own numbers of the calls sent are kept beside the run's.
-    fn sent(&self, call: &LoggedCall);
+    /// `call` is being sent (in the warm-up, or measured): the log's own numbers of the calls
+    /// sent are kept beside the run's.
+    fn sent(&self, call: &LoggedCall, warmup: bool);
 
     /// Whether calls come with the log's own times (else the log is a pool).
     fn scheduled(&self) -> bool;

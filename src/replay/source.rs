@@ -144,6 +144,8 @@ fn open(settings: &Settings) -> anyhow::Result<std::fs::File> {
 #[derive(Default)]
 struct Recorded {
     by_method: Vec<RecordedMethod>,
+    /// Message bytes of the measured calls sent, as logged.
+    payload_bytes: u64,
 }
 
 struct RecordedMethod {
@@ -255,6 +257,11 @@ impl Source {
             .collect()
     }
 
+    /// Message bytes of the measured calls sent, as the log holds them.
+    pub fn payload_bytes(&self) -> u64 {
+        self.shared.state.lock().unwrap().recorded.payload_bytes
+    }
+
     /// Why the log was not read to its end, if it was not.
     pub fn failed(&self) -> Option<String> {
         self.shared.state.lock().unwrap().failed.clone()
@@ -282,9 +289,15 @@ impl CallLog for Source {
         self.calls.recv().ok()
     }
 
-    fn sent(&self, call: &LoggedCall) {
-        let Some((status, latency)) = call.recorded else { return };
+    fn sent(&self, call: &LoggedCall, warmup: bool) {
+        // The warm-up's calls are left out, as the run's own numbers leave them out.
+        if warmup {
+            return;
+        }
         let mut state = self.shared.state.lock().unwrap();
+        // The logged message, framed as it is sent (its bytes are the log's).
+        state.recorded.payload_bytes += call.request.len().saturating_sub(5) as u64;
+        let Some((status, latency)) = call.recorded else { return };
         let Some(r) = state.recorded.by_method.get_mut(call.which) else { return };
         r.counts.total += 1;
         match status {

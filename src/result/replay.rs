@@ -26,6 +26,12 @@ pub struct Replay {
     pub skipped_streaming: u64,
     #[serde(default)]
     pub skipped_no_request: u64,
+    /// Message bytes of the calls sent, as the log holds them, and as the run sent them
+    /// (gRPC's 5-byte frame header left out; warm-up calls left out of both).
+    #[serde(default)]
+    pub payload_bytes_logged: u64,
+    #[serde(default)]
+    pub payload_bytes_sent: u64,
     /// The log's own numbers (status, latency as the logger saw it: trailer time - header
     /// time) of the calls sent, by the names of `calls_by_name`; a call whose end the log
     /// lacks is not counted here.

@@ -7,8 +7,8 @@
 //
 //	echo-server [--port 9000]     binds 127.0.0.1; --port 0 takes a free port
 //	            [--binlog]        grpc-go's binary log, to the file binarylog.NewTempFileSink
-//	                              makes (/tmp/grpcgo_binarylog_*.txt), named on stderr as
-//	                              "binary log: PATH"; GRPC_BINARY_LOG_FILTER chooses the methods
+//	                              makes (/tmp/grpcgo_binarylog_*.txt), named on the second
+//	                              line, "binary log: PATH"; GRPC_BINARY_LOG_FILTER chooses the methods
 //	            [--echo-status]   an echo of content "status:N" is answered with gRPC status N
 //	                              (1..16), for tests that need a mix of statuses
 package main
@@ -104,14 +104,14 @@ func main() {
 	}
 
 	var sink binarylog.Sink
+	var logPath string
 	if *binlog {
 		opened, path, err := openBinlog()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "echo-server: --binlog: %v\n", err)
 			os.Exit(1)
 		}
-		sink = opened
-		fmt.Fprintf(os.Stderr, "binary log: %s\n", path)
+		sink, logPath = opened, path
 	}
 	counters := newStats("/EchoService/echo", "/rpcmeter.lab.v1.Storage/GetValue", "/rpcmeter.lab.v1.Storage/PutValue")
 	server := grpc.NewServer(grpc.UnaryInterceptor(counters.count))
@@ -124,6 +124,9 @@ func main() {
 	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	fmt.Printf("listening on %s\n", listener.Addr()) // os.Stdout is unbuffered
+	if sink != nil {
+		fmt.Printf("binary log: %s\n", logPath)
+	}
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()
 
