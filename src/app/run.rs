@@ -9,7 +9,10 @@ use crate::load::engine;
 use crate::load::plan::{Control, Plan};
 use crate::report::Format;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
-use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress, Sinks};
+use crate::sink::{
+    details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress,
+    progress::Style as ProgressStyle, Sinks,
+};
 use crate::stats::assertions::Assertion;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -47,7 +50,8 @@ pub struct Settings {
     /// `--csv-details-header`/`--csv-details-trailer`: extra columns of `--csv-details`.
     pub csv_metadata: Vec<crate::sink::details::MetadataColumn>,
     pub checks: Vec<Assertion>,
-    pub progress: bool,
+    /// None: no progress (`-q`, or a run inside a series).
+    pub progress: Option<ProgressStyle>,
     /// Read the target's Stats before and after (the lab's) to show the server's count.
     pub server_stats: bool,
     /// Print the machine's floor (the calibration cache) beside the results.
@@ -173,7 +177,7 @@ pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details
         hdr_log: None,
     };
     settings.outputs = quiet.clone();
-    settings.progress = false;
+    settings.progress = None;
     settings.history = None;
     let mut outputs = Outputs::open(&quiet)?;
     let (summary, _) = measure(&settings, control, &mut outputs)?;
@@ -220,9 +224,9 @@ pub fn measure(
     if plan.warmup_auto {
         sinks.early = Some(Default::default());
     }
-    if settings.progress {
+    if let Some(style) = settings.progress {
         let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
-        sinks.add(Box::new(Progress::new(planned, plan.threads)));
+        sinks.add(Box::new(Progress::new(style, planned, plan.threads)));
     }
     if let Some(path) = &settings.outputs.hdr_log {
         let file = outputs.take(path).ok_or_else(|| internal("--hdr-log was not opened"))?;

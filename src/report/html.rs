@@ -280,6 +280,20 @@ svg text.tick, svg text.legend-text { font-size: 12px; } svg text.note { font-si
 const W: f64 = 620.0;
 const H: f64 = 320.0;
 
+/// A run's own page, as `rpcmeter report` draws its JSON result: one way to draw a run.
+pub struct Page;
+
+impl super::Export for Page {
+    fn render(&self, summary: &super::Summary) -> String {
+        let json = super::Export::render(&super::json::Json, summary);
+        match parse("run", &json) {
+            Ok(run) => render(&[run]),
+            // The JSON is rpcmeter's own: a failure here is a bug, shown rather than hidden.
+            Err(why) => format!("<!DOCTYPE html>\n<p>rpcmeter could not draw this run: {}</p>\n", esc(&why)),
+        }
+    }
+}
+
 /// The whole report for the runs, in the order given.
 pub fn render(runs: &[Run]) -> String {
     render_page("rpcmeter report", "", runs)
