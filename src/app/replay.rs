@@ -74,6 +74,8 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
             path: path.parse().expect("the scan kept only methods that parse"),
             requests: empty.clone(),
             rules: None,
+            kind: CallKind::Unary,
+            stream: plan.stream,
         })
         .collect();
     plan.spec.path = calls[0].path.clone();

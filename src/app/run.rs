@@ -210,7 +210,7 @@ pub fn measure(
         plan.spec.path = path(&method)?;
         plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
-        let mix = engine::Mix::single(plan.spec.path.clone(), requests);
+        let mix = engine::Mix::single(&plan, requests);
         Ok::<_, anyhow::Error>((Some(method), mix, plan, Breakdown::default()))
     })();
     let (method, mix, plan, mut breakdown) = prepared.inspect_err(|_| outputs.discard())?;
@@ -334,18 +334,17 @@ fn workload_mix(
             bad_input(format!("--workload: call {:?}: {why}", call.name))
         };
         let method = resolve_method(&settings.schema, &call.method, &settings.plan.target, control).map_err(at)?;
-        if method.is_client_streaming() || method.is_server_streaming() {
-            return Err(bad_input(format!(
-                "--workload: call {:?}: {} is a streaming method; a workload's calls are unary (for now)",
-                call.name,
-                method.full_name()
-            )));
-        }
+        let kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         let requests = Arc::new(RequestSource::with_vars(&method, &call.data, &vars).map_err(at)?);
+        // Each stream takes the run's stream flags (a client stream, by default, its records).
+        let stream = match kind {
+            CallKind::Unary => settings.plan.stream,
+            _ => stream_of(&method, kind, settings.plan.stream, requests.records() as u64).map_err(at)?,
+        };
         let rules = crate::load::flow::Rules::new(call, &method, &vars, checks.len())
             .map_err(|why| bad_input(format!("--workload: call {:?}: {why}", call.name)))?;
         checks.extend(call.checks.iter().map(|c| (call.name.clone(), c.text.clone())));
-        calls.push(engine::MixCall { path: path(&method)?, requests, rules });
+        calls.push(engine::MixCall { path: path(&method)?, requests, rules, kind, stream });
         methods.push(method);
     }
     let weights: Vec<u32> = match workload.flows.is_empty() {
@@ -359,7 +358,10 @@ fn workload_mix(
     let mut plan = settings.plan.clone();
     plan.spec.path = calls[0].path.clone();
     plan.kind = CallKind::Unary;
-    plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
+    // Stream flags need a streaming call in the mix.
+    if calls.iter().all(|c| c.kind == CallKind::Unary) {
+        plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
+    }
     let names = workload.calls.iter().zip(&methods).map(|(c, m)| (c.name.clone(), m.full_name().to_owned())).collect();
     let flows = workload
         .flows

@@ -22,6 +22,7 @@ pub mod run_settings;
 pub mod serve;
 pub mod sweep;
 pub mod target;
+pub mod words;
 
 #[derive(Parser, Debug)]
 #[command(name = "rpcmeter", version, about = "A gRPC measurement lab: load, serve, measure truthfully")]
@@ -155,7 +156,13 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
         first.settings(arguments.clone())?;
-        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
+        // The children write no file and print JSON to the parent; the parent's own flags
+        // stay with it (clap reads the words, so `-qo FILE` is seen as -q and -o).
+        let after_run = arguments.iter().skip_while(|a| *a != "run").skip(1).cloned().collect::<Vec<_>>();
+        let parents = ["shards", "join_timeout", "output", "format", "quiet", "history", "no_save"];
+        let becomes: Vec<_> = parents.iter().map(|id| (*id, words::Becomes::Dropped)).collect();
+        let children = words::rewrite(&run::command(), &after_run, &becomes);
+        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &children);
     }
     let settings = args.settings(arguments)?;
     match settings.coordination.clone() {

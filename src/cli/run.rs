@@ -295,6 +295,11 @@ pub enum BidiMode {
     Free,
 }
 
+/// `run`'s flags as clap declares them, for reading and rewriting the words of a `run`.
+pub fn command() -> clap::Command {
+    RunArgs::augment_args(clap::Command::new("run"))
+}
+
 /// `run`'s flags alone, for the subcommands that run a `run` of their own (demo, kube, sweep).
 #[derive(clap::Parser)]
 struct RunOnly {
