@@ -181,6 +181,16 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
         let want = logged_max.as_nanos() as f64 / 1e3;
         assert!((shown - want).abs() <= want * 0.001 + 0.001, "{method}: recorded max {shown} µs, logged {want} µs");
     }
+    // The HTML report shows the two side by side.
+    let html = dir.path().join("replayed.html");
+    let mut report = rpcmeter();
+    report.arg("report").arg(dir.path().join("replayed.json")).arg("-o").arg(&html);
+    run_ok(report);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<h3>Recorded vs replayed</h3>")
+            && page.contains("<td>EchoService/echo</td><td class=\"n\">200 / 200</td>")
+    );
     // Payload bytes: what the log holds of each request is what went out.
     let logged_bytes: u64 = calls.iter().map(|c| c.request_bytes()).sum();
     assert_eq!(result["replay"]["payload_bytes_logged"].as_u64(), Some(logged_bytes));
