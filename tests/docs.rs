@@ -20,6 +20,8 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
     ("--target", "labs/servers/java's LatchClient"),
     ("--calls", "labs/servers/java's LatchClient"),
     ("--pause", "labs/servers/java's LatchClient"),
+    ("--binlog", "labs/servers/go"),
+    ("--echo-status", "labs/servers/go"),
 ];
 
 fn root() -> PathBuf {

@@ -146,6 +146,7 @@ fn summarize(
         flow_names: Vec::new(),
         check_names: Vec::new(),
         backends: r.backends.iter().map(|a| a.to_string()).collect(),
+        replay: None,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod merge;
 pub mod parse;
 pub mod ping;
 pub mod protos;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod run_settings;
@@ -59,6 +60,8 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// A latency baseline: ICMP echo (else TCP connect) beside gRPC calls, interleaved, compared.
     Ping(ping::PingArgs),
+    /// What a gRPC binary log holds (methods, calls, span, rate, sizes, statuses) before `run --replay` sends it.
+    ReplayInfo(replay::ReplayInfoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::main(args),
         Command::Lab(args) => lab::main(args),
         Command::Ping(args) => ping::main(args),
+        Command::ReplayInfo(args) => replay::info(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),

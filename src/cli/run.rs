@@ -27,6 +27,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "What to call")]
     pub workload: Option<PathBuf>,
+    /// `--replay FILE` and its flags (docs/replay.md)
+    #[command(flatten, next_help_heading = "Replay a binary log")]
+    pub replay: super::replay::ReplayArgs,
     /// The request as JSON (protobuf JSON mapping); an array holds several requests, sent in
     /// turn; string fields may hold templates such as {{.RequestNumber}}
     #[arg(short = 'd', long = "data", conflicts_with = "data_file")]

@@ -116,7 +116,11 @@ impl RunArgs {
         let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
         target.lb = args.lb;
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
+        let replay = args.replay.settings(replay_scheduled(args), &args.redact)?;
         let call = match (&args.call, &args.workload) {
+            (None, None) if replay.is_some() => {
+                format!("replay {}", replay.as_ref().map(|r| r.file.display().to_string()).unwrap_or_default())
+            }
             (Some(call), None) => call.clone(),
             (None, Some(file)) => format!("workload {}", file.display()),
             (Some(_), Some(_)) => {
@@ -143,6 +147,7 @@ impl RunArgs {
         Ok(Settings {
             schema,
             call,
+            replay,
             pick_seed: args.seed.filter(|_| workload.is_some()),
             workload,
             data,
@@ -286,6 +291,16 @@ pub fn fingerprint(arguments: &[String]) -> anyhow::Result<Fingerprint> {
     Ok(Fingerprint::of(values))
 }
 
+/// `--replay` without another load model (-c, --rps, --stages, --burst): an open loop whose
+/// schedule is the log's own.
+fn replay_scheduled(args: &RunArgs) -> bool {
+    args.replay.replay.is_some()
+        && args.concurrency.is_none()
+        && args.rps.is_none()
+        && args.stages.is_none()
+        && args.burst.is_none()
+}
+
 /// How the load flags combine into a Plan; every limit that cannot be met is refused here.
 fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
@@ -325,6 +340,16 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         (None, Some(stages), StagesOf::Rate) => Some(RateSchedule::stages(stages.clone())),
         _ => None,
     };
+    // The log's schedule: its mean rate is known once it is read (app::run).
+    let open_rate = match replay_scheduled(args) {
+        true => Some(RateSchedule::constant(1.0)),
+        false => open_rate,
+    };
+    if replay_scheduled(args) && args.arrival.is_some() {
+        return Err(bad_input(
+            "--arrival: the log's own schedule says when each call is sent (with --rps or --stages it is a pool of calls)",
+        ));
+    }
     if open_rate.is_none() && args.max_in_flight.is_some() {
         return Err(bad_input("--max-in-flight applies to an open loop (--rps, or --stages of rates)"));
     }
@@ -341,6 +366,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         ));
     }
     let arrival = match args.arrival {
+        _ if replay_scheduled(args) => Arrival::Logged,
         None | Some(flags::Arrival::Uniform) => Arrival::Uniform,
         Some(flags::Arrival::Poisson) => {
             Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) }
@@ -383,7 +409,8 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             shard.index, shard.count
         )));
     }
-    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() {
+    // The log's schedule ends with the log (unless --replay-loop: then -z, -n or Ctrl-C).
+    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() && !replay_scheduled(args) {
         stop.duration = Some(Duration::from_secs(5));
     }
     // No more calls can be in flight than will ever be made: -c 100000 -n 10 runs 10 workers.

@@ -57,6 +57,11 @@ impl RequestSource {
         Ok(RequestSource { bodies })
     }
 
+    /// Always these framed bytes, whatever the method (a replayed log's calls bring their own).
+    pub fn fixed(framed: Bytes) -> RequestSource {
+        RequestSource { bodies: vec![Body::Fixed(framed)] }
+    }
+
     /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
     pub fn request(&self, call: u64, worker: u32) -> Bytes {
         self.message(call, call, worker)
