@@ -84,13 +84,15 @@ fn worker_threads_allocate_nothing_after_the_start_of_a_workload_run() {
                 RequestSource::new(&method, &DataSource::Json(format!(r#"{{"content":"{content}"}}"#))).unwrap(),
             ),
             rules: None,
+            kind: CallKind::Unary,
+            stream: StreamLimits::default(),
         })
         .collect();
     let flows = vec![
         MixFlow { steps: vec![0, 1], stop_on_check_failure: false },
         MixFlow { steps: vec![2], stop_on_check_failure: false },
     ];
-    let mix = Mix { calls, pick: Pick::round_robin(&[1, 2]), named: true, flows, checks: 0 };
+    let mix = Mix { calls, pick: Pick::round_robin(&[1, 2]), named: true, flows, checks: 0, log: None };
     let agree = |_: &Control| {
         ARMED.store(true, SeqCst);
         Ok(Instant::now() + Duration::from_millis(20))

@@ -15,12 +15,14 @@ pub mod merge;
 pub mod parse;
 pub mod ping;
 pub mod protos;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod run_settings;
 pub mod serve;
 pub mod sweep;
 pub mod target;
+pub mod words;
 
 #[derive(Parser, Debug)]
 #[command(name = "rpcmeter", version, about = "A gRPC measurement lab: load, serve, measure truthfully")]
@@ -58,13 +60,19 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// A latency baseline: ICMP echo (else TCP connect) beside gRPC calls, interleaved, compared.
     Ping(ping::PingArgs),
+    /// What a gRPC binary log holds (methods, calls, span, rate, sizes, statuses) before `run --replay` sends it.
+    ReplayInfo(replay::ReplayInfoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    Man,
+    /// Print the man page (roff): rpcmeter(1), or with a command's name its own page,
+    /// rpcmeter-COMMAND(1), as git ships one per command
+    Man {
+        /// The command whose page to print (run, merge, compare, ...)
+        command: Option<String>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -82,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::main(args),
         Command::Lab(args) => lab::main(args),
         Command::Ping(args) => ping::main(args),
+        Command::ReplayInfo(args) => replay::info(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),
@@ -92,13 +101,7 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut text);
             to_stdout(&text)
         }
-        Command::Man => {
-            let mut text = Vec::new();
-            match clap_mangen::Man::new(Cli::command()).render(&mut text) {
-                Ok(()) => to_stdout(&text),
-                Err(e) => Err(crate::error::internal(e)),
-            }
-        }
+        Command::Man { command } => man_page(command.as_deref()).and_then(|text| to_stdout(&text)),
     };
     match result {
         Ok(code) => code,
@@ -111,6 +114,29 @@ pub fn main() -> ExitCode {
             ExitCode::from(crate::error::exit_code(&err))
         }
     }
+}
+
+/// The roff page of rpcmeter, or of one of its commands (named `rpcmeter-COMMAND`, as
+/// `man rpcmeter-run` finds it).
+fn man_page(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let top = Cli::command();
+    let page = match command {
+        None => top,
+        Some(name) => {
+            let Some(sub) = top.find_subcommand(name).cloned() else {
+                let names: Vec<&str> = top.get_subcommands().map(|c| c.get_name()).collect();
+                return Err(crate::error::bad_input(format!(
+                    "man {name}: no such command (one of: {})",
+                    names.join(", ")
+                )));
+            };
+            let full = format!("rpcmeter-{}", sub.get_name());
+            sub.name(full.clone()).bin_name(full).version(env!("CARGO_PKG_VERSION"))
+        }
+    };
+    let mut text = Vec::new();
+    clap_mangen::Man::new(page).render(&mut text).map_err(crate::error::internal)?;
+    Ok(text)
 }
 
 /// Writes `bytes` to standard output; a failed write is an output error (exit 1, one line).
@@ -129,12 +155,31 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
-        first.settings(arguments.clone())?;
-        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
+        let whole = first.settings(arguments.clone())?;
+        // The children write no file and print JSON to the parent; the parent's own flags
+        // stay with it (clap reads the words, so `-qo FILE` is seen as -q and -o).
+        let after_run = arguments.iter().skip_while(|a| *a != "run").skip(1).cloned().collect::<Vec<_>>();
+        let parents = ["shards", "join_timeout", "output", "format", "quiet", "history", "no_save"];
+        let becomes: Vec<_> = parents.iter().map(|id| (*id, words::Becomes::Dropped)).collect();
+        let children = words::rewrite(&run::command(), &after_run, &becomes);
+        let whole = crate::app::shards::Whole {
+            shards,
+            format: args.format,
+            output: args.output.clone(),
+            join_timeout: args.join_timeout,
+            checks: whole.checks,
+            history: whole.history,
+            fingerprint: run_settings::fingerprint(&arguments)?,
+            progress: !args.quiet,
+        };
+        return crate::app::shards::run_local(whole, &children);
     }
-    let settings = args.settings(arguments)?;
+    let settings = args.settings(arguments.clone())?;
     match settings.coordination.clone() {
-        Some(how) => crate::app::coordinator::run_shard(settings, interruptible()?, &how),
+        Some(how) => {
+            let credentials = run_settings::credentials(&args, &arguments)?;
+            crate::app::coordinator::run_shard(settings, interruptible()?, &how, credentials)
+        }
         None => crate::app::run::run(settings, interruptible()?),
     }
 }

@@ -33,6 +33,8 @@ pub enum Format {
     Influx,
     /// JUnit XML of the `--assert` checks, for CI.
     Junit,
+    /// The HTML page `rpcmeter report` draws of the result (what `-o FILE.html` writes).
+    Html,
 }
 
 /// Renders a whole run as one document.
@@ -50,6 +52,7 @@ impl Format {
             Format::Prometheus => &prometheus::Prometheus,
             Format::Influx => &influx::Influx,
             Format::Junit => &junit::Junit,
+            Format::Html => &html::Page,
         }
     }
 }
@@ -64,6 +67,9 @@ pub fn describe_load(s: &Summary) -> String {
             "open loop, Poisson arrivals (seed {seed}) at {} calls/s, at most {} in flight",
             rate, s.concurrency
         ),
+        Pacer::Open(rate, Arrival::Logged) => {
+            format!("open loop on the log's schedule (mean {rate} calls/s), at most {} in flight", s.concurrency)
+        }
         Pacer::Burst { .. } => format!("bursts of {}", s.concurrency),
         Pacer::Closed => match &s.active_workers {
             Some(stages) => format!("closed loop, {} workers, active in stages {stages}", s.concurrency),
