@@ -331,3 +331,66 @@ fn streaming_results_merge_their_messages_exactly() {
     let max = |r: &Value| r["messages"]["round_trip_us"]["max"].as_f64().unwrap();
     assert_eq!(m["round_trip_us"]["max"].as_f64(), Some(max(&a).max(max(&b))));
 }
+
+/// A bidi server that answers no request and ends the stream OK once the client closes its
+/// side, as grpc interop's FullDuplexCall does for requests without response parameters.
+struct Silent;
+
+#[tonic::async_trait]
+impl streaming_server::Streaming for Silent {
+    type SubscribeStream = Chunks;
+    type EchoStream = Chunks;
+
+    async fn subscribe(&self, _: tonic::Request<SubscribeRequest>) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        Err(tonic::Status::unimplemented("silent"))
+    }
+
+    async fn upload(
+        &self,
+        _: tonic::Request<tonic::Streaming<Chunk>>,
+    ) -> Result<tonic::Response<UploadSummary>, tonic::Status> {
+        Err(tonic::Status::unimplemented("silent"))
+    }
+
+    async fn echo(
+        &self,
+        request: tonic::Request<tonic::Streaming<Chunk>>,
+    ) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        use futures::StreamExt;
+        let unanswered = request.into_inner().filter_map(|_| async { None });
+        Ok(tonic::Response::new(Box::pin(unanswered)))
+    }
+}
+
+/// A ping-pong stream whose answer never comes: the stream's last request closes the
+/// client's side (the server's end follows), its duration ends the wait (then our side
+/// closes), and so does its deadline. A hang fails the test after COMMAND_LIMIT.
+#[test]
+fn a_ping_pong_stream_waits_no_longer_than_its_count_duration_or_deadline() {
+    let mut server =
+        common::ThreadServer::start(|| tonic::service::Routes::new(streaming_server::StreamingServer::new(Silent)));
+    let addr = server.addr.to_string();
+    let lab_proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/rpcmeter/lab/v1/lab.proto");
+    let echo = |extra: &[&str]| {
+        let mut cmd = common::rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--format", "json", &addr])
+            .args(["--proto", lab_proto, "--call", "rpcmeter.lab.v1.Streaming/Echo", "-n", "2", "-c", "2"])
+            .args(extra);
+        let (code, stdout, stderr) = common::outcome(cmd);
+        let r: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e} ({code:?}): {stderr}"));
+        r
+    };
+    let one_each = echo(&[]);
+    let timed = echo(&["--stream-call-count", "5", "--stream-call-duration", "300ms"]);
+    let deadline = echo(&["--stream-call-count", "5", "--deadline", "300ms"]);
+    server.kill();
+
+    // One request each (-d's one record), sent with the end of the client's side.
+    assert_eq!(one_each["statuses"]["OK"], 2, "{one_each}");
+    assert_eq!((one_each["messages"]["sent"].as_u64(), one_each["messages"]["received"].as_u64()), (Some(2), Some(0)));
+    // The first request's answer is awaited until the duration ends the stream: OK.
+    assert_eq!(timed["statuses"]["OK"], 2, "{timed}");
+    assert_eq!(timed["messages"]["sent"], 2);
+    assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 300_000.0, "{}", timed["latency_us"]);
+    assert_eq!(deadline["statuses"]["DEADLINE_EXCEEDED"], 2, "{deadline}");
+}

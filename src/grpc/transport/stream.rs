@@ -87,6 +87,19 @@ impl SendSchedule {
         self.index += 1;
         self.next_send = at + self.limits.interval;
     }
+
+    /// Whether request `index` is the last the count allows.
+    fn is_last(&self, index: u64) -> bool {
+        self.limits.count.is_some_and(|n| index + 1 >= n)
+    }
+}
+
+/// `wait`'s outcome, or None once `until` has passed first.
+async fn within<T>(until: Option<Instant>, wait: impl std::future::Future<Output = T>) -> Option<T> {
+    match until {
+        Some(at) => tokio::time::timeout_at(at.into(), wait).await.ok(),
+        None => Some(wait.await),
+    }
 }
 
 /// How a bidi stream's requests wait for its responses (`--bidi`).
@@ -148,42 +161,45 @@ impl Connection {
                 if limits.count.is_some_and(|n| inbound.reported >= n) {
                     return inbound.cancel(&mut out);
                 }
-                let next = async {
-                    match until {
-                        Some(at) => tokio::time::timeout_at(at.into(), inbound.next(observer)).await,
-                        None => Ok(inbound.next(observer).await),
-                    }
-                };
-                match next.await {
-                    Err(_elapsed) => return inbound.cancel(&mut out),
-                    Ok(Ok(true)) => {}
-                    Ok(Ok(false)) => return inbound.finish(None, observer).await,
-                    Ok(Err(reply)) => return reply,
+                match within(until, inbound.next(observer)).await {
+                    None => return inbound.cancel(&mut out),
+                    Some(Ok(true)) => {}
+                    Some(Ok(false)) => return inbound.finish(None, observer).await,
+                    Some(Err(reply)) => return reply,
                 }
             }
         }
         if kind == CallKind::Bidi && limits.bidi == Bidi::Free {
             return self.free_bidi(outgoing, inbound, limits, until, message, observer).await;
         }
-        // Client and bidi streams: the schedule of requests, then our side closes.
+        // Client and bidi streams: the schedule of requests, then our side closes. The last
+        // counted request closes it itself: a ping-pong server that answers only some
+        // requests (grpc interop's FullDuplexCall without response parameters) sees the end
+        // instead of waiting for more while we wait for its answer.
         let mut schedule = SendSchedule::new(opened, limits, until);
+        let mut closed = false;
         while let Some(index) = schedule.next().await {
             let sent_at = Instant::now();
-            if let Err(reply) = outgoing.send(message(index), false, observer).await {
+            closed = schedule.is_last(index);
+            if let Err(reply) = outgoing.send(message(index), closed, observer).await {
                 return self.or_status(reply, inbound, observer).await;
             }
             schedule.sent(sent_at);
             if kind == CallKind::Bidi {
-                match inbound.next(observer).await {
-                    Ok(true) => observer.round_trip(sent_at.elapsed()),
+                match within(until, inbound.next(observer)).await {
+                    Some(Ok(true)) => observer.round_trip(sent_at.elapsed()),
                     // The server ended the stream first: its status says why.
-                    Ok(false) => return inbound.finish(None, observer).await,
-                    Err(reply) => return reply,
+                    Some(Ok(false)) => return inbound.finish(None, observer).await,
+                    Some(Err(reply)) => return reply,
+                    // The stream's time is up while its answer is awaited: our side closes.
+                    None => break,
                 }
             }
         }
-        if let Err(reply) = outgoing.send(Bytes::new(), true, observer).await {
-            return self.or_status(reply, inbound, observer).await;
+        if !closed {
+            if let Err(reply) = outgoing.send(Bytes::new(), true, observer).await {
+                return self.or_status(reply, inbound, observer).await;
+            }
         }
         let expected = (kind == CallKind::ClientStream).then_some(1);
         inbound.finish(expected, observer).await
@@ -322,8 +338,12 @@ impl Inbound {
     /// Waits for the next whole message: true when one arrived, false when the server's data
     /// ended (its status follows).
     async fn next(&mut self, observer: &mut dyn StreamObserver) -> Result<bool, Reply> {
-        if let Some(response) = self.response.take() {
-            let response = response.await.map_err(|e| failure(&e))?;
+        // Polled in place, not taken: a wait cut short by the stream's duration must leave
+        // the answer to `finish`.
+        if let Some(pending) = self.response.as_mut() {
+            let response = pending.await;
+            self.response = None;
+            let response = response.map_err(|e| failure(&e))?;
             if response.status() != StatusCode::OK {
                 let status = response.status();
                 return Err(Reply::error(http_status_code(status), format!("HTTP status {status}")));
