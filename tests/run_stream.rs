@@ -394,3 +394,36 @@ fn a_ping_pong_stream_waits_no_longer_than_its_count_duration_or_deadline() {
     assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 300_000.0, "{}", timed["latency_us"]);
     assert_eq!(deadline["statuses"]["DEADLINE_EXCEEDED"], 2, "{deadline}");
 }
+
+/// `--csv-details-header` and `--csv-details-trailer` carry a stream's response metadata as
+/// they carry a unary call's: the headers and trailers of a whole stream, the headers alone of
+/// a stream the client cancelled (it has no trailers).
+#[test]
+fn csv_details_carry_the_headers_and_trailers_of_streams() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let columns = |method: &str, extra: &[&str]| -> Vec<Vec<String>> {
+        let csv = dir.path().join(format!("{method}.csv"));
+        let call = format!("rpcmeter.lab.v1.Streaming/{method}");
+        let args = ["--call", &call, "-c", "2", "-n", "4", "--csv-details", csv.to_str().unwrap()];
+        let metadata = ["--csv-details-header", "content-type", "--csv-details-trailer", "grpc-status"];
+        run(&addr, &[&args[..], &metadata, extra].concat());
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let mut lines = text.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(head[head.len() - 2..], ["header:content-type", "trailer:grpc-status"], "{head:?}");
+        lines.map(|l| l.split(',').rev().take(2).map(String::from).collect()).collect()
+    };
+    let whole = [String::from("0"), String::from("application/grpc")];
+    for (method, extra) in
+        [("Echo", &["--stream-call-count", "3"][..]), ("Upload", &[]), ("Subscribe", &["-d", r#"{"count":3}"#])]
+    {
+        let rows = columns(method, extra);
+        assert_eq!(rows.len(), 4, "{method}");
+        assert!(rows.iter().all(|r| r[..] == whole), "{method}: {rows:?}");
+    }
+    let cancelled = columns("Subscribe", &["-d", r#"{"count":0}"#, "--stream-call-count", "2"]);
+    assert!(cancelled.iter().all(|r| r[..] == ["", "application/grpc"]), "{cancelled:?}");
+    server.shutdown();
+}

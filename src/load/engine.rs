@@ -734,7 +734,7 @@ impl Local {
             _ => requests.message(body.call, index, body.worker),
         };
         let mut observer = Messages { local: self, warmup };
-        connection.stream(&which.call, plan.kind, plan.stream, &mut message, &mut observer).await
+        connection.stream(&which.call, plan.kind, plan.stream, plan.keep_responses, &mut message, &mut observer).await
     }
 }
 

@@ -1,7 +1,7 @@
 //! Streaming calls on the same connections as unary ones: a stream is a call whose body is
 //! a schedule of messages (ghz's `--stream-call-count`, `--stream-call-duration`,
 //! `--stream-interval`). Messages are counted as they pass and never kept.
-use super::{finish, h2_failure as failure, within_deadline, Connection, PreparedCall, Reply};
+use super::{finish, h2_failure as failure, within_deadline, Connection, Metadata, PreparedCall, Reply};
 use crate::grpc::wire::{http_status_code, Deframer};
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
@@ -126,15 +126,18 @@ pub trait StreamObserver {
 
 impl Connection {
     /// One streaming call of `kind`; message `i` of the stream is `message(i)`, framed.
+    /// `keep`: the reply brings the response's headers and trailers (its messages are never
+    /// kept).
     pub async fn stream(
         &self,
         call: &PreparedCall,
         kind: CallKind,
         limits: StreamLimits,
+        keep: bool,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
-        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, message, observer)).await
+        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, keep, message, observer)).await
     }
 
     async fn stream_exchange(
@@ -142,6 +145,7 @@ impl Connection {
         call: &PreparedCall,
         kind: CallKind,
         limits: StreamLimits,
+        keep: bool,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
@@ -151,7 +155,7 @@ impl Connection {
             Ok(pair) => pair,
             Err(reply) => return reply,
         };
-        let mut inbound = Inbound::new(response, call.messages.receive, opened);
+        let mut inbound = Inbound::new(response, call.messages.receive, opened, keep);
         let mut outgoing = Outgoing { call, out: &mut out };
         if kind == CallKind::ServerStream {
             if let Err(reply) = outgoing.send(message(0), true, observer).await {
@@ -324,6 +328,9 @@ struct Inbound {
     body: Option<RecvStream>,
     /// A trailers-only answer: the status is in the headers.
     ended: Option<HeaderMap>,
+    /// The response's headers, when the reply is to bring them (`Connection::stream`'s `keep`).
+    headers: Option<Vec<(String, String)>>,
+    keep: bool,
     messages: Deframer,
     /// Whole messages already handed to the observer.
     reported: u64,
@@ -331,8 +338,17 @@ struct Inbound {
 }
 
 impl Inbound {
-    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant) -> Inbound {
-        Inbound { response: Some(response), body: None, ended: None, messages: Deframer::new(max), reported: 0, opened }
+    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant, keep: bool) -> Inbound {
+        Inbound {
+            response: Some(response),
+            body: None,
+            ended: None,
+            headers: None,
+            keep,
+            messages: Deframer::new(max),
+            reported: 0,
+            opened,
+        }
     }
 
     /// Waits for the next whole message: true when one arrived, false when the server's data
@@ -351,6 +367,7 @@ impl Inbound {
             if response.headers().contains_key("grpc-status") {
                 self.ended = Some(response.headers().clone());
             } else {
+                self.headers = self.keep.then(|| Metadata::of(response.headers()));
                 self.body = Some(response.into_body());
             }
         }
@@ -382,29 +399,45 @@ impl Inbound {
                 Err(reply) => return reply,
             }
         }
-        if let Some(headers) = &self.ended {
-            return finish(headers, &self.messages, None, expected);
+        // As a unary call's: a trailers-only answer's metadata is its trailers.
+        if let Some(ended) = self.ended.take() {
+            let reply = finish(&ended, &self.messages, None, expected);
+            return self.with_metadata(reply, Some(&ended));
         }
         let Some(mut body) = self.body.take() else {
             return Reply::error(Code::Internal, "stream ended without a response");
         };
         match body.trailers().await {
-            Ok(Some(trailers)) => finish(&trailers, &self.messages, None, expected),
+            Ok(Some(trailers)) => {
+                let reply = finish(&trailers, &self.messages, None, expected);
+                self.with_metadata(reply, Some(&trailers))
+            }
             Ok(None) => Reply::error(Code::Internal, "stream ended without trailers"),
             Err(e) => failure(&e),
         }
     }
 
+    /// `reply` with the response's headers and `trailers` when they are kept.
+    fn with_metadata(&mut self, mut reply: Reply, trailers: Option<&HeaderMap>) -> Reply {
+        if self.keep {
+            let trailers = trailers.map(Metadata::of).unwrap_or_default();
+            reply.metadata = Metadata { headers: self.headers.take().unwrap_or_default(), trailers };
+        }
+        reply
+    }
+
     /// The client's own end of a server stream (its count or duration reached): the stream is
     /// reset (CANCEL) and the call is OK.
-    fn cancel(self, out: &mut SendStream<Bytes>) -> Reply {
+    fn cancel(mut self, out: &mut SendStream<Bytes>) -> Reply {
         out.send_reset(h2::Reason::CANCEL);
-        Reply {
+        let reply = Reply {
             status: Code::Ok,
             response_bytes: self.messages.payload,
             response: None,
             message: None,
             metadata: Default::default(),
-        }
+        };
+        // Cancelled before its end, the stream has no trailers.
+        self.with_metadata(reply, None)
     }
 }
