@@ -220,7 +220,27 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("stream duration on a unary method", 2, "--stream-call-duration", echo(&["--stream-call-duration", "1s"])),
         case("stream interval on a unary method", 2, "--stream-interval", echo(&["--stream-interval", "1ms"])),
         case("interval on a server stream", 2, "server streaming", stream("Subscribe", &["--stream-interval", "1ms"])),
-        case("zero stream count", 2, "--stream-call-count", stream("Echo", &["--stream-call-count", "0"])),
+        case(
+            "zero stream count on a server stream",
+            2,
+            "--stream-call-count",
+            stream("Subscribe", &["--stream-call-count", "0"]),
+        ),
+        case(
+            "an empty stream with a count",
+            2,
+            "no message to send",
+            stream("Echo", &["-d", "[]", "--stream-call-count", "2"]),
+        ),
+        case("cancel after a word it does not know", 2, "first-response", stream("Echo", &["--cancel-after", "soon"])),
+        case("cancel after nothing", 2, "first-response", stream("Echo", &["--cancel-after", "0s"])),
+        case("cancel on a unary method", 2, "--cancel-after", echo(&["--cancel-after", "begin"])),
+        case(
+            "cancel a client stream after its answer",
+            2,
+            "client streaming",
+            stream("Upload", &["--cancel-after", "first-response"]),
+        ),
         case("zero stream duration", 2, "above zero", stream("Echo", &["--stream-call-duration", "0s"])),
         case("endless stream duration", 2, "longer than", stream("Echo", &["--stream-call-duration", "99999999h"])),
         case(

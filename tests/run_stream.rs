@@ -427,3 +427,102 @@ fn csv_details_carry_the_headers_and_trailers_of_streams() {
     assert!(cancelled.iter().all(|r| r[..] == ["", "application/grpc"]), "{cancelled:?}");
     server.shutdown();
 }
+
+/// grpc interop's empty_stream: a stream that sends nothing, from an empty -d array, an
+/// empty -D file or --stream-call-count 0; and what cannot be sent is refused in one line.
+#[test]
+fn an_empty_stream_sends_nothing_and_ends_ok() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let echo = ["--call", "rpcmeter.lab.v1.Streaming/Echo", "-c", "2", "-n", "4"];
+    let from_array = run(&addr, &[&echo[..], &["-d", "[]"]].concat());
+    let from_file = run(&addr, &[&echo[..], &["-D", empty.to_str().unwrap()]].concat());
+    let upload = run(&addr, &["--call", "rpcmeter.lab.v1.Streaming/Upload", "--stream-call-count", "0", "-n", "4"]);
+    let refused = |args: &[&str]| {
+        let mut cmd = common::rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", &addr]).args(args);
+        let (code, _, stderr) = common::outcome(cmd);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        stderr
+    };
+    let subscribe = ["--call", "rpcmeter.lab.v1.Streaming/Subscribe"];
+    let zero_received = refused(&[&subscribe[..], &["--stream-call-count", "0"]].concat());
+    let nothing_to_send = refused(&[&echo[..], &["-d", "[]", "--stream-call-count", "3"]].concat());
+    let unary_empty = refused(&["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", "[]"]);
+    let stats = server.shutdown();
+
+    for r in [&from_array, &from_file] {
+        assert_eq!(r["statuses"]["OK"], 4, "{r}");
+        assert_eq!((r["messages"]["sent"].as_u64(), r["messages"]["received"].as_u64()), (Some(0), Some(0)));
+    }
+    let lab_echo = method(&stats, "Echo");
+    assert_eq!((lab_echo.ok, lab_echo.messages_in), (8, 0));
+    // A client stream of nothing still gets its one summary.
+    assert_eq!(upload["statuses"]["OK"], 4, "{upload}");
+    assert_eq!((upload["messages"]["sent"].as_u64(), upload["messages"]["received"].as_u64()), (Some(0), Some(4)));
+    assert!(zero_received.contains("--cancel-after begin"), "{zero_received}");
+    assert!(nothing_to_send.contains("no message to send"), "{nothing_to_send}");
+    assert!(unary_empty.contains("empty JSON array"), "{unary_empty}");
+}
+
+/// grpc interop's cancel_after_begin and cancel_after_first_response, and a cancel in time:
+/// the client resets each stream at the point it chose; the stream is OK (the plan), the
+/// lab counts it cancelled.
+#[test]
+fn cancel_after_begin_first_response_or_a_time_resets_each_stream() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let call = |method: &str, extra: &[&str]| {
+        let call = format!("rpcmeter.lab.v1.Streaming/{method}");
+        run(&addr, &[&["--call", call.as_str(), "-c", "2", "-n", "4"][..], extra].concat())
+    };
+    let begin = call("Upload", &["--cancel-after", "begin", "--stream-call-count", "5"]);
+    let first_bidi = call("Echo", &["--cancel-after", "first-response", "--stream-call-count", "5"]);
+    let endless = r#"{"count":0,"size":8,"interval_us":1000}"#;
+    let first_server = call("Subscribe", &["--cancel-after", "first-response", "-d", endless]);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("timed.csv");
+    let timed = call("Subscribe", &["--cancel-after", "50ms", "-d", endless, "--csv-details", csv.to_str().unwrap()]);
+    let upload_first = {
+        let mut cmd = common::rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", &addr]).args([
+            "--call",
+            "rpcmeter.lab.v1.Streaming/Upload",
+            "--cancel-after",
+            "first-response",
+        ]);
+        common::outcome(cmd)
+    };
+    let stats = server.shutdown();
+
+    let all_ok = |r: &Value| {
+        assert_eq!((r["statuses"]["OK"].as_u64(), r["requests"]["total"].as_u64()), (Some(4), Some(4)), "{r}")
+    };
+    let messages = |r: &Value| (r["messages"]["sent"].as_u64().unwrap(), r["messages"]["received"].as_u64().unwrap());
+    all_ok(&begin);
+    assert_eq!(messages(&begin), (0, 0));
+    all_ok(&first_bidi);
+    assert_eq!(messages(&first_bidi), (4, 4), "one ping, one pong, then the reset");
+    all_ok(&first_server);
+    assert_eq!(messages(&first_server), (4, 4));
+    all_ok(&timed);
+    assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 50_000.0, "{}", timed["latency_us"]);
+    assert!(messages(&timed).1 >= 4, "{}", timed["messages"]);
+    // Dropped whole at its time, the stream still says what it received.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let bytes: Vec<u64> = text.lines().skip(1).map(|l| l.split(',').nth(5).unwrap().parse().unwrap()).collect();
+    assert!(bytes.len() == 4 && bytes.iter().all(|b| *b >= 8 * 4), "{text}");
+    let (code, _, stderr) = upload_first;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("client streaming"), "{stderr}");
+    // The server saw each stream it met end cancelled, none OK.
+    for name in ["Upload", "Echo", "Subscribe"] {
+        let m = method(&stats, name);
+        assert_eq!(m.ok, 0, "{name}: {m:?}");
+    }
+    assert_eq!(method(&stats, "Echo").failed, 4);
+}

@@ -39,6 +39,19 @@ pub fn positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--cancel-after`: `begin`, `first-response` or a duration above zero.
+pub fn cancel_after(text: &str) -> Result<crate::grpc::CancelAfter, String> {
+    use crate::grpc::CancelAfter;
+    match text.trim() {
+        "begin" => Ok(CancelAfter::Begin),
+        "first-response" => Ok(CancelAfter::FirstResponse),
+        other => match positive_duration(other) {
+            Ok(d) => Ok(CancelAfter::Time(d)),
+            Err(_) => Err(format!("{text:?}: expected begin, first-response or a duration (e.g. 50ms)")),
+        },
+    }
+}
+
 /// The slowest rate worth pacing: one call every 1000 s.
 const MIN_RATE: f64 = 0.001;
 /// The fastest: a call every nanosecond, far beyond what any client sends.

@@ -358,6 +358,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
                 Some(flags::BidiMode::Free) => Bidi::Free,
                 Some(flags::BidiMode::PingPong) | None => Bidi::PingPong,
             },
+            cancel: args.cancel_after,
         },
         pacer,
         workers,

@@ -51,6 +51,22 @@ pub struct StreamLimits {
     pub duration: Option<Duration>,
     pub interval: Duration,
     pub bidi: Bidi,
+    pub cancel: Option<CancelAfter>,
+}
+
+/// When the client cancels each stream itself (`--cancel-after`; grpc interop's
+/// cancel_after_begin and cancel_after_first_response): it resets the stream (RST_STREAM
+/// CANCEL), and the stream is OK unless the server ended it first with a status of its own,
+/// as a server stream cut by its count is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelAfter {
+    /// Once the stream is open, before any message.
+    Begin,
+    /// Once the first response message arrived (not on client streams: their one response
+    /// ends them).
+    FirstResponse,
+    /// This long after the stream was opened, whatever it is doing.
+    Time(Duration),
 }
 
 /// When a client or bidi stream's next request leaves: `--stream-interval` after the last
@@ -137,15 +153,27 @@ impl Connection {
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
-        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, keep, message, observer)).await
+        let seen = Seen::default();
+        let exchange = self.stream_exchange(call, kind, limits, keep, &seen, message, observer);
+        let exchange = async {
+            let Some(CancelAfter::Time(after)) = limits.cancel else { return exchange.await };
+            match tokio::time::timeout(after, exchange).await {
+                Ok(reply) => reply,
+                // Dropped, the exchange resets its stream (RST_STREAM CANCEL).
+                Err(_) => seen.cancelled(keep),
+            }
+        };
+        within_deadline(call.deadline, exchange).await
     }
 
+    #[allow(clippy::too_many_arguments)] // one call's parts, each used once: no struct of its own
     async fn stream_exchange(
         &self,
         call: &PreparedCall,
         kind: CallKind,
         limits: StreamLimits,
         keep: bool,
+        seen: &Seen,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
@@ -155,14 +183,21 @@ impl Connection {
             Ok(pair) => pair,
             Err(reply) => return reply,
         };
-        let mut inbound = Inbound::new(response, call.messages.receive, opened, keep);
+        let inbound = Inbound::new(response, call.messages.receive, opened, keep, seen);
+        if limits.cancel == Some(CancelAfter::Begin) {
+            // h2 sends the stream's HEADERS before the reset, so the server sees it begin.
+            return inbound.cancel(&mut out);
+        }
+        let first_response = limits.cancel == Some(CancelAfter::FirstResponse);
+        let mut inbound = inbound;
         let mut outgoing = Outgoing { call, out: &mut out };
         if kind == CallKind::ServerStream {
             if let Err(reply) = outgoing.send(message(0), true, observer).await {
                 return self.or_status(reply, inbound, observer).await;
             }
+            let count = if first_response { Some(1) } else { limits.count };
             loop {
-                if limits.count.is_some_and(|n| inbound.reported >= n) {
+                if count.is_some_and(|n| inbound.reported >= n) {
                     return inbound.cancel(&mut out);
                 }
                 match within(until, inbound.next(observer)).await {
@@ -191,6 +226,10 @@ impl Connection {
             schedule.sent(sent_at);
             if kind == CallKind::Bidi {
                 match within(until, inbound.next(observer)).await {
+                    Some(Ok(true)) if first_response => {
+                        observer.round_trip(sent_at.elapsed());
+                        return inbound.cancel(outgoing.out);
+                    }
                     Some(Ok(true)) => observer.round_trip(sent_at.elapsed()),
                     // The server ended the stream first: its status says why.
                     Some(Ok(false)) => return inbound.finish(None, observer).await,
@@ -214,7 +253,7 @@ impl Connection {
     async fn free_bidi(
         &self,
         mut outgoing: Outgoing<'_>,
-        mut inbound: Inbound,
+        mut inbound: Inbound<'_>,
         limits: StreamLimits,
         until: Option<Instant>,
         message: &mut dyn FnMut(u64) -> Bytes,
@@ -234,10 +273,15 @@ impl Connection {
                 }
                 outgoing.send(Bytes::new(), true, &mut relay).await
             };
+            // Ok(true): the first answer came and the stream is to be cancelled.
             let receiving = async {
                 let mut relay = Relay(&shared);
-                while inbound.next(&mut relay).await? {}
-                Ok(())
+                while inbound.next(&mut relay).await? {
+                    if limits.cancel == Some(CancelAfter::FirstResponse) {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
             };
             match select(std::pin::pin!(sending), std::pin::pin!(receiving)).await {
                 Either::Left((Ok(()), receiving)) => receiving.await.map_err(Ended::Read),
@@ -248,7 +292,8 @@ impl Connection {
         };
         let observer = shared.into_inner();
         match ended {
-            Ok(()) => inbound.finish(None, observer).await,
+            Ok(true) => inbound.cancel(outgoing.out),
+            Ok(false) => inbound.finish(None, observer).await,
             Err(Ended::Read(reply)) => reply,
             Err(Ended::Send(reply)) => self.or_status(reply, inbound, observer).await,
         }
@@ -256,7 +301,7 @@ impl Connection {
 
     /// A send that failed: the server may have ended the stream with a status (a
     /// trailers-only answer and a reset); that status is the call's, else the send's failure.
-    async fn or_status(&self, failed: Reply, inbound: Inbound, observer: &mut dyn StreamObserver) -> Reply {
+    async fn or_status(&self, failed: Reply, inbound: Inbound<'_>, observer: &mut dyn StreamObserver) -> Reply {
         match tokio::time::timeout(Duration::from_millis(100), inbound.finish(None, observer)).await {
             Ok(reply) if reply.status != Code::Unavailable && reply.status != Code::Internal => reply,
             _ => failed,
@@ -322,29 +367,54 @@ impl Outgoing<'_> {
     }
 }
 
+/// What a stream received so far, kept outside it: a stream cancelled by time
+/// (`CancelAfter::Time`) is dropped whole, and its reply still says what came.
+#[derive(Default)]
+struct Seen {
+    /// Response payload bytes of whole and partial messages.
+    bytes: std::cell::Cell<u64>,
+    /// The response's headers, when kept.
+    headers: std::cell::RefCell<Vec<(String, String)>>,
+}
+
+impl Seen {
+    /// The OK reply of a stream the client ended itself (it has no trailers).
+    fn cancelled(&self, keep: bool) -> Reply {
+        let headers = if keep { self.headers.take() } else { Vec::new() };
+        Reply {
+            status: Code::Ok,
+            response_bytes: self.bytes.get(),
+            response: None,
+            message: None,
+            metadata: Metadata { headers, trailers: Vec::new() },
+        }
+    }
+}
+
 /// The response side of a stream: whole messages counted as they complete.
-struct Inbound {
+struct Inbound<'a> {
     response: Option<h2::client::ResponseFuture>,
     body: Option<RecvStream>,
     /// A trailers-only answer: the status is in the headers.
     ended: Option<HeaderMap>,
-    /// The response's headers, when the reply is to bring them (`Connection::stream`'s `keep`).
-    headers: Option<Vec<(String, String)>>,
+    /// Whether the reply brings the response's headers and trailers (`Connection::stream`'s
+    /// `keep`); the headers are kept in `seen`.
     keep: bool,
+    seen: &'a Seen,
     messages: Deframer,
     /// Whole messages already handed to the observer.
     reported: u64,
     opened: Instant,
 }
 
-impl Inbound {
-    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant, keep: bool) -> Inbound {
+impl<'a> Inbound<'a> {
+    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant, keep: bool, seen: &'a Seen) -> Self {
         Inbound {
             response: Some(response),
             body: None,
             ended: None,
-            headers: None,
             keep,
+            seen,
             messages: Deframer::new(max),
             reported: 0,
             opened,
@@ -367,7 +437,9 @@ impl Inbound {
             if response.headers().contains_key("grpc-status") {
                 self.ended = Some(response.headers().clone());
             } else {
-                self.headers = self.keep.then(|| Metadata::of(response.headers()));
+                if self.keep {
+                    self.seen.headers.replace(Metadata::of(response.headers()));
+                }
                 self.body = Some(response.into_body());
             }
         }
@@ -384,6 +456,7 @@ impl Inbound {
                 Some(Ok(chunk)) => chunk,
             };
             let fed = self.messages.feed(&chunk, None);
+            self.seen.bytes.set(self.messages.payload);
             let _ = body.flow_control().release_capacity(chunk.len());
             // Dropping the stream resets it: the rest is not read.
             fed?;
@@ -421,23 +494,15 @@ impl Inbound {
     fn with_metadata(&mut self, mut reply: Reply, trailers: Option<&HeaderMap>) -> Reply {
         if self.keep {
             let trailers = trailers.map(Metadata::of).unwrap_or_default();
-            reply.metadata = Metadata { headers: self.headers.take().unwrap_or_default(), trailers };
+            reply.metadata = Metadata { headers: self.seen.headers.take(), trailers };
         }
         reply
     }
 
-    /// The client's own end of a server stream (its count or duration reached): the stream is
-    /// reset (CANCEL) and the call is OK.
-    fn cancel(mut self, out: &mut SendStream<Bytes>) -> Reply {
+    /// The client's own end of a stream (a server stream's count or duration reached,
+    /// `--cancel-after`): the stream is reset (CANCEL) and the call is OK.
+    fn cancel(self, out: &mut SendStream<Bytes>) -> Reply {
         out.send_reset(h2::Reason::CANCEL);
-        let reply = Reply {
-            status: Code::Ok,
-            response_bytes: self.messages.payload,
-            response: None,
-            message: None,
-            metadata: Default::default(),
-        };
-        // Cancelled before its end, the stream has no trailers.
-        self.with_metadata(reply, None)
+        self.seen.cancelled(self.keep)
     }
 }
