@@ -470,8 +470,7 @@ fn an_empty_stream_sends_nothing_and_ends_ok() {
 }
 
 /// grpc interop's cancel_after_begin and cancel_after_first_response, and a cancel in time:
-/// the client resets each stream at the point it chose; the stream is OK (the plan), the
-/// lab counts it cancelled.
+/// the client resets each stream at the point it chose; the stream is OK (the plan).
 #[test]
 fn cancel_after_begin_first_response_or_a_time_resets_each_stream() {
     let server = lab();
@@ -519,10 +518,9 @@ fn cancel_after_begin_first_response_or_a_time_resets_each_stream() {
     let (code, _, stderr) = upload_first;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("client streaming"), "{stderr}");
-    // The server saw each stream it met end cancelled, none OK.
-    for name in ["Upload", "Echo", "Subscribe"] {
-        let m = method(&stats, name);
-        assert_eq!(m.ok, 0, "{name}: {m:?}");
-    }
-    assert_eq!(method(&stats, "Echo").failed, 4);
+    // What the server received: no message before the reset, one ping each. (Whether it
+    // counts a stream OK or failed is a race: hyper ends a request body reset with CANCEL as
+    // if it had ended, and the lab's answer may come before tonic sees the reset.)
+    assert_eq!(method(&stats, "Upload").messages_in, 0);
+    assert_eq!(method(&stats, "Echo").messages_in, 4);
 }

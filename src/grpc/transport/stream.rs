@@ -1,6 +1,7 @@
 //! Streaming calls on the same connections as unary ones: a stream is a call whose body is
 //! a schedule of messages (ghz's `--stream-call-count`, `--stream-call-duration`,
-//! `--stream-interval`). Messages are counted as they pass and never kept.
+//! `--stream-interval`). Messages are counted as they pass and never kept, but for the last
+//! one when a workload step reads it.
 use super::{finish, h2_failure as failure, within_deadline, Connection, Metadata, PreparedCall, Reply};
 use crate::grpc::wire::{http_status_code, Deframer};
 use bytes::Bytes;
@@ -142,8 +143,8 @@ pub trait StreamObserver {
 
 impl Connection {
     /// One streaming call of `kind`; message `i` of the stream is `message(i)`, framed.
-    /// `keep`: the reply brings the response's headers and trailers (its messages are never
-    /// kept).
+    /// `keep`: the reply brings the last whole response message (a workload step's captures
+    /// and checks read it; the others are never kept) and the response's headers and trailers.
     pub async fn stream(
         &self,
         call: &PreparedCall,
@@ -375,6 +376,8 @@ struct Seen {
     bytes: std::cell::Cell<u64>,
     /// The response's headers, when kept.
     headers: std::cell::RefCell<Vec<(String, String)>>,
+    /// The last response message counted, when kept.
+    last: std::cell::RefCell<Option<Vec<u8>>>,
 }
 
 impl Seen {
@@ -384,11 +387,20 @@ impl Seen {
         Reply {
             status: Code::Ok,
             response_bytes: self.bytes.get(),
-            response: None,
+            response: self.last.take().map(Bytes::from),
             message: None,
             metadata: Metadata { headers, trailers: Vec::new() },
         }
     }
+}
+
+/// A stream's response messages kept for its reply: whole ones wait in `whole` until counted,
+/// so that the last one is the last counted (a frame may bring more than `--stream-call-count`
+/// lets count); at most a frame's worth wait. The last counted goes to `Seen::last`.
+#[derive(Default)]
+struct Kept {
+    current: Vec<u8>,
+    whole: std::collections::VecDeque<Vec<u8>>,
 }
 
 /// The response side of a stream: whole messages counted as they complete.
@@ -397,6 +409,8 @@ struct Inbound<'a> {
     body: Option<RecvStream>,
     /// A trailers-only answer: the status is in the headers.
     ended: Option<HeaderMap>,
+    /// When the reply is to bring the last message counted.
+    kept: Option<Kept>,
     /// Whether the reply brings the response's headers and trailers (`Connection::stream`'s
     /// `keep`); the headers are kept in `seen`.
     keep: bool,
@@ -413,6 +427,7 @@ impl<'a> Inbound<'a> {
             response: Some(response),
             body: None,
             ended: None,
+            kept: keep.then(Default::default),
             keep,
             seen,
             messages: Deframer::new(max),
@@ -446,6 +461,9 @@ impl<'a> Inbound<'a> {
         loop {
             if self.messages.completed() > self.reported {
                 self.reported += 1;
+                if let Some(kept) = self.kept.as_mut() {
+                    self.seen.last.replace(kept.whole.pop_front());
+                }
                 observer.received(self.reported == 1, self.opened.elapsed());
                 return Ok(true);
             }
@@ -455,7 +473,10 @@ impl<'a> Inbound<'a> {
                 Some(Err(e)) => return Err(failure(&e)),
                 Some(Ok(chunk)) => chunk,
             };
-            let fed = self.messages.feed(&chunk, None);
+            let fed = match self.kept.as_mut() {
+                Some(kept) => self.messages.feed_keeping_each(&chunk, &mut kept.current, &mut kept.whole),
+                None => self.messages.feed(&chunk, None),
+            };
             self.seen.bytes.set(self.messages.payload);
             let _ = body.flow_control().release_capacity(chunk.len());
             // Dropping the stream resets it: the rest is not read.
@@ -473,8 +494,9 @@ impl<'a> Inbound<'a> {
             }
         }
         // As a unary call's: a trailers-only answer's metadata is its trailers.
+        let last = self.seen.last.take();
         if let Some(ended) = self.ended.take() {
-            let reply = finish(&ended, &self.messages, None, expected);
+            let reply = finish(&ended, &self.messages, last, expected);
             return self.with_metadata(reply, Some(&ended));
         }
         let Some(mut body) = self.body.take() else {
@@ -482,7 +504,7 @@ impl<'a> Inbound<'a> {
         };
         match body.trailers().await {
             Ok(Some(trailers)) => {
-                let reply = finish(&trailers, &self.messages, None, expected);
+                let reply = finish(&trailers, &self.messages, last, expected);
                 self.with_metadata(reply, Some(&trailers))
             }
             Ok(None) => Reply::error(Code::Internal, "stream ended without trailers"),
