@@ -160,6 +160,11 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
     let cases = vec![
         // Usage errors name what is missing or wrong.
         case("missing --call", 2, "--call", vec!["--plaintext".into(), target.into()]),
+        case("round_robin over one Unix socket", 2, "one Unix socket", {
+            let mut a = args(&["--lb", "round_robin"], false);
+            a.push("unix:/tmp/rpcmeter-no-such.sock".into());
+            a
+        }),
         case("missing target", 2, "<TARGET>", args(&[], false)),
         case("--burst without --rounds", 2, "--rounds", echo(&["--burst", "4"])),
         case("--cert without --key", 2, "--key", args(&["--cert", "c.pem"], true)[1..].to_vec()),

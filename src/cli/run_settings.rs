@@ -104,6 +104,12 @@ impl RunArgs {
         let redactor = crate::app::redact::Redactor::new(&args.redact);
         let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
         target.lb = args.lb;
+        if target.unix.is_some() && args.lb == crate::grpc::Lb::RoundRobin {
+            return Err(bad_input(format!(
+                "--lb round_robin: {} is one Unix socket, one backend (round_robin balances a host name's or an ipv4:/ipv6: list's addresses)",
+                target
+            )));
+        }
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let call = match (&args.call, &args.workload) {
             (Some(call), None) => call.clone(),
