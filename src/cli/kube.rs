@@ -136,11 +136,6 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
             format_name(parsed.format)
         )));
     }
-    if parsed.assert.is_some() {
-        return Err(bad_input(
-            "kube run: --assert would judge each shard's share alone (its rate is 1/N of the load): judge the merged result",
-        ));
-    }
     if parsed.metrics_addr.is_some_and(|a| a.port() == 0) {
         return Err(bad_input("kube run: --metrics-addr needs a fixed port, the pods' containerPort for a scraper"));
     }
@@ -256,7 +251,7 @@ fn ship(args: &KubeArgs, run: &Checked) -> anyhow::Result<Shipped> {
         env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}));
     }
     // The run's secret, which every shard proves to pod 0: only this Job's pods join it.
-    let coordinator_secret = k::new_secret();
+    let (_, coordinator_secret) = crate::app::coordinator::trust::Secret::generate()?;
     let key = json!({"name": format!("{}-coordinator", args.name), "key": "secret"});
     env.push(json!({"name": k::SECRET_ENV, "valueFrom": {"secretKeyRef": key}}));
     let shard = format!("$(JOB_COMPLETION_INDEX)/{}", run.shards);
