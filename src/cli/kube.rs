@@ -147,7 +147,7 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
     }
     parsed.input.apply();
     // Pod 0's name under the Service (its hostname is NAME-0 in an Indexed Job): the address
-    // every pod meets at; pod 0 itself listens on every interface at the port.
+    // every pod meets at; pod 0 listens at its address once its DNS record exists.
     let coordinator = format!("{}-0.{}:{}", args.name, args.name, args.coordinator_port);
     let join_timeout = humantime::format_duration(args.join_timeout).to_string().replace(' ', "");
     let length = each_shard(args, shards, &coordinator, &join_timeout)?;
