@@ -4,7 +4,7 @@
 use super::outputs::{OutputSettings, Outputs};
 use crate::analysis::{self, Meta, Summary};
 use crate::error::{bad_input, internal, run_failed};
-use crate::grpc::transport::{Bidi, CallKind, StreamLimits};
+use crate::grpc::transport::{Bidi, CallKind, CancelAfter, StreamLimits};
 use crate::load::engine;
 use crate::load::plan::{Control, Plan};
 use crate::report::Format;
@@ -77,7 +77,8 @@ pub(crate) fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<h
 }
 
 /// The stream flags checked against the method's kind (a flag that would be ignored is
-/// refused); client and bidi streams without a count or a duration send each record once.
+/// refused); client and bidi streams without a count or a duration send each record once
+/// (none when -d/-D hold no record: an empty stream).
 fn stream_of(
     method: &prost_reflect::MethodDescriptor,
     kind: CallKind,
@@ -88,9 +89,26 @@ fn stream_of(
         ("--stream-call-count", given.count.is_some()),
         ("--stream-call-duration", given.duration.is_some()),
         ("--stream-interval", !given.interval.is_zero()),
+        ("--cancel-after", given.cancel.is_some()),
     ];
+    let name = method.full_name();
     if kind != CallKind::Bidi && given.bidi != Bidi::PingPong {
-        return Err(bad_input(format!("--bidi: {} is {}, not bidirectional", method.full_name(), kind.as_str())));
+        return Err(bad_input(format!("--bidi: {name} is {}, not bidirectional", kind.as_str())));
+    }
+    if kind == CallKind::ServerStream && given.count == Some(0) {
+        return Err(bad_input(format!(
+            "--stream-call-count 0: {name} is server streaming, whose count is the messages received before it is cancelled (--cancel-after begin cancels at once)"
+        )));
+    }
+    if kind == CallKind::ClientStream && given.cancel == Some(CancelAfter::FirstResponse) {
+        return Err(bad_input(format!(
+            "--cancel-after first-response: {name} is client streaming, whose one response ends it"
+        )));
+    }
+    let sends = given.count.is_some_and(|n| n > 0) || given.duration.is_some();
+    if records == 0 && sends {
+        let flag = if given.duration.is_some() { "--stream-call-duration" } else { "--stream-call-count" };
+        return Err(bad_input(format!("{flag}: -d/-D hold no message to send (an empty array or file)")));
     }
     let refused = |flag: &str| {
         bad_input(format!("{flag}: {} is {}; stream flags need a streaming method", method.full_name(), kind.as_str()))

@@ -50,9 +50,10 @@ pub struct RunArgs {
     #[arg(help_heading = "What to call")]
     pub redact: Vec<String>,
     /// Streaming methods: messages each stream sends (client and bidi streams), or receives
-    /// before it is cancelled (server streams) [default: client and bidi streams send the
-    /// -d/-D messages once each]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// before it is cancelled (server streams); 0 on client and bidi streams: none, the stream
+    /// only opens and closes (grpc interop's empty_stream) [default: client and bidi streams
+    /// send the -d/-D messages once each]
+    #[arg(long)]
     #[arg(help_heading = "Streams")]
     pub stream_call_count: Option<u64>,
     /// Streaming methods: each stream ends after this long (client and bidi streams close
@@ -70,6 +71,13 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     #[arg(help_heading = "Streams")]
     pub bidi: Option<BidiMode>,
+    /// Streaming methods: the client cancels each stream (RST_STREAM CANCEL) once it is open
+    /// (`begin`), once the first response message came (`first-response`; not on client
+    /// streams), or this long after it opened; the stream is OK unless the server ended it
+    /// first (grpc interop's cancel_after_begin, cancel_after_first_response)
+    #[arg(long, value_name = "begin|first-response|DURATION", value_parser = parse::cancel_after)]
+    #[arg(help_heading = "Streams")]
+    pub cancel_after: Option<crate::grpc::CancelAfter>,
     /// Closed loop: workers, each sending its next call when its last one is answered [default: 8]
     #[arg(short = 'c', long, conflicts_with_all = ["rps", "burst"])]
     #[arg(help_heading = "Load")]

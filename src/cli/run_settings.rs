@@ -117,6 +117,12 @@ impl RunArgs {
         let redactor = crate::app::redact::Redactor::new(&args.redact);
         let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
         target.lb = args.lb;
+        if target.unix.is_some() && args.lb == crate::grpc::Lb::RoundRobin {
+            return Err(bad_input(format!(
+                "--lb round_robin: {} is one Unix socket, one backend (round_robin balances a host name's or an ipv4:/ipv6: list's addresses)",
+                target
+            )));
+        }
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let replay = args.replay.settings(replay_scheduled(args), &args.redact)?;
         let call = match (&args.call, &args.workload) {
@@ -484,6 +490,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
                 Some(flags::BidiMode::Free) => Bidi::Free,
                 Some(flags::BidiMode::PingPong) | None => Bidi::PingPong,
             },
+            cancel: args.cancel_after,
         },
         pacer,
         workers,
