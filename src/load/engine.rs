@@ -536,36 +536,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 }
             }
         }
-        // Every tally this thread will use is allocated before the clock starts, each with a
-        // slot for every call name, flow, check and backend: a hand-over swaps in an empty one
-        // the collector sent back (allocating and copying a tally's histograms stalled the
-        // thread ~4 ms each interval, a lag every open-loop call then due inherited).
-        let slots = Slots { backends: shared.dialer.addresses.backends(), ..shared.slots };
-        let (home, spares) = mpsc::channel();
-        for _ in 0..SPARE_TALLIES {
-            let _ = home.send(Tally::with_slots(slots));
-        }
-        let local = Rc::new(Local {
-            shared: shared.clone(),
-            // Set at the go signal.
-            start: Cell::new(Instant::now()),
-            start_wall: Cell::new(SystemTime::now()),
-            channels,
-            slots,
-            warmup: RefCell::new(Tally::with_slots(slots)),
-            measured: RefCell::new(Tally::with_slots(slots)),
-            home,
-            spares,
-            ready: RefCell::new(Vec::with_capacity(SPARE_TALLIES)),
-            last_answer: RefCell::new(None),
-            phase: phase.clone(),
-            unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
-            idle: Cell::new(0),
-            in_flight: Cell::new(0),
-            more_workers: Notify::new(),
-            timer: super::timer::Timer::new(),
-            pacer: RefCell::new(plan.pacer.cursor()),
-        });
+        let local = Local::new(index, &shared, &phase, channels);
         // Closed loop and bursts keep every worker busy from the start; an open loop starts
         // one per thread and adds one whenever none is left free for the next due call, so
         // memory follows the calls in flight, not --max-in-flight.
@@ -696,6 +667,41 @@ struct Local {
 }
 
 impl Local {
+    /// Thread `index`'s state once its `channels` are open, before the clock starts.
+    fn new(index: u32, shared: &Arc<Shared>, phase: &watch::Receiver<Phase>, channels: Vec<Channel>) -> Rc<Local> {
+        let (plan, threads) = (&shared.plan, shared.plan.threads.max(1));
+        // Every tally this thread will use is allocated before the clock starts, each with a
+        // slot for every call name, flow, check and backend: a hand-over swaps in an empty one
+        // the collector sent back (allocating and copying a tally's histograms stalled the
+        // thread ~4 ms each interval, a lag every open-loop call then due inherited).
+        let slots = Slots { backends: shared.dialer.addresses.backends(), ..shared.slots };
+        let (home, spares) = mpsc::channel();
+        for _ in 0..SPARE_TALLIES {
+            let _ = home.send(Tally::with_slots(slots));
+        }
+        Rc::new(Local {
+            shared: shared.clone(),
+            // Set at the go signal.
+            start: Cell::new(Instant::now()),
+            start_wall: Cell::new(SystemTime::now()),
+            channels,
+            slots,
+            warmup: RefCell::new(Tally::with_slots(slots)),
+            measured: RefCell::new(Tally::with_slots(slots)),
+            home,
+            spares,
+            ready: RefCell::new(Vec::with_capacity(SPARE_TALLIES)),
+            last_answer: RefCell::new(None),
+            phase: phase.clone(),
+            unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
+            idle: Cell::new(0),
+            in_flight: Cell::new(0),
+            more_workers: Notify::new(),
+            timer: super::timer::Timer::new(),
+            pacer: RefCell::new(plan.pacer.cursor()),
+        })
+    }
+
     /// Every slot of this thread is in a call: none idle, none left to start.
     fn full(&self) -> bool {
         self.idle.get() == 0 && self.unstarted.borrow().len() == 0
