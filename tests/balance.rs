@@ -206,3 +206,51 @@ fn backends_show_in_every_format_and_merge_exactly() {
         assert!(slice.get("method").is_none());
     }
 }
+
+/// A port nothing listens on: a backend down from the start.
+fn closed_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A backend down from the start is named in a notice (its row has no latency, not 0 µs);
+/// calls that found no ready backend get a row of their own, so the rows add up to the total.
+#[test]
+fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
+    let up = TestServer::start(Behaviour::Echo);
+    let down = closed_port();
+    let target = format!("ipv4:{},{down}", up.addr);
+    let r = json(run(&target, &["--lb", "round_robin", "-n", "100", "-c", "2"]));
+    let warnings: Vec<&Value> =
+        r["warnings"].as_array().unwrap().iter().filter(|w| w["kind"] == "down_backend").collect();
+    assert_eq!(warnings.len(), 1, "{}", r["warnings"]);
+    let text = warnings[0]["message"].as_str().unwrap();
+    assert!(text.contains(&down.to_string()) && text.contains("from the start"), "{text}");
+    // pick_first sends everything to the first by design: no notice.
+    let r = json(run(&target, &["--lb", "pick_first", "-n", "100", "-c", "2"]));
+    assert!(r["warnings"].as_array().unwrap().iter().all(|w| w["kind"] != "down_backend"), "{}", r["warnings"]);
+
+    // The only backend dies during the run: the calls after find no ready backend, and the
+    // table gives them a row, so that its rows add up to the total.
+    let mut only = TestServer::start(Behaviour::Echo);
+    let cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
+    let handle = std::thread::spawn(move || cmd_output(cmd));
+    while only.calls() < 20 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    only.kill();
+    let table = handle.join().unwrap();
+    let cells = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let row = table.lines().find(|l| l.contains("(no ready backend)")).unwrap_or_else(|| panic!("{table}"));
+    let backend = table.lines().find(|l| l.trim_start().starts_with(&only.addr.to_string())).unwrap();
+    let total = table.lines().find(|l| l.trim_start().starts_with("Calls:")).unwrap();
+    let none: u64 = cells(row)[3].parse().unwrap();
+    let placed: u64 = cells(backend)[1].parse().unwrap();
+    assert!(none > 0 && cells(row)[3] == cells(row)[4], "{row}");
+    assert!(total.contains(&format!("Calls:       {} ", none + placed)), "{total}\n{backend}\n{row}");
+}
+
+/// The table a run printed, whatever its exit code.
+fn cmd_output(mut cmd: Command) -> String {
+    String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+}

@@ -304,12 +304,23 @@ fn by_backend(o: &mut String, s: &Summary) {
             let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
         };
         row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
+        let mut placed = 0;
         for (addr, share) in s.by_backend() {
             let l = crate::stats::Latency::of(&share.latency);
             let failed = share.calls - share.statuses.get(tonic::Code::Ok);
+            placed += share.calls;
             let (calls, failed) = (share.calls.to_string(), failed.to_string());
-            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            // A backend that took no call has no latency to show.
+            let [p50, p99, max] = match share.calls {
+                0 => ["-", "-", "-"].map(String::from),
+                _ => [l.percentile(50.0), l.percentile(99.0), l.max].map(duration),
+            };
             row(o, [addr, &calls, &failed, &p50, &p99, &max]);
+        }
+        // Calls that found no ready backend failed in none: their row makes the column add up.
+        let unplaced = s.requests.total.saturating_sub(placed).to_string();
+        if unplaced != "0" {
+            row(o, ["(no ready backend)", &unplaced, &unplaced, "-", "-", "-"]);
         }
     }
 }
