@@ -254,3 +254,25 @@ fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
 fn cmd_output(mut cmd: Command) -> String {
     String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
 }
+
+/// A long list, most of it down: the table's header names the first addresses and counts
+/// them all (it printed every address: 16 KB for a thousand), and the backends that took no
+/// call are one row (they were one empty row each).
+#[test]
+fn a_long_address_list_is_short_in_the_table() {
+    let up = TestServer::start(Behaviour::Echo);
+    let listeners: Vec<std::net::TcpListener> =
+        (0..20).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    // Bound, never accepting, then closed: ports nothing listens on.
+    let down: Vec<String> = listeners.iter().map(|l| l.local_addr().unwrap().to_string()).collect();
+    drop(listeners);
+    let target = format!("ipv4:{},{}", up.addr, down.join(","));
+    let table = cmd_output(run(&target, &["--lb", "round_robin", "-n", "40", "-c", "2"]));
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("(21 addresses)") && !header.contains(&down[5]), "{header}");
+    assert!(header.len() < 200, "{header}");
+    let rows: Vec<&str> =
+        table.lines().skip_while(|l| !l.starts_with("By backend")).skip(2).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(rows[1].trim_start().starts_with("(20 backends)"), "{rows:?}");
+}
