@@ -175,6 +175,9 @@ pub struct TargetText {
     /// `ipv4:`, `ipv6:` lists and `dns:///` names (docs/targets.md); `host`/`port` are the
     /// first address's.
     pub addresses: crate::grpc::Addresses,
+    /// The target was written with `USER:PASS@` before its host: kept out of `host` (and so
+    /// out of every place a target is written), and refused with the credential redacted.
+    pub userinfo: bool,
 }
 
 /// `HOST:PORT`, `[IPv6]:PORT`, also as grpcurl and browser users type it: `dns:///HOST:PORT`,
@@ -210,18 +213,30 @@ pub fn target(text: &str) -> Result<TargetText, String> {
             return Err(format!("target {text:?}: expected unix:PATH"));
         }
         let unix = Some(std::path::PathBuf::from(path));
-        return Ok(TargetText { host: "localhost".into(), port: 0, scheme_plaintext: None, unix, addresses });
+        return Ok(TargetText {
+            host: "localhost".into(),
+            port: 0,
+            scheme_plaintext: None,
+            unix,
+            addresses,
+            userinfo: false,
+        });
     } else {
         (text, None)
     };
     let rest = rest.trim_end_matches('/');
     let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    // `user:pass@host`: the credential never reaches `host`, which every report writes.
+    let (userinfo, host) = match host.rsplit_once('@') {
+        Some((_, host)) => (true, host),
+        None => (false, host),
+    };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let port: u16 = port.parse().map_err(|_| bad())?;
     if host.is_empty() || port == 0 || host.contains('/') {
         return Err(bad());
     }
-    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None, addresses })
+    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None, addresses, userinfo })
 }
 
 /// gRPC's `ipv4:ADDR:PORT,ADDR:PORT` and `ipv6:[ADDR]:PORT,...`: literal addresses, each with
@@ -247,6 +262,7 @@ fn address_list(text: &str, v6: bool, list: &str) -> Result<TargetText, String> 
         scheme_plaintext: None,
         unix: None,
         addresses: crate::grpc::Addresses::List(addrs),
+        userinfo: false,
     })
 }
 

@@ -27,6 +27,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "What to call")]
     pub workload: Option<PathBuf>,
+    /// `--replay FILE` and its flags (docs/replay.md)
+    #[command(flatten, next_help_heading = "Replay a binary log")]
+    pub replay: super::replay::ReplayArgs,
     /// The request as JSON (protobuf JSON mapping); an array holds several requests, sent in
     /// turn; string fields may hold templates such as {{.RequestNumber}}
     #[arg(short = 'd', long = "data", conflicts_with = "data_file")]
@@ -264,6 +267,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOST:PORT", requires = "shard", conflicts_with_all = ["shards", "start_at", "export"])]
     #[arg(help_heading = "Shards")]
     pub coordinator: Option<String>,
+    /// With --coordinator: the file holding the run's secret, the same on every shard (else
+    /// the environment's RPCMETER_COORDINATOR_SECRET; one of them is needed)
+    #[arg(long, value_name = "FILE", requires = "coordinator")]
+    pub coordinator_secret_file: Option<PathBuf>,
     /// As --coordinator, never listening: `run --shards`' own shards join their parent
     #[arg(long, value_name = "HOST:PORT", hide = true, requires = "shard", conflicts_with_all = ["coordinator", "start_at"])]
     #[arg(help_heading = "Shards")]

@@ -60,6 +60,11 @@ impl RequestSource {
         Ok(RequestSource { bodies })
     }
 
+    /// Always these framed bytes, whatever the method (a replayed log's calls bring their own).
+    pub fn fixed(framed: Bytes) -> RequestSource {
+        RequestSource { bodies: vec![Body::Fixed(framed)] }
+    }
+
     /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
     pub fn request(&self, call: u64, worker: u32) -> Bytes {
         self.message(call, call, worker)
@@ -171,6 +176,17 @@ fn body(desc: &MessageDescriptor, value: Value, vars: &[String]) -> Result<Body,
     Ok(Body::Templated { desc: desc.clone(), json })
 }
 
+/// A wrapper's (google.protobuf.BytesValue, BoolValue, ...) value kind: the JSON mapping
+/// writes a wrapper as its value.
+fn unwrapped(kind: Kind) -> Kind {
+    match &kind {
+        Kind::Message(m) if m.package_name() == "google.protobuf" && m.full_name().ends_with("Value") => {
+            m.get_field_by_name("value").map_or(kind.clone(), |f| f.kind())
+        }
+        _ => kind,
+    }
+}
+
 /// Where a JSON node sits in a message, as far as the descriptor tells: what a captured
 /// value standing in there must fit.
 #[derive(Clone)]
@@ -188,9 +204,9 @@ enum Slot {
 impl Slot {
     fn of_field(field: FieldDescriptor) -> Slot {
         match field.kind() {
-            Kind::Message(entry) if field.is_map() => Slot::Map(entry.map_entry_value_field().kind()),
-            kind if field.is_list() => Slot::List(kind),
-            kind => Slot::Value(kind),
+            Kind::Message(entry) if field.is_map() => Slot::Map(unwrapped(entry.map_entry_value_field().kind())),
+            kind if field.is_list() => Slot::List(unwrapped(kind)),
+            kind => Slot::Value(unwrapped(kind)),
         }
     }
 
@@ -845,16 +861,19 @@ mod tests {
         std::fs::write(
             &proto,
             "syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\";\n\
+             import \"google/protobuf/wrappers.proto\";\n\
              enum Color { RED = 0; BLUE = 1; }\n\
              message Inner { bytes blob = 1; Color color = 2; }\n\
              message All { bool on = 1; Color color = 2; google.protobuf.Timestamp at = 3;\n\
-               repeated bytes blobs = 4; map<string, bytes> by_key = 5; Inner inner = 6; uint64 n = 7; }\n\
+               repeated bytes blobs = 4; map<string, bytes> by_key = 5; Inner inner = 6; uint64 n = 7;\n\
+               google.protobuf.BytesValue wrapped = 8; google.protobuf.BoolValue maybe = 9; }\n\
              service S { rpc Put(All) returns (All); }",
         )
         .unwrap();
         let m = super::super::find_method(&super::super::source::compile(&proto, &[]).unwrap(), "S/Put").unwrap();
         let text = r#"{"on": "{{.x}}", "color": "{{.x}}", "at": "{{.x}}", "blobs": ["{{.x}}"],
-                       "byKey": {"a": "{{.x}}"}, "inner": {"blob": "{{.x}}", "color": "{{.x}}"}, "n": "{{.x}}"}"#;
+                       "byKey": {"a": "{{.x}}"}, "inner": {"blob": "{{.x}}", "color": "{{.x}}"}, "n": "{{.x}}",
+                       "wrapped": "{{.x}}", "maybe": "{{.x}}"}"#;
         RequestSource::with_vars(&m, &DataSource::Json(text.into()), &["x".to_owned()]).unwrap();
         // A captured bool goes into a bool field as a JSON bool (the mapping takes no "false").
         let on = RequestSource::with_vars(&m, &DataSource::Json(r#"{"on": "{{.x}}"}"#.into()), &["x".to_owned()]);
