@@ -361,8 +361,9 @@ fn down_backends(plan: &Plan, s: &Summary) -> Vec<Notice> {
     if plan.target.lb != crate::grpc::Lb::RoundRobin {
         return Vec::new();
     }
+    let backends = s.by_backend();
     let answered: Vec<(&str, u64)> =
-        s.by_backend().iter().map(|(addr, share)| (*addr, share.statuses.get(tonic::Code::Ok))).collect();
+        backends.iter().map(|(addr, share)| (*addr, share.statuses.get(tonic::Code::Ok))).collect();
     let mut out = Vec::new();
     for (i, &(addr, ok)) in answered.iter().enumerate() {
         let mut others: Vec<u64> = answered.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, n))| *n).collect();
@@ -380,7 +381,7 @@ fn down_backends(plan: &Plan, s: &Summary) -> Vec<Notice> {
             format!("backend {addr} answered {ok} calls OK where the other backends' median is {median}, {how}"),
         ));
     }
-    let placed: u64 = s.by_backend().iter().map(|(_, share)| share.calls).sum();
+    let placed: u64 = backends.iter().map(|(_, share)| share.calls).sum();
     let unplaced = s.requests.total.saturating_sub(placed);
     if !out.is_empty() && unplaced > 0 {
         out.push(notice(
