@@ -108,7 +108,7 @@ fn summarize(
         connections: plan.connections,
         loop_per_worker: plan.stop.per_worker,
         active_workers: plan.active_workers.clone(),
-        ended: r.ended,
+        ended: ended(r.ended),
         requests: requests(r),
         statuses: c.call_status,
         attempt_statuses: c.attempt_status,
@@ -146,6 +146,17 @@ fn summarize(
         flow_names: Vec::new(),
         check_names: Vec::new(),
         backends: r.backends.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+/// Why the engine stopped, as the result names it.
+fn ended(e: crate::load::engine::Ended) -> crate::result::Ended {
+    use crate::load::engine::Ended as Engine;
+    use crate::result::Ended;
+    match e {
+        Engine::Completed => Ended::Completed,
+        Engine::Interrupted => Ended::Interrupted,
+        Engine::DrainTimedOut => Ended::DrainTimedOut,
     }
 }
 

@@ -501,7 +501,7 @@ pub fn merged(count: u32, results: &BTreeMap<u32, Run>, missing: &BTreeMap<u32, 
     let mut merged = merge::merge(&inputs)?;
     if !missing.is_empty() {
         merged.partial = true;
-        merged.meta.ended = "partial".into();
+        merged.meta.ended = crate::result::Ended::Partial;
         merged.missing_shards = Some(
             missing
                 .iter()

@@ -158,7 +158,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
         source_run_ids: Some(sources.into_iter().map(Value::from).collect()),
         merged_from: Some(inputs.iter().map(|i| i.label.clone()).collect()),
         started_at: Some(rfc3339(start)),
-        ended: if out.partial { "partial" } else { "completed" }.into(),
+        ended: if out.partial { result::Ended::Partial } else { result::Ended::Completed },
         name: first.meta.name.clone(),
         tags: first.meta.tags.clone(),
         mixed: Some(mixed),
@@ -529,10 +529,11 @@ pub fn table(merged: &Run) -> String {
     let l = &merged.latency_us;
     let shards = merged.shards.as_deref().unwrap_or_default();
     let mut o = format!(
-        "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
+        "{} {}  (merged from {} results){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
         merged.target,
         merged.call,
         shards.len(),
+        if merged.meta.ended.partial() { "  [PARTIAL]" } else { "" },
         merged.requests.total,
         merged.requests.ok,
         merged.requests.failed,

@@ -141,7 +141,7 @@ pub fn run_local(
     let mut merged = merged(shards, &results, &missing)?;
     if interrupted {
         merged.partial = true;
-        merged.meta.ended = "interrupted".into();
+        merged.meta.ended = crate::result::Ended::Interrupted;
         merged.notices.push("interrupted: the shards were stopped and what they measured merged".into());
     }
     write_merged(&merged, format, output.as_deref())?;

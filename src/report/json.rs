@@ -141,7 +141,7 @@ fn meta(s: &Summary, arrival: Option<&Arrival>) -> result::Meta {
         name: s.meta.name.clone(),
         tags: s.meta.tags.iter().cloned().collect(),
         arguments: Some(s.meta.arguments.clone()),
-        ended: s.ended.as_str().into(),
+        ended: s.ended,
         shard: Some(s.shard.map(|sh| format!("{}/{}", sh.index, sh.count))),
         // The seed is what makes a Poisson run drawn again exactly (`--seed`).
         arrival: arrival.map(|a| match a {

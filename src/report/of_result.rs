@@ -5,7 +5,6 @@ use super::{Client, ErrorKind, Messages, Meta, Notice, NoticeKind, Phase, Reques
 use crate::error::bad_input;
 use crate::grpc::status::{self, PerStatus};
 use crate::grpc::transport::CallKind;
-use crate::load::engine::Ended;
 use crate::load::pacer::{Arrival, Pacer, RateSchedule};
 use crate::record::shard::{from_text, NameTally, Tally};
 use crate::result::{self, Run};
@@ -30,11 +29,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
         connections: clamp32(run.connections),
         loop_per_worker: run.loop_per_worker,
         active_workers: None,
-        ended: match run.meta.ended.as_str() {
-            "interrupted" => Ended::Interrupted,
-            "drain timed out" => Ended::DrainTimedOut,
-            _ => Ended::Completed,
-        },
+        ended: run.meta.ended,
         requests: Requests {
             total: r.total,
             ok: r.ok,

@@ -449,7 +449,7 @@ mod tests {
     use crate::analysis::fixture::{self, plan, recorded, tally, warming_up};
     use crate::analysis::{ErrorKind, Messages, Round, ServerSide};
     use crate::grpc::transport::CallKind;
-    use crate::load::engine::Ended;
+    use crate::result::Ended;
     use std::time::Duration;
 
     /// 1000 calls of 2 ms over 2 s, every tenth UNAVAILABLE.

@@ -161,7 +161,7 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Vec<String>>,
     #[serde(default)]
-    pub ended: String,
+    pub ended: Ended,
     /// `--shard`: "I/N"; null for a whole run, absent from a merged one (`Run::shard`).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub shard: Option<Option<String>>,
@@ -176,6 +176,42 @@ pub struct Meta {
     pub mixed: Option<Vec<String>>,
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
+}
+
+/// Why a result ends where it does (`meta.ended`), in the words results have always held.
+/// A word this version does not know is refused: its partialness would be a guess.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ended {
+    /// Its own limit (-n, -z, --loop, rounds) was reached and every call was answered.
+    #[default]
+    #[serde(rename = "completed")]
+    Completed,
+    /// Ctrl-C (or SIGTERM).
+    #[serde(rename = "interrupted")]
+    Interrupted,
+    /// Calls were still in flight when --drain ran out after the end.
+    #[serde(rename = "drain timed out")]
+    DrainTimedOut,
+    /// A merge of which some part ended early, or lacks a shard.
+    #[serde(rename = "partial")]
+    Partial,
+}
+
+impl Ended {
+    /// The result holds less than the run was asked for.
+    pub fn partial(self) -> bool {
+        self != Ended::Completed
+    }
+
+    /// The word the result holds (`meta.ended`), as every format names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Completed => "completed",
+            Ended::Interrupted => "interrupted",
+            Ended::DrainTimedOut => "drain timed out",
+            Ended::Partial => "partial",
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

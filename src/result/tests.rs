@@ -78,3 +78,27 @@ fn slices_add_exactly() {
     other.extra.insert("method".into(), "Other/method".into());
     assert_eq!(sum.add(&other).unwrap_err(), "method \"Other/method\" is not the other inputs' \"EchoService.echo\"");
 }
+
+#[test]
+fn ended_reads_every_word_written_and_refuses_others() {
+    let mut v: Value = serde_json::from_str(WRITTEN[0].1).unwrap();
+    for (word, ended) in [
+        ("completed", Ended::Completed),
+        ("interrupted", Ended::Interrupted),
+        ("drain timed out", Ended::DrainTimedOut),
+        ("partial", Ended::Partial),
+    ] {
+        v["meta"]["ended"] = word.into();
+        let run = Run::from_value(v.clone()).unwrap();
+        assert_eq!((run.meta.ended, run.meta.ended.as_str()), (ended, word));
+        assert_eq!(run.meta.ended.partial(), ended != Ended::Completed, "{word}");
+        assert_eq!(run.to_value()["meta"]["ended"], word);
+    }
+    // Before: any other word was read as completed.
+    v["meta"]["ended"] = "half done".into();
+    let refused = Run::from_value(v).unwrap_err().to_string();
+    assert!(
+        refused.starts_with("not a result of rpcmeter run --format json: meta.ended: unknown variant"),
+        "{refused}"
+    );
+}
