@@ -142,7 +142,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
             .collect(),
     );
     out.throughput_rps = rate(out.requests.total);
-    out.ok_rps = Some(rate(out.statuses.get(crate::grpc::status::name(tonic::Code::Ok)).copied().unwrap_or(0)));
+    out.ok_rps = Some(out.ok_calls_per_s());
     if let Some(kind) = first.messages.as_ref().map(|m| m.kind.clone()) {
         out.messages = Some(merge_messages(inputs, kind, &rate)?);
     }

@@ -147,10 +147,9 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         statuses,
         errors,
         throughput_rps: r.throughput_rps,
-        // Older and merged files lack `ok_rps`: the OK share of the throughput is the same.
-        ok_rps: r.ok_rps.unwrap_or(if q.total == 0 { 0.0 } else { r.throughput_rps * q.ok as f64 / q.total as f64 }),
+        ok_rps: r.ok_calls_per_s(),
         latency_us: as_map(serde_json::to_value(&r.latency_us).unwrap_or_default()),
-        cpu_us_per_call: r.client.as_ref().map(|c| c.cpu_us_per_request),
+        cpu_us_per_call: r.cpu_per_call().map(crate::units::micros),
         max_rss_bytes: r.client.as_ref().map(|c| c.max_rss_bytes as f64),
         notices: r.notices.clone(),
         messages: r.messages.as_ref().map(|m| messages_line(&serde_json::to_value(m).unwrap_or_default())),

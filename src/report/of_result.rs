@@ -53,7 +53,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             .collect(),
         duration,
         throughput_rps: run.throughput_rps,
-        ok_rps: run.ok_rps.unwrap_or_else(|| crate::stats::rate(r.ok, duration)),
+        ok_rps: run.ok_calls_per_s(),
         latency: Latency::of(&measured.call_latency),
         attempt_latency: Latency::of(&measured.attempt_latency),
         service_time: Latency::of(&measured.service_time),
@@ -67,7 +67,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             latency: Latency::default(),
         }),
         rounds: Vec::new(),
-        client: client(run.client.as_ref(), r.total),
+        client: client(run),
         notices: notices(run),
         assertions: Vec::new(),
         messages: run.messages.as_ref().map(messages),
@@ -177,13 +177,12 @@ fn pacer(run: &Run) -> Pacer {
     }
 }
 
-fn client(c: Option<&result::Client>, calls: u64) -> Client {
-    let c = c.cloned().unwrap_or_default();
-    let cpu = seconds(c.cpu_s);
+fn client(run: &Run) -> Client {
+    let c = run.client.clone().unwrap_or_default();
     Client {
         hiccups: None,
-        cpu,
-        cpu_per_call: if calls == 0 { Duration::ZERO } else { cpu / u32::try_from(calls).unwrap_or(u32::MAX) },
+        cpu: seconds(c.cpu_s),
+        cpu_per_call: run.cpu_per_call().unwrap_or_default(),
         max_rss_bytes: c.max_rss_bytes,
         threads: clamp32(c.threads),
         utilization: c.utilization,

@@ -12,6 +12,7 @@ pub mod slice;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub use slice::{Counts, LatencySummary, Slice};
 
@@ -454,6 +455,22 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// OK calls per second of the measured window: the one formula for a run (analysis), a
+/// merge, a slice and every format (`Run::ok_calls_per_s`).
+pub fn ok_calls_per_s(ok: u64, window: Duration) -> f64 {
+    crate::stats::rate(ok, window)
+}
+
+/// The client's CPU per call: the process's CPU from the clock's start (so the warm-up's
+/// included) over every call it made, the warm-up's included.
+pub fn cpu_per_call(cpu: Duration, calls_with_warmup: u64) -> Duration {
+    match calls_with_warmup {
+        0 => Duration::ZERO,
+        // To the ns, in integers: a float would make 500 ms over 500 calls 999.999 µs.
+        n => Duration::from_nanos(u64::try_from(cpu.as_nanos() / u128::from(n)).unwrap_or(u64::MAX)),
+    }
+}
+
 /// Why a text is not a result, in one line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NotAResult {
@@ -570,7 +587,6 @@ impl Run {
 
     fn as_slice_run(&self, key: &str, name: &str, s: &Slice) -> Run {
         let c = &s.requests;
-        let ok_rps = if self.duration_s > 0.0 { c.ok as f64 / self.duration_s } else { 0.0 };
         let mut meta = self.meta.clone();
         meta.name = Some(match &self.meta.name {
             Some(run) => format!("{run} [{key}={name}]"),
@@ -590,7 +606,7 @@ impl Run {
             attempt_statuses: s.statuses.clone(),
             duration_s: self.duration_s,
             throughput_rps: s.throughput_rps,
-            ok_rps: Some(ok_rps),
+            ok_rps: Some(ok_calls_per_s(c.ok, self.window())),
             latency_us: s.latency_us.clone(),
             histogram: s.histogram.clone(),
             histograms: Histograms { call_latency: s.histogram.clone(), ..Histograms::default() },
@@ -601,6 +617,24 @@ impl Run {
             warmup: self.warmup.clone(),
             ..Run::default()
         }
+    }
+
+    /// The measured window (`duration_s`); zero when it is none.
+    pub fn window(&self) -> Duration {
+        Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
+    }
+
+    /// OK calls per second of the measured window (`ok_calls_per_s`).
+    pub fn ok_calls_per_s(&self) -> f64 {
+        ok_calls_per_s(self.requests.ok, self.window())
+    }
+
+    /// The client's CPU per call (`cpu_per_call`); None when the result has no client (a
+    /// merge, a slice: their clients are each input's, under `shards`).
+    pub fn cpu_per_call(&self) -> Option<Duration> {
+        let cpu = Duration::try_from_secs_f64(self.client.as_ref()?.cpu_s).ok()?;
+        let warmup = self.warmup.as_ref().map_or(0, |w| w.calls);
+        Some(cpu_per_call(cpu, self.requests.total.saturating_add(warmup)))
     }
 
     /// `--shard`: which share of a split load this result is ("I/N").

@@ -102,3 +102,40 @@ fn ended_reads_every_word_written_and_refuses_others() {
         "{refused}"
     );
 }
+
+/// One formula for OK calls/s: a run's, its slice's and its value as written agree (before:
+/// three, of which html's took the OK share of the throughput).
+#[test]
+fn ok_calls_per_second_is_one_formula() {
+    for (name, text) in WRITTEN {
+        let run = Run::parse(text).unwrap();
+        let ok = run.ok_calls_per_s();
+        assert_eq!(ok, ok_calls_per_s(run.requests.ok, run.window()), "{name}");
+        if let Some(written) = run.ok_rps {
+            // The window is written to the µs: the rate read back is as near as that.
+            let near = written * 0.5e-6 / run.duration_s + 1e-9;
+            assert!((ok - written).abs() <= near, "{name}: {ok} against {written} as written");
+        }
+    }
+    assert_eq!(ok_calls_per_s(900, Duration::from_secs(2)), 450.0);
+    assert_eq!(ok_calls_per_s(900, Duration::ZERO), 0.0, "no window, no rate");
+    let run = Run::parse(WRITTEN[1].1).unwrap();
+    let put = run.of_slice("calls_by_name", "put").unwrap();
+    assert_eq!(put.ok_rps, Some(put.ok_calls_per_s()));
+    assert_eq!(put.ok_calls_per_s(), ok_calls_per_s(put.requests.ok, run.window()));
+}
+
+/// One formula for CPU per call: over every call, the warm-up's included, as the CPU is
+/// (before: a result read back divided by the measured calls alone).
+#[test]
+fn cpu_per_call_is_one_formula_and_counts_the_warmup() {
+    assert_eq!(cpu_per_call(Duration::from_millis(500), 500), Duration::from_millis(1));
+    assert_eq!(cpu_per_call(Duration::from_millis(500), 0), Duration::ZERO);
+    let mut run = Run::parse(WRITTEN[2].1).unwrap();
+    run.client = Some(Client { cpu_s: 0.5, ..Client::default() });
+    run.requests.total = 400;
+    run.warmup = Some(Warmup { calls: 100, ..Warmup::default() });
+    assert_eq!(run.cpu_per_call(), Some(Duration::from_millis(1)));
+    run.client = None;
+    assert_eq!(run.cpu_per_call(), None, "a merge's clients are its inputs'");
+}
