@@ -285,14 +285,14 @@ fn a_merge_prints_every_format_run_prints() {
     assert_eq!(shards[1]["statuses"]["OK"], 50);
     // A newer major schema is refused in one line, exit 2.
     let mut future = ra.clone();
-    future["meta"]["schema_version"] = "2.0".into();
+    future["meta"]["schema_version"] = "3.0".into();
     let c = dir.path().join("c.json");
     std::fs::write(&c, future.to_string()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").args([&c, &b]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("schema version 2.0 is newer than this rpcmeter reads"), "{stderr}");
+    assert!(stderr.contains("schema version 3.0 is newer than this rpcmeter reads"), "{stderr}");
 }
 
 /// Two saved results, the first stopped early, merged: what `merge` prints in `format`.

@@ -259,16 +259,31 @@ fn merge_breakdowns(inputs: &[Input], rate: &dyn Fn(u64) -> f64, out: &mut Run) 
         }
     }
     if inputs.iter().any(|i| i.result.checks.is_some()) {
-        let mut checks: BTreeMap<String, result::CheckCount> = BTreeMap::new();
-        for (name, c) in inputs.iter().flat_map(|i| i.result.checks.iter().flatten()) {
-            let sum =
-                checks.entry(name.clone()).or_insert_with(|| result::CheckCount { pass: 0, fail: 0, ..c.clone() });
-            sum.pass = sum.pass.saturating_add(c.pass);
-            sum.fail = sum.fail.saturating_add(c.fail);
-        }
-        out.checks = Some(checks);
+        out.checks = Some(merge_checks(inputs.iter().filter_map(|i| i.result.checks.as_deref())));
     }
     Ok(())
+}
+
+/// Checks added check by check: the n-th check of a call and expression in one input is
+/// the n-th of the same in every other (two identical checks stay two); in first-seen order.
+fn merge_checks<'a>(lists: impl Iterator<Item = &'a [result::CheckCount]>) -> Vec<result::CheckCount> {
+    let mut out: Vec<result::CheckCount> = Vec::new();
+    for list in lists {
+        let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for c in list {
+            let nth = seen.entry((&c.call, &c.expression)).or_default();
+            let same = |o: &&mut result::CheckCount| o.call == c.call && o.expression == c.expression;
+            match out.iter_mut().filter(same).nth(*nth) {
+                Some(sum) => {
+                    sum.pass = sum.pass.saturating_add(c.pass);
+                    sum.fail = sum.fail.saturating_add(c.fail);
+                }
+                None => out.push(c.clone()),
+            }
+            *nth += 1;
+        }
+    }
+    out
 }
 
 /// One input's row under `shards`: its client, whether it was the bottleneck, its slice.
@@ -561,8 +576,9 @@ pub fn table(merged: &Run) -> String {
     }
     if let Some(checks) = merged.checks.as_ref().filter(|c| !c.is_empty()) {
         o += "\nChecks:\n";
-        for (key, c) in checks {
-            o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(key), c.pass, c.fail);
+        for c in checks {
+            let key = format!("{}: {}", c.call, c.expression);
+            o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(&key), c.pass, c.fail);
         }
     }
     for n in &merged.notices {
@@ -605,6 +621,17 @@ mod tests {
     fn windows_apart_add_and_overlaps_count_once() {
         let u = union(vec![(10.0, 12.0), (0.0, 2.0), (1.0, 3.0), (3.0, 4.0)]);
         assert_eq!(u, vec![(0.0, 4.0), (10.0, 12.0)]);
+    }
+
+    /// The n-th of two identical checks adds to the n-th of the other input's.
+    #[test]
+    fn identical_checks_add_one_by_one() {
+        let check =
+            |call: &str, pass, fail| result::CheckCount { call: call.into(), expression: "x".into(), pass, fail };
+        let a = [check("get", 1, 0), check("get", 0, 2), check("put", 3, 0)];
+        let b = [check("get", 10, 0), check("get", 0, 20)];
+        let sum = merge_checks([&a[..], &b[..]].into_iter());
+        assert_eq!(sum, [check("get", 11, 0), check("get", 0, 22), check("put", 3, 0)]);
     }
 
     #[test]

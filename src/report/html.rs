@@ -73,7 +73,7 @@ pub struct Run {
     pub by_name: Vec<(String, Value)>,
     /// `--workload` flows and checks as given, one by one.
     pub flows: Vec<(String, Value)>,
-    pub checks: Vec<(String, Value)>,
+    pub checks: Vec<crate::result::CheckCount>,
     /// Targets broken down by backend: `backends` as given, address by address.
     pub backends: Vec<(String, Value)>,
 }
@@ -124,7 +124,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
             .collect(),
         by_name: entries(r.calls_by_name.as_ref()),
         flows: entries(r.flows.as_ref()),
-        checks: entries(r.checks.as_ref()),
+        checks: r.checks.clone().unwrap_or_default(),
         label: r
             .meta
             .name
@@ -470,15 +470,15 @@ fn status_tables(r: &Run) -> String {
         s.push_str(
             "<h3>Checks</h3><table class=\"names\"><tr><th>call</th><th>check</th><th>pass</th><th>fail</th></tr>",
         );
-        for (_, v) in &r.checks {
-            let fail = v["fail"].as_u64().unwrap_or(0);
-            let class = if fail == 0 { "n" } else { "n bad" };
+        for c in &r.checks {
+            let class = if c.fail == 0 { "n" } else { "n bad" };
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{fail}</td></tr>",
-                esc(&text(&v["call"])),
-                esc(&text(&v["expression"])),
-                v["pass"].as_u64().unwrap_or(0),
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{}</td></tr>",
+                esc(&c.call),
+                esc(&c.expression),
+                c.pass,
+                c.fail,
             );
         }
         s.push_str("</table>\n");

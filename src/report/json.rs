@@ -288,14 +288,11 @@ fn flows(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
         .collect()
 }
 
-/// `--workload` checks, keyed "call: expression".
-fn checks(s: &Summary) -> BTreeMap<String, result::CheckCount> {
+/// `--workload` checks, each its own entry, in the workload's order.
+fn checks(s: &Summary) -> Vec<result::CheckCount> {
     s.checks()
         .into_iter()
-        .map(|(call, text, pass, fail)| {
-            let count = result::CheckCount { call: call.into(), expression: text.into(), pass, fail };
-            (format!("{call}: {text}"), count)
-        })
+        .map(|(call, text, pass, fail)| result::CheckCount { call: call.into(), expression: text.into(), pass, fail })
         .collect()
 }
 
@@ -324,4 +321,26 @@ fn statuses(counts: &PerStatus) -> BTreeMap<String, u64> {
 /// A latency summary in µs, keyed by each statistic's JSON key (p50, p999, ...).
 pub fn latency(l: &Latency) -> Value {
     serde_json::to_value(LatencySummary::of(l)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::fixture;
+    use std::time::Duration;
+
+    /// Two identical checks on one call are two entries (before: keyed "call: expression",
+    /// the second overwrote the first).
+    #[test]
+    fn two_identical_checks_are_two_entries() {
+        let measured = fixture::tally(10, Duration::from_millis(1), 0);
+        let mut s = fixture::summary(fixture::plan(), fixture::recorded(measured, Duration::from_secs(1)));
+        s.check_names = vec![("get".into(), "status == OK".into()), ("get".into(), "status == OK".into())];
+        s.measured.checks = vec![(3, 0), (0, 4)];
+        let checks = result(&s).checks.unwrap();
+        let counts: Vec<(&str, u64, u64)> = checks.iter().map(|c| (c.call.as_str(), c.pass, c.fail)).collect();
+        assert_eq!(counts, [("get", 3, 0), ("get", 0, 4)]);
+        let back = Run::parse(&result(&s).to_json_pretty()).unwrap();
+        assert_eq!(back.checks.unwrap(), checks, "read back as written");
+    }
 }

@@ -81,7 +81,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
                 (name.clone(), steps.map(|v| v.as_str().unwrap_or("").to_string()).collect())
             })
             .collect(),
-        check_names: run.checks.iter().flatten().map(|(_, c)| (c.call.clone(), c.expression.clone())).collect(),
+        check_names: run.checks.iter().flatten().map(|c| (c.call.clone(), c.expression.clone())).collect(),
         backends: run.backends.iter().flat_map(BTreeMap::keys).cloned().collect(),
         measured,
         intervals: Vec::new(),
@@ -129,7 +129,7 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
             capture_errors: count("capture_errors"),
         });
     }
-    shard.checks = run.checks.iter().flat_map(BTreeMap::values).map(|c| (c.pass, c.fail)).collect();
+    shard.checks = run.checks.iter().flatten().map(|c| (c.pass, c.fail)).collect();
     for slice in run.backends.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("backends histogram {why}")))?;
         shard.by_backend.push(NameTally {

@@ -17,9 +17,11 @@ use std::time::Duration;
 pub use slice::{Counts, LatencySummary, Slice};
 
 /// `meta.schema_version`: MAJOR.MINOR. A reader refuses a newer major (a key it reads changed
-/// meaning) and reads a newer minor (keys were only added).
-pub const SCHEMA_VERSION: &str = "1.0";
-const SCHEMA_MAJOR: u64 = 1;
+/// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
+/// per check (1.x keyed them "call: expression", so two identical checks were one); 1.x
+/// results still read.
+pub const SCHEMA_VERSION: &str = "2.0";
+const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
 /// `--slice KEY=NAME` picks from.
@@ -123,9 +125,10 @@ pub struct Run {
     /// Client-side load balancing: each backend address's slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backends: Option<BTreeMap<String, Slice>>,
-    /// "call: expression" -> its passes and failures.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checks: Option<BTreeMap<String, CheckCount>>,
+    /// `--workload` checks, each its own entry in the workload's order (two identical checks
+    /// on one call are two); 1.x results keyed them "call: expression" and still read.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checks_list")]
+    pub checks: Option<Vec<CheckCount>>,
     // A merged result's own keys.
     /// What `duration_s` is (merge::DURATION_IS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -392,6 +395,23 @@ pub struct CheckCount {
     pub pass: u64,
     #[serde(default)]
     pub fail: u64,
+}
+
+/// `checks` as a list, or as 1.x wrote it (a map keyed "call: expression"): its entries.
+fn checks_list<'de, D>(d: D) -> Result<Option<Vec<CheckCount>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        List(Vec<CheckCount>),
+        Keyed(BTreeMap<String, CheckCount>),
+    }
+    Ok(Option::<Written>::deserialize(d)?.map(|w| match w {
+        Written::List(list) => list,
+        Written::Keyed(map) => map.into_values().collect(),
+    }))
 }
 
 /// One measured window of a merged result.

@@ -31,13 +31,13 @@ fn every_written_result_reads_and_writes_back_unchanged() {
 #[test]
 fn keys_of_a_newer_minor_are_kept_and_a_newer_major_refused() {
     let mut v: Value = serde_json::from_str(WRITTEN[0].1).unwrap();
-    v["meta"]["schema_version"] = "1.7".into();
+    v["meta"]["schema_version"] = "2.7".into();
     v["from_the_future"] = serde_json::json!({"x": 1});
     let run = Run::from_value(v.clone()).unwrap();
     assert_eq!(run.to_value(), v);
-    v["meta"]["schema_version"] = "2.0".into();
+    v["meta"]["schema_version"] = "3.0".into();
     let refused = Run::from_value(v).unwrap_err().to_string();
-    assert_eq!(refused, "schema version 2.0 is newer than this rpcmeter reads (1.0): upgrade rpcmeter");
+    assert_eq!(refused, "schema version 3.0 is newer than this rpcmeter reads (2.0): upgrade rpcmeter");
 }
 
 #[test]
@@ -138,4 +138,18 @@ fn cpu_per_call_is_one_formula_and_counts_the_warmup() {
     assert_eq!(run.cpu_per_call(), Some(Duration::from_millis(1)));
     run.client = None;
     assert_eq!(run.cpu_per_call(), None, "a merge's clients are its inputs'");
+}
+
+/// 1.x keyed checks "call: expression": such a result still reads, one entry per key.
+#[test]
+fn checks_keyed_as_1x_wrote_them_still_read() {
+    let mut v: Value = serde_json::from_str(WRITTEN[1].1).unwrap();
+    v["meta"]["schema_version"] = "1.0".into();
+    v["checks"] = serde_json::json!({
+        "get: status == OK": {"call": "get", "expression": "status == OK", "pass": 5, "fail": 1},
+        "put: status == OK": {"call": "put", "expression": "status == OK", "pass": 7, "fail": 0},
+    });
+    let checks = Run::from_value(v).unwrap().checks.unwrap();
+    let read: Vec<(&str, u64)> = checks.iter().map(|c| (c.call.as_str(), c.pass)).collect();
+    assert_eq!(read, [("get", 5), ("put", 7)]);
 }
