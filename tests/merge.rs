@@ -281,7 +281,7 @@ fn a_merge_prints_every_format_run_prints() {
     let shards = m["shards"].as_array().unwrap();
     let ra: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
     assert_eq!(shards[0]["requests"], serde_json::json!({"total": 30, "ok": 30, "failed": 0}));
-    assert_eq!(shards[0]["histogram"], ra["histogram"]);
+    assert_eq!(shards[0]["histogram"], ra["histograms"]["call_latency"]);
     assert_eq!(shards[1]["statuses"]["OK"], 50);
     // A newer major schema is refused in one line, exit 2.
     let mut future = ra.clone();

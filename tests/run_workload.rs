@@ -246,7 +246,7 @@ fn a_slice_merges_compares_and_renders_like_a_whole() {
     assert_eq!(sliced["requests"]["total"], cpu["requests"]["total"]);
     assert_eq!(sliced["statuses"], cpu["statuses"]);
     assert_eq!(sliced["latency_us"], cpu["latency_us"]);
-    assert_eq!(sliced["histogram"], cpu["histogram"]);
+    assert_eq!(sliced["histograms"]["call_latency"], cpu["histogram"]);
     assert_eq!(sliced["throughput_rps"], cpu["throughput_rps"]);
     assert_eq!(sliced["shards"][0]["histogram"], ra["calls_by_name"]["cpu"]["histogram"]);
     // Compared: each side's values are its slice's.

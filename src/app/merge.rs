@@ -192,7 +192,6 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
     let attempts = every("attempt_latency", |h| h.attempt_latency.as_ref())?;
     let service = every("service_time", |h| h.service_time.as_ref())?;
     let lag = every("schedule_lag", |h| h.schedule_lag.as_ref())?;
-    out.histogram = to_text(&calls);
     out.histograms = result::Histograms {
         call_latency: to_text(&calls),
         ok_call_latency: ok.as_ref().map(to_text),

@@ -99,8 +99,8 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
 
 /// What the report shows of a result (a run's, a merge's, a slice's).
 pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
-    let encoded = Some(r.histograms.call_latency.as_str()).filter(|h| !h.is_empty()).unwrap_or(&r.histogram);
-    let histogram = crate::record::shard::from_text(encoded).map_err(|why| format!("histograms.call_latency {why}"))?;
+    let histogram = crate::record::shard::from_text(&r.histograms.call_latency)
+        .map_err(|why| format!("histograms.call_latency {why}"))?;
     let mut statuses: Vec<(String, u64)> =
         r.statuses.iter().filter(|s| *s.1 > 0).map(|(k, n)| (k.clone(), *n)).collect();
     statuses.sort_by_key(|s| std::cmp::Reverse(s.1));

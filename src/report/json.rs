@@ -76,7 +76,6 @@ pub fn result(s: &Summary) -> Run {
                 .map(|a| result::Checked { assertion: a.assertion.text.clone(), value: a.value.to_string(), ok: a.ok })
                 .collect(),
         ),
-        histogram: to_text(&s.measured.call_latency),
         histograms: histograms(&s.measured),
         interval_s: Some(units::secs(s.interval)),
         intervals: Some(s.intervals.iter().map(interval_row).collect()),

@@ -18,8 +18,9 @@ pub use slice::{Counts, LatencySummary, Slice};
 
 /// `meta.schema_version`: MAJOR.MINOR. A reader refuses a newer major (a key it reads changed
 /// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
-/// per check (1.x keyed them "call: expression", so two identical checks were one); 1.x
-/// results still read.
+/// per check (1.x keyed them "call: expression", so two identical checks were one), and the
+/// call-latency histogram is written once (`histograms.call_latency`, no more `histogram`);
+/// 1.x results still read.
 pub const SCHEMA_VERSION: &str = "2.0";
 const SCHEMA_MAJOR: u64 = 2;
 
@@ -84,9 +85,8 @@ pub struct Run {
     pub warnings: Option<Vec<Warning>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assertions: Option<Vec<Checked>>,
-    /// The call latency histogram (the same as `histograms.call_latency`).
-    #[serde(default)]
-    pub histogram: String,
+    /// The histograms; the call latency's one key is `histograms.call_latency` (1.x wrote it
+    /// twice, also as `histogram`: read when `call_latency` is absent, `Run::from_value`).
     #[serde(default)]
     pub histograms: Histograms,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -543,6 +543,7 @@ impl Run {
             }
         }
         check_version(&value["meta"]["schema_version"])?;
+        let value = one_histogram_key(value);
         serde_path_to_error::deserialize(value).map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))
     }
 
@@ -563,7 +564,7 @@ impl Run {
             throughput_rps: self.throughput_rps,
             statuses: self.statuses.clone(),
             latency_us: self.latency_us.clone(),
-            histogram: self.histogram.clone(),
+            histogram: self.histograms.call_latency.clone(),
             extra: BTreeMap::new(),
         }
     }
@@ -628,7 +629,6 @@ impl Run {
             throughput_rps: s.throughput_rps,
             ok_rps: Some(ok_calls_per_s(c.ok, self.window())),
             latency_us: s.latency_us.clone(),
-            histogram: s.histogram.clone(),
             histograms: Histograms { call_latency: s.histogram.clone(), ..Histograms::default() },
             interval_s: self.interval_s,
             windows: self.windows.clone(),
@@ -678,6 +678,19 @@ pub fn parse_slice(text: &str) -> Result<(String, String), String> {
         return Err(format!("{key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
     }
     Ok((key.to_string(), name.to_string()))
+}
+
+/// 1.x wrote the call-latency histogram twice (`histogram` and `histograms.call_latency`):
+/// `histogram` is read as `histograms.call_latency` where that is absent, and dropped.
+fn one_histogram_key(mut value: Value) -> Value {
+    let Some(run) = value.as_object_mut() else { return value };
+    if let Some(old) = run.remove("histogram") {
+        let histograms = run.entry("histograms").or_insert_with(|| Value::Object(Default::default()));
+        if let Some(h) = histograms.as_object_mut() {
+            h.entry("call_latency").or_insert(old);
+        }
+    }
+    value
 }
 
 /// Refuses a newer major schema: its keys may mean what this version does not know.
