@@ -340,3 +340,41 @@ fn a_partial_merge_says_partial_in_every_format() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Partial result"), "the page does not say partial");
 }
+
+/// A result edited by hand (name, edit, what the refusal says).
+type Edit = (&'static str, fn(&mut serde_json::Value), &'static str);
+
+/// A hand-edited result is refused where it is read, in one line, exit 2 (before: `report`
+/// drew a 309-digit calls/s, -3 µs and u64::MAX calls; `merge` took `duration_s: 1e308` as
+/// `Duration: inf s` and `0` as no window, doubling the merged throughput).
+#[test]
+fn numbers_beyond_a_run_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = read(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/results/open.json")));
+    let mut other = saved.clone();
+    other["meta"]["run_id"] = "00000000-0000-4000-8000-000000000002".into();
+    let good = dir.path().join("good.json");
+    write(&good, &other);
+    let edits: [Edit; 5] = [
+        ("rps", |v| v["throughput_rps"] = 1e308.into(), "throughput_rps 1e308 is not a rate per second"),
+        ("negative", |v| v["latency_us"]["p50"] = (-3.0).into(), "latency_us.p50 -3 is not a latency in µs"),
+        ("calls", |v| v["requests"]["total"] = u64::MAX.into(), "requests.total 18446744073709551615 is not a count"),
+        ("endless", |v| v["duration_s"] = 1e308.into(), "duration_s 1e308 is not a duration in seconds"),
+        ("zero", |v| v["duration_s"] = 0.into(), "duration_s 0 with 206 calls: no measured window"),
+    ];
+    for (name, edit, says) in edits {
+        let mut v = saved.clone();
+        edit(&mut v);
+        let path = dir.path().join(format!("{name}.json"));
+        write(&path, &v);
+        for args in [
+            vec!["merge".as_ref(), path.as_os_str(), good.as_os_str()],
+            vec!["report".as_ref(), path.as_os_str(), "-o".as_ref(), "-".as_ref()],
+        ] {
+            let out = rpcmeter().args(&args).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{name} {:?}: {stderr}", args[0]);
+            assert!(stderr.contains(says) && stderr.lines().count() == 1, "{name} {:?}: {stderr}", args[0]);
+        }
+    }
+}

@@ -248,6 +248,11 @@ fn a_slice_merges_compares_and_renders_like_a_whole() {
     assert_eq!(sliced["latency_us"], cpu["latency_us"]);
     assert_eq!(sliced["histograms"]["call_latency"], cpu["histogram"]);
     assert_eq!(sliced["throughput_rps"], cpu["throughput_rps"]);
+    // What a slice does not know (attempts, retries, unsent: the whole run's) it does not
+    // write (before: `attempts: 0` beside `total: 105`).
+    for key in ["attempts", "retries", "retry_exhausted", "abandoned", "unsent"] {
+        assert!(sliced["requests"].get(key).is_none(), "{key}: {}", sliced["requests"]);
+    }
     assert_eq!(sliced["shards"][0]["histogram"], ra["calls_by_name"]["cpu"]["histogram"]);
     // Compared: each side's values are its slice's.
     let compared = bin().args(["compare", "--format", "json", "--slice", "calls_by_name=cpu"]).args([&a, &b]).output();
@@ -265,6 +270,7 @@ fn a_slice_merges_compares_and_renders_like_a_whole() {
     assert!(prometheus.lines().any(|l| l.starts_with("rpcmeter_run_count{") && l.ends_with(" 105")), "{prometheus}");
     let table = stdout(bin().args(["merge", "--slice", "calls_by_name=echo"]).args([&a, &b]).output().unwrap());
     assert!(table.contains("Calls:       45 (ok 45, failed 0)"), "{table}");
+    assert!(!table.contains("null"), "a slice has no client of its own (before: client CPU null µs/call): {table}");
     let page = stdout(bin().args(["report", "-o", "-", "--slice", "calls_by_name=cpu"]).arg(&a).output().unwrap());
     assert!(page.contains("a.json [calls_by_name=cpu]") && page.contains("<svg"), "no page of the slice");
     // A name no result has: one line, exit 2.

@@ -23,8 +23,9 @@ pub struct Input {
 impl Input {
     /// A result's JSON value as an input; anything that is not a result is bad input.
     pub fn of_value(label: String, value: Value) -> anyhow::Result<Input> {
+        // Its numbers are bounded there (result::bounds): counts a sum holds, finite durations.
         let result = Run::from_value_requiring(value, &NEEDED).map_err(|e| bad_input(format!("{label}: {e}")))?;
-        checked(Input { label, result })
+        Ok(Input { label, result })
     }
 }
 
@@ -47,43 +48,6 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
 
 /// What merge reads beside the counts: the histograms it adds, the start and length of a window.
 const NEEDED: [&str; 3] = ["histograms", "meta", "duration_s"];
-
-fn checked(input: Input) -> anyhow::Result<Input> {
-    // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
-    // run, and a few of them would overflow the sum.
-    let r = &input.result;
-    let q = &r.requests;
-    let requests = [
-        ("total", q.total),
-        ("ok", q.ok),
-        ("failed", q.failed),
-        ("retries", q.retries),
-        ("attempts", q.attempts),
-        ("retry_exhausted", q.retry_exhausted),
-        ("abandoned", q.abandoned),
-        ("unsent", q.unsent),
-    ];
-    let counts = requests
-        .into_iter()
-        .map(|(name, n)| (format!("requests.{name}"), n))
-        .chain(r.statuses.iter().map(|(name, n)| (format!("statuses.{name}"), *n)))
-        .chain(r.attempt_statuses.iter().map(|(name, n)| (format!("attempt_statuses.{name}"), *n)))
-        .chain(
-            r.messages
-                .iter()
-                .flat_map(|m| [("messages.sent".into(), m.sent), ("messages.received".into(), m.received)]),
-        )
-        .chain(r.errors.iter().map(|e| ("errors[].count".to_string(), e.count)));
-    for (name, n) in counts {
-        if n > MAX_COUNT {
-            return Err(bad_input(format!("{}: {name} {n} is not a count of calls", input.label)));
-        }
-    }
-    Ok(input)
-}
-
-/// The largest count a result may hold: 2^53.
-const MAX_COUNT: u64 = 1 << 53;
 
 /// Results one after the other in one text, as `kubectl logs` of several pods gives them:
 /// every JSON object that starts a line is read; other lines (a pod's error) are returned
@@ -212,15 +176,20 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
 /// Counts, statuses and errors: added.
 fn merge_counts(inputs: &[Input], out: &mut Run) {
     let r = &mut out.requests;
+    // A run-wide count is added where inputs have it; slices have none, and get none.
+    let add = |sum: Option<u64>, n: Option<u64>| match (sum, n) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
+    };
     for q in inputs.iter().map(|i| &i.result.requests) {
         r.total = r.total.saturating_add(q.total);
         r.ok = r.ok.saturating_add(q.ok);
         r.failed = r.failed.saturating_add(q.failed);
-        r.retries = r.retries.saturating_add(q.retries);
-        r.attempts = r.attempts.saturating_add(q.attempts);
-        r.retry_exhausted = r.retry_exhausted.saturating_add(q.retry_exhausted);
-        r.abandoned = r.abandoned.saturating_add(q.abandoned);
-        r.unsent = r.unsent.saturating_add(q.unsent);
+        r.retries = add(r.retries, q.retries);
+        r.attempts = add(r.attempts, q.attempts);
+        r.retry_exhausted = add(r.retry_exhausted, q.retry_exhausted);
+        r.abandoned = add(r.abandoned, q.abandoned);
+        r.unsent = add(r.unsent, q.unsent);
     }
     // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
     let late = |pick: fn(&Run) -> Option<u64>| -> Option<u64> {
@@ -561,12 +530,13 @@ pub fn table(merged: &Run) -> String {
         ms(l, "max"),
     );
     for s in shards {
+        // A slice has no client of its own: its run's served every name.
+        let cpu = s.client.as_ref().map_or(String::new(), |c| format!(", client CPU {} µs/call", c.cpu_us_per_request));
         o += &format!(
-            "  {}: {} calls, {:.1} calls/s, client CPU {} µs/call{}\n",
+            "  {}: {} calls, {:.1} calls/s{cpu}{}\n",
             s.input,
             s.calls,
             s.throughput_rps,
-            s.client.as_ref().map_or("null".to_string(), |c| Value::from(c.cpu_us_per_request).to_string()),
             if s.bottleneck { "  [client was the bottleneck]" } else { "" }
         );
     }

@@ -142,7 +142,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         total: q.total,
         ok: q.ok,
         failed: q.failed,
-        unsent: q.unsent,
+        unsent: q.unsent.unwrap_or(0),
         partial: r.partial,
         statuses,
         errors,

@@ -105,11 +105,11 @@ fn requests(r: &super::Requests) -> result::Requests {
         total: r.total,
         ok: r.ok,
         failed: r.failed,
-        retries: r.retries,
-        attempts: r.attempts,
-        retry_exhausted: r.retry_exhausted,
-        abandoned: r.abandoned,
-        unsent: r.unsent,
+        retries: Some(r.retries),
+        attempts: Some(r.attempts),
+        retry_exhausted: Some(r.retry_exhausted),
+        abandoned: Some(r.abandoned),
+        unsent: Some(r.unsent),
     }
 }
 

@@ -7,6 +7,7 @@
 //! A breakdown of a run (`calls_by_name`, `flows`, `backends`) maps a name to a `Slice`: the
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
+pub mod bounds;
 pub mod slice;
 
 use serde::{Deserialize, Serialize};
@@ -231,11 +232,18 @@ pub struct Requests {
     pub total: u64,
     pub ok: u64,
     pub failed: u64,
-    pub retries: u64,
-    pub attempts: u64,
-    pub retry_exhausted: u64,
-    pub abandoned: u64,
-    pub unsent: u64,
+    /// The counts below are the whole run's: a slice does not know them (absent from a
+    /// slice's result, never a made-up 0 beside its total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_exhausted: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abandoned: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
@@ -544,7 +552,10 @@ impl Run {
         }
         check_version(&value["meta"]["schema_version"])?;
         let value = one_histogram_key(value);
-        serde_path_to_error::deserialize(value).map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))
+        let run: Run = serde_path_to_error::deserialize(value)
+            .map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))?;
+        bounds::check(&run).map_err(NotAResult::Not)?;
+        Ok(run)
     }
 
     /// The result as JSON: keys sorted, as every result has been written.
