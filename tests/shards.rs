@@ -282,3 +282,23 @@ fn local_shards_print_every_format() {
         assert!(!stdout.contains("merged from"), "{format}: the table, not {format}: {stdout}");
     }
 }
+
+/// The children get the user's flags as clap reads them, less the parent's own: `-qo FILE`
+/// is -q and -o, both the parent's (a string-prefix filter passed `-qo FILE` to every child,
+/// which refused it beside the -q the parent adds), and -o names the parent's merged result.
+#[test]
+fn a_cluster_of_the_parents_short_flags_stays_with_the_parent() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.json");
+    let mut cmd = rpcmeter();
+    cmd.args(["run", "--plaintext", "--no-save", "--proto"]).arg(echo_proto());
+    cmd.args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#, "--shards", "2", "-n", "20"]);
+    cmd.args(["--format", "json", "-qo"]).arg(&out).arg(server.addr.to_string());
+    let (code, stdout, stderr) = outcome(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let merged: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(merged["requests"]["total"], 20, "{merged}");
+    assert_eq!(merged["shards"].as_array().map(Vec::len), Some(2), "{merged}");
+}

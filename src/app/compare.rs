@@ -1026,6 +1026,6 @@ mod tests {
         .to_string();
         let err = RunResult::parse(&text, "x.json".into()).unwrap_err();
         assert_eq!(crate::error::exit_code(&err), 2);
-        assert!(err.to_string().contains("requests.total 18446744073709551615 is not a count of calls"), "{err}");
+        assert!(err.to_string().contains("requests.total 18446744073709551615 is not a count"), "{err}");
     }
 }

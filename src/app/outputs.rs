@@ -146,6 +146,36 @@ impl Outputs {
 /// (0600: results carry a command line); a file replaced keeps its mode. A device or FIFO
 /// (`/dev/null`, `/dev/stdout`) is written through, never replaced; so is a file in a
 /// directory where no temporary file can be made.
+/// How old an unlocked temporary file must be to be an orphan: far more than the moment
+/// between a writer creating its file and locking it.
+const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Removes what killed writers of `name` left in `dir`: `.NAME.XXXXXX.tmp` files whose lock
+/// nobody holds (a SIGKILL skips the temporary file's removal; its lock dies with the
+/// process). Best effort: what cannot be opened or removed stays.
+fn remove_orphans(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.");
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(middle) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)?.strip_suffix(".tmp")) else {
+            continue;
+        };
+        // tempfile's random part: 6 letters and digits, nothing a user would name a file.
+        if middle.len() != 6 || !middle.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            continue;
+        }
+        // Unlocked and not new: a live writer locks its file right after creating it.
+        let settled =
+            entry.metadata().ok().and_then(|m| m.modified().ok()?.elapsed().ok()).is_some_and(|age| age > ORPHAN_AGE);
+        let path = entry.path();
+        let orphan = settled && std::fs::File::open(&path).is_ok_and(|f| f.try_lock().is_ok());
+        if orphan {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 pub struct WholeFile {
     inner: Inner,
 }
@@ -172,6 +202,7 @@ impl WholeFile {
             _ => Path::new("."),
         };
         let name = target.file_name().map_or("out".into(), |n| n.to_string_lossy());
+        remove_orphans(dir, &name);
         let temp = match tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir) {
             Ok(temp) => temp,
             // A file the user may write in a directory they may not: written in place, as
@@ -188,6 +219,9 @@ impl WholeFile {
         if let Some(m) = existing {
             temp.as_file().set_permissions(m.permissions())?;
         }
+        // Held until the file is closed: a later run tells a live writer's file from the
+        // orphan of a killed one by whether it can take this lock (`remove_orphans`).
+        temp.as_file().try_lock().map_err(std::io::Error::from)?;
         Ok(WholeFile { inner: Inner::Temp { temp, target } })
     }
 

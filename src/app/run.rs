@@ -9,7 +9,10 @@ use crate::load::engine;
 use crate::load::plan::{Control, Plan};
 use crate::report::Format;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
-use crate::sink::{details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress, Sinks};
+use crate::sink::{
+    details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress,
+    progress::Style as ProgressStyle, Sinks,
+};
 use crate::stats::assertions::Assertion;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -45,7 +48,8 @@ pub struct Settings {
     /// `--csv-details-header`/`--csv-details-trailer`: extra columns of `--csv-details`.
     pub csv_metadata: Vec<crate::sink::details::MetadataColumn>,
     pub checks: Vec<Assertion>,
-    pub progress: bool,
+    /// None: no progress (`-q`, or a run inside a series).
+    pub progress: Option<ProgressStyle>,
     /// Read the target's Stats before and after (the lab's) to show the server's count.
     pub server_stats: bool,
     /// Print the machine's floor (the calibration cache) beside the results.
@@ -171,7 +175,7 @@ pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details
         hdr_log: None,
     };
     settings.outputs = quiet.clone();
-    settings.progress = false;
+    settings.progress = None;
     settings.history = None;
     let mut outputs = Outputs::open(&quiet)?;
     let (summary, _) = measure(&settings, control, &mut outputs)?;
@@ -200,7 +204,7 @@ pub fn measure(
         plan.spec.path = path(&method)?;
         plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
-        let mix = engine::Mix::single(plan.spec.path.clone(), requests);
+        let mix = engine::Mix::single(&plan, requests);
         Ok::<_, anyhow::Error>((method, mix, plan, Breakdown::default()))
     })();
     let (method, mix, plan, breakdown) = prepared.inspect_err(|_| outputs.discard())?;
@@ -211,9 +215,9 @@ pub fn measure(
     if plan.warmup_auto {
         sinks.early = Some(Default::default());
     }
-    if settings.progress {
+    if let Some(style) = settings.progress {
         let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
-        sinks.add(Box::new(Progress::new(planned, plan.threads)));
+        sinks.add(Box::new(Progress::new(style, planned, plan.threads)));
     }
     if let Some(path) = &settings.outputs.hdr_log {
         let file = outputs.take(path).ok_or_else(|| internal("--hdr-log was not opened"))?;
@@ -318,18 +322,17 @@ fn workload_mix(
             bad_input(format!("--workload: call {:?}: {why}", call.name))
         };
         let method = resolve_method(&settings.schema, &call.method, &settings.plan.target, control).map_err(at)?;
-        if method.is_client_streaming() || method.is_server_streaming() {
-            return Err(bad_input(format!(
-                "--workload: call {:?}: {} is a streaming method; a workload's calls are unary (for now)",
-                call.name,
-                method.full_name()
-            )));
-        }
+        let kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         let requests = Arc::new(RequestSource::with_vars(&method, &call.data, &vars).map_err(at)?);
+        // Each stream takes the run's stream flags (a client stream, by default, its records).
+        let stream = match kind {
+            CallKind::Unary => settings.plan.stream,
+            _ => stream_of(&method, kind, settings.plan.stream, requests.records() as u64).map_err(at)?,
+        };
         let rules = crate::load::flow::Rules::new(call, &method, &vars, checks.len())
             .map_err(|why| bad_input(format!("--workload: call {:?}: {why}", call.name)))?;
         checks.extend(call.checks.iter().map(|c| (call.name.clone(), c.text.clone())));
-        calls.push(engine::MixCall { path: path(&method)?, requests, rules });
+        calls.push(engine::MixCall { path: path(&method)?, requests, rules, kind, stream });
         methods.push(method);
     }
     let weights: Vec<u32> = match workload.flows.is_empty() {
@@ -343,7 +346,10 @@ fn workload_mix(
     let mut plan = settings.plan.clone();
     plan.spec.path = calls[0].path.clone();
     plan.kind = CallKind::Unary;
-    plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
+    // Stream flags need a streaming call in the mix.
+    if calls.iter().all(|c| c.kind == CallKind::Unary) {
+        plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
+    }
     let names = workload.calls.iter().zip(&methods).map(|(c, m)| (c.name.clone(), m.full_name().to_owned())).collect();
     let flows = workload
         .flows

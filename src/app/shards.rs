@@ -13,41 +13,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
-/// Flags of the whole run that the children must not get as they are (each child writes its
-/// own JSON result) and whether each takes a value.
-const PARENT_ONLY: [(&str, bool); 9] = [
-    ("--shards", true),
-    ("--join-timeout", true),
-    ("-o", true),
-    ("--output", true),
-    ("--format", true),
-    ("-q", false),
-    ("--quiet", false),
-    ("--history", true),
-    ("--no-save", false),
-];
-
-/// The user's `run` arguments without the parent's own flags.
-fn child_arguments(arguments: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut skip_value = false;
-    for arg in arguments.iter().skip_while(|a| *a != "run").skip(1) {
-        if std::mem::take(&mut skip_value) {
-            continue;
-        }
-        let name = arg.split('=').next().unwrap_or(arg);
-        match PARENT_ONLY.iter().find(|(flag, _)| *flag == name) {
-            Some((_, takes_value)) => skip_value = *takes_value && !arg.contains('='),
-            None => out.push(arg.clone()),
-        }
-    }
-    out
-}
-
 /// Runs the shards as child processes that join a coordinator in this process (the same
 /// hub as `--coordinator`'s: one start instant, results over its connections), passes on the
 /// signals the parent gets, and merges what they measured (all of it, or what they had when
-/// interrupted: marked partial).
+/// interrupted: marked partial). `arguments`: each child's `run` flags, the parent's own
+/// (--shards, --join-timeout, -o, --format, -q, --history, --no-save) already taken out.
 pub fn run_local(
     shards: u32,
     format: Format,
@@ -63,13 +33,12 @@ pub fn run_local(
     let (addr, closer) = (hub.local_addr().to_string(), hub.closer.clone());
     // The children are signalled by this process, never told to stop by the hub.
     let hub = std::thread::spawn(move || hub.run(None));
-    let common = child_arguments(arguments);
     let mut children = Vec::new();
     for index in 0..shards {
         let mut command = Command::new(&exe);
         command
             .arg("run")
-            .args(&common)
+            .args(arguments)
             .args(["--shard", &format!("{index}/{shards}"), "--join", &addr])
             .args(["--join-timeout", &humantime::format_duration(join_timeout).to_string()])
             // A shard's result is a part: only the whole run is worth recording. It comes back
@@ -210,18 +179,5 @@ impl Shard {
         let stderr = self.stderr.join().unwrap_or_default();
         let said = String::from_utf8_lossy(&stderr).lines().last().unwrap_or("").to_string();
         (self.index, status.is_some_and(|s| s.success()), stdout, said)
-    }
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_parents_flags_stay_with_the_parent() {
-        let args: Vec<String> = "rpcmeter run --shards 4 --plaintext -q -o out.json --format=json -c 8 h:1"
-            .split(' ')
-            .map(String::from)
-            .collect();
-        assert_eq!(child_arguments(&args), vec!["--plaintext", "-c", "8", "h:1"]);
     }
 }

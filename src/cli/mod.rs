@@ -21,6 +21,7 @@ pub mod run_settings;
 pub mod serve;
 pub mod sweep;
 pub mod target;
+pub mod words;
 
 #[derive(Parser, Debug)]
 #[command(name = "rpcmeter", version, about = "A gRPC measurement lab: load, serve, measure truthfully")]
@@ -63,8 +64,12 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    Man,
+    /// Print the man page (roff): rpcmeter(1), or with a command's name its own page,
+    /// rpcmeter-COMMAND(1), as git ships one per command
+    Man {
+        /// The command whose page to print (run, merge, compare, ...)
+        command: Option<String>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -92,13 +97,7 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "rpcmeter", &mut text);
             to_stdout(&text)
         }
-        Command::Man => {
-            let mut text = Vec::new();
-            match clap_mangen::Man::new(Cli::command()).render(&mut text) {
-                Ok(()) => to_stdout(&text),
-                Err(e) => Err(crate::error::internal(e)),
-            }
-        }
+        Command::Man { command } => man_page(command.as_deref()).and_then(|text| to_stdout(&text)),
     };
     match result {
         Ok(code) => code,
@@ -111,6 +110,29 @@ pub fn main() -> ExitCode {
             ExitCode::from(crate::error::exit_code(&err))
         }
     }
+}
+
+/// The roff page of rpcmeter, or of one of its commands (named `rpcmeter-COMMAND`, as
+/// `man rpcmeter-run` finds it).
+fn man_page(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let top = Cli::command();
+    let page = match command {
+        None => top,
+        Some(name) => {
+            let Some(sub) = top.find_subcommand(name).cloned() else {
+                let names: Vec<&str> = top.get_subcommands().map(|c| c.get_name()).collect();
+                return Err(crate::error::bad_input(format!(
+                    "man {name}: no such command (one of: {})",
+                    names.join(", ")
+                )));
+            };
+            let full = format!("rpcmeter-{}", sub.get_name());
+            sub.name(full.clone()).bin_name(full).version(env!("CARGO_PKG_VERSION"))
+        }
+    };
+    let mut text = Vec::new();
+    clap_mangen::Man::new(page).render(&mut text).map_err(crate::error::internal)?;
+    Ok(text)
 }
 
 /// Writes `bytes` to standard output; a failed write is an output error (exit 1, one line).
@@ -130,7 +152,13 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
         first.settings(arguments.clone())?;
-        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &arguments);
+        // The children write no file and print JSON to the parent; the parent's own flags
+        // stay with it (clap reads the words, so `-qo FILE` is seen as -q and -o).
+        let after_run = arguments.iter().skip_while(|a| *a != "run").skip(1).cloned().collect::<Vec<_>>();
+        let parents = ["shards", "join_timeout", "output", "format", "quiet", "history", "no_save"];
+        let becomes: Vec<_> = parents.iter().map(|id| (*id, words::Becomes::Dropped)).collect();
+        let children = words::rewrite(&run::command(), &after_run, &becomes);
+        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &children);
     }
     let settings = args.settings(arguments)?;
     match settings.coordination.clone() {

@@ -14,7 +14,9 @@ use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
 use crate::load::plan::{Plan, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::record::resource;
+use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
+use crate::sink::progress::Style as ProgressStyle;
 use crate::stats::assertions;
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime};
@@ -137,7 +139,7 @@ impl RunArgs {
             deadline: args.deadline,
             plan: plan(args, target, spec)?,
             outputs: OutputSettings {
-                format: args.format,
+                format: primary_format(args.format, args.output.as_deref()),
                 primary: args.output.clone(),
                 exports: args.export.clone(),
                 csv_details: args.csv_details.clone(),
@@ -154,7 +156,10 @@ impl RunArgs {
                 )
                 .collect(),
             checks,
-            progress: !args.quiet && std::io::stderr().is_terminal(),
+            progress: (!args.quiet).then(|| match std::io::stderr().is_terminal() {
+                true => ProgressStyle::Terminal,
+                false => ProgressStyle::Log,
+            }),
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,
             name: args.name.clone(),
@@ -388,5 +393,17 @@ fn default_seed(start_at: Option<SystemTime>) -> u64 {
     match start_at.and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok()) {
         Some(since) => since.as_nanos() as u64,
         None => rand::random(),
+    }
+}
+
+/// `-o FILE.html` draws the HTML report, as a user of ghz's `-O html` expects, unless
+/// `--format` names a format other than the default table.
+fn primary_format(format: Format, output: Option<&std::path::Path>) -> Format {
+    let html = output
+        .and_then(|p| p.extension())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    match format {
+        Format::Table if html => Format::Html,
+        other => other,
     }
 }

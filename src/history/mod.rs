@@ -86,6 +86,25 @@ fn is_busy(e: &anyhow::Error) -> bool {
     })
 }
 
+/// A history of ours created before histories were made 0600 (readable by others then)
+/// becomes private, with its -wal and -shm files; another user's file is left as it is.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // SQLite names its side files by appending to the database's name.
+    let side = |suffix: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        std::path::PathBuf::from(name)
+    };
+    for file in [path.to_path_buf(), side("-wal"), side("-shm")] {
+        let Ok(meta) = std::fs::metadata(&file) else { continue };
+        if meta.is_file() && meta.uid() == rustix::process::geteuid().as_raw() && meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(meta.mode() & 0o700))?;
+        }
+    }
+    Ok(())
+}
+
 impl History {
     /// Opens the history at `path`, creating it (and its directory) and its schema when
     /// missing. Errors name the file.
@@ -98,8 +117,9 @@ impl History {
                 std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
             }
             match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
-                _ => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => make_private(path)?,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {}
             }
             let conn = rusqlite::Connection::open(path)?;
             // Before anything else: switching to WAL and creating the schema take locks too.
@@ -340,6 +360,7 @@ mod tests {
             "call": "EchoService.echo",
             "mode": "closed",
             "requests": {"total": 5, "ok": 4},
+            "duration_s": 1.0,
             "throughput_rps": rps,
             "latency_us": {"count": 5, "p50": 123.457, "p99": 0.1 + 0.2},
             "intervals": [{"t_s": 1.0, "rps": 1.0 / 3.0}],

@@ -7,7 +7,7 @@ use super::balance::{self, Channel, Dialer};
 use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
-use crate::grpc::transport::{CallKind, StreamObserver};
+use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
 use crate::grpc::{Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
@@ -113,12 +113,14 @@ pub struct Mix {
     pub flows: Vec<MixFlow>,
 }
 
-/// One method of a mix: its wire path and its requests.
+/// One method of a mix: its wire path, its requests and, for a stream, its limits.
 pub struct MixCall {
     pub path: http::uri::PathAndQuery,
     pub requests: Arc<RequestSource>,
     /// A workload call's captures and checks (None: its answers are not read).
     pub rules: Option<super::flow::Rules>,
+    pub kind: CallKind,
+    pub stream: StreamLimits,
 }
 
 /// A flow of a workload: its steps (calls of the mix) made in order by one worker.
@@ -128,9 +130,10 @@ pub struct MixFlow {
 }
 
 impl Mix {
-    /// The one method of `--call` (its path is the plan's).
-    pub fn single(path: http::uri::PathAndQuery, requests: Arc<RequestSource>) -> Mix {
-        let call = MixCall { path, requests, rules: None };
+    /// The one method of `--call` (its path, kind and stream limits are the plan's).
+    pub fn single(plan: &Plan, requests: Arc<RequestSource>) -> Mix {
+        let (path, kind, stream) = (plan.spec.path.clone(), plan.kind, plan.stream);
+        let call = MixCall { path, requests, rules: None, kind, stream };
         Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new() }
     }
 }
@@ -143,6 +146,8 @@ struct Prepared {
     /// Calls of this name started so far: a workload's records cycle per name.
     started: AtomicU64,
     rules: Option<super::flow::Rules>,
+    kind: CallKind,
+    stream: StreamLimits,
 }
 
 /// State every worker thread shares.
@@ -191,7 +196,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
     // "The lean transport"); streaming calls need h2.
-    let connector = if plan.kind == CallKind::Unary { connector.unary_only() } else { connector };
+    let unary = mix.calls.iter().all(|c| c.kind == CallKind::Unary);
+    let connector = if unary { connector.unary_only() } else { connector };
     let connector = Arc::new(connector.beside_local_tasks());
     let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
     // The resolver (a dns:/// target) ends with the run, however it ends.
@@ -210,6 +216,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
                 requests: c.requests,
                 started: AtomicU64::new(0),
                 rules: c.rules,
+                kind: c.kind,
+                stream: c.stream,
             })
             .collect(),
         pick: mix.pick,
@@ -702,7 +710,7 @@ impl Local {
         slot: usize,
         which: &Prepared,
         request: Bytes,
-        body: StreamBody,
+        body: StreamBody<'_>,
         warmup: bool,
     ) -> (Reply, Option<usize>) {
         let (connection, backend) = match self.channels[slot].pick(&self.shared.dialer).await {
@@ -717,32 +725,37 @@ impl Local {
         connection: &crate::grpc::Connection,
         which: &Prepared,
         request: Bytes,
-        body: StreamBody,
+        body: StreamBody<'_>,
         warmup: bool,
     ) -> Reply {
         let plan = &self.shared.plan;
-        if plan.kind == CallKind::Unary {
-            // Captures and checks read the answer: only their calls keep it.
-            let keep = plan.keep_responses || which.rules.is_some();
+        // Captures and checks read the answer (a stream's last message): only their calls keep it.
+        let keep = plan.keep_responses || which.rules.is_some();
+        if which.kind == CallKind::Unary {
             return connection.call(&which.call, request, keep).await;
         }
         let requests = &which.requests;
         // A server stream's one request is replayed call by call, as a unary call's; the
-        // requests of client and bidi streams message by message within each stream.
-        let mut message = |index| match plan.kind {
+        // requests of client and bidi streams message by message within each stream (with a
+        // flow's captured values; one they do not fit is sent empty, as `message` does).
+        let mut message = |index| match which.kind {
             CallKind::ServerStream => request.clone(),
-            _ => requests.message(body.call, index, body.worker),
+            _ => requests
+                .message_with(body.call, index, body.worker, body.captured)
+                .unwrap_or_else(|_| crate::grpc::wire::frame(&[])),
         };
         let mut observer = Messages { local: self, warmup };
-        connection.stream(&which.call, plan.kind, plan.stream, &mut message, &mut observer).await
+        connection.stream(&which.call, which.kind, which.stream, keep, &mut message, &mut observer).await
     }
 }
 
 /// Which streaming call a stream's messages belong to (templates render with its number).
 #[derive(Clone, Copy)]
-struct StreamBody {
+struct StreamBody<'a> {
     call: u64,
     worker: u32,
+    /// A flow's values captured so far (its client stream's messages may use them).
+    captured: &'a [(String, String)],
 }
 
 /// Records a stream's messages into the worker thread's tally as they pass: counts and
@@ -1002,8 +1015,15 @@ async fn call(
     let (reply, answered) = loop {
         attempts += 1;
         let began = if attempts == 1 { first_send } else { Instant::now() };
-        let (reply, answered_by) =
-            local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
+        let (reply, answered_by) = local
+            .attempt(
+                slot,
+                prepared,
+                request.clone(),
+                StreamBody { call: ticket, worker, captured: captured.as_deref().map_or(&[], |c| &c[..]) },
+                warmup,
+            )
+            .await;
         backend = answered_by;
         // One clock read ends the attempt and, when it is the last, the call.
         let ended = Instant::now();
@@ -1017,7 +1037,7 @@ async fn call(
     local.tally(warmup).record_service_time(answered - first_send);
     {
         let mut tally = local.tally(warmup);
-        if plan.kind == CallKind::Unary {
+        if prepared.kind == CallKind::Unary {
             // A stream counts its request bytes message by message.
             tally.counts.request_bytes += request.len() as u64 * attempts as u64;
         }

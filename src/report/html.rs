@@ -242,7 +242,31 @@ impl Run {
                 self.unsent
             ));
         }
+        out.extend(self.workload_failures());
         out
+    }
+
+    /// Failed checks and flows ended early: not failed calls, so the statuses miss them.
+    fn workload_failures(&self) -> Vec<String> {
+        let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let checks = self.checks.iter().filter(|c| c.fail > 0).map(|c| {
+            let name = format!("{}: {}", c.call, c.expression);
+            let all = c.pass.saturating_add(c.fail);
+            format!("Check \"{}\" failed {} of {all}.", crate::units::abridged(&name, 80), c.fail)
+        });
+        let flows = self.flows.iter().filter_map(|(name, f)| {
+            let (by_check, by_capture) = (count(f, "stopped_by_check"), count(f, "capture_errors"));
+            (by_check + by_capture > 0).then(|| {
+                let why = crate::analysis::notices::stop_reasons(by_check, by_capture);
+                format!(
+                    "Flow \"{}\": {} of {} ended early, every call OK: {why}.",
+                    crate::units::abridged(name, 80),
+                    by_check + by_capture,
+                    count(&f["requests"], "total")
+                )
+            })
+        });
+        checks.chain(flows).collect()
     }
 
     /// A `latency_us` key as text (from the file), else from the histogram.
@@ -263,7 +287,9 @@ h3 { font-size: 15px; margin: 14px 0 6px; }
 p.small, .meta { color: #555; font-size: 13px; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 9em; }
+th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 7em; }
+#summary { font-size: 12px; } #summary th, #summary td { padding: 3px 5px; } #summary th { white-space: normal; }
+#summary td:nth-child(2) { overflow-wrap: anywhere; min-width: 6em; }
 .wide { overflow-x: auto; max-width: 100%; } #summary td:first-child, #summary td:nth-child(3) { white-space: normal; overflow-wrap: anywhere; min-width: 8em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
@@ -278,6 +304,20 @@ svg text.tick, svg text.legend-text { font-size: 12px; } svg text.note { font-si
 
 const W: f64 = 620.0;
 const H: f64 = 320.0;
+
+/// A run's own page, as `rpcmeter report` draws its JSON result: one way to draw a run.
+pub struct Page;
+
+impl super::Export for Page {
+    fn render(&self, summary: &super::Summary) -> String {
+        let json = super::Export::render(&super::json::Json, summary);
+        match parse("run", &json) {
+            Ok(run) => render(&[run]),
+            // The JSON is rpcmeter's own: a failure here is a bug, shown rather than hidden.
+            Err(why) => format!("<!DOCTYPE html>\n<p>rpcmeter could not draw this run: {}</p>\n", esc(&why)),
+        }
+    }
+}
 
 /// The whole report for the runs, in the order given.
 pub fn render(runs: &[Run]) -> String {
@@ -393,6 +433,12 @@ fn failure_box(r: &Run) -> String {
     s
 }
 
+/// A breakdown's latency as the summary prints it ("689 µs", "12 ms"; it printed raw µs
+/// with three decimals); "–" when the slice has none.
+fn latency_cell(us: &Value) -> String {
+    us.as_f64().filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
+}
+
 /// Most kinds of error listed; the rest are counted in one row.
 const ERROR_ROWS: usize = 20;
 
@@ -403,7 +449,7 @@ fn status_tables(r: &Run) -> String {
     if !r.by_name.is_empty() {
         s.push_str(
             "<h3>By call name</h3><table class=\"names\"><tr><th>name</th><th>method</th><th>calls</th><th>failed</th>\
-             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+             <th>p50</th><th>p99</th><th>max</th></tr>",
         );
         for (name, v) in &r.by_name {
             let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
@@ -415,9 +461,9 @@ fn status_tables(r: &Run) -> String {
                 esc(name),
                 esc(&text(&v["method"])),
                 v["requests"]["total"].as_u64().unwrap_or(0),
-                esc(&text(&v["latency_us"]["p50"])),
-                esc(&text(&v["latency_us"]["p99"])),
-                esc(&text(&v["latency_us"]["max"])),
+                latency_cell(&v["latency_us"]["p50"]),
+                latency_cell(&v["latency_us"]["p99"]),
+                latency_cell(&v["latency_us"]["max"]),
             );
         }
         s.push_str("</table>\n");
@@ -425,7 +471,7 @@ fn status_tables(r: &Run) -> String {
     if !r.flows.is_empty() {
         s.push_str(
             "<h3>By flow</h3><table class=\"names\"><tr><th>flow</th><th>steps</th><th>flows</th><th>failed</th>\
-             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+             <th>p50</th><th>p99</th><th>max</th></tr>",
         );
         for (name, v) in &r.flows {
             let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
@@ -438,9 +484,9 @@ fn status_tables(r: &Run) -> String {
                 esc(name),
                 esc(&steps.join(" → ")),
                 v["requests"]["total"].as_u64().unwrap_or(0),
-                esc(&text(&v["latency_us"]["p50"])),
-                esc(&text(&v["latency_us"]["p99"])),
-                esc(&text(&v["latency_us"]["max"])),
+                latency_cell(&v["latency_us"]["p50"]),
+                latency_cell(&v["latency_us"]["p99"]),
+                latency_cell(&v["latency_us"]["max"]),
             );
         }
         s.push_str("</table>\n");
@@ -448,7 +494,7 @@ fn status_tables(r: &Run) -> String {
     if !r.backends.is_empty() {
         s.push_str(
             "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
-             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+             <th>p50</th><th>p99</th><th>max</th></tr>",
         );
         for (addr, v) in &r.backends {
             let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
@@ -459,9 +505,9 @@ fn status_tables(r: &Run) -> String {
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 esc(addr),
                 v["requests"]["total"].as_u64().unwrap_or(0),
-                esc(&text(&v["latency_us"]["p50"])),
-                esc(&text(&v["latency_us"]["p99"])),
-                esc(&text(&v["latency_us"]["max"])),
+                latency_cell(&v["latency_us"]["p50"]),
+                latency_cell(&v["latency_us"]["p99"]),
+                latency_cell(&v["latency_us"]["max"]),
             );
         }
         s.push_str("</table>\n");
@@ -905,7 +951,7 @@ mod tests {
         serde_json::json!({
             "meta": {"name": "<b>run</b>", "tags": {"k": "<i>v</i>"}, "started_at": "2024-01-01T00:00:00Z"},
             "target": "127.0.0.1:1", "call": "EchoService/echo", "mode": "open", "concurrency": concurrency,
-            "requests": {"total": 1000, "ok": 999, "failed": 1},
+            "requests": {"total": 1000, "ok": 999, "failed": 1}, "duration_s": 2.0,
             "throughput_rps": 500.0, "latency_us": {"p50": 600.0, "p99": 1090.0, "p999": 1099.0},
             "notices": [notice],
             "steady_state": {"verdict": "steady", "steady_after_s": 0.4},

@@ -33,6 +33,8 @@ pub enum Format {
     Influx,
     /// JUnit XML of the `--assert` checks, for CI.
     Junit,
+    /// The HTML page `rpcmeter report` draws of the result (what `-o FILE.html` writes).
+    Html,
 }
 
 /// Renders a whole run as one document.
@@ -50,6 +52,7 @@ impl Format {
             Format::Prometheus => &prometheus::Prometheus,
             Format::Influx => &influx::Influx,
             Format::Junit => &junit::Junit,
+            Format::Html => &html::Page,
         }
     }
 }

@@ -269,9 +269,17 @@ fn by_flow(o: &mut String, s: &Summary) {
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             let steps = super::printable::printable(&steps.join(" -> ")).to_string();
             row(o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
+            // Ended early with every call OK: the statuses would not say why.
+            if flow.stopped_by_check + flow.capture_errors > 0 {
+                let why = crate::analysis::notices::stop_reasons(flow.stopped_by_check, flow.capture_errors);
+                let _ = writeln!(o, "  {:<16} {why}", "");
+            }
         }
     }
 }
+
+/// How much of a check's `CALL: EXPRESSION` the table prints.
+const CHECK_CHARS: usize = 80;
 
 /// `--workload` checks: passes and failures of each.
 fn checks(o: &mut String, s: &Summary) {
@@ -279,7 +287,9 @@ fn checks(o: &mut String, s: &Summary) {
         let _ = writeln!(o, "\nChecks:");
         for (call, text, pass, fail) in s.checks() {
             let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
-            let label = super::printable::printable(&format!("{call}: {text}")).to_string();
+            // A check's expected value may be a whole body: the line shows its start.
+            let label = format!("{call}: {text}");
+            let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
             let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
         }
     }

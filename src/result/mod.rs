@@ -552,9 +552,10 @@ impl Run {
         }
         check_version(&value["meta"]["schema_version"])?;
         let value = one_histogram_key(value);
+        let timed = value.get("duration_s").is_some();
         let run: Run = serde_path_to_error::deserialize(value)
             .map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))?;
-        bounds::check(&run).map_err(NotAResult::Not)?;
+        bounds::check(&run, timed).map_err(NotAResult::Not)?;
         Ok(run)
     }
 

@@ -1,5 +1,7 @@
-//! The progress line on a terminal: calls, rate, errors, p99, and how far the run is when its
-//! end is known (a percentage and an ETA); warm-up calls are counted apart.
+//! The progress line: calls, rate, errors, p99, and how far the run is when its end is known
+//! (a percentage and an ETA); warm-up calls are counted apart. On a terminal it is one line
+//! redrawn in place; elsewhere (a CI log, a pipe) it is a plain line every `LINE_EVERY`, as
+//! k6 prints in CI, so a long run shows it is alive without flooding the log.
 use super::Sink;
 use crate::record::intervals::Interval;
 use crate::record::intervals::IntervalRow;
@@ -7,8 +9,22 @@ use crate::units::duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
+/// Where progress goes: a redrawn line on a terminal, or plain lines in a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Terminal,
+    Log,
+}
+
+/// How often a log gets a progress line: often enough to tell a live run from a hung one,
+/// rare enough that a 10-minute run adds 60 lines.
+pub const LINE_EVERY: Duration = Duration::from_secs(10);
+
 pub struct Progress {
-    bar: ProgressBar,
+    /// None: plain lines on stderr.
+    bar: Option<ProgressBar>,
+    /// Run time of the last plain line.
+    last_line: Duration,
     /// The run's planned length (warm-up included), when it is known in time.
     planned: Option<Duration>,
     calls: u64,
@@ -20,15 +36,19 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(planned: Option<Duration>, threads: u32) -> Progress {
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(200));
+    pub fn new(style: Style, planned: Option<Duration>, threads: u32) -> Progress {
+        let bar = (style == Style::Terminal).then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
         Progress {
             bar,
+            last_line: Duration::ZERO,
             planned,
             calls: 0,
             warmup_calls: 0,
@@ -66,16 +86,26 @@ impl Sink for Progress {
             String::new()
         };
         let warmup = if self.warmup_calls > 0 { format!(" (+{} warm-up)", self.warmup_calls) } else { String::new() };
-        self.bar.set_message(format!(
+        let message = format!(
             "{done} {} calls{warmup}, {rate:.0} calls/s, {} errors, p99 {}{busy}",
             self.calls,
             self.failed,
             duration(row.p99)
-        ));
+        );
+        match &self.bar {
+            Some(bar) => bar.set_message(message),
+            None if iv.at.saturating_sub(self.last_line) >= LINE_EVERY => {
+                self.last_line = iv.at;
+                eprintln!("progress {}:{message}", duration(iv.at));
+            }
+            None => {}
+        }
     }
 
     fn finish(self: Box<Self>) -> anyhow::Result<()> {
-        self.bar.finish_and_clear();
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! Streaming calls on the same connections as unary ones: a stream is a call whose body is
 //! a schedule of messages (ghz's `--stream-call-count`, `--stream-call-duration`,
-//! `--stream-interval`). Messages are counted as they pass and never kept.
+//! `--stream-interval`). Messages are counted as they pass and never kept, but for the last
+//! one when a workload step reads it.
 use super::{finish, h2_failure as failure, within_deadline, Connection, PreparedCall, Reply};
 use crate::grpc::wire::{http_status_code, Deframer};
 use bytes::Bytes;
@@ -113,15 +114,18 @@ pub trait StreamObserver {
 
 impl Connection {
     /// One streaming call of `kind`; message `i` of the stream is `message(i)`, framed.
+    /// `keep`: the reply brings the last whole response message (a workload step's captures
+    /// and checks read it); the others are never kept.
     pub async fn stream(
         &self,
         call: &PreparedCall,
         kind: CallKind,
         limits: StreamLimits,
+        keep: bool,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
-        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, message, observer)).await
+        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, keep, message, observer)).await
     }
 
     async fn stream_exchange(
@@ -129,6 +133,7 @@ impl Connection {
         call: &PreparedCall,
         kind: CallKind,
         limits: StreamLimits,
+        keep: bool,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
@@ -138,7 +143,7 @@ impl Connection {
             Ok(pair) => pair,
             Err(reply) => return reply,
         };
-        let mut inbound = Inbound::new(response, call.messages.receive, opened);
+        let mut inbound = Inbound::new(response, call.messages.receive, opened, keep);
         let mut outgoing = Outgoing { call, out: &mut out };
         if kind == CallKind::ServerStream {
             if let Err(reply) = outgoing.send(message(0), true, observer).await {
@@ -302,12 +307,24 @@ impl Outgoing<'_> {
     }
 }
 
+/// A stream's response messages kept for its reply: whole ones wait in `whole` until counted,
+/// so that the last one is the last counted (a frame may bring more than `--stream-call-count`
+/// lets count); at most a frame's worth wait.
+#[derive(Default)]
+struct Kept {
+    current: Vec<u8>,
+    whole: std::collections::VecDeque<Vec<u8>>,
+    last: Option<Vec<u8>>,
+}
+
 /// The response side of a stream: whole messages counted as they complete.
 struct Inbound {
     response: Option<h2::client::ResponseFuture>,
     body: Option<RecvStream>,
     /// A trailers-only answer: the status is in the headers.
     ended: Option<HeaderMap>,
+    /// When the reply is to bring the last message counted.
+    kept: Option<Kept>,
     messages: Deframer,
     /// Whole messages already handed to the observer.
     reported: u64,
@@ -315,8 +332,21 @@ struct Inbound {
 }
 
 impl Inbound {
-    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant) -> Inbound {
-        Inbound { response: Some(response), body: None, ended: None, messages: Deframer::new(max), reported: 0, opened }
+    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant, keep: bool) -> Inbound {
+        Inbound {
+            response: Some(response),
+            body: None,
+            ended: None,
+            kept: keep.then(Default::default),
+            messages: Deframer::new(max),
+            reported: 0,
+            opened,
+        }
+    }
+
+    /// The last message counted, when kept and one came.
+    fn last(&mut self) -> Option<Vec<u8>> {
+        self.kept.take()?.last
     }
 
     /// Waits for the next whole message: true when one arrived, false when the server's data
@@ -337,6 +367,9 @@ impl Inbound {
         loop {
             if self.messages.completed() > self.reported {
                 self.reported += 1;
+                if let Some(kept) = self.kept.as_mut() {
+                    kept.last = kept.whole.pop_front();
+                }
                 observer.received(self.reported == 1, self.opened.elapsed());
                 return Ok(true);
             }
@@ -346,7 +379,10 @@ impl Inbound {
                 Some(Err(e)) => return Err(failure(&e)),
                 Some(Ok(chunk)) => chunk,
             };
-            let fed = self.messages.feed(&chunk, None);
+            let fed = match self.kept.as_mut() {
+                Some(kept) => self.messages.feed_keeping_each(&chunk, &mut kept.current, &mut kept.whole),
+                None => self.messages.feed(&chunk, None),
+            };
             let _ = body.flow_control().release_capacity(chunk.len());
             // Dropping the stream resets it: the rest is not read.
             fed?;
@@ -362,14 +398,15 @@ impl Inbound {
                 Err(reply) => return reply,
             }
         }
+        let last = self.last();
         if let Some(headers) = &self.ended {
-            return finish(headers, &self.messages, None, expected);
+            return finish(headers, &self.messages, last, expected);
         }
         let Some(mut body) = self.body.take() else {
             return Reply::error(Code::Internal, "stream ended without a response");
         };
         match body.trailers().await {
-            Ok(Some(trailers)) => finish(&trailers, &self.messages, None, expected),
+            Ok(Some(trailers)) => finish(&trailers, &self.messages, last, expected),
             Ok(None) => Reply::error(Code::Internal, "stream ended without trailers"),
             Err(e) => failure(&e),
         }
@@ -377,12 +414,12 @@ impl Inbound {
 
     /// The client's own end of a server stream (its count or duration reached): the stream is
     /// reset (CANCEL) and the call is OK.
-    fn cancel(self, out: &mut SendStream<Bytes>) -> Reply {
+    fn cancel(mut self, out: &mut SendStream<Bytes>) -> Reply {
         out.send_reset(h2::Reason::CANCEL);
         Reply {
             status: Code::Ok,
             response_bytes: self.messages.payload,
-            response: None,
+            response: self.last().map(Bytes::from),
             message: None,
             metadata: Default::default(),
         }
