@@ -576,7 +576,7 @@ fn breakdown_table(key: &str, names: Option<&BTreeMap<String, result::Slice>>) -
             ms(l, "p50"),
             ms(l, "p99"),
             ms(l, "max"),
-            v.extra.get("method").and_then(Value::as_str).unwrap_or("")
+            v.method.as_deref().unwrap_or("")
         );
     }
     o

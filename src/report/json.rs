@@ -261,7 +261,7 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, S
     s.by_name()
         .into_iter()
         .map(|(name, method, share)| {
-            let slice = Slice { extra: [("method".to_string(), Value::from(method))].into(), ..slice(&share, window) };
+            let slice = Slice { method: Some(method.into()), ..slice(&share, window) };
             (name.to_owned(), slice)
         })
         .collect()
@@ -276,12 +276,9 @@ fn flows(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
             let mut slice = slice(&flow.share, window);
             let (total, ok) = (flow.share.calls, flow.ok());
             slice.requests = result::Counts { total, ok, failed: total - ok };
-            slice.extra = [
-                ("steps".to_string(), Value::from(steps.to_vec())),
-                ("stopped_by_check".to_string(), flow.stopped_by_check.into()),
-                ("capture_errors".to_string(), flow.capture_errors.into()),
-            ]
-            .into();
+            slice.steps = Some(steps.to_vec());
+            slice.stopped_by_check = Some(flow.stopped_by_check);
+            slice.capture_errors = Some(flow.capture_errors);
             (name.to_owned(), slice)
         })
         .collect()
@@ -309,7 +306,7 @@ fn slice(share: &crate::record::shard::NameTally, window: std::time::Duration) -
         statuses: statuses(&share.statuses),
         latency_us: LatencySummary::of(&Latency::of(&share.latency)),
         histogram: to_text(&share.latency),
-        extra: Default::default(),
+        ..Slice::default()
     }
 }
 

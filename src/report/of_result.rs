@@ -76,10 +76,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             .flows
             .iter()
             .flatten()
-            .map(|(name, s)| {
-                let steps = s.extra.get("steps").and_then(|v| v.as_array()).into_iter().flatten();
-                (name.clone(), steps.map(|v| v.as_str().unwrap_or("").to_string()).collect())
-            })
+            .map(|(name, s)| (name.clone(), s.steps.clone().unwrap_or_default()))
             .collect(),
         check_names: run.checks.iter().flatten().map(|c| (c.call.clone(), c.expression.clone())).collect(),
         backends: run.backends.iter().flat_map(BTreeMap::keys).cloned().collect(),
@@ -122,11 +119,11 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
     }
     for slice in run.flows.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("flows histogram {why}")))?;
-        let count = |key: &str| slice.extra.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+        let (stopped_by_check, capture_errors) = slice.stopped();
         shard.by_flow.push(crate::record::shard::FlowTally {
             share: NameTally { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency },
-            stopped_by_check: count("stopped_by_check"),
-            capture_errors: count("capture_errors"),
+            stopped_by_check,
+            capture_errors,
         });
     }
     shard.checks = run.checks.iter().flatten().map(|c| (c.pass, c.fail)).collect();
@@ -142,7 +139,7 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
 }
 
 fn names(run: &Run) -> Vec<(String, String)> {
-    let method = |s: &result::Slice| s.extra.get("method").and_then(|m| m.as_str()).unwrap_or("").to_string();
+    let method = |s: &result::Slice| s.method.clone().unwrap_or_default();
     run.calls_by_name.iter().flatten().map(|(name, s)| (name.clone(), method(s))).collect()
 }
 

@@ -117,10 +117,10 @@ pub struct Run {
     pub warmup: Option<Warmup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<Vec<Round>>,
-    /// `--workload`: each call name's slice (extra: "method").
+    /// `--workload`: each call name's slice (with its `method`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_by_name: Option<BTreeMap<String, Slice>>,
-    /// Each flow's slice (extra: "steps").
+    /// Each flow's slice of whole flows (with its `steps` and early ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<BTreeMap<String, Slice>>,
     /// Client-side load balancing: each backend address's slice.
@@ -577,7 +577,7 @@ impl Run {
             statuses: self.statuses.clone(),
             latency_us: self.latency_us.clone(),
             histogram: self.histograms.call_latency.clone(),
-            extra: BTreeMap::new(),
+            ..Slice::default()
         }
     }
 
@@ -628,7 +628,7 @@ impl Run {
         Run {
             meta,
             target: self.target.clone(),
-            call: s.extra.get("method").and_then(Value::as_str).map_or_else(|| self.call.clone(), String::from),
+            call: s.method.clone().unwrap_or_else(|| self.call.clone()),
             mode: self.mode.clone(),
             load: self.load.clone(),
             concurrency: self.concurrency,

@@ -66,9 +66,9 @@ fn slices_add_exactly() {
     let names = run.calls_by_name.as_ref().unwrap();
     let mut sum = slice::SliceSum::default();
     let mut echo = names["echo"].clone();
-    echo.extra.clear();
+    echo.method = None;
     let mut put = names["put"].clone();
-    put.extra.clear();
+    put.method = None;
     sum.add(&echo).unwrap();
     sum.add(&put).unwrap();
     let both = sum.finish(&|n| n as f64);
@@ -79,7 +79,7 @@ fn slices_add_exactly() {
     let mut sum = slice::SliceSum::default();
     sum.add(&names["put"]).unwrap();
     let mut other = names["put"].clone();
-    other.extra.insert("method".into(), "Other/method".into());
+    other.method = Some("Other/method".into());
     assert_eq!(sum.add(&other).unwrap_err(), "method \"Other/method\" is not the other inputs' \"EchoService.echo\"");
 }
 
