@@ -240,7 +240,10 @@ fn merge_adds_each_name_exactly() {
     assert!(page.contains("By call name") && page.contains("<td>cpu</td>"), "no per-name table in the report");
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").args([&a, &b]).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("By call name:") && table.contains("  cpu: 105 calls (failed 0)"), "{table}");
+    // The run table's rows (report::breakdown): name, calls, failed, latencies, method.
+    let row = table.lines().find(|l| l.trim_start().starts_with("cpu ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(table.contains("By call name:"), "{table}");
+    assert_eq!(row.split_whitespace().take(3).collect::<Vec<_>>(), ["cpu", "105", "0"], "{table}");
 }
 
 /// A slice of a result (`--slice calls_by_name=cpu`) merges, compares and renders as a whole

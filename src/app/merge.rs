@@ -6,6 +6,7 @@
 //! compare, report and merge itself read it.
 use crate::error::bad_input;
 use crate::record::shard::{from_text, new_histogram, to_text};
+use crate::report::breakdown::Kind;
 use crate::result::slice::{add_statuses, merge_breakdown};
 use crate::result::{self, LatencySummary, Run, BREAKDOWNS};
 use hdrhistogram::Histogram;
@@ -540,8 +541,9 @@ pub fn table(merged: &Run) -> String {
             if s.bottleneck { "  [client was the bottleneck]" } else { "" }
         );
     }
-    for key in BREAKDOWNS {
-        o += &breakdown_table(key, merged.breakdown(key));
+    for kind in Kind::ALL {
+        let slices = merged.breakdown(kind.key()).into_iter().flatten();
+        o += &crate::report::breakdown::text(kind, slices.map(|(name, s)| (name.as_str(), s)));
     }
     if let Some(checks) = merged.checks.as_ref().filter(|c| !c.is_empty()) {
         o += "\nChecks:\n";
@@ -552,32 +554,6 @@ pub fn table(merged: &Run) -> String {
     }
     for n in &merged.notices {
         o += &format!("Note: {n}\n");
-    }
-    o
-}
-
-/// A breakdown's rows: each name's calls, failures and latency.
-fn breakdown_table(key: &str, names: Option<&BTreeMap<String, result::Slice>>) -> String {
-    let Some(names) = names.filter(|n| !n.is_empty()) else { return String::new() };
-    let title = match key {
-        "calls_by_name" => "By call name",
-        "flows" => "By flow",
-        _ => "By backend",
-    };
-    let unit = if key == "flows" { "flows" } else { "calls" };
-    let mut o = format!("\n{title}:\n");
-    for (name, v) in names {
-        let l = &v.latency_us;
-        o += &format!(
-            "  {}: {} {unit} (failed {}), p50 {}, p99 {}, max {}  {}\n",
-            crate::report::printable::printable(name),
-            v.requests.total,
-            v.requests.failed,
-            ms(l, "p50"),
-            ms(l, "p99"),
-            ms(l, "max"),
-            v.method.as_deref().unwrap_or("")
-        );
     }
     o
 }

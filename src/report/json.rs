@@ -92,10 +92,10 @@ pub fn result(s: &Summary) -> Run {
         messages: s.messages.as_ref().map(|m| messages(m, &s.measured)),
         warmup: s.warmup.as_ref().map(warmup),
         rounds: (!s.rounds.is_empty()).then(|| s.rounds.iter().map(round).collect()),
-        calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration)),
-        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration)),
+        calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration).into_iter().collect()),
+        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
         checks: (!s.check_names.is_empty()).then(|| checks(s)),
-        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
+        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
         ..Run::default()
     }
 }
@@ -256,8 +256,20 @@ fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::Interval
     }
 }
 
+/// A breakdown's slices in the run's order (the mix's, the file's, the addresses'): what
+/// the result keeps by name and the run table prints (report::breakdown).
+pub fn slices(s: &Summary, kind: super::breakdown::Kind) -> Vec<(String, Slice)> {
+    use super::breakdown::Kind;
+    let window = s.duration;
+    match kind {
+        Kind::Names => calls_by_name(s, window),
+        Kind::Flows => flows(s, window),
+        Kind::Backends => backends(s, window),
+    }
+}
+
 /// `--workload`: each call name's slice (merge adds them).
-fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+fn calls_by_name(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_name()
         .into_iter()
         .map(|(name, method, share)| {
@@ -269,7 +281,7 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, S
 
 /// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
 /// answer), with its steps and the flows a check or a capture ended early.
-fn flows(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+fn flows(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_flow()
         .into_iter()
         .map(|(name, steps, flow)| {
@@ -293,7 +305,7 @@ fn checks(s: &Summary) -> Vec<result::CheckCount> {
 }
 
 /// Targets broken down by backend: each address's slice (merge adds them).
-fn backends(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+fn backends(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
 }
 
