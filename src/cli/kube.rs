@@ -489,7 +489,11 @@ fn print(
     if !shipped.secret_keys.is_empty() {
         secrets.push(format!("the metadata with {}", shipped.secret_keys.join(", ")));
     }
-    eprintln!("# {} in Secrets, not in the Job's args: keep this manifest private", secrets.join(", "));
+    let are = match secrets.len() {
+        1 => "is in a Secret",
+        _ => "are in Secrets",
+    };
+    eprintln!("# {} {are}, not in the Job's args: keep this manifest private", secrets.join(", "));
     let merge_format = match run.parsed.format {
         Format::Table => String::new(),
         other => format!(" as {}", format_name(other)),

@@ -351,3 +351,54 @@ fn compare(found: &Read, expected: &str, ordering: bool) -> Option<Ordering> {
         other => Some(text(other).as_str().cmp(expected)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(method: &str, name: &str) -> FieldDescriptor {
+        let pool = prost_reflect::DescriptorPool::decode(crate::lab::proto::FILE_DESCRIPTOR_SET).unwrap();
+        let method = crate::schema::find_method(&pool, method).unwrap();
+        method.output().get_field_by_name(name).unwrap()
+    }
+
+    #[test]
+    fn a_checks_operator_and_value_must_suit_its_fields_type() {
+        let get = |name| field("rpcmeter.lab.v1.Storage/GetValue", name);
+        let fits = |f: Option<&FieldDescriptor>, op, v: &str| operands_fit(f, op, v);
+        assert!(fits(Some(&get("found")), Op::Lt, "5").unwrap_err().contains("found is a bool"));
+        assert!(fits(Some(&get("found")), Op::Eq, "yes").unwrap_err().contains("true or false, not \"yes\""));
+        assert!(fits(Some(&get("found")), Op::Ne, "false").is_ok());
+        assert!(fits(Some(&get("version")), Op::Eq, "banana").unwrap_err().contains("a number (uint64)"));
+        assert!(fits(Some(&get("version")), Op::Ge, "{{.version}}").is_ok(), "rendered per call");
+        assert!(fits(Some(&get("value")), Op::Gt, "aGk=").unwrap_err().contains("value is bytes"));
+        assert!(fits(Some(&get("value")), Op::Eq, "aGk").unwrap_err().contains("is not base64"));
+        let content = field("EchoService/echo", "content");
+        assert!(fits(Some(&content), Op::Gt, "5").unwrap_err().contains("content is text (string)"));
+        assert!(fits(Some(&content), Op::Eq, "5").is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let proto = dir.path().join("h.proto");
+        std::fs::write(
+            &proto,
+            "syntax = \"proto3\"; enum S { UNKNOWN = 0; SERVING = 1; }\n\
+                                message R { S status = 1; } service H { rpc Check(R) returns (R); }",
+        )
+        .unwrap();
+        let pool = crate::schema::compile_proto(&proto, &[]).unwrap();
+        let status =
+            crate::schema::find_method(&pool, "H/Check").unwrap().output().get_field_by_name("status").unwrap();
+        assert!(fits(Some(&status), Op::Eq, "SERVING").is_ok() && fits(Some(&status), Op::Lt, "2").is_ok());
+        assert!(fits(Some(&status), Op::Eq, "UP").unwrap_err().contains("neither one of its names nor a number"));
+        assert!(fits(Some(&status), Op::Gt, "SERVING").unwrap_err().contains("by number, not by name"));
+        assert!(fits(None, Op::Lt, "many").unwrap_err().contains("a header or trailer is compared as a number"));
+        assert!(fits(None, Op::Eq, "many").is_ok());
+    }
+
+    #[test]
+    fn an_ordered_header_compares_as_a_number() {
+        let header = |t: &str| Read::Text(t.to_owned());
+        assert_eq!(compare(&header("10"), "9", true), Some(Ordering::Greater), "as text, 10 < 9");
+        assert_eq!(compare(&header("10"), "9", false), Some(Ordering::Less), "== and != compare text");
+        assert_eq!(compare(&header("x"), "9", true), None, "not a number: the check fails");
+    }
+}

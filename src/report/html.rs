@@ -73,6 +73,8 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name`, name by name.
     pub by_name: Vec<(String, Slice)>,
+    /// `run --replay`: the log's own slices of the calls sent, by the same names.
+    pub recorded: Vec<(String, Slice)>,
     /// `--workload` flows and checks as given, one by one.
     pub flows: Vec<(String, Slice)>,
     pub checks: Vec<crate::result::CheckCount>,
@@ -118,6 +120,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
     Ok(Run {
         backends: entries(r.backends.as_ref()),
         by_name: entries(r.calls_by_name.as_ref()),
+        recorded: entries(r.replay.as_ref().map(|x| &x.recorded)),
         flows: entries(r.flows.as_ref()),
         checks: r.checks.clone().unwrap_or_default(),
         label: r
@@ -427,6 +430,31 @@ fn failure_box(r: &Run) -> String {
     s
 }
 
+/// `run --replay`: the log's numbers (latency on the logger's side) and the run's, name by name.
+fn recorded_vs_replayed(r: &Run) -> String {
+    let mut s = String::from(
+        "<h3>Recorded vs replayed</h3><table class=\"names\"><tr><th>name</th><th>calls rec / now</th>\
+         <th>failed rec / now</th><th>p50 rec / now</th><th>p99 rec / now</th></tr>",
+    );
+    let none = Slice::default();
+    for (name, now) in &r.by_name {
+        let rec = r.recorded.iter().find(|(n, _)| n == name).map_or(&none, |(_, v)| v);
+        let pair = |v: &dyn Fn(&Slice) -> String| format!("{} / {}", v(rec), v(now));
+        let stat = |p: f64| move |v: &Slice| latency_cell(v.latency_us.micros(crate::stats::Statistic::Percentile(p)));
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(name),
+            pair(&|v| v.requests.total.to_string()),
+            pair(&|v| v.requests.failed.to_string()),
+            pair(&stat(50.0)),
+            pair(&stat(99.0)),
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
 /// A breakdown's latency as the summary prints it ("689 µs", "12 ms"; it printed raw µs
 /// with three decimals); "–" when the slice has none.
 fn latency_cell(us: Option<f64>) -> String {
@@ -475,6 +503,9 @@ fn status_tables(r: &Run) -> String {
     let mut s = String::new();
     for (kind, slices) in [(Kind::Names, &r.by_name), (Kind::Flows, &r.flows), (Kind::Backends, &r.backends)] {
         s.push_str(&breakdown_table(kind, slices));
+        if kind == Kind::Names && !r.recorded.is_empty() {
+            s.push_str(&recorded_vs_replayed(r));
+        }
     }
     if !r.checks.is_empty() {
         s.push_str(

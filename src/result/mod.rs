@@ -8,6 +8,7 @@
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
 pub mod bounds;
+pub mod replay;
 pub mod slice;
 
 use serde::{Deserialize, Serialize};
@@ -130,6 +131,9 @@ pub struct Run {
     /// on one call are two); 1.x results keyed them "call: expression" and still read.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checks_list")]
     pub checks: Option<Vec<CheckCount>>,
+    /// `run --replay`: the log, and its own numbers beside `calls_by_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<replay::Replay>,
     // A merged result's own keys.
     /// What `duration_s` is (merge::DURATION_IS).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -30,15 +30,18 @@ impl RequestSource {
     }
 
     /// `new` where `{{.NAME}}` of each of `vars` (a workload flow's captures) is a template too.
+    /// A method with a client stream may have no record at all (`-d '[]'`, an empty `-D`):
+    /// its streams send no message (grpc interop's empty_stream).
     pub fn with_vars(method: &MethodDescriptor, data: &DataSource, vars: &[String]) -> anyhow::Result<RequestSource> {
         let desc = method.input();
+        let none_is_fine = method.is_client_streaming();
         let records = match data {
             DataSource::Empty => vec![("-d".to_owned(), Value::Object(Default::default()))],
             DataSource::Json(text) => {
                 let value = serde_json::from_str(text).map_err(|e| bad_input(format!("-d: invalid JSON: {e}")))?;
                 vec![("-d".to_owned(), value)]
             }
-            DataSource::File(path) => read_records(path)?,
+            DataSource::File(path) => read_records(path, none_is_fine)?,
         };
         // Unless the message itself is written as a JSON array (google.protobuf.ListValue
         // or Value), a top-level array is a list of records, as ghz reads it.
@@ -46,7 +49,7 @@ impl RequestSource {
         let records = if array_is_message {
             records
         } else {
-            records.into_iter().map(elements).collect::<anyhow::Result<Vec<_>>>()?.concat()
+            records.into_iter().map(|r| elements(r, none_is_fine)).collect::<anyhow::Result<Vec<_>>>()?.concat()
         };
         let bodies = records
             .into_iter()
@@ -55,6 +58,11 @@ impl RequestSource {
             })
             .collect::<anyhow::Result<_>>()?;
         Ok(RequestSource { bodies })
+    }
+
+    /// Always these framed bytes, whatever the method (a replayed log's calls bring their own).
+    pub fn fixed(framed: Bytes) -> RequestSource {
+        RequestSource { bodies: vec![Body::Fixed(framed)] }
     }
 
     /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
@@ -79,6 +87,10 @@ impl RequestSource {
         worker: u32,
         captured: &[(String, String)],
     ) -> Result<Bytes, String> {
+        if self.bodies.is_empty() {
+            // No record (an empty client stream): nothing of it is ever sent.
+            return Ok(frame(&[]));
+        }
         match &self.bodies[(index % self.bodies.len() as u64) as usize] {
             Body::Fixed(bytes) => Ok(bytes.clone()),
             Body::Templated { desc, json } => {
@@ -102,7 +114,7 @@ impl RequestSource {
 
 /// `-D` records: every JSON value in the file (one object or array, or JSON lines), each
 /// labelled with where it starts for error messages.
-fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
+fn read_records(path: &std::path::Path, none_is_fine: bool) -> anyhow::Result<Vec<(String, Value)>> {
     let name = path.display().to_string();
     let text = crate::input::read_string(path, crate::input::Kind::RequestData, &format!("-D {name}"))?;
     let mut records = Vec::new();
@@ -119,6 +131,7 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
         end = stream.byte_offset();
     }
     match records.len() {
+        0 if none_is_fine => Ok(records),
         0 => Err(bad_input(format!("-D {name}: no JSON object in the file"))),
         // A single record needs no position.
         1 => Ok(vec![(format!("-D {name}"), records.pop().unwrap().1)]),
@@ -127,10 +140,11 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
 }
 
 /// The records a top-level JSON array holds, one per element, each named by its index
-/// after `origin`; any other value is one record.
-fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Value)>> {
+/// after `origin`; any other value is one record. An empty array is refused unless
+/// `none_is_fine`.
+fn elements((origin, value): (String, Value), none_is_fine: bool) -> anyhow::Result<Vec<(String, Value)>> {
     match value {
-        Value::Array(items) if items.is_empty() => {
+        Value::Array(items) if items.is_empty() && !none_is_fine => {
             Err(bad_input(format!("{origin}: empty JSON array: no request to send")))
         }
         Value::Array(items) => Ok(items.into_iter().enumerate().map(|(i, v)| (format!("{origin}[{i}]"), v)).collect()),
@@ -162,6 +176,17 @@ fn body(desc: &MessageDescriptor, value: Value, vars: &[String]) -> Result<Body,
     Ok(Body::Templated { desc: desc.clone(), json })
 }
 
+/// A wrapper's (google.protobuf.BytesValue, BoolValue, ...) value kind: the JSON mapping
+/// writes a wrapper as its value.
+fn unwrapped(kind: Kind) -> Kind {
+    match &kind {
+        Kind::Message(m) if m.package_name() == "google.protobuf" && m.full_name().ends_with("Value") => {
+            m.get_field_by_name("value").map_or(kind.clone(), |f| f.kind())
+        }
+        _ => kind,
+    }
+}
+
 /// Where a JSON node sits in a message, as far as the descriptor tells: what a captured
 /// value standing in there must fit.
 #[derive(Clone)]
@@ -179,9 +204,9 @@ enum Slot {
 impl Slot {
     fn of_field(field: FieldDescriptor) -> Slot {
         match field.kind() {
-            Kind::Message(entry) if field.is_map() => Slot::Map(entry.map_entry_value_field().kind()),
-            kind if field.is_list() => Slot::List(kind),
-            kind => Slot::Value(kind),
+            Kind::Message(entry) if field.is_map() => Slot::Map(unwrapped(entry.map_entry_value_field().kind())),
+            kind if field.is_list() => Slot::List(unwrapped(kind)),
+            kind => Slot::Value(unwrapped(kind)),
         }
     }
 
@@ -836,16 +861,19 @@ mod tests {
         std::fs::write(
             &proto,
             "syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\";\n\
+             import \"google/protobuf/wrappers.proto\";\n\
              enum Color { RED = 0; BLUE = 1; }\n\
              message Inner { bytes blob = 1; Color color = 2; }\n\
              message All { bool on = 1; Color color = 2; google.protobuf.Timestamp at = 3;\n\
-               repeated bytes blobs = 4; map<string, bytes> by_key = 5; Inner inner = 6; uint64 n = 7; }\n\
+               repeated bytes blobs = 4; map<string, bytes> by_key = 5; Inner inner = 6; uint64 n = 7;\n\
+               google.protobuf.BytesValue wrapped = 8; google.protobuf.BoolValue maybe = 9; }\n\
              service S { rpc Put(All) returns (All); }",
         )
         .unwrap();
         let m = super::super::find_method(&super::super::source::compile(&proto, &[]).unwrap(), "S/Put").unwrap();
         let text = r#"{"on": "{{.x}}", "color": "{{.x}}", "at": "{{.x}}", "blobs": ["{{.x}}"],
-                       "byKey": {"a": "{{.x}}"}, "inner": {"blob": "{{.x}}", "color": "{{.x}}"}, "n": "{{.x}}"}"#;
+                       "byKey": {"a": "{{.x}}"}, "inner": {"blob": "{{.x}}", "color": "{{.x}}"}, "n": "{{.x}}",
+                       "wrapped": "{{.x}}", "maybe": "{{.x}}"}"#;
         RequestSource::with_vars(&m, &DataSource::Json(text.into()), &["x".to_owned()]).unwrap();
         // A captured bool goes into a bool field as a JSON bool (the mapping takes no "false").
         let on = RequestSource::with_vars(&m, &DataSource::Json(r#"{"on": "{{.x}}"}"#.into()), &["x".to_owned()]);
