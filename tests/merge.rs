@@ -272,23 +272,109 @@ fn a_merge_prints_every_format_run_prints() {
     assert!(merge("influx").contains("count=80i"), "{}", merge("influx"));
     assert!(merge("junit").contains("<testsuite"), "{}", merge("junit"));
     assert!(merge("rmeter").contains("| 80 |"), "{}", merge("rmeter"));
-    // A merge keeps no interval series: the header alone.
-    assert_eq!(merge("csv").lines().count(), 1);
+    // A merge keeps no interval series: its whole window is the one row.
+    let csv = merge("csv");
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().contains(",measured,80,80,0,"), "{csv}");
     assert!(merge("table").contains("merged from 2 results"));
     let m: serde_json::Value = serde_json::from_str(&merge("json")).unwrap();
     let shards = m["shards"].as_array().unwrap();
     let ra: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
     assert_eq!(shards[0]["requests"], serde_json::json!({"total": 30, "ok": 30, "failed": 0}));
-    assert_eq!(shards[0]["histogram"], ra["histogram"]);
+    assert_eq!(shards[0]["histogram"], ra["histograms"]["call_latency"]);
     assert_eq!(shards[1]["statuses"]["OK"], 50);
     // A newer major schema is refused in one line, exit 2.
     let mut future = ra.clone();
-    future["meta"]["schema_version"] = "2.0".into();
+    future["meta"]["schema_version"] = "3.0".into();
     let c = dir.path().join("c.json");
     std::fs::write(&c, future.to_string()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").args([&c, &b]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("schema version 2.0 is newer than this rpcmeter reads"), "{stderr}");
+    assert!(stderr.contains("schema version 3.0 is newer than this rpcmeter reads"), "{stderr}");
+}
+
+/// Two saved results, the first stopped early, merged: what `merge` prints in `format`.
+fn merged_partial(dir: &std::path::Path, format: &str) -> String {
+    let saved = || read(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/results/open.json")));
+    let (mut a, mut b) = (saved(), saved());
+    a["partial"] = true.into();
+    a["meta"]["ended"] = "interrupted".into();
+    b["meta"]["run_id"] = "00000000-0000-4000-8000-000000000001".into();
+    b["meta"]["started_at"] = "2026-11-25T17:43:14.417Z".into();
+    let (pa, pb) = (dir.join("a.json"), dir.join("b.json"));
+    write(&pa, &a);
+    write(&pb, &b);
+    let out = rpcmeter().args(["merge", "--format", format]).args([&pa, &pb]).output().unwrap();
+    assert!(out.status.success(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A merge of which one input was stopped early is partial in every format (before: the
+/// merged JSON said partial, and prometheus, influx and the others rendered it completed).
+#[test]
+fn a_partial_merge_says_partial_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let m: serde_json::Value = serde_json::from_str(&merged_partial(dir.path(), "json")).unwrap();
+    assert_eq!((&m["partial"], &m["meta"]["ended"]), (&true.into(), &"partial".into()), "{}", m["meta"]);
+    let each = [
+        ("table", "[PARTIAL]"),
+        ("prometheus", "end_reason=\"partial\""),
+        ("influx", "end_reason=partial"),
+        ("junit", "<property name=\"ended\" value=\"partial\"/>"),
+        ("rmeter", "PARTIAL: the result ended partial"),
+        ("csv", ",partial\n"),
+    ];
+    for (format, says) in each {
+        let text = merged_partial(dir.path(), format);
+        assert!(text.contains(says), "{format} does not say {says:?}:\n{text}");
+        assert!(!text.contains("completed"), "{format} says completed:\n{text}");
+    }
+    // The HTML page of the merged result.
+    let merged = dir.path().join("m.json");
+    std::fs::write(&merged, merged_partial(dir.path(), "json")).unwrap();
+    let page = dir.path().join("m.html");
+    let out = rpcmeter().arg("report").arg(&merged).arg("-o").arg(&page).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Partial result"), "the page does not say partial");
+}
+
+/// A result edited by hand (name, edit, what the refusal says).
+type Edit = (&'static str, fn(&mut serde_json::Value), &'static str);
+
+/// A hand-edited result is refused where it is read, in one line, exit 2 (before: `report`
+/// drew a 309-digit calls/s, -3 µs and u64::MAX calls; `merge` took `duration_s: 1e308` as
+/// `Duration: inf s` and `0` as no window, doubling the merged throughput).
+#[test]
+fn numbers_beyond_a_run_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = read(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/results/open.json")));
+    let mut other = saved.clone();
+    other["meta"]["run_id"] = "00000000-0000-4000-8000-000000000002".into();
+    let good = dir.path().join("good.json");
+    write(&good, &other);
+    let edits: [Edit; 5] = [
+        ("rps", |v| v["throughput_rps"] = 1e308.into(), "throughput_rps 1e308 is not a rate per second"),
+        ("negative", |v| v["latency_us"]["p50"] = (-3.0).into(), "latency_us.p50 -3 is not a latency in µs"),
+        ("calls", |v| v["requests"]["total"] = u64::MAX.into(), "requests.total 18446744073709551615 is not a count"),
+        ("endless", |v| v["duration_s"] = 1e308.into(), "duration_s 1e308 is not a duration in seconds"),
+        ("zero", |v| v["duration_s"] = 0.into(), "duration_s 0 with 206 calls: no measured window"),
+    ];
+    for (name, edit, says) in edits {
+        let mut v = saved.clone();
+        edit(&mut v);
+        let path = dir.path().join(format!("{name}.json"));
+        write(&path, &v);
+        for args in [
+            vec!["merge".as_ref(), path.as_os_str(), good.as_os_str()],
+            vec!["report".as_ref(), path.as_os_str(), "-o".as_ref(), "-".as_ref()],
+        ] {
+            let out = rpcmeter().args(&args).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{name} {:?}: {stderr}", args[0]);
+            assert!(stderr.contains(says) && stderr.lines().count() == 1, "{name} {:?}: {stderr}", args[0]);
+        }
+    }
 }

@@ -126,7 +126,7 @@ fn closed_loop_total_and_loop_counts_are_exact() {
     // The server saw exactly what the client counted: 600 calls.
     assert_eq!(server.calls(), 600);
     assert!(f(&r["client"]["cpu_s"]) > 0.0 && u(&r["client"]["max_rss_bytes"]) > 0);
-    let hist = r["histogram"].as_str().unwrap();
+    let hist = r["histograms"]["call_latency"].as_str().unwrap();
     assert!(hist.len() > 20, "histogram missing: {hist}");
 }
 

@@ -240,7 +240,10 @@ fn merge_adds_each_name_exactly() {
     assert!(page.contains("By call name") && page.contains("<td>cpu</td>"), "no per-name table in the report");
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).arg("merge").args([&a, &b]).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("By call name:") && table.contains("  cpu: 105 calls (failed 0)"), "{table}");
+    // The run table's rows (report::breakdown): name, calls, failed, latencies, method.
+    let row = table.lines().find(|l| l.trim_start().starts_with("cpu ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(table.contains("By call name:"), "{table}");
+    assert_eq!(row.split_whitespace().take(3).collect::<Vec<_>>(), ["cpu", "105", "0"], "{table}");
 }
 
 /// A slice of a result (`--slice calls_by_name=cpu`) merges, compares and renders as a whole
@@ -274,8 +277,13 @@ fn a_slice_merges_compares_and_renders_like_a_whole() {
     assert_eq!(sliced["requests"]["total"], cpu["requests"]["total"]);
     assert_eq!(sliced["statuses"], cpu["statuses"]);
     assert_eq!(sliced["latency_us"], cpu["latency_us"]);
-    assert_eq!(sliced["histogram"], cpu["histogram"]);
+    assert_eq!(sliced["histograms"]["call_latency"], cpu["histogram"]);
     assert_eq!(sliced["throughput_rps"], cpu["throughput_rps"]);
+    // What a slice does not know (attempts, retries, unsent: the whole run's) it does not
+    // write (before: `attempts: 0` beside `total: 105`).
+    for key in ["attempts", "retries", "retry_exhausted", "abandoned", "unsent"] {
+        assert!(sliced["requests"].get(key).is_none(), "{key}: {}", sliced["requests"]);
+    }
     assert_eq!(sliced["shards"][0]["histogram"], ra["calls_by_name"]["cpu"]["histogram"]);
     // Compared: each side's values are its slice's.
     let compared = bin().args(["compare", "--format", "json", "--slice", "calls_by_name=cpu"]).args([&a, &b]).output();
@@ -293,6 +301,7 @@ fn a_slice_merges_compares_and_renders_like_a_whole() {
     assert!(prometheus.lines().any(|l| l.starts_with("rpcmeter_run_count{") && l.ends_with(" 105")), "{prometheus}");
     let table = stdout(bin().args(["merge", "--slice", "calls_by_name=echo"]).args([&a, &b]).output().unwrap());
     assert!(table.contains("Calls:       45 (ok 45, failed 0)"), "{table}");
+    assert!(!table.contains("null"), "a slice has no client of its own (before: client CPU null µs/call): {table}");
     let page = stdout(bin().args(["report", "-o", "-", "--slice", "calls_by_name=cpu"]).arg(&a).output().unwrap());
     assert!(page.contains("a.json [calls_by_name=cpu]") && page.contains("<svg"), "no page of the slice");
     // A name no result has: one line, exit 2.

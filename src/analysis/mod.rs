@@ -20,7 +20,6 @@ use crate::record::intervals::IntervalRow;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::{self, Latency};
 use hdrhistogram::Histogram;
-use std::time::Duration;
 use tonic::Code;
 
 /// A run as the engine and the sinks left it, with what was read beside it.
@@ -108,14 +107,14 @@ fn summarize(
         connections: plan.connections,
         loop_per_worker: plan.stop.per_worker,
         active_workers: plan.active_workers.clone(),
-        ended: r.ended,
+        ended: ended(r.ended),
         requests: requests(r),
         statuses: c.call_status,
         attempt_statuses: c.attempt_status,
         errors: errors(r),
         duration: r.window,
         throughput_rps: stats::rate(c.calls, r.window),
-        ok_rps: stats::rate(c.ok(), r.window),
+        ok_rps: crate::result::ok_calls_per_s(c.ok(), r.window),
         latency: Latency::of(&m.call_latency),
         attempt_latency: Latency::of(&m.attempt_latency),
         service_time: Latency::of(&m.service_time),
@@ -150,6 +149,17 @@ fn summarize(
     }
 }
 
+/// Why the engine stopped, as the result names it.
+fn ended(e: crate::load::engine::Ended) -> crate::result::Ended {
+    use crate::load::engine::Ended as Engine;
+    use crate::result::Ended;
+    match e {
+        Engine::Completed => Ended::Completed,
+        Engine::Interrupted => Ended::Interrupted,
+        Engine::DrainTimedOut => Ended::DrainTimedOut,
+    }
+}
+
 fn requests(r: &Recorded) -> Requests {
     let c = &r.measured.counts;
     Requests {
@@ -171,7 +181,7 @@ fn client(plan: &Plan, r: &Recorded) -> Client {
     Client {
         hiccups: None,
         cpu: r.cpu,
-        cpu_per_call: if all_calls == 0 { Duration::ZERO } else { r.cpu / all_calls.min(u32::MAX as u64) as u32 },
+        cpu_per_call: crate::result::cpu_per_call(r.cpu, all_calls),
         max_rss_bytes: r.max_rss_bytes,
         threads,
         utilization: if r.elapsed.is_zero() {
@@ -274,7 +284,7 @@ pub(crate) mod fixture {
     use crate::load::plan::{ShardOf, StopAt};
     use crate::record::intervals::Interval;
     use crate::record::Tally;
-    use std::time::SystemTime;
+    use std::time::{Duration, SystemTime};
 
     /// Closed loop, 8 workers on 2 threads, 1 s intervals, against a remote target.
     pub fn plan() -> Plan {
@@ -404,6 +414,7 @@ mod tests {
     use super::fixture::*;
     use super::*;
     use crate::stats::steady::Steadiness;
+    use std::time::Duration;
 
     #[test]
     fn numbers_are_of_the_measured_window() {

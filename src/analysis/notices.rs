@@ -2,9 +2,9 @@
 //! "Measurement rules"). One function per notice, each from the plan and the summary alone.
 use super::Summary;
 use crate::calibrate::{Calibration, Floor};
-use crate::load::engine::Ended;
 use crate::load::pacer::Pacer;
 use crate::load::plan::Plan;
+use crate::result::Ended;
 use crate::stats::steady::Steadiness;
 use crate::units;
 use std::time::Duration;
@@ -192,6 +192,8 @@ fn partial(plan: &Plan, s: &Summary) -> Option<Notice> {
                 units::duration(plan.drain)
             ),
         )),
+        // A merge's own word: its parts' notices say which ended early.
+        Ended::Partial => Some(notice(NoticeKind::Partial, "partial result: a part of it ended early")),
         Ended::Completed => None,
     }
 }

@@ -171,7 +171,7 @@ fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
             client: true,
         });
     }
-    let unsent = run.requests.unsent;
+    let unsent = run.requests.unsent.unwrap_or(0);
     if unsent > 0 {
         out.push(Disturbance {
             why: format!(
@@ -1347,6 +1347,6 @@ mod tests {
         .to_string();
         let err = RunResult::parse(&text, "x.json".into()).unwrap_err();
         assert_eq!(crate::error::exit_code(&err), 2);
-        assert!(err.to_string().contains("requests.total 18446744073709551615 is not a count of calls"), "{err}");
+        assert!(err.to_string().contains("requests.total 18446744073709551615 is not a count"), "{err}");
     }
 }

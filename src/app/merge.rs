@@ -6,6 +6,7 @@
 //! compare, report and merge itself read it.
 use crate::error::bad_input;
 use crate::record::shard::{from_text, new_histogram, to_text};
+use crate::report::breakdown::Kind;
 use crate::result::slice::{add_statuses, merge_breakdown};
 use crate::result::{self, LatencySummary, Run, BREAKDOWNS};
 use hdrhistogram::Histogram;
@@ -23,8 +24,9 @@ pub struct Input {
 impl Input {
     /// A result's JSON value as an input; anything that is not a result is bad input.
     pub fn of_value(label: String, value: Value) -> anyhow::Result<Input> {
+        // Its numbers are bounded there (result::bounds): counts a sum holds, finite durations.
         let result = Run::from_value_requiring(value, &NEEDED).map_err(|e| bad_input(format!("{label}: {e}")))?;
-        checked(Input { label, result })
+        Ok(Input { label, result })
     }
 }
 
@@ -47,43 +49,6 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
 
 /// What merge reads beside the counts: the histograms it adds, the start and length of a window.
 const NEEDED: [&str; 3] = ["histograms", "meta", "duration_s"];
-
-fn checked(input: Input) -> anyhow::Result<Input> {
-    // Counts are added: one beyond 2^53 (what a JSON number holds exactly) is no count of a
-    // run, and a few of them would overflow the sum.
-    let r = &input.result;
-    let q = &r.requests;
-    let requests = [
-        ("total", q.total),
-        ("ok", q.ok),
-        ("failed", q.failed),
-        ("retries", q.retries),
-        ("attempts", q.attempts),
-        ("retry_exhausted", q.retry_exhausted),
-        ("abandoned", q.abandoned),
-        ("unsent", q.unsent),
-    ];
-    let counts = requests
-        .into_iter()
-        .map(|(name, n)| (format!("requests.{name}"), n))
-        .chain(r.statuses.iter().map(|(name, n)| (format!("statuses.{name}"), *n)))
-        .chain(r.attempt_statuses.iter().map(|(name, n)| (format!("attempt_statuses.{name}"), *n)))
-        .chain(
-            r.messages
-                .iter()
-                .flat_map(|m| [("messages.sent".into(), m.sent), ("messages.received".into(), m.received)]),
-        )
-        .chain(r.errors.iter().map(|e| ("errors[].count".to_string(), e.count)));
-    for (name, n) in counts {
-        if n > MAX_COUNT {
-            return Err(bad_input(format!("{}: {name} {n} is not a count of calls", input.label)));
-        }
-    }
-    Ok(input)
-}
-
-/// The largest count a result may hold: 2^53.
-const MAX_COUNT: u64 = 1 << 53;
 
 /// Results one after the other in one text, as `kubectl logs` of several pods gives them:
 /// every JSON object that starts a line is read; other lines (a pod's error) are returned
@@ -143,7 +108,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
             .collect(),
     );
     out.throughput_rps = rate(out.requests.total);
-    out.ok_rps = Some(rate(out.statuses.get(crate::grpc::status::name(tonic::Code::Ok)).copied().unwrap_or(0)));
+    out.ok_rps = Some(out.ok_calls_per_s());
     if let Some(kind) = first.messages.as_ref().map(|m| m.kind.clone()) {
         out.messages = Some(merge_messages(inputs, kind, &rate)?);
     }
@@ -159,7 +124,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
         source_run_ids: Some(sources.into_iter().map(Value::from).collect()),
         merged_from: Some(inputs.iter().map(|i| i.label.clone()).collect()),
         started_at: Some(rfc3339(start)),
-        ended: if out.partial { "partial" } else { "completed" }.into(),
+        ended: if out.partial { result::Ended::Partial } else { result::Ended::Completed },
         name: first.meta.name.clone(),
         tags: first.meta.tags.clone(),
         mixed: Some(mixed),
@@ -193,7 +158,6 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
     let attempts = every("attempt_latency", |h| h.attempt_latency.as_ref())?;
     let service = every("service_time", |h| h.service_time.as_ref())?;
     let lag = every("schedule_lag", |h| h.schedule_lag.as_ref())?;
-    out.histogram = to_text(&calls);
     out.histograms = result::Histograms {
         call_latency: to_text(&calls),
         ok_call_latency: ok.as_ref().map(to_text),
@@ -214,15 +178,20 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
 /// Counts, statuses and errors: added.
 fn merge_counts(inputs: &[Input], out: &mut Run) {
     let r = &mut out.requests;
+    // A run-wide count is added where inputs have it; slices have none, and get none.
+    let add = |sum: Option<u64>, n: Option<u64>| match (sum, n) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
+    };
     for q in inputs.iter().map(|i| &i.result.requests) {
         r.total = r.total.saturating_add(q.total);
         r.ok = r.ok.saturating_add(q.ok);
         r.failed = r.failed.saturating_add(q.failed);
-        r.retries = r.retries.saturating_add(q.retries);
-        r.attempts = r.attempts.saturating_add(q.attempts);
-        r.retry_exhausted = r.retry_exhausted.saturating_add(q.retry_exhausted);
-        r.abandoned = r.abandoned.saturating_add(q.abandoned);
-        r.unsent = r.unsent.saturating_add(q.unsent);
+        r.retries = add(r.retries, q.retries);
+        r.attempts = add(r.attempts, q.attempts);
+        r.retry_exhausted = add(r.retry_exhausted, q.retry_exhausted);
+        r.abandoned = add(r.abandoned, q.abandoned);
+        r.unsent = add(r.unsent, q.unsent);
     }
     // The open loop's late sends, by cause (slot waits, late wake-ups): added, when the inputs have them.
     let late = |pick: fn(&Run) -> Option<u64>| -> Option<u64> {
@@ -260,23 +229,43 @@ fn merge_breakdowns(inputs: &[Input], rate: &dyn Fn(u64) -> f64, out: &mut Run) 
         }
     }
     if inputs.iter().any(|i| i.result.checks.is_some()) {
-        let mut checks: BTreeMap<String, result::CheckCount> = BTreeMap::new();
-        for (name, c) in inputs.iter().flat_map(|i| i.result.checks.iter().flatten()) {
-            let sum =
-                checks.entry(name.clone()).or_insert_with(|| result::CheckCount { pass: 0, fail: 0, ..c.clone() });
-            sum.pass = sum.pass.saturating_add(c.pass);
-            sum.fail = sum.fail.saturating_add(c.fail);
-        }
-        out.checks = Some(checks);
+        out.checks = Some(merge_checks(inputs.iter().filter_map(|i| i.result.checks.as_deref())));
     }
     Ok(())
+}
+
+/// Checks added check by check: the n-th check of a call and expression in one input is
+/// the n-th of the same in every other (two identical checks stay two); in first-seen order.
+fn merge_checks<'a>(lists: impl Iterator<Item = &'a [result::CheckCount]>) -> Vec<result::CheckCount> {
+    let mut out: Vec<result::CheckCount> = Vec::new();
+    for list in lists {
+        let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for c in list {
+            let nth = seen.entry((&c.call, &c.expression)).or_default();
+            let same = |o: &&mut result::CheckCount| o.call == c.call && o.expression == c.expression;
+            match out.iter_mut().filter(same).nth(*nth) {
+                Some(sum) => {
+                    sum.pass = sum.pass.saturating_add(c.pass);
+                    sum.fail = sum.fail.saturating_add(c.fail);
+                }
+                None => out.push(c.clone()),
+            }
+            *nth += 1;
+        }
+    }
+    out
 }
 
 /// One input's row under `shards`: its client, whether it was the bottleneck, its slice.
 fn shard_part(i: &Input) -> result::ShardPart {
     let r = &i.result;
-    let bottleneck =
-        r.warnings.iter().flatten().any(|w| matches!(w.kind.as_str(), "client_cpu" | "behind_schedule" | "unsent"));
+    use crate::analysis::NoticeKind::{BehindSchedule, ClientCpu, Unsent};
+    // The notices that say the client, not the server, held the rate back.
+    let bottleneck = r
+        .warnings
+        .iter()
+        .flatten()
+        .any(|w| matches!(crate::analysis::NoticeKind::named(&w.kind), Some(ClientCpu | BehindSchedule | Unsent)));
     let whole = r.whole();
     result::ShardPart {
         input: i.label.clone(),
@@ -578,10 +567,11 @@ pub fn table(merged: &Run) -> String {
     let l = &merged.latency_us;
     let shards = merged.shards.as_deref().unwrap_or_default();
     let mut o = format!(
-        "{} {}  (merged from {} results)\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
+        "{} {}  (merged from {} results){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
         merged.target,
         merged.call,
         shards.len(),
+        if merged.meta.ended.partial() { "  [PARTIAL]" } else { "" },
         merged.requests.total,
         merged.requests.ok,
         merged.requests.failed,
@@ -595,22 +585,25 @@ pub fn table(merged: &Run) -> String {
         ms(l, "max"),
     );
     for s in shards {
+        // A slice has no client of its own: its run's served every name.
+        let cpu = s.client.as_ref().map_or(String::new(), |c| format!(", client CPU {} µs/call", c.cpu_us_per_request));
         o += &format!(
-            "  {}: {} calls, {:.1} calls/s, client CPU {} µs/call{}\n",
+            "  {}: {} calls, {:.1} calls/s{cpu}{}\n",
             s.input,
             s.calls,
             s.throughput_rps,
-            s.client.as_ref().map_or("null".to_string(), |c| Value::from(c.cpu_us_per_request).to_string()),
             if s.bottleneck { "  [client was the bottleneck]" } else { "" }
         );
     }
-    for key in BREAKDOWNS {
-        o += &breakdown_table(key, merged.breakdown(key));
+    for kind in Kind::ALL {
+        let slices = merged.breakdown(kind.key()).into_iter().flatten();
+        o += &crate::report::breakdown::text(kind, slices.map(|(name, s)| (name.as_str(), s)));
     }
     if let Some(checks) = merged.checks.as_ref().filter(|c| !c.is_empty()) {
         o += "\nChecks:\n";
-        for (key, c) in checks {
-            o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(key), c.pass, c.fail);
+        for c in checks {
+            let key = format!("{}: {}", c.call, c.expression);
+            o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(&key), c.pass, c.fail);
         }
     }
     // As run's table writes them (report/table.rs `verdicts`): the whole run's, judged once.
@@ -623,32 +616,6 @@ pub fn table(merged: &Run) -> String {
     o
 }
 
-/// A breakdown's rows: each name's calls, failures and latency.
-fn breakdown_table(key: &str, names: Option<&BTreeMap<String, result::Slice>>) -> String {
-    let Some(names) = names.filter(|n| !n.is_empty()) else { return String::new() };
-    let title = match key {
-        "calls_by_name" => "By call name",
-        "flows" => "By flow",
-        _ => "By backend",
-    };
-    let unit = if key == "flows" { "flows" } else { "calls" };
-    let mut o = format!("\n{title}:\n");
-    for (name, v) in names {
-        let l = &v.latency_us;
-        o += &format!(
-            "  {}: {} {unit} (failed {}), p50 {}, p99 {}, max {}  {}\n",
-            crate::report::printable::printable(name),
-            v.requests.total,
-            v.requests.failed,
-            ms(l, "p50"),
-            ms(l, "p99"),
-            ms(l, "max"),
-            v.extra.get("method").and_then(Value::as_str).unwrap_or("")
-        );
-    }
-    o
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -657,6 +624,17 @@ mod tests {
     fn windows_apart_add_and_overlaps_count_once() {
         let u = union(vec![(10.0, 12.0), (0.0, 2.0), (1.0, 3.0), (3.0, 4.0)]);
         assert_eq!(u, vec![(0.0, 4.0), (10.0, 12.0)]);
+    }
+
+    /// The n-th of two identical checks adds to the n-th of the other input's.
+    #[test]
+    fn identical_checks_add_one_by_one() {
+        let check =
+            |call: &str, pass, fail| result::CheckCount { call: call.into(), expression: "x".into(), pass, fail };
+        let a = [check("get", 1, 0), check("get", 0, 2), check("put", 3, 0)];
+        let b = [check("get", 10, 0), check("get", 0, 20)];
+        let sum = merge_checks([&a[..], &b[..]].into_iter());
+        assert_eq!(sum, [check("get", 11, 0), check("get", 0, 22), check("put", 3, 0)]);
     }
 
     #[test]

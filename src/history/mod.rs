@@ -361,6 +361,7 @@ mod tests {
             "call": "EchoService.echo",
             "mode": "closed",
             "requests": {"total": 5, "ok": 4},
+            "duration_s": 1.0,
             "throughput_rps": rps,
             "latency_us": {"count": 5, "p50": 123.457, "p99": 0.1 + 0.2},
             "intervals": [{"t_s": 1.0, "rps": 1.0 / 3.0}],

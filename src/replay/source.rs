@@ -250,7 +250,8 @@ impl Source {
                     statuses: r.statuses.clone(),
                     latency_us: LatencySummary::of_histogram(&r.latency),
                     histogram: to_text(&r.latency),
-                    extra: [("method".to_string(), method_name(path).into())].into(),
+                    method: Some(method_name(path)),
+                    ..Slice::default()
                 };
                 (call_name(path), slice)
             })

@@ -1,7 +1,9 @@
 //! `rpcmeter report`: result JSON files (`run --format json`) as one self-contained HTML page:
 //! inline CSS and inline SVG drawn by `svg`, no scripts, no fonts, nothing fetched. Every
 //! string that comes from a file is escaped.
+use super::breakdown::Kind;
 use super::svg::{esc, latency_us, num, Axis, Mark, Plot, Scale};
+use crate::result::Slice;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -69,15 +71,15 @@ pub struct Run {
     pub intervals: Vec<IntervalPoint>,
     /// Call latency in ns, decoded from `histograms.call_latency`.
     pub histogram: Histogram<u64>,
-    /// `--workload`: `calls_by_name` as given, name by name.
-    pub by_name: Vec<(String, Value)>,
+    /// `--workload`: `calls_by_name`, name by name.
+    pub by_name: Vec<(String, Slice)>,
     /// `run --replay`: the log's own slices of the calls sent, by the same names.
-    pub recorded: Vec<(String, Value)>,
+    pub recorded: Vec<(String, Slice)>,
     /// `--workload` flows and checks as given, one by one.
-    pub flows: Vec<(String, Value)>,
-    pub checks: Vec<(String, Value)>,
+    pub flows: Vec<(String, Slice)>,
+    pub checks: Vec<crate::result::CheckCount>,
     /// Targets broken down by backend: `backends` as given, address by address.
-    pub backends: Vec<(String, Value)>,
+    pub backends: Vec<(String, Slice)>,
 }
 
 fn text(v: &Value) -> String {
@@ -101,8 +103,8 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
 
 /// What the report shows of a result (a run's, a merge's, a slice's).
 pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
-    let encoded = Some(r.histograms.call_latency.as_str()).filter(|h| !h.is_empty()).unwrap_or(&r.histogram);
-    let histogram = crate::record::shard::from_text(encoded).map_err(|why| format!("histograms.call_latency {why}"))?;
+    let histogram = crate::record::shard::from_text(&r.histograms.call_latency)
+        .map_err(|why| format!("histograms.call_latency {why}"))?;
     let mut statuses: Vec<(String, u64)> =
         r.statuses.iter().filter(|s| *s.1 > 0).map(|(k, n)| (k.clone(), *n)).collect();
     statuses.sort_by_key(|s| std::cmp::Reverse(s.1));
@@ -112,22 +114,15 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
     let q = &r.requests;
     let as_map = |v: Value| v.as_object().cloned().unwrap_or_default();
     let steady = r.steady_state.as_ref();
-    // A breakdown's entries as the page's tables read them, name by name.
-    fn entries<T: serde::Serialize>(map: Option<&std::collections::BTreeMap<String, T>>) -> Vec<(String, Value)> {
-        let each = map.into_iter().flatten();
-        each.map(|(name, v)| (name.clone(), serde_json::to_value(v).unwrap_or_default())).collect()
-    }
+    let entries = |map: Option<&std::collections::BTreeMap<String, Slice>>| -> Vec<(String, Slice)> {
+        map.into_iter().flatten().map(|(name, s)| (name.clone(), s.clone())).collect()
+    };
     Ok(Run {
-        backends: r
-            .backends
-            .iter()
-            .flatten()
-            .map(|(address, slice)| (address.clone(), serde_json::to_value(slice).unwrap_or_default()))
-            .collect(),
+        backends: entries(r.backends.as_ref()),
         by_name: entries(r.calls_by_name.as_ref()),
         recorded: entries(r.replay.as_ref().map(|x| &x.recorded)),
         flows: entries(r.flows.as_ref()),
-        checks: entries(r.checks.as_ref()),
+        checks: r.checks.clone().unwrap_or_default(),
         label: r
             .meta
             .name
@@ -145,15 +140,14 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         total: q.total,
         ok: q.ok,
         failed: q.failed,
-        unsent: q.unsent,
+        unsent: q.unsent.unwrap_or(0),
         partial: r.partial,
         statuses,
         errors,
         throughput_rps: r.throughput_rps,
-        // Older and merged files lack `ok_rps`: the OK share of the throughput is the same.
-        ok_rps: r.ok_rps.unwrap_or(if q.total == 0 { 0.0 } else { r.throughput_rps * q.ok as f64 / q.total as f64 }),
+        ok_rps: r.ok_calls_per_s(),
         latency_us: as_map(serde_json::to_value(&r.latency_us).unwrap_or_default()),
-        cpu_us_per_call: r.client.as_ref().map(|c| c.cpu_us_per_request),
+        cpu_us_per_call: r.cpu_per_call().map(crate::units::micros),
         max_rss_bytes: r.client.as_ref().map(|c| c.max_rss_bytes as f64),
         notices: r.notices.clone(),
         messages: r.messages.as_ref().map(|m| messages_line(&serde_json::to_value(m).unwrap_or_default())),
@@ -252,20 +246,20 @@ impl Run {
 
     /// Failed checks and flows ended early: not failed calls, so the statuses miss them.
     fn workload_failures(&self) -> Vec<String> {
-        let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
-        let checks = self.checks.iter().filter(|(_, c)| count(c, "fail") > 0).map(|(name, c)| {
-            let (fail, all) = (count(c, "fail"), count(c, "pass") + count(c, "fail"));
-            format!("Check \"{}\" failed {fail} of {all}.", crate::units::abridged(name, 80))
+        let checks = self.checks.iter().filter(|c| c.fail > 0).map(|c| {
+            let name = format!("{}: {}", c.call, c.expression);
+            let all = c.pass.saturating_add(c.fail);
+            format!("Check \"{}\" failed {} of {all}.", crate::units::abridged(&name, 80), c.fail)
         });
         let flows = self.flows.iter().filter_map(|(name, f)| {
-            let (by_check, by_capture) = (count(f, "stopped_by_check"), count(f, "capture_errors"));
+            let (by_check, by_capture) = f.stopped();
             (by_check + by_capture > 0).then(|| {
                 let why = crate::analysis::notices::stop_reasons(by_check, by_capture);
                 format!(
                     "Flow \"{}\": {} of {} ended early, every call OK: {why}.",
                     crate::units::abridged(name, 80),
                     by_check + by_capture,
-                    count(&f["requests"], "total")
+                    f.requests.total
                 )
             })
         });
@@ -442,20 +436,19 @@ fn recorded_vs_replayed(r: &Run) -> String {
         "<h3>Recorded vs replayed</h3><table class=\"names\"><tr><th>name</th><th>calls rec / now</th>\
          <th>failed rec / now</th><th>p50 rec / now</th><th>p99 rec / now</th></tr>",
     );
-    let none = Value::Null;
+    let none = Slice::default();
     for (name, now) in &r.by_name {
         let rec = r.recorded.iter().find(|(n, _)| n == name).map_or(&none, |(_, v)| v);
-        let pair = |v: &dyn Fn(&Value) -> String| format!("{} / {}", v(rec), v(now));
-        let count = |key: &'static str| move |v: &Value| v["requests"][key].as_u64().unwrap_or(0).to_string();
-        let stat = |key: &'static str| move |v: &Value| latency_cell(&v["latency_us"][key]);
+        let pair = |v: &dyn Fn(&Slice) -> String| format!("{} / {}", v(rec), v(now));
+        let stat = |p: f64| move |v: &Slice| latency_cell(v.latency_us.micros(crate::stats::Statistic::Percentile(p)));
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             esc(name),
-            pair(&count("total")),
-            pair(&count("failed")),
-            pair(&stat("p50")),
-            pair(&stat("p99")),
+            pair(&|v| v.requests.total.to_string()),
+            pair(&|v| v.requests.failed.to_string()),
+            pair(&stat(50.0)),
+            pair(&stat(99.0)),
         );
     }
     s.push_str("</table>\n");
@@ -464,8 +457,41 @@ fn recorded_vs_replayed(r: &Run) -> String {
 
 /// A breakdown's latency as the summary prints it ("689 µs", "12 ms"; it printed raw µs
 /// with three decimals); "–" when the slice has none.
-fn latency_cell(us: &Value) -> String {
-    us.as_f64().filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
+fn latency_cell(us: Option<f64>) -> String {
+    us.filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
+}
+
+/// One breakdown's table (report::breakdown's rows); none without rows.
+fn breakdown_table(kind: Kind, slices: &[(String, Slice)]) -> String {
+    let rows = super::breakdown::rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)));
+    if rows.is_empty() {
+        return String::new();
+    }
+    let (name, count, detail) = kind.headers();
+    let class = if kind == Kind::Backends { "backends" } else { "names" };
+    let detail_th = detail.map_or(String::new(), |d| format!("<th>{d}</th>"));
+    let mut s = format!(
+        "<h3>{}</h3><table class=\"{class}\"><tr><th>{name}</th>{detail_th}<th>{count}</th><th>failed</th>\
+         <th>p50</th><th>p99</th><th>max</th></tr>",
+        kind.title(),
+    );
+    for r in &rows {
+        let bad = if r.failed == 0 { "n" } else { "n bad" };
+        // Steps read as an arrow on the page.
+        let detail = detail.map_or(String::new(), |_| format!("<td>{}</td>", esc(&r.detail.replace(" -> ", " → "))));
+        let _ = write!(
+            s,
+            "<tr><td>{}</td>{detail}<td class=\"n\">{}</td><td class=\"{bad}\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&r.name),
+            r.total,
+            r.failed,
+            latency_cell(r.p50_us),
+            latency_cell(r.p99_us),
+            latency_cell(r.max_us),
+        );
+    }
+    s + "</table>\n"
 }
 
 /// Most kinds of error listed; the rest are counted in one row.
@@ -475,88 +501,25 @@ const ERROR_ROWS: usize = 20;
 /// writes them).
 fn status_tables(r: &Run) -> String {
     let mut s = String::new();
-    if !r.by_name.is_empty() {
-        s.push_str(
-            "<h3>By call name</h3><table class=\"names\"><tr><th>name</th><th>method</th><th>calls</th><th>failed</th>\
-             <th>p50</th><th>p99</th><th>max</th></tr>",
-        );
-        for (name, v) in &r.by_name {
-            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
-            let class = if failed == 0 { "n" } else { "n bad" };
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                esc(name),
-                esc(&text(&v["method"])),
-                v["requests"]["total"].as_u64().unwrap_or(0),
-                latency_cell(&v["latency_us"]["p50"]),
-                latency_cell(&v["latency_us"]["p99"]),
-                latency_cell(&v["latency_us"]["max"]),
-            );
+    for (kind, slices) in [(Kind::Names, &r.by_name), (Kind::Flows, &r.flows), (Kind::Backends, &r.backends)] {
+        s.push_str(&breakdown_table(kind, slices));
+        if kind == Kind::Names && !r.recorded.is_empty() {
+            s.push_str(&recorded_vs_replayed(r));
         }
-        s.push_str("</table>\n");
-    }
-    if !r.recorded.is_empty() {
-        s.push_str(&recorded_vs_replayed(r));
-    }
-    if !r.flows.is_empty() {
-        s.push_str(
-            "<h3>By flow</h3><table class=\"names\"><tr><th>flow</th><th>steps</th><th>flows</th><th>failed</th>\
-             <th>p50</th><th>p99</th><th>max</th></tr>",
-        );
-        for (name, v) in &r.flows {
-            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
-            let class = if failed == 0 { "n" } else { "n bad" };
-            let steps: Vec<String> = v["steps"].as_array().into_iter().flatten().map(text).collect();
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                esc(name),
-                esc(&steps.join(" → ")),
-                v["requests"]["total"].as_u64().unwrap_or(0),
-                latency_cell(&v["latency_us"]["p50"]),
-                latency_cell(&v["latency_us"]["p99"]),
-                latency_cell(&v["latency_us"]["max"]),
-            );
-        }
-        s.push_str("</table>\n");
-    }
-    if !r.backends.is_empty() {
-        s.push_str(
-            "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
-             <th>p50</th><th>p99</th><th>max</th></tr>",
-        );
-        for (addr, v) in &r.backends {
-            let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
-            let class = if failed == 0 { "n" } else { "n bad" };
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{failed}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                esc(addr),
-                v["requests"]["total"].as_u64().unwrap_or(0),
-                latency_cell(&v["latency_us"]["p50"]),
-                latency_cell(&v["latency_us"]["p99"]),
-                latency_cell(&v["latency_us"]["max"]),
-            );
-        }
-        s.push_str("</table>\n");
     }
     if !r.checks.is_empty() {
         s.push_str(
             "<h3>Checks</h3><table class=\"names\"><tr><th>call</th><th>check</th><th>pass</th><th>fail</th></tr>",
         );
-        for (_, v) in &r.checks {
-            let fail = v["fail"].as_u64().unwrap_or(0);
-            let class = if fail == 0 { "n" } else { "n bad" };
+        for c in &r.checks {
+            let class = if c.fail == 0 { "n" } else { "n bad" };
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{fail}</td></tr>",
-                esc(&text(&v["call"])),
-                esc(&text(&v["expression"])),
-                v["pass"].as_u64().unwrap_or(0),
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{class}\">{}</td></tr>",
+                esc(&c.call),
+                esc(&c.expression),
+                c.pass,
+                c.fail,
             );
         }
         s.push_str("</table>\n");
@@ -983,7 +946,7 @@ mod tests {
         serde_json::json!({
             "meta": {"name": "<b>run</b>", "tags": {"k": "<i>v</i>"}, "started_at": "2024-01-01T00:00:00Z"},
             "target": "127.0.0.1:1", "call": "EchoService/echo", "mode": "open", "concurrency": concurrency,
-            "requests": {"total": 1000, "ok": 999, "failed": 1},
+            "requests": {"total": 1000, "ok": 999, "failed": 1}, "duration_s": 2.0,
             "throughput_rps": 500.0, "latency_us": {"p50": 600.0, "p99": 1090.0, "p999": 1099.0},
             "notices": [notice],
             "steady_state": {"verdict": "steady", "steady_after_s": 0.4},

@@ -76,7 +76,6 @@ pub fn result(s: &Summary) -> Run {
                 .map(|a| result::Checked { assertion: a.assertion.text.clone(), value: a.value.to_string(), ok: a.ok })
                 .collect(),
         ),
-        histogram: to_text(&s.measured.call_latency),
         histograms: histograms(&s.measured),
         interval_s: Some(units::secs(s.interval)),
         intervals: Some(s.intervals.iter().map(interval_row).collect()),
@@ -93,10 +92,10 @@ pub fn result(s: &Summary) -> Run {
         messages: s.messages.as_ref().map(|m| messages(m, &s.measured)),
         warmup: s.warmup.as_ref().map(warmup),
         rounds: (!s.rounds.is_empty()).then(|| s.rounds.iter().map(round).collect()),
-        calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration)),
-        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration)),
+        calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration).into_iter().collect()),
+        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
         checks: (!s.check_names.is_empty()).then(|| checks(s)),
-        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
+        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
         replay: s.replay.clone(),
         ..Run::default()
     }
@@ -107,11 +106,11 @@ fn requests(r: &super::Requests) -> result::Requests {
         total: r.total,
         ok: r.ok,
         failed: r.failed,
-        retries: r.retries,
-        attempts: r.attempts,
-        retry_exhausted: r.retry_exhausted,
-        abandoned: r.abandoned,
-        unsent: r.unsent,
+        retries: Some(r.retries),
+        attempts: Some(r.attempts),
+        retry_exhausted: Some(r.retry_exhausted),
+        abandoned: Some(r.abandoned),
+        unsent: Some(r.unsent),
     }
 }
 
@@ -142,7 +141,7 @@ fn meta(s: &Summary, arrival: Option<&Arrival>) -> result::Meta {
         name: s.meta.name.clone(),
         tags: s.meta.tags.iter().cloned().collect(),
         arguments: Some(s.meta.arguments.clone()),
-        ended: s.ended.as_str().into(),
+        ended: s.ended,
         shard: Some(s.shard.map(|sh| format!("{}/{}", sh.index, sh.count))),
         // The seed is what makes a Poisson run drawn again exactly (`--seed`).
         arrival: arrival.map(|a| match a {
@@ -259,12 +258,24 @@ fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::Interval
     }
 }
 
+/// A breakdown's slices in the run's order (the mix's, the file's, the addresses'): what
+/// the result keeps by name and the run table prints (report::breakdown).
+pub fn slices(s: &Summary, kind: super::breakdown::Kind) -> Vec<(String, Slice)> {
+    use super::breakdown::Kind;
+    let window = s.duration;
+    match kind {
+        Kind::Names => calls_by_name(s, window),
+        Kind::Flows => flows(s, window),
+        Kind::Backends => backends(s, window),
+    }
+}
+
 /// `--workload`: each call name's slice (merge adds them).
-fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+fn calls_by_name(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_name()
         .into_iter()
         .map(|(name, method, share)| {
-            let slice = Slice { extra: [("method".to_string(), Value::from(method))].into(), ..slice(&share, window) };
+            let slice = Slice { method: Some(method.into()), ..slice(&share, window) };
             (name.to_owned(), slice)
         })
         .collect()
@@ -272,37 +283,31 @@ fn calls_by_name(s: &Summary, window: std::time::Duration) -> BTreeMap<String, S
 
 /// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
 /// answer), with its steps and the flows a check or a capture ended early.
-fn flows(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+fn flows(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_flow()
         .into_iter()
         .map(|(name, steps, flow)| {
             let mut slice = slice(&flow.share, window);
             let (total, ok) = (flow.share.calls, flow.ok());
             slice.requests = result::Counts { total, ok, failed: total - ok };
-            slice.extra = [
-                ("steps".to_string(), Value::from(steps.to_vec())),
-                ("stopped_by_check".to_string(), flow.stopped_by_check.into()),
-                ("capture_errors".to_string(), flow.capture_errors.into()),
-            ]
-            .into();
+            slice.steps = Some(steps.to_vec());
+            slice.stopped_by_check = Some(flow.stopped_by_check);
+            slice.capture_errors = Some(flow.capture_errors);
             (name.to_owned(), slice)
         })
         .collect()
 }
 
-/// `--workload` checks, keyed "call: expression".
-fn checks(s: &Summary) -> BTreeMap<String, result::CheckCount> {
+/// `--workload` checks, each its own entry, in the workload's order.
+fn checks(s: &Summary) -> Vec<result::CheckCount> {
     s.checks()
         .into_iter()
-        .map(|(call, text, pass, fail)| {
-            let count = result::CheckCount { call: call.into(), expression: text.into(), pass, fail };
-            (format!("{call}: {text}"), count)
-        })
+        .map(|(call, text, pass, fail)| result::CheckCount { call: call.into(), expression: text.into(), pass, fail })
         .collect()
 }
 
 /// Targets broken down by backend: each address's slice (merge adds them).
-fn backends(s: &Summary, window: std::time::Duration) -> BTreeMap<String, Slice> {
+fn backends(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
 }
 
@@ -315,7 +320,7 @@ fn slice(share: &crate::record::shard::NameTally, window: std::time::Duration) -
         statuses: statuses(&share.statuses),
         latency_us: LatencySummary::of(&Latency::of(&share.latency)),
         histogram: to_text(&share.latency),
-        extra: Default::default(),
+        ..Slice::default()
     }
 }
 
@@ -326,4 +331,26 @@ fn statuses(counts: &PerStatus) -> BTreeMap<String, u64> {
 /// A latency summary in µs, keyed by each statistic's JSON key (p50, p999, ...).
 pub fn latency(l: &Latency) -> Value {
     serde_json::to_value(LatencySummary::of(l)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::fixture;
+    use std::time::Duration;
+
+    /// Two identical checks on one call are two entries (before: keyed "call: expression",
+    /// the second overwrote the first).
+    #[test]
+    fn two_identical_checks_are_two_entries() {
+        let measured = fixture::tally(10, Duration::from_millis(1), 0);
+        let mut s = fixture::summary(fixture::plan(), fixture::recorded(measured, Duration::from_secs(1)));
+        s.check_names = vec![("get".into(), "status == OK".into()), ("get".into(), "status == OK".into())];
+        s.measured.checks = vec![(3, 0), (0, 4)];
+        let checks = result(&s).checks.unwrap();
+        let counts: Vec<(&str, u64, u64)> = checks.iter().map(|c| (c.call.as_str(), c.pass, c.fail)).collect();
+        assert_eq!(counts, [("get", 3, 0), ("get", 0, 4)]);
+        let back = Run::parse(&result(&s).to_json_pretty()).unwrap();
+        assert_eq!(back.checks.unwrap(), checks, "read back as written");
+    }
 }

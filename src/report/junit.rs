@@ -132,6 +132,7 @@ impl Export for Junit {
             ("call", s.call.as_str()),
             ("calls", &calls),
             ("throughput_rps", &throughput),
+            ("ended", s.ended.as_str()),
         ];
         let started = humantime::format_rfc3339_seconds(s.meta.started_at).to_string();
         document(

@@ -1,6 +1,7 @@
 //! Reports: the `Summary` that src/analysis finished from a run's result, rendered by one
 //! `Export` per format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
 //! here measures, and units (µs, MiB) appear only in the renderers (through `crate::units`).
+pub mod breakdown;
 pub mod csv;
 pub mod html;
 pub mod influx;

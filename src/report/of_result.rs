@@ -5,7 +5,6 @@ use super::{Client, ErrorKind, Messages, Meta, Notice, NoticeKind, Phase, Reques
 use crate::error::bad_input;
 use crate::grpc::status::{self, PerStatus};
 use crate::grpc::transport::CallKind;
-use crate::load::engine::Ended;
 use crate::load::pacer::{Arrival, Pacer, RateSchedule};
 use crate::record::shard::{from_text, NameTally, Tally};
 use crate::result::{self, Run};
@@ -30,20 +29,16 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
         connections: clamp32(run.connections),
         loop_per_worker: run.loop_per_worker,
         active_workers: None,
-        ended: match run.meta.ended.as_str() {
-            "interrupted" => Ended::Interrupted,
-            "drain timed out" => Ended::DrainTimedOut,
-            _ => Ended::Completed,
-        },
+        ended: run.meta.ended,
         requests: Requests {
             total: r.total,
             ok: r.ok,
             failed: r.failed,
-            retries: r.retries,
-            attempts: r.attempts,
-            retry_exhausted: r.retry_exhausted,
-            abandoned: r.abandoned,
-            unsent: r.unsent,
+            retries: r.retries.unwrap_or(0),
+            attempts: r.attempts.unwrap_or(0),
+            retry_exhausted: r.retry_exhausted.unwrap_or(0),
+            abandoned: r.abandoned.unwrap_or(0),
+            unsent: r.unsent.unwrap_or(0),
         },
         statuses,
         attempt_statuses: per_status(&run.attempt_statuses),
@@ -58,7 +53,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             .collect(),
         duration,
         throughput_rps: run.throughput_rps,
-        ok_rps: run.ok_rps.unwrap_or_else(|| crate::stats::rate(r.ok, duration)),
+        ok_rps: run.ok_calls_per_s(),
         latency: Latency::of(&measured.call_latency),
         attempt_latency: Latency::of(&measured.attempt_latency),
         service_time: Latency::of(&measured.service_time),
@@ -72,7 +67,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             latency: Latency::default(),
         }),
         rounds: Vec::new(),
-        client: client(run.client.as_ref(), r.total),
+        client: client(run),
         notices: notices(run),
         assertions: Vec::new(),
         messages: run.messages.as_ref().map(messages),
@@ -81,12 +76,9 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             .flows
             .iter()
             .flatten()
-            .map(|(name, s)| {
-                let steps = s.extra.get("steps").and_then(|v| v.as_array()).into_iter().flatten();
-                (name.clone(), steps.map(|v| v.as_str().unwrap_or("").to_string()).collect())
-            })
+            .map(|(name, s)| (name.clone(), s.steps.clone().unwrap_or_default()))
             .collect(),
-        check_names: run.checks.iter().flatten().map(|(_, c)| (c.call.clone(), c.expression.clone())).collect(),
+        check_names: run.checks.iter().flatten().map(|c| (c.call.clone(), c.expression.clone())).collect(),
         backends: run.backends.iter().flat_map(BTreeMap::keys).cloned().collect(),
         replay: run.replay.clone(),
         measured,
@@ -128,14 +120,14 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
     }
     for slice in run.flows.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("flows histogram {why}")))?;
-        let count = |key: &str| slice.extra.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+        let (stopped_by_check, capture_errors) = slice.stopped();
         shard.by_flow.push(crate::record::shard::FlowTally {
             share: NameTally { calls: slice.requests.total, statuses: per_status(&slice.statuses), latency },
-            stopped_by_check: count("stopped_by_check"),
-            capture_errors: count("capture_errors"),
+            stopped_by_check,
+            capture_errors,
         });
     }
-    shard.checks = run.checks.iter().flat_map(BTreeMap::values).map(|c| (c.pass, c.fail)).collect();
+    shard.checks = run.checks.iter().flatten().map(|c| (c.pass, c.fail)).collect();
     for slice in run.backends.iter().flat_map(BTreeMap::values) {
         let latency = from_text(&slice.histogram).map_err(|why| bad_input(format!("backends histogram {why}")))?;
         shard.by_backend.push(NameTally {
@@ -148,7 +140,7 @@ fn measured(run: &Run) -> anyhow::Result<Tally> {
 }
 
 fn names(run: &Run) -> Vec<(String, String)> {
-    let method = |s: &result::Slice| s.extra.get("method").and_then(|m| m.as_str()).unwrap_or("").to_string();
+    let method = |s: &result::Slice| s.method.clone().unwrap_or_default();
     run.calls_by_name.iter().flatten().map(|(name, s)| (name.clone(), method(s))).collect()
 }
 
@@ -184,13 +176,12 @@ fn pacer(run: &Run) -> Pacer {
     }
 }
 
-fn client(c: Option<&result::Client>, calls: u64) -> Client {
-    let c = c.cloned().unwrap_or_default();
-    let cpu = seconds(c.cpu_s);
+fn client(run: &Run) -> Client {
+    let c = run.client.clone().unwrap_or_default();
     Client {
         hiccups: None,
-        cpu,
-        cpu_per_call: if calls == 0 { Duration::ZERO } else { cpu / u32::try_from(calls).unwrap_or(u32::MAX) },
+        cpu: seconds(c.cpu_s),
+        cpu_per_call: run.cpu_per_call().unwrap_or_default(),
         max_rss_bytes: c.max_rss_bytes,
         threads: clamp32(c.threads),
         utilization: c.utilization,

@@ -275,10 +275,15 @@ impl Export for Prometheus {
         let checks = s.checks();
         if !checks.is_empty() {
             out.family("rpcmeter_run_checks", "gauge", "--workload: each check's results (pass, fail)");
-            for (call, text, pass, fail) in &checks {
+            for (position, (call, text, pass, fail)) in checks.iter().enumerate() {
+                // The check's place in the workload: two identical checks are two series.
+                let position = position.to_string();
                 for (result, n) in [("pass", pass), ("fail", fail)] {
-                    let labels =
-                        [with(&labels, ("call_name", call)), vec![("check", text), ("result", result)]].concat();
+                    let labels = [
+                        with(&labels, ("call_name", call)),
+                        vec![("check", text), ("position", &position), ("result", result)],
+                    ]
+                    .concat();
                     out.sample("rpcmeter_run_checks", &labels, *n as f64);
                 }
             }

@@ -39,8 +39,12 @@ impl Export for Rmeter {
     /// The table, then the client's own cost on a line of its own (the header stays exact).
     fn render(&self, s: &Summary) -> String {
         let c = &s.client;
+        let partial = match s.ended.partial() {
+            true => format!("\nPARTIAL: the result ended {}\n", s.ended.as_str()),
+            false => String::new(),
+        };
         format!(
-            "{HEADER}\n{}\n\nClient cost: CPU {:.3} s ({}/call), max RSS {}\n",
+            "{HEADER}\n{}\n{partial}\nClient cost: CPU {:.3} s ({}/call), max RSS {}\n",
             row(s),
             c.cpu.as_secs_f64(),
             duration(c.cpu_per_call),

@@ -1,5 +1,6 @@
 //! `--format table`: the human report: summary, percentiles, a latency histogram,
 //! statuses and errors, the client's own cost and the notices that qualify the numbers.
+use super::breakdown::Kind;
 use super::{describe_load, Export, Summary};
 use crate::grpc::status;
 use crate::load::pacer::Pacer;
@@ -249,22 +250,7 @@ fn steady_state(o: &mut String, s: &Summary) {
 
 /// `--workload`: one row per call name.
 fn by_name(o: &mut String, s: &Summary) {
-    if !s.call_names.is_empty() {
-        let _ = writeln!(o, "\nBy call name:");
-        let row = |o: &mut String, cells: [&str; 7]| {
-            let [name, requests, failed, p50, p99, max, method] = cells;
-            let _ = writeln!(o, "  {name:<16} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {method}");
-        };
-        row(o, ["name", "requests", "failed", "p50", "p99", "max", "method"]);
-        for (name, method, share) in s.by_name() {
-            let l = crate::stats::Latency::of(&share.latency);
-            let failed = share.calls - share.statuses.get(tonic::Code::Ok);
-            let name = super::printable::printable(name).to_string();
-            let (calls, failed) = (share.calls.to_string(), failed.to_string());
-            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
-            row(o, [&name, &calls, &failed, &p50, &p99, &max, method]);
-        }
-    }
+    breakdown(o, s, Kind::Names);
 }
 
 /// `run --replay`: per call name, the log's own numbers (latency on the logger's side) beside
@@ -299,27 +285,13 @@ fn recorded_vs_replayed(o: &mut String, s: &Summary) {
 
 /// `--workload` flows: one row per flow.
 fn by_flow(o: &mut String, s: &Summary) {
-    if !s.flow_names.is_empty() {
-        let _ = writeln!(o, "\nBy flow (latency: from its start to its last answer):");
-        let row = |o: &mut String, cells: [&str; 7]| {
-            let [name, flows, failed, p50, p99, max, steps] = cells;
-            let _ = writeln!(o, "  {name:<16} {flows:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {steps}");
-        };
-        row(o, ["flow", "flows", "failed", "p50", "p99", "max", "steps"]);
-        for (name, steps, flow) in s.by_flow() {
-            let l = crate::stats::Latency::of(&flow.share.latency);
-            let name = super::printable::printable(name).to_string();
-            let (flows, failed) = (flow.share.calls.to_string(), (flow.share.calls - flow.ok()).to_string());
-            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
-            let steps = super::printable::printable(&steps.join(" -> ")).to_string();
-            row(o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
-            // Ended early with every call OK: the statuses would not say why.
-            if flow.stopped_by_check + flow.capture_errors > 0 {
-                let why = crate::analysis::notices::stop_reasons(flow.stopped_by_check, flow.capture_errors);
-                let _ = writeln!(o, "  {:<16} {why}", "");
-            }
-        }
-    }
+    breakdown(o, s, Kind::Flows);
+}
+
+/// One breakdown, as merge's table and the HTML report print it (report::breakdown).
+fn breakdown(o: &mut String, s: &Summary, kind: Kind) {
+    let slices = super::json::slices(s, kind);
+    o.push_str(&super::breakdown::text(kind, slices.iter().map(|(name, slice)| (name.as_str(), slice))));
 }
 
 /// How much of a check's `CALL: EXPRESSION` the table prints.
@@ -339,10 +311,12 @@ fn checks(o: &mut String, s: &Summary) {
     }
 }
 
-/// Targets broken down by backend: one row per address.
 /// More backends than this that took no call are gathered in one row of the table.
 const GATHERED_IDLE_BACKENDS: usize = 5;
 
+/// Targets broken down by backend: one row per address. The text table keeps its own rows
+/// (idle backends gathered, calls that found no backend in a row of their own, so the column
+/// adds up); the merge table and the HTML page draw backends through `breakdown`.
 fn by_backend(o: &mut String, s: &Summary) {
     if !s.backends.is_empty() {
         let _ = writeln!(o, "\nBy backend:");
@@ -527,7 +501,7 @@ mod tests {
     use crate::analysis::fixture::{self, plan, recorded, tally, warming_up};
     use crate::analysis::{ErrorKind, Messages, Round, ServerSide};
     use crate::grpc::transport::CallKind;
-    use crate::load::engine::Ended;
+    use crate::result::Ended;
     use std::time::Duration;
 
     /// 1000 calls of 2 ms over 2 s, every tenth UNAVAILABLE.

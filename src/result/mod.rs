@@ -7,19 +7,24 @@
 //! A breakdown of a run (`calls_by_name`, `flows`, `backends`) maps a name to a `Slice`: the
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
+pub mod bounds;
 pub mod replay;
 pub mod slice;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub use slice::{Counts, LatencySummary, Slice};
 
 /// `meta.schema_version`: MAJOR.MINOR. A reader refuses a newer major (a key it reads changed
-/// meaning) and reads a newer minor (keys were only added).
-pub const SCHEMA_VERSION: &str = "1.0";
-const SCHEMA_MAJOR: u64 = 1;
+/// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
+/// per check (1.x keyed them "call: expression", so two identical checks were one), and the
+/// call-latency histogram is written once (`histograms.call_latency`, no more `histogram`);
+/// 1.x results still read.
+pub const SCHEMA_VERSION: &str = "2.0";
+const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
 /// `--slice KEY=NAME` picks from.
@@ -82,9 +87,8 @@ pub struct Run {
     pub warnings: Option<Vec<Warning>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assertions: Option<Vec<Checked>>,
-    /// The call latency histogram (the same as `histograms.call_latency`).
-    #[serde(default)]
-    pub histogram: String,
+    /// The histograms; the call latency's one key is `histograms.call_latency` (1.x wrote it
+    /// twice, also as `histogram`: read when `call_latency` is absent, `Run::from_value`).
     #[serde(default)]
     pub histograms: Histograms,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,18 +118,19 @@ pub struct Run {
     pub warmup: Option<Warmup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<Vec<Round>>,
-    /// `--workload`: each call name's slice (extra: "method").
+    /// `--workload`: each call name's slice (with its `method`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_by_name: Option<BTreeMap<String, Slice>>,
-    /// Each flow's slice (extra: "steps").
+    /// Each flow's slice of whole flows (with its `steps` and early ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<BTreeMap<String, Slice>>,
     /// Client-side load balancing: each backend address's slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backends: Option<BTreeMap<String, Slice>>,
-    /// "call: expression" -> its passes and failures.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checks: Option<BTreeMap<String, CheckCount>>,
+    /// `--workload` checks, each its own entry in the workload's order (two identical checks
+    /// on one call are two); 1.x results keyed them "call: expression" and still read.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checks_list")]
+    pub checks: Option<Vec<CheckCount>>,
     /// `run --replay`: the log, and its own numbers beside `calls_by_name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<replay::Replay>,
@@ -165,7 +170,7 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Vec<String>>,
     #[serde(default)]
-    pub ended: String,
+    pub ended: Ended,
     /// `--shard`: "I/N"; null for a whole run, absent from a merged one (`Run::shard`).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub shard: Option<Option<String>>,
@@ -182,6 +187,42 @@ pub struct Meta {
     pub other: BTreeMap<String, Value>,
 }
 
+/// Why a result ends where it does (`meta.ended`), in the words results have always held.
+/// A word this version does not know is refused: its partialness would be a guess.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ended {
+    /// Its own limit (-n, -z, --loop, rounds) was reached and every call was answered.
+    #[default]
+    #[serde(rename = "completed")]
+    Completed,
+    /// Ctrl-C (or SIGTERM).
+    #[serde(rename = "interrupted")]
+    Interrupted,
+    /// Calls were still in flight when --drain ran out after the end.
+    #[serde(rename = "drain timed out")]
+    DrainTimedOut,
+    /// A merge of which some part ended early, or lacks a shard.
+    #[serde(rename = "partial")]
+    Partial,
+}
+
+impl Ended {
+    /// The result holds less than the run was asked for.
+    pub fn partial(self) -> bool {
+        self != Ended::Completed
+    }
+
+    /// The word the result holds (`meta.ended`), as every format names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Completed => "completed",
+            Ended::Interrupted => "interrupted",
+            Ended::DrainTimedOut => "drain timed out",
+            Ended::Partial => "partial",
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Arrival {
     pub process: String,
@@ -195,11 +236,18 @@ pub struct Requests {
     pub total: u64,
     pub ok: u64,
     pub failed: u64,
-    pub retries: u64,
-    pub attempts: u64,
-    pub retry_exhausted: u64,
-    pub abandoned: u64,
-    pub unsent: u64,
+    /// The counts below are the whole run's: a slice does not know them (absent from a
+    /// slice's result, never a made-up 0 beside its total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_exhausted: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abandoned: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
@@ -361,6 +409,23 @@ pub struct CheckCount {
     pub fail: u64,
 }
 
+/// `checks` as a list, or as 1.x wrote it (a map keyed "call: expression"): its entries.
+fn checks_list<'de, D>(d: D) -> Result<Option<Vec<CheckCount>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        List(Vec<CheckCount>),
+        Keyed(BTreeMap<String, CheckCount>),
+    }
+    Ok(Option::<Written>::deserialize(d)?.map(|w| match w {
+        Written::List(list) => list,
+        Written::Keyed(map) => map.into_values().collect(),
+    }))
+}
+
 /// One measured window of a merged result.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(default)]
@@ -422,6 +487,22 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// OK calls per second of the measured window: the one formula for a run (analysis), a
+/// merge, a slice and every format (`Run::ok_calls_per_s`).
+pub fn ok_calls_per_s(ok: u64, window: Duration) -> f64 {
+    crate::stats::rate(ok, window)
+}
+
+/// The client's CPU per call: the process's CPU from the clock's start (so the warm-up's
+/// included) over every call it made, the warm-up's included.
+pub fn cpu_per_call(cpu: Duration, calls_with_warmup: u64) -> Duration {
+    match calls_with_warmup {
+        0 => Duration::ZERO,
+        // To the ns, in integers: a float would make 500 ms over 500 calls 999.999 µs.
+        n => Duration::from_nanos(u64::try_from(cpu.as_nanos() / u128::from(n)).unwrap_or(u64::MAX)),
+    }
+}
+
 /// Why a text is not a result, in one line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NotAResult {
@@ -474,7 +555,12 @@ impl Run {
             }
         }
         check_version(&value["meta"]["schema_version"])?;
-        serde_path_to_error::deserialize(value).map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))
+        let value = one_histogram_key(value);
+        let timed = value.get("duration_s").is_some();
+        let run: Run = serde_path_to_error::deserialize(value)
+            .map_err(|e| NotAResult::Not(format!("{}: {}", e.path(), e.inner())))?;
+        bounds::check(&run, timed).map_err(NotAResult::Not)?;
+        Ok(run)
     }
 
     /// The result as JSON: keys sorted, as every result has been written.
@@ -494,8 +580,8 @@ impl Run {
             throughput_rps: self.throughput_rps,
             statuses: self.statuses.clone(),
             latency_us: self.latency_us.clone(),
-            histogram: self.histogram.clone(),
-            extra: BTreeMap::new(),
+            histogram: self.histograms.call_latency.clone(),
+            ..Slice::default()
         }
     }
 
@@ -538,7 +624,6 @@ impl Run {
 
     fn as_slice_run(&self, key: &str, name: &str, s: &Slice) -> Run {
         let c = &s.requests;
-        let ok_rps = if self.duration_s > 0.0 { c.ok as f64 / self.duration_s } else { 0.0 };
         let mut meta = self.meta.clone();
         meta.name = Some(match &self.meta.name {
             Some(run) => format!("{run} [{key}={name}]"),
@@ -547,7 +632,7 @@ impl Run {
         Run {
             meta,
             target: self.target.clone(),
-            call: s.extra.get("method").and_then(Value::as_str).map_or_else(|| self.call.clone(), String::from),
+            call: s.method.clone().unwrap_or_else(|| self.call.clone()),
             mode: self.mode.clone(),
             load: self.load.clone(),
             concurrency: self.concurrency,
@@ -558,9 +643,8 @@ impl Run {
             attempt_statuses: s.statuses.clone(),
             duration_s: self.duration_s,
             throughput_rps: s.throughput_rps,
-            ok_rps: Some(ok_rps),
+            ok_rps: Some(ok_calls_per_s(c.ok, self.window())),
             latency_us: s.latency_us.clone(),
-            histogram: s.histogram.clone(),
             histograms: Histograms { call_latency: s.histogram.clone(), ..Histograms::default() },
             interval_s: self.interval_s,
             windows: self.windows.clone(),
@@ -569,6 +653,24 @@ impl Run {
             warmup: self.warmup.clone(),
             ..Run::default()
         }
+    }
+
+    /// The measured window (`duration_s`); zero when it is none.
+    pub fn window(&self) -> Duration {
+        Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
+    }
+
+    /// OK calls per second of the measured window (`ok_calls_per_s`).
+    pub fn ok_calls_per_s(&self) -> f64 {
+        ok_calls_per_s(self.requests.ok, self.window())
+    }
+
+    /// The client's CPU per call (`cpu_per_call`); None when the result has no client (a
+    /// merge, a slice: their clients are each input's, under `shards`).
+    pub fn cpu_per_call(&self) -> Option<Duration> {
+        let cpu = Duration::try_from_secs_f64(self.client.as_ref()?.cpu_s).ok()?;
+        let warmup = self.warmup.as_ref().map_or(0, |w| w.calls);
+        Some(cpu_per_call(cpu, self.requests.total.saturating_add(warmup)))
     }
 
     /// `--shard`: which share of a split load this result is ("I/N").
@@ -592,6 +694,19 @@ pub fn parse_slice(text: &str) -> Result<(String, String), String> {
         return Err(format!("{key} is no breakdown (one of {})", BREAKDOWNS.join(", ")));
     }
     Ok((key.to_string(), name.to_string()))
+}
+
+/// 1.x wrote the call-latency histogram twice (`histogram` and `histograms.call_latency`):
+/// `histogram` is read as `histograms.call_latency` where that is absent, and dropped.
+fn one_histogram_key(mut value: Value) -> Value {
+    let Some(run) = value.as_object_mut() else { return value };
+    if let Some(old) = run.remove("histogram") {
+        let histograms = run.entry("histograms").or_insert_with(|| Value::Object(Default::default()));
+        if let Some(h) = histograms.as_object_mut() {
+            h.entry("call_latency").or_insert(old);
+        }
+    }
+    value
 }
 
 /// Refuses a newer major schema: its keys may mean what this version does not know.

@@ -20,10 +20,28 @@ pub struct Slice {
     /// HdrHistogram text of the latencies (ns), as every result holds them.
     #[serde(default)]
     pub histogram: String,
-    /// What a kind of slice adds (a call name's "method", a flow's "steps"): slices of one
-    /// name merge only when these agree.
+    /// A call name's method (`calls_by_name`): slices of one name merge only when it agrees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// A flow's steps, its call names in order (`flows`): must agree too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<String>>,
+    /// A flow's runs that a check (`stop_on_check_failure`) or a capture error ended early,
+    /// every call OK: added by merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by_check: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_errors: Option<u64>,
+    /// Keys a newer minor version added: kept as they are, and required equal to merge.
     #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
+    pub other: BTreeMap<String, Value>,
+}
+
+impl Slice {
+    /// A flow's runs ended early, by a check and by a capture error.
+    pub fn stopped(&self) -> (u64, u64) {
+        (self.stopped_by_check.unwrap_or(0), self.capture_errors.unwrap_or(0))
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
@@ -64,47 +82,37 @@ impl LatencySummary {
     }
 }
 
-/// Extras of a slice that count (a flow's early ends): added by merge, not required equal.
-const SUMMED_EXTRAS: [&str; 2] = ["stopped_by_check", "capture_errors"];
-
 /// Slices of one name, added: counts and statuses summed, histograms merged, summarised again.
+#[derive(Default)]
 pub struct SliceSum {
     counts: Counts,
     statuses: BTreeMap<String, u64>,
-    latency: Histogram<u64>,
-    extra: Option<BTreeMap<String, Value>>,
+    latency: Option<Histogram<u64>>,
+    /// The first slice's own keys (method, steps, stop counts so far, newer keys).
+    first: Option<Slice>,
 }
 
-impl Default for SliceSum {
-    fn default() -> SliceSum {
-        SliceSum { counts: Counts::default(), statuses: BTreeMap::new(), latency: new_histogram(), extra: None }
+/// Two counts of a flow's early ends added; none where neither input has one.
+fn add_counts(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
     }
 }
 
 impl SliceSum {
-    /// Adds one slice; refused (why, in words) when its histogram is not one or its extras
-    /// (a call name's method) differ from those added before.
+    /// Adds one slice; refused (why, in words) when its histogram is not one or what names
+    /// it (a call name's method, a flow's steps, a newer key) differs from the slices before.
     pub fn add(&mut self, s: &Slice) -> Result<(), String> {
-        // Counters among the extras add up; the others (a name's method, a flow's steps) must agree.
-        let (counters, same): (BTreeMap<_, _>, BTreeMap<_, _>) =
-            s.extra.clone().into_iter().partition(|(k, _)| SUMMED_EXTRAS.contains(&k.as_str()));
-        match &mut self.extra {
-            Some(before) => {
-                let before_same: BTreeMap<_, _> = before
-                    .iter()
-                    .filter(|(k, _)| !SUMMED_EXTRAS.contains(&k.as_str()))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if before_same != same {
-                    return Err(extras_differ(&before_same, &same));
-                }
-                for (key, n) in counters {
-                    let sum =
-                        before.get(&key).and_then(Value::as_u64).unwrap_or(0).saturating_add(n.as_u64().unwrap_or(0));
-                    before.insert(key, sum.into());
-                }
+        match &mut self.first {
+            Some(first) => {
+                same("method", &first.method, &s.method)?;
+                same("steps", &first.steps, &s.steps)?;
+                same_other(&first.other, &s.other)?;
+                first.stopped_by_check = add_counts(first.stopped_by_check, s.stopped_by_check);
+                first.capture_errors = add_counts(first.capture_errors, s.capture_errors);
             }
-            None => self.extra = Some(s.extra.clone()),
+            None => self.first = Some(Slice { histogram: String::new(), ..s.clone() }),
         }
         let c = &mut self.counts;
         c.total = c.total.saturating_add(s.requests.total);
@@ -112,27 +120,38 @@ impl SliceSum {
         c.failed = c.failed.saturating_add(s.requests.failed);
         add_statuses(&mut self.statuses, &s.statuses);
         let h = from_text(&s.histogram).map_err(|why| format!("histogram {why}"))?;
-        self.latency.add(&h).map_err(|e| format!("histogram: {e}"))
+        self.latency.get_or_insert_with(new_histogram).add(&h).map_err(|e| format!("histogram: {e}"))
     }
 
     /// The sum, its throughput by `rate` (calls per second of the window its calls share).
     pub fn finish(self, rate: &dyn Fn(u64) -> f64) -> Slice {
+        let latency = self.latency.unwrap_or_else(new_histogram);
         Slice {
             throughput_rps: rate(self.counts.total),
             requests: self.counts,
             statuses: self.statuses,
-            latency_us: LatencySummary::of_histogram(&self.latency),
-            histogram: to_text(&self.latency),
-            extra: self.extra.unwrap_or_default(),
+            latency_us: LatencySummary::of_histogram(&latency),
+            histogram: to_text(&latency),
+            ..self.first.unwrap_or_default()
         }
     }
 }
 
-fn extras_differ(before: &BTreeMap<String, Value>, now: &BTreeMap<String, Value>) -> String {
+/// What names a slice (its method, its steps) agrees with the slices before.
+fn same<T: PartialEq + Serialize>(key: &str, before: &Option<T>, now: &Option<T>) -> Result<(), String> {
+    if before == now {
+        return Ok(());
+    }
+    let show = |v: &Option<T>| v.as_ref().and_then(|v| serde_json::to_string(v).ok()).unwrap_or("none".into());
+    Err(format!("{key} {} is not the other inputs' {}", show(now), show(before)))
+}
+
+fn same_other(before: &BTreeMap<String, Value>, now: &BTreeMap<String, Value>) -> Result<(), String> {
     let keys = before.keys().chain(now.keys());
-    let key = keys.into_iter().find(|k| before.get(*k) != now.get(*k)).cloned().unwrap_or_default();
-    let show = |v: Option<&Value>| v.map_or("none".to_string(), Value::to_string);
-    format!("{key} {} is not the other inputs' {}", show(now.get(&key)), show(before.get(&key)))
+    match keys.into_iter().find(|k| before.get(*k) != now.get(*k)) {
+        None => Ok(()),
+        Some(key) => same(key, &before.get(key).cloned(), &now.get(key).cloned()),
+    }
 }
 
 pub fn add_statuses(sum: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u64>) {

@@ -773,11 +773,10 @@ fn of_intervals(
             (like.target.clone(), like.call.clone(), like.mode.clone(), like.load.clone());
         run.rps_target = like.rps_target.clone();
     }
-    run.requests.attempts = run.requests.total;
+    run.requests.attempts = Some(run.requests.total);
     run.duration_s = length.as_secs_f64();
     run.throughput_rps = crate::stats::rate(run.requests.total, length);
     run.latency_us = crate::result::LatencySummary::of_histogram(&calls);
-    run.histogram = to_text(&calls);
     run.histograms = crate::result::Histograms {
         call_latency: to_text(&calls),
         ok_call_latency: Some(to_text(&ok)),
@@ -789,7 +788,7 @@ fn of_intervals(
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         run_id: Some(uuid::Uuid::new_v4().to_string().into()),
         started_at: Some(humantime::format_rfc3339_micros(from).to_string()),
-        ended: "partial".into(),
+        ended: crate::result::Ended::Partial,
         shard: Some(Some(format!("{index}/{count}"))),
         // The run's fingerprint, the same on every shard (checked at the door).
         other: like
@@ -840,7 +839,7 @@ pub fn merged(count: u32, outcome: &Outcome) -> anyhow::Result<Run> {
     let mut merged = merge::merge(&kept)?;
     if !missing.is_empty() {
         merged.partial = true;
-        merged.meta.ended = "partial".into();
+        merged.meta.ended = crate::result::Ended::Partial;
         merged.missing_shards = Some(
             missing
                 .iter()
@@ -918,7 +917,7 @@ pub fn conclude(outcome: &Outcome, end: Conclusion) -> anyhow::Result<ExitCode> 
     let mut merged = merged(count, outcome)?;
     if interrupted {
         merged.partial = true;
-        merged.meta.ended = "interrupted".into();
+        merged.meta.ended = crate::result::Ended::Interrupted;
         merged.notices.push("interrupted: the shards were stopped and what they measured merged".into());
     }
     let breaches = judge(&mut merged, checks)?;

@@ -1,0 +1,166 @@
+//! A run's breakdowns (by call name, by flow, by backend) as rows: the one renderer of them,
+//! read from the result's typed slices, that the run table, merge's table (as `text`) and
+//! the HTML report (from `rows`) print.
+use crate::result::Slice;
+use crate::stats::Statistic;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Which breakdown: what its rows are and what each adds to its name.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `calls_by_name`: each call name, with its method.
+    Names,
+    /// `flows`: each flow's whole runs, with its steps and early ends.
+    Flows,
+    /// `backends`: each backend address.
+    Backends,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Names, Kind::Flows, Kind::Backends];
+
+    /// The result's key (`result::BREAKDOWNS`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Names => "calls_by_name",
+            Kind::Flows => "flows",
+            Kind::Backends => "backends",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Names => "By call name",
+            Kind::Flows => "By flow",
+            Kind::Backends => "By backend",
+        }
+    }
+
+    /// The columns' headers: the name's, the count's, and what a row adds (none for a backend).
+    pub fn headers(self) -> (&'static str, &'static str, Option<&'static str>) {
+        match self {
+            Kind::Names => ("name", "requests", Some("method")),
+            Kind::Flows => ("flow", "flows", Some("steps")),
+            Kind::Backends => ("backend", "requests", None),
+        }
+    }
+}
+
+/// One row: a name's counts and latency (µs, as the result holds them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    /// A call name's method, a flow's steps ("put -> get"); empty for a backend.
+    pub detail: String,
+    pub total: u64,
+    pub failed: u64,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub max_us: Option<f64>,
+    /// A flow ended early with every call OK, and why (the statuses would not say).
+    pub stopped: Option<String>,
+}
+
+/// The rows of a breakdown, in the order given.
+pub fn rows<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>) -> Vec<Row> {
+    slices
+        .into_iter()
+        .map(|(name, s)| {
+            let (by_check, by_capture) = s.stopped();
+            let stat = |stat: Statistic| s.latency_us.micros(stat).filter(|us| us.is_finite());
+            Row {
+                name: name.to_string(),
+                detail: match kind {
+                    Kind::Names => s.method.clone().unwrap_or_default(),
+                    Kind::Flows => s.steps.as_deref().unwrap_or_default().join(" -> "),
+                    Kind::Backends => String::new(),
+                },
+                total: s.requests.total,
+                failed: s.requests.failed,
+                p50_us: stat(Statistic::Percentile(50.0)),
+                p99_us: stat(Statistic::Percentile(99.0)),
+                max_us: stat(Statistic::Max),
+                stopped: (by_check + by_capture > 0)
+                    .then(|| crate::analysis::notices::stop_reasons(by_check, by_capture)),
+            }
+        })
+        .collect()
+}
+
+/// A latency in µs as the table writes durations; "-" when there is none.
+fn duration(us: Option<f64>) -> String {
+    us.and_then(|us| Duration::try_from_secs_f64(us / 1e6).ok()).map_or_else(|| "-".into(), crate::units::duration)
+}
+
+/// The breakdown as the text tables print it (the run's and merge's); empty without rows.
+pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>) -> String {
+    let rows = rows(kind, slices);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let title = match kind {
+        Kind::Flows => "By flow (latency: from its start to its last answer)",
+        other => other.title(),
+    };
+    let mut o = format!("\n{title}:\n");
+    let width = if kind == Kind::Backends { 24 } else { 16 };
+    let line = |o: &mut String, cells: [&str; 7]| {
+        let [name, count, failed, p50, p99, max, detail] = cells;
+        let text = format!("  {name:<width$} {count:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {detail}");
+        let _ = writeln!(o, "{}", text.trim_end());
+    };
+    let (name, count, detail) = kind.headers();
+    line(&mut o, [name, count, "failed", "p50", "p99", "max", detail.unwrap_or("")]);
+    for r in &rows {
+        let name = super::printable::printable(&r.name).to_string();
+        let detail = super::printable::printable(&r.detail).to_string();
+        let (total, failed) = (r.total.to_string(), r.failed.to_string());
+        let [p50, p99, max] = [r.p50_us, r.p99_us, r.max_us].map(duration);
+        line(&mut o, [&name, &total, &failed, &p50, &p99, &max, &detail]);
+        if let Some(why) = &r.stopped {
+            let _ = writeln!(o, "  {:<width$} {why}", "");
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(total: u64, failed: u64) -> Slice {
+        let mut s = Slice::default();
+        s.requests.total = total;
+        s.requests.failed = failed;
+        s.latency_us.stats = [("p50".into(), 684.031), ("p99".into(), 1500.0), ("max".into(), 2e6)].into();
+        s
+    }
+
+    #[test]
+    fn a_flow_row_has_its_steps_and_why_it_ended_early() {
+        let flow = Slice { steps: Some(vec!["put".into(), "get".into()]), stopped_by_check: Some(2), ..slice(60, 0) };
+        let rows = rows(Kind::Flows, [("put-then-get", &flow)]);
+        assert_eq!((rows[0].detail.as_str(), rows[0].total, rows[0].p50_us), ("put -> get", 60, Some(684.031)));
+        assert!(rows[0].stopped.as_deref().is_some_and(|w| w.contains("2 by a failed check")), "{rows:?}");
+        let text = text(Kind::Flows, [("put-then-get", &flow)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "By flow (latency: from its start to its last answer):");
+        assert!(lines[2].trim_start().starts_with("flow") && lines[2].ends_with("steps"), "{text}");
+        let row: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(
+            row,
+            ["put-then-get", "60", "0", "684.0", "µs", "1.50", "ms", "2.000", "s", "put", "->", "get"],
+            "{text}"
+        );
+        assert!(lines[4].contains("2 by a failed check"), "{text}");
+    }
+
+    #[test]
+    fn no_rows_no_table_and_a_backend_has_no_detail() {
+        assert_eq!(text(Kind::Names, []), "");
+        let b = slice(10, 1);
+        let text = text(Kind::Backends, [("10.0.0.1:50051", &b)]);
+        assert!(text.contains("By backend:") && text.lines().nth(2).unwrap().ends_with("max"), "{text}");
+    }
+}
