@@ -45,7 +45,16 @@ pub fn signal(child: &Child, signal: i32) {
 /// The child `command` starts gets SIGTERM from the kernel when this process dies, even by
 /// SIGKILL (prctl(2) PR_SET_PDEATHSIG); it does not start when this process is already gone.
 pub fn ended_with_parent(command: &mut Command) {
-    use rustix::process::{getpid, getppid, set_parent_process_death_signal, Signal};
+    death_signal(command, rustix::process::Signal::TERM);
+}
+
+/// As `ended_with_parent`, with SIGKILL: the child cannot outlive this process at all.
+pub fn killed_with_parent(command: &mut Command) {
+    death_signal(command, rustix::process::Signal::KILL);
+}
+
+fn death_signal(command: &mut Command, signal: rustix::process::Signal) {
+    use rustix::process::{getpid, getppid, set_parent_process_death_signal};
     use std::os::unix::process::CommandExt;
     let parent = getpid();
     // SAFETY: between fork and exec only async-signal-safe calls may run, and nothing may
@@ -53,7 +62,7 @@ pub fn ended_with_parent(command: &mut Command) {
     // comes when the thread that forked ends: the caller's, which lives as long as the process.
     unsafe {
         command.pre_exec(move || {
-            set_parent_process_death_signal(Some(Signal::TERM))?;
+            set_parent_process_death_signal(Some(signal))?;
             // The parent died before prctl: the kernel will not tell, so do not start.
             if getppid() != Some(parent) {
                 return Err(std::io::Error::from_raw_os_error(rustix::io::Errno::SRCH.raw_os_error()));

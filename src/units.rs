@@ -23,6 +23,15 @@ pub fn fine_duration(d: Duration) -> String {
     }
 }
 
+/// `text` cut to its first `max` characters and what was left out (`abc… (+361234 chars)`),
+/// so that a huge value (a check's expected body) keeps a report's line readable.
+pub fn abridged(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((end, _)) => format!("{}… (+{} chars)", &text[..end], text[end..].chars().count()).into(),
+    }
+}
+
 /// Bytes in binary units, as the kernel counts memory: `15.2 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -52,6 +61,13 @@ pub fn secs(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abridged_text_keeps_its_first_characters_and_counts_the_rest() {
+        assert_eq!(abridged("short", 5), "short");
+        assert_eq!(abridged("µs µs µs", 4), "µs µ… (+4 chars)");
+        assert_eq!(abridged(&"A".repeat(362_000), 3), "AAA… (+361997 chars)");
+    }
 
     #[test]
     fn units_keep_three_to_four_digits() {

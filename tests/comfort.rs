@@ -111,3 +111,20 @@ fn an_old_world_readable_history_becomes_private() {
     let mode = std::fs::metadata(&history).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{mode:o}");
 }
+
+/// The HTML report's per-name table prints latencies as the summary does (it printed raw µs
+/// with three decimals: 684.031).
+#[test]
+fn the_reports_breakdown_tables_print_readable_latencies() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("w.html");
+    let saved = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/results/workload.json");
+    let (code, _, stderr) =
+        common::rpcmeter_with([std::ffi::OsStr::new("report"), saved.as_os_str(), "-o".as_ref(), page.as_os_str()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let table = &html[html.find("<h3>By call name</h3>").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<th>p50</th>") && table.contains(" µs</td>"), "{table}");
+    assert!(!table.contains(".031"), "{table}");
+}

@@ -45,7 +45,8 @@ fn plan(addr: std::net::SocketAddr, workers: u32, total: u64) -> (Plan, Mix) {
         start: None,
         warmup_auto: false,
     };
-    (plan, Mix::single(path, requests))
+    let mix = Mix::single(&plan, requests);
+    (plan, mix)
 }
 
 #[test]

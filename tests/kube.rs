@@ -126,6 +126,7 @@ fn every_printed_object_decodes_strictly_into_the_kubernetes_types() {
         "ConfigMap load-1-files",
         "Secret load-1-tls",
         "Secret load-1-metadata",
+        "Secret load-1-coordinator",
         "Service load-1",
         "Job load-1 completions=3",
     ];
@@ -166,10 +167,16 @@ fn the_job_carries_its_files_and_what_a_cluster_needs() {
     assert_eq!(container["resources"]["limits"]["cpu"], "1");
     assert_eq!(container["resources"]["requests"]["memory"], "512Mi");
     assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
-    assert_eq!(spec["backoffLimit"], 0);
-    assert_eq!(spec["podFailurePolicy"]["rules"][0]["action"], "FailJob");
-    // 5 min to join, 10 s of load, 5 s drain, 10 s connect timeout, 1 min margin.
-    assert_eq!(spec["activeDeadlineSeconds"], 300 + 10 + 5 + 10 + 60);
+    // A failed shard fails its index alone, never retried: pod 0 outlives it to report.
+    assert_eq!(spec["backoffLimitPerIndex"], 0);
+    assert!(spec["backoffLimit"].is_null() && spec["podFailurePolicy"].is_null(), "{spec}");
+    assert_eq!(container["terminationMessagePolicy"], "FallbackToLogsOnError");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    // Pods starting up to 5 min apart, 5 min to join, 10 s of load, 5 s drain, 10 s connect
+    // timeout, 1 min margin.
+    assert_eq!(spec["activeDeadlineSeconds"], 2 * 300 + 10 + 5 + 10 + 60);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("# kubectl apply --server-side -f FILE\n"), "{said}");
     assert_eq!(spec["ttlSecondsAfterFinished"], 3600);
     let ports: Vec<&Value> = container["ports"].as_array().unwrap().iter().map(|p| &p["containerPort"]).collect();
     assert_eq!(ports, [7450, 9464]);
@@ -211,7 +218,18 @@ fn the_job_carries_its_files_and_what_a_cluster_needs() {
     let at = args.iter().position(|a| a == "--import-paths").unwrap();
     assert_eq!(args[at + 1], "/etc/rpcmeter/files/include-0");
     assert!(mounted.contains(&"/etc/rpcmeter/files/include-0/sub/msg.proto".to_owned()), "{mounted:?}");
-    assert_eq!(of_kind(&all, "Secret").len(), 2);
+    assert_eq!(of_kind(&all, "Secret").len(), 3);
+    // The run's secret, new at every print, reaches the pods through the env alone.
+    let secret_of = |all: &[Value]| {
+        let s = of_kind(all, "Secret").into_iter().find(|s| s["metadata"]["name"] == "load-1-coordinator").unwrap();
+        s["stringData"]["secret"].as_str().unwrap().to_owned()
+    };
+    let secret = secret_of(&all);
+    assert!(secret.len() >= 32 && !job.to_string().contains(&secret), "{secret}");
+    let env = container["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "RPCMETER_COORDINATOR_SECRET"
+        && e["valueFrom"]["secretKeyRef"] == serde_json::json!({"name": "load-1-coordinator", "key": "secret"})));
+    assert_ne!(secret_of(&objects(&full_manifest(dir.path(), "json").stdout)), secret);
 }
 
 #[test]
@@ -286,6 +304,9 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
         }
     }
     let args = args_of(of_kind(&all, "Job")[0]);
+    // The run's secret, which the kubelet would put in the pods' env from its Secret.
+    let coordinator = of_kind(&all, "Secret").into_iter().find(|s| s["metadata"]["name"] == "rpcmeter-coordinator");
+    let secret = coordinator.unwrap()["stringData"]["secret"].as_str().unwrap().to_owned();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     // Pod 1 first: it waits for pod 0, as on a cluster where pod 0 is scheduled late.
     let pods: Vec<_> = [1, 0]
@@ -306,7 +327,12 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
                 })
                 .collect();
             std::thread::sleep(std::time::Duration::from_millis(700));
-            Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(&args).stdout(Stdio::piped()).spawn().unwrap()
+            Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+                .args(&args)
+                .env("RPCMETER_COORDINATOR_SECRET", &secret)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
     let logs: Vec<_> = pods.into_iter().map(|pod| pod.wait_with_output().unwrap()).collect();
@@ -321,26 +347,23 @@ fn the_printed_pods_run_and_merge_to_the_servers_count() {
 
 /// `kube --simulate` runs a printed manifest's pods here (a local .proto with an import, -D
 /// data, a credential through a Secret) and prints their merged result: its count is the
-/// server's. A YAML manifest is refused in one line (the simulation reads JSON).
+/// server's. It reads the YAML `kube` prints by default.
 #[test]
 fn simulate_runs_the_printed_pods_and_merges_them() {
     let server = TestServer::start(Behaviour::Echo);
     let dir = tempfile::tempdir().unwrap();
     inputs(dir.path());
     let bin = env!("CARGO_BIN_EXE_rpcmeter");
-    let print = |output: &str| {
-        Command::new(bin)
-            .current_dir(dir.path())
-            .args(["kube", "--shards", "3", "--output", output, "run", "--plaintext", "--proto", "protos/echo.proto"])
-            .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
-            .args(["--rps", "300", "-z", "1s", "--no-server-stats"])
-            .arg(server.addr.to_string())
-            .output()
-            .unwrap()
-    };
-    let manifest = print("json");
+    let manifest = Command::new(bin)
+        .current_dir(dir.path())
+        .args(["kube", "--shards", "3", "run", "--plaintext", "--proto", "protos/echo.proto"])
+        .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
+        .args(["--rps", "300", "-z", "1s", "--no-server-stats"])
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
     assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
-    let file = dir.path().join("load.json");
+    let file = dir.path().join("load.yaml");
     std::fs::write(&file, &manifest.stdout).unwrap();
     let out = Command::new(bin).args(["kube", "--output", "json", "--simulate"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -348,13 +371,6 @@ fn simulate_runs_the_printed_pods_and_merges_them() {
     assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
     assert_eq!(merged["requests"]["failed"], 0, "{merged}");
     assert_eq!(merged["shards"].as_array().map(Vec::len), Some(3), "{merged}");
-
-    let yaml = dir.path().join("load.yaml");
-    std::fs::write(&yaml, print("yaml").stdout).unwrap();
-    let out = Command::new(bin).args(["kube", "--simulate"]).arg(&yaml).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.trim_end().lines().count() == 1 && stderr.contains("--output json"), "{stderr}");
 }
 
 /// A simulated Job whose pods all fail (nothing listens at the target) ends promptly, exits
@@ -381,4 +397,261 @@ fn simulate_exits_as_pod_0_and_names_the_failed_pods() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("shard 0/2") && stderr.contains("pod 1: "), "{stderr}");
     assert!(began.elapsed() < std::time::Duration::from_secs(60), "took {:?}", began.elapsed());
+}
+
+/// A printed JSON manifest (2 pods, a -D file in the ConfigMap, a credential in a Secret) for
+/// the target `addr`, as a Value to tamper with.
+fn printed(dir: &Path, addr: &str, length: &str) -> Value {
+    inputs(dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir)
+        .args(["kube", "--shards", "2", "--output", "json", "run", "--plaintext", "--proto", "protos/echo.proto"])
+        .args(["-D", "d.json", "-m", r#"{"authorization":"Bearer s3cr3t"}"#, "--call", "EchoService/echo"])
+        .args(["--rps", "50", "-z", length, "--no-server-stats", addr])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn job_of(manifest: &mut Value) -> &mut Value {
+    let items = manifest["items"].as_array_mut().unwrap();
+    items.iter_mut().find(|o| o["kind"] == "Job").unwrap()
+}
+
+fn simulate(dir: &Path, manifest: &Value) -> std::process::Output {
+    let file = dir.join("tampered.json");
+    std::fs::write(&file, serde_json::to_vec(manifest).unwrap()).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(dir)
+        .args(["kube", "--simulate"])
+        .arg(&file)
+        .output()
+        .unwrap()
+}
+
+/// `kube --simulate` runs only what `kube` prints: a manifest whose files would land outside
+/// its private directory, whose env reaches the pods (LD_PRELOAD ran code in both pods), with
+/// a command of its own, a flag writing a file, or a file read from elsewhere is refused in
+/// one line, exit 2, before any pod starts and before any file is written.
+#[test]
+fn simulate_refuses_what_kube_never_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let manifest = printed(dir.path(), &closed, "1s");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let pwned = outside.join("pwned");
+    type Tamper = Box<dyn Fn(&mut Value)>;
+    let volume_item = |path: String| -> Tamper {
+        Box::new(move |m: &mut Value| {
+            job_of(m)["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"][0]["path"] = path.clone().into()
+        })
+    };
+    let container = |f: fn(&mut Value)| -> Tamper {
+        Box::new(move |m: &mut Value| f(&mut job_of(m)["spec"]["template"]["spec"]["containers"][0]))
+    };
+    let depth = "../".repeat(12);
+    let cases: Vec<(&str, Tamper, &str)> = vec![
+        ("absolute item path", volume_item(pwned.to_string_lossy().into_owned()), "path"),
+        ("../ item path", volume_item(format!("{depth}{}", pwned.to_string_lossy())), "path"),
+        ("item path ending in ..", volume_item("data/..".into()), "path"),
+        (
+            "LD_PRELOAD",
+            container(|c| {
+                c["env"].as_array_mut().unwrap().push(serde_json::json!({"name": "LD_PRELOAD", "value": "/x.so"}))
+            }),
+            "LD_PRELOAD",
+        ),
+        ("envFrom", container(|c| c["envFrom"] = serde_json::json!([{"secretRef": {"name": "x"}}])), "envFrom"),
+        ("a command", container(|c| c["command"] = serde_json::json!(["sh", "-c", "touch pwned"])), "command"),
+        ("a mount elsewhere", container(|c| c["volumeMounts"][0]["mountPath"] = "/tmp".into()), "/tmp"),
+        (
+            "-o FILE",
+            container(|c| c["args"].as_array_mut().unwrap().extend(["-o".into(), "out.json".into()])),
+            "--output",
+        ),
+        (
+            "--history PATH",
+            container(|c| c["args"].as_array_mut().unwrap().extend(["--history".into(), "h.sqlite3".into()])),
+            "--history",
+        ),
+        (
+            "a file read from elsewhere",
+            container(|c| {
+                let args = c["args"].as_array_mut().unwrap();
+                let at = args.iter().position(|a| a == "--data-file").unwrap();
+                args[at + 1] = "/etc/hostname".into();
+            }),
+            "/etc/hostname",
+        ),
+        ("another program", container(|c| c["args"][0] = "serve".into()), "run"),
+        (
+            "two containers",
+            Box::new(|m: &mut Value| {
+                let spec = &mut job_of(m)["spec"]["template"]["spec"];
+                let second = spec["containers"][0].clone();
+                spec["containers"].as_array_mut().unwrap().push(second);
+            }),
+            "container",
+        ),
+        (
+            "an init container",
+            Box::new(|m: &mut Value| {
+                let spec = &mut job_of(m)["spec"]["template"]["spec"];
+                spec["initContainers"] = serde_json::json!([{"name": "x", "image": "busybox", "command": ["true"]}]);
+            }),
+            "initContainers",
+        ),
+    ];
+    for (what, tamper, word) in cases {
+        let mut m = manifest.clone();
+        tamper(&mut m);
+        let out = simulate(dir.path(), &m);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: {stderr}");
+        assert!(stderr.contains(word), "{what}: {stderr}");
+        assert!(!pwned.exists() && !dir.path().join("pwned").exists(), "{what}: a file was written outside");
+        assert!(!dir.path().join("out.json").exists(), "{what}: a pod wrote its result");
+    }
+}
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the comm may hold spaces, so read after its ')'.
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid)
+        })
+        .collect()
+}
+
+/// Alive: in /proc and not a zombie waiting for its reaper.
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next()).unwrap_or(None);
+    !matches!(state, None | Some('Z') | Some('X'))
+}
+
+/// A simulation's pods die with it, by SIGTERM and by SIGKILL alike: none goes on loading the
+/// target once `kube --simulate` is gone.
+#[test]
+fn simulated_pods_die_with_the_simulation() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = printed(dir.path(), &server.addr.to_string(), "60s");
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let mut simulation = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["kube", "--simulate"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Both pods started and the load under way.
+        let before = server.calls();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let pods = loop {
+            let pods = children_of(simulation.id());
+            if pods.len() == 2 && server.calls() > before {
+                break pods;
+            }
+            assert!(std::time::Instant::now() < until, "the pods never loaded the target");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        // SAFETY: a plain kill(2) of our own child, not yet waited for.
+        unsafe { libc::kill(simulation.id() as i32, signal) };
+        simulation.wait().unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while pods.iter().any(|&p| alive(p)) {
+            assert!(std::time::Instant::now() < until, "signal {signal}: pods {pods:?} outlived the simulation");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// A workload and the data file it names travel in the ConfigMap: printed in one directory,
+/// the manifest runs under `--simulate` from another once the originals are gone, and the
+/// calls carry the data file's request.
+#[test]
+fn a_workload_and_its_data_files_travel_with_the_manifest() {
+    let server = TestServer::start(Behaviour::Echo);
+    let here = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(here.path().join("w/data")).unwrap();
+    std::fs::write(here.path().join("w/data/get.jsonl"), "{\"content\": \"from the data file\"}\n").unwrap();
+    let mix = "[[call]]\nname = \"get\"\nmethod = \"EchoService/echo\"\ndata_file = \"data/get.jsonl\"\nweight = 1\n";
+    std::fs::write(here.path().join("w/mix.toml"), mix).unwrap();
+    let manifest = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(here.path())
+        .args(["kube", "--shards", "2", "run", "--plaintext", "--proto"])
+        .arg(common::echo_proto())
+        .args(["--workload", "w/mix.toml", "--rps", "100", "-z", "1s", "--no-server-stats"])
+        .arg(server.addr.to_string())
+        .output()
+        .unwrap();
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    drop(here);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = elsewhere.path().join("load.yaml");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(elsewhere.path())
+        .args(["kube", "--output", "json", "--simulate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
+    assert_eq!(merged["requests"]["failed"], 0, "{merged}");
+    let contents = server.contents();
+    assert!(!contents.is_empty() && contents.iter().all(|(_, c)| c.contains("from the data file")), "{contents:?}");
+}
+
+/// A pod killed mid-run fails the Job through pod 0: pod 0 prints the partial merge naming
+/// that shard and exits 1, and the simulation with it (on a cluster, the Job's
+/// backoffLimitPerIndex leaves pod 0 running until it has reported).
+#[test]
+fn a_pod_killed_mid_run_is_named_in_pod_0s_partial_merge() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = printed(dir.path(), &server.addr.to_string(), "8s");
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let simulation = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["kube", "--output", "json", "--simulate"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Pod 1 (its args say --shard 1/2) killed once both pods load the target.
+    let before = server.calls();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pod1 = loop {
+        let pods = children_of(simulation.id());
+        let cmdline = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        if let (2, Some(pod1)) = (pods.len(), pods.iter().find(|p| cmdline(p).contains("1/2\0"))) {
+            if server.calls() > before + 50 {
+                break *pod1;
+            }
+        }
+        assert!(std::time::Instant::now() < until, "the pods never loaded the target");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: a plain kill(2) of a process we watched start; it is not ours to reap.
+    unsafe { libc::kill(pod1 as i32, libc::SIGKILL) };
+    let out = simulation.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(merged["partial"], true, "{merged}");
+    assert_eq!(merged["missing_shards"][0]["shard"], "1/2", "{merged}");
 }

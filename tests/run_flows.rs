@@ -91,8 +91,18 @@ fn a_wrong_check_fails_every_time_and_the_assertion_exits_1() {
     // Failed checks are no gRPC failures, and the flow goes on without stop_on_check_failure.
     assert_eq!(r["requests"]["failed"], 0);
     assert_eq!(r["flows"]["put-then-get"]["requests"]["ok"], 50);
+    // Every call OK, yet the result says the checks failed: a notice names them.
+    let notice = warning(&r, "failed_checks");
+    assert!(notice.contains("1 of the workload's checks failed: \"get: version > {{.version}}\" 50 of 50"), "{notice}");
     let stats = server.shutdown();
     assert_eq!(stats_ok(&stats, GET), 50);
+}
+
+/// The message of the result's notice of `kind` (JSON `warnings`).
+fn warning(r: &Value, kind: &str) -> String {
+    let warnings = r["warnings"].as_array().unwrap_or_else(|| panic!("no warnings in {r}"));
+    let found = warnings.iter().find(|w| w["kind"] == kind).unwrap_or_else(|| panic!("no {kind} in {warnings:?}"));
+    found["message"].as_str().unwrap().to_owned()
 }
 
 #[test]
@@ -112,6 +122,44 @@ fn stop_on_check_failure_ends_the_flow_before_its_next_step() {
     assert_eq!(check(&r, "put: version == 0"), (0, 30));
     assert_eq!(check(&r, "get: found == true"), (0, 0));
     assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (30, 0));
+    let notice = warning(&r, "flows_stopped");
+    assert!(
+        notice
+            .contains("\"put-then-get\": 30 of 30 flows ended early with every call OK: stopped 30 by a failed check"),
+        "{notice}"
+    );
+}
+
+#[test]
+fn the_table_and_the_report_say_why_flows_ended_early() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let text = PUT_THEN_GET
+        .replace("capture = {", "check = [\"version == 0\"]\ncapture = {")
+        .replace("weight = 1\n", "weight = 1\nstop_on_check_failure = true\n");
+    let (dir, file) = workload(&text);
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut lines = table.lines().skip_while(|l| !l.trim_start().starts_with("put-then-get "));
+    let row = lines.next().unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains(" 10 "), "{row}");
+    let why = lines.next().unwrap();
+    assert!(why.trim_start().starts_with("stopped 10 by a failed check (stop_on_check_failure)"), "{table}");
+    let json = dir.path().join("r.json");
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10", "--format", "json", "-o", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(["report", "-o", "-"]).arg(&json).output().unwrap();
+    let page = String::from_utf8_lossy(&page.stdout);
+    let alert = page
+        .split("id=\"failures\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no failure box"))
+        .split("</div>")
+        .next()
+        .unwrap();
+    assert!(alert.contains("Check &quot;put: version == 0&quot; failed 10 of 10."), "{alert}");
+    assert!(alert.contains("ended early, every call OK: stopped 10 by a failed check"), "{alert}");
+    server.shutdown();
 }
 
 #[test]
@@ -271,13 +319,123 @@ fn headers_and_trailers_are_captured_and_checked() {
         .replace("capture = { key", "capture = { kind = \"header.content-type\", key")
         .replace(
             "check = [\"found == true\"",
-            "check = [\"header.content-type == {{.kind}}\", \"trailer.grpc-status == 0\", \"exists trailer.nope\", \"found == true\"",
+            "check = [\"header.content-type == {{.kind}}\", \"trailer.grpc-status == 0\", \"trailer.grpc-status >= 0.0\", \"exists trailer.nope\", \"found == true\"",
         );
     let (_dir, file) = workload(&text);
     let r = run_json(&addr, &file, &["-c", "2", "-n", "20"]);
     assert_eq!(check(&r, "get: header.content-type == {{.kind}}"), (20, 0), "{}", r["checks"]);
     assert_eq!(check(&r, "get: trailer.grpc-status == 0"), (20, 0));
+    // Ordered, a trailer is a number ("0" < "0.0" as text).
+    assert_eq!(check(&r, "get: trailer.grpc-status >= 0.0"), (20, 0));
     assert_eq!(check(&r, "get: exists trailer.nope"), (0, 20));
+    server.shutdown();
+}
+
+#[test]
+fn a_captured_bytes_value_goes_into_another_calls_bytes_field() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // The get's value (bytes, captured as base64) is put under a second key, read back and
+    // compared: was refused before the run ("field \"value\" (bytes): invalid base64").
+    let text = r#"
+[[call]]
+name = "put"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '{"key":"b{{.UUID}}","value":"{{randomString 12}}"}'
+capture = { key = "request.key" }
+
+[[call]]
+name = "get"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"{{.key}}"}'
+capture = { value = "response.value" }
+
+[[call]]
+name = "copy"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '{"key":"{{.key}}-copy","value":"{{.value}}"}'
+
+[[call]]
+name = "get-copy"
+method = "rpcmeter.lab.v1.Storage/GetValue"
+data = '{"key":"{{.key}}-copy"}'
+check = ["value == {{.value}}", "value != AAAA"]
+
+[[flow]]
+name = "copy"
+steps = ["put", "get", "copy", "get-copy"]
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "20"]);
+    let stats = server.shutdown();
+    let flow = &r["flows"]["copy"];
+    assert_eq!((total(flow), flow["requests"]["ok"].as_u64().unwrap()), (20, 20), "{flow}");
+    assert_eq!(check(&r, "get-copy: value == {{.value}}"), (20, 0));
+    assert_eq!(check(&r, "get-copy: value != AAAA"), (20, 0));
+    assert_eq!((stats_ok(&stats, PUT), stats_ok(&stats, GET)), (40, 40));
+}
+
+/// A server stream's last message is captured from and checked; a client stream's answer is
+/// checked; the run's stream flags shape both.
+const STREAMS: &str = r#"
+[[call]]
+name = "subscribe"
+method = "rpcmeter.lab.v1.Streaming/Subscribe"
+data = { count = 3, size = 4 }
+capture = { seq = "response.seq", payload = "response.payload" }
+check = ["seq == 2", "exists payload"]
+
+[[call]]
+name = "upload"
+method = "rpcmeter.lab.v1.Streaming/Upload"
+data = '{"payload":"{{.payload}}","seq":"{{.seq}}"}'
+check = ["chunks == 4", "bytes == 16"]
+
+[[flow]]
+name = "subscribe-then-upload"
+steps = ["subscribe", "upload"]
+"#;
+
+const SUBSCRIBE: &str = "/rpcmeter.lab.v1.Streaming/Subscribe";
+const UPLOAD: &str = "/rpcmeter.lab.v1.Streaming/Upload";
+
+#[test]
+fn a_server_streams_last_message_is_captured_and_a_client_streams_answer_checked() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    let (_dir, file) = workload(STREAMS);
+    // Each stream of four: the server stream ends by itself after its 3, the client stream
+    // sends 4 requests, each with the last chunk's payload and seq.
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "10", "--stream-call-count", "4", "--assert", "checks>=100%"]);
+    let flow = &r["flows"]["subscribe-then-upload"];
+    assert_eq!((total(flow), flow["requests"]["ok"].as_u64().unwrap()), (10, 10), "{flow}");
+    assert_eq!(check(&r, "subscribe: seq == 2"), (10, 0));
+    assert_eq!(check(&r, "subscribe: exists payload"), (10, 0));
+    assert_eq!(check(&r, "upload: chunks == 4"), (10, 0));
+    assert_eq!(check(&r, "upload: bytes == 16"), (10, 0));
+    let stats = server.stats();
+    let method = |path: &str| stats.methods.iter().find(|m| m.method == path).cloned().unwrap_or_default();
+    assert_eq!((method(SUBSCRIBE).ok, method(SUBSCRIBE).messages_out), (10, 30));
+    assert_eq!((method(UPLOAD).ok, method(UPLOAD).messages_in), (10, 40));
+    // Refused before the run: a client stream's requests are many.
+    let (_dir, file) = workload(&STREAMS.replace("\"bytes == 16\"", "\"exists request.seq\""));
+    let out = rpcmeter(&addr, &file, &["-n", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("request.seq: rpcmeter.lab.v1.Streaming.Upload sends a stream of requests"), "{stderr}");
+    server.shutdown();
+}
+
+#[test]
+fn a_server_stream_cut_by_its_count_is_read_at_its_last_counted_message() {
+    let server = lab(LabConfig::default());
+    let addr = server.local_addr().to_string();
+    // count 0: the server streams until the client cancels, after its 2nd chunk here.
+    let text = STREAMS.replace("count = 3", "count = 0").replace("seq == 2", "seq == 1");
+    let (_dir, file) = workload(&text);
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "6", "--stream-call-count", "2"]);
+    assert_eq!(check(&r, "subscribe: seq == 1"), (6, 0), "{}", r["checks"]);
+    assert_eq!(check(&r, "upload: chunks == 4"), (0, 6));
     server.shutdown();
 }
 
@@ -297,6 +455,8 @@ fn a_capture_beyond_64_kib_ends_its_flow_as_a_capture_error() {
     // The calls themselves were answered OK, and the get's checks still counted.
     assert_eq!(r["requests"]["failed"], 0);
     assert_eq!(check(&r, "get: found == true"), (10, 0));
+    let notice = warning(&r, "flows_stopped");
+    assert!(notice.contains("stopped 10 by a capture error (a value absent, over 64 KiB"), "{notice}");
     server.shutdown();
 }
 
@@ -315,6 +475,19 @@ fn bad_flows_captures_and_checks_are_refused_with_one_line() {
     refused(&PUT_THEN_GET.replace("found == true", "fuond == true"), &[], "GetReply has no field \"fuond\"");
     refused(&PUT_THEN_GET.replace("response.version", "response.nope"), &[], "capture \"version\"");
     refused(&PUT_THEN_GET.replace("found == true", "found ~ true"), &[], "is not one of == != < <= > >=");
+    // Checks that could never pass (or pass by text order) are refused, not failed 100%.
+    refused(&PUT_THEN_GET.replace("found == true", "found < 5"), &[], "check \"found < 5\": found is a bool");
+    refused(&PUT_THEN_GET.replace("found == true", "found == 5"), &[], "compare it with true or false, not \"5\"");
+    refused(
+        &PUT_THEN_GET.replace("found == true", "version == banana"),
+        &[],
+        "version is a number (uint64): \"banana\" is not one",
+    );
+    refused(&PUT_THEN_GET.replace("found == true", "value > 5"), &[], "value is bytes: compare it with == or !=");
+    refused(&PUT_THEN_GET.replace("found == true", "value == hi!"), &[], "\"hi!\" is not base64");
+    refused(&PUT_THEN_GET.replace("found == true", "header.x > many"), &[], "\"many\" is not one");
+    let echo = "[[call]]\nname = \"e\"\nmethod = \"EchoService/echo\"\nweight = 1\ncheck = [\"content > 5\"]\n";
+    refused(echo, &[], "content is text (string): compare it with == or != (< <= > >= order numbers)");
     refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"get\", \"put\"]"), &[], "which no earlier step captures");
     refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\", \"nope\"]"), &[], "step \"nope\" is no [[call]]");
     refused(&PUT_THEN_GET.replace("[\"put\", \"get\"]", "[\"put\"]"), &[], "call \"get\" is in no [[flow]]");

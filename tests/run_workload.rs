@@ -140,6 +140,34 @@ fn the_table_has_a_section_per_name() {
 }
 
 #[test]
+fn a_one_call_workload_needs_no_weight() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    // Was refused: "call #1 (\"echo\"): missing field `weight`".
+    let (_dir, file) = workload("[[call]]\nname = \"echo\"\nmethod = \"EchoService/echo\"\n");
+    let r = run_json(&addr, &file, &["-c", "2", "-n", "5"]);
+    assert_eq!(by_name(&r, "echo"), 5);
+    server.shutdown();
+}
+
+#[test]
+fn the_table_prints_the_start_of_a_check_on_a_large_body() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    // A 362 KB expected value made a 362 KB table line.
+    let body = "x".repeat(362_000);
+    let text = format!("[[call]]\nname = \"echo\"\nmethod = \"EchoService/echo\"\ncheck = [\"content != {body}\"]\n");
+    let (_dir, file) = workload(&text);
+    let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "5"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = table.lines().find(|l| l.contains("echo: content != x")).unwrap_or_else(|| panic!("no check line"));
+    assert!(line.len() < 200 && line.contains("(+361937 chars)") && line.contains(" 5 passed"), "{line}");
+    assert!(table.lines().all(|l| l.len() < 1000), "a line of {} bytes", table.lines().map(str::len).max().unwrap());
+    server.shutdown();
+}
+
+#[test]
 fn prometheus_has_each_name() {
     let server = lab();
     let addr = server.local_addr().to_string();
@@ -177,7 +205,7 @@ fn bad_workloads_are_refused_with_one_line() {
     refused(&one(""), &["--call", "EchoService/echo"], "--call and --workload together");
     refused(&one(""), &["-d", "{}"], "-d/-D and --workload together");
     refused(&one(""), &["-D", "x.json"], "-d/-D and --workload together");
-    refused("[[call]]\nname = \"s\"\nmethod = \"rpcmeter.lab.v1.Streaming/Subscribe\"\nweight = 1\n", &[], "streaming");
+    refused(&one(""), &["--stream-call-count", "2"], "stream flags need a streaming method");
     refused("this is not toml", &[], "--workload");
 }
 

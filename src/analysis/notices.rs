@@ -27,11 +27,13 @@ pub enum NoticeKind {
     NoSteadyState,
     Hiccups,
     SlowBackend,
+    FailedChecks,
+    FlowsStopped,
 }
 
 impl NoticeKind {
     /// Every kind, so that a kind read back from a result (`merge`, `report`) is found by name.
-    pub const ALL: [NoticeKind; 15] = [
+    pub const ALL: [NoticeKind; 17] = [
         NoticeKind::Partial,
         NoticeKind::ClosedLoop,
         NoticeKind::BehindSchedule,
@@ -47,6 +49,8 @@ impl NoticeKind {
         NoticeKind::NoSteadyState,
         NoticeKind::Hiccups,
         NoticeKind::SlowBackend,
+        NoticeKind::FailedChecks,
+        NoticeKind::FlowsStopped,
     ];
 
     /// The kind a result names `text` (its JSON `warnings[].kind`).
@@ -71,6 +75,8 @@ impl NoticeKind {
             NoticeKind::NoSteadyState => "no_steady_state",
             NoticeKind::Hiccups => "client_hiccups",
             NoticeKind::SlowBackend => "slow_backend",
+            NoticeKind::FailedChecks => "failed_checks",
+            NoticeKind::FlowsStopped => "flows_stopped",
         }
     }
 }
@@ -102,7 +108,73 @@ pub fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
     .flatten()
     .chain(slow_backends(&s.by_backend()))
     .chain(abandoned(s))
+    .chain(failed_checks(s))
+    .chain(flows_stopped(s))
     .collect()
+}
+
+/// How much of a check's or flow's name a notice shows.
+const NAME_CHARS: usize = 80;
+
+/// Workload checks that failed: a failed check is no failed call, so the statuses do not
+/// show it. The three that failed most are named.
+fn failed_checks(s: &Summary) -> Option<Notice> {
+    let mut failed: Vec<(String, u64, u64)> = s
+        .checks()
+        .into_iter()
+        .filter(|c| c.3 > 0)
+        .map(|(call, text, pass, fail)| {
+            (units::abridged(&format!("{call}: {text}"), NAME_CHARS).into_owned(), fail, pass + fail)
+        })
+        .collect();
+    if failed.is_empty() {
+        return None;
+    }
+    failed.sort_by_key(|c| std::cmp::Reverse(c.1));
+    let named: Vec<String> =
+        failed.iter().take(3).map(|(name, fail, all)| format!("\"{name}\" {fail} of {all}")).collect();
+    let more = failed.len().saturating_sub(3);
+    Some(notice(
+        NoticeKind::FailedChecks,
+        format!(
+            "{} of the workload's checks failed: {}{}; a failed check is not a failed call (see Checks)",
+            failed.len(),
+            named.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ),
+    ))
+}
+
+/// Flows that ended early with every call answered OK: stopped by a failed check
+/// (`stop_on_check_failure`) or by a capture that could not be taken or used.
+fn flows_stopped(s: &Summary) -> Vec<Notice> {
+    let stopped = s.by_flow().into_iter().filter(|(_, _, f)| f.stopped_by_check + f.capture_errors > 0);
+    stopped
+        .map(|(name, _, f)| {
+            notice(
+                NoticeKind::FlowsStopped,
+                format!(
+                    "flow \"{}\": {} of {} flows ended early with every call OK: {}",
+                    units::abridged(name, NAME_CHARS),
+                    f.stopped_by_check + f.capture_errors,
+                    f.share.calls,
+                    stop_reasons(f.stopped_by_check, f.capture_errors)
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Why flows ended early, in words: "stopped 3 by a failed check (...), 2 by a capture error (...)".
+pub fn stop_reasons(by_check: u64, by_capture: u64) -> String {
+    let mut parts = Vec::new();
+    if by_check > 0 {
+        parts.push(format!("{by_check} by a failed check (stop_on_check_failure)"));
+    }
+    if by_capture > 0 {
+        parts.push(format!("{by_capture} by a capture error (a value absent, over 64 KiB or not fitting its field)"));
+    }
+    format!("stopped {}", parts.join(", "))
 }
 
 /// The run ended before its end.
@@ -516,7 +588,9 @@ mod every_kind {
                 | NoticeKind::WarmUp
                 | NoticeKind::NoSteadyState
                 | NoticeKind::Hiccups
-                | NoticeKind::SlowBackend => kind,
+                | NoticeKind::SlowBackend
+                | NoticeKind::FailedChecks
+                | NoticeKind::FlowsStopped => kind,
             };
             assert_eq!(NoticeKind::named(placed.as_str()), Some(kind));
         }

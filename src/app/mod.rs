@@ -9,6 +9,7 @@ pub mod merge;
 pub mod outputs;
 pub mod ping;
 pub mod redact;
+pub(crate) mod replay;
 pub mod report;
 pub mod run;
 pub mod server_side;

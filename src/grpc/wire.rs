@@ -108,6 +108,28 @@ impl Deframer {
         }
     }
 
+    /// `feed`, keeping each whole message apart (a stream's, that a workload step captures
+    /// from or checks): `current` collects the message under way, pushed to `whole` once whole.
+    pub fn feed_keeping_each(
+        &mut self,
+        mut data: &[u8],
+        current: &mut Vec<u8>,
+        whole: &mut std::collections::VecDeque<Vec<u8>>,
+    ) -> Result<(), Fault> {
+        while !data.is_empty() {
+            // At most the rest of the prefix or of the message: each boundary is seen.
+            let wanted = if self.left > 0 { self.left } else { 5 - self.have };
+            let (piece, rest) = data.split_at(wanted.min(data.len()));
+            let before = self.completed();
+            self.feed(piece, Some(current))?;
+            if self.completed() > before {
+                whole.push_back(std::mem::take(current));
+            }
+            data = rest;
+        }
+        Ok(())
+    }
+
     /// Whole messages seen (a started one not counted until its last byte).
     pub fn completed(&self) -> u64 {
         self.count - (self.left > 0) as u64
@@ -254,6 +276,26 @@ pub fn gzip_frame(framed: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_whole_message_is_kept_however_the_stream_is_split() {
+        let mut wire = frame(b"hello").to_vec();
+        wire.extend_from_slice(&gzip_frame(&frame(b"abc")));
+        wire.extend_from_slice(&frame(b""));
+        wire.extend_from_slice(&frame(b"xy"));
+        for split in 0..=wire.len() {
+            let (mut d, mut current, mut whole) = (Deframer::default(), Vec::new(), Default::default());
+            d.feed_keeping_each(&wire[..split], &mut current, &mut whole).unwrap();
+            d.feed_keeping_each(&wire[split..], &mut current, &mut whole).unwrap();
+            let expected: Vec<&[u8]> = vec![b"hello", b"abc", b"", b"xy"];
+            assert_eq!(whole, expected, "split at {split}");
+            assert_eq!((d.completed(), d.payload), (4, 10));
+        }
+        // A message under way is not whole.
+        let (mut d, mut current, mut whole) = (Deframer::default(), Vec::new(), Default::default());
+        d.feed_keeping_each(&wire[..wire.len() - 1], &mut current, &mut whole).unwrap();
+        assert_eq!(whole.back().map(Vec::as_slice), Some(&b""[..]));
+    }
 
     #[test]
     fn deframer_counts_messages_split_anywhere() {

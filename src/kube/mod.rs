@@ -2,7 +2,6 @@
 //! shipped in a ConfigMap (a Secret for the client's key and certificate) and mounted where
 //! the rewritten args name them; Kubernetes names and quantities checked before printing.
 pub mod simulate;
-pub mod words;
 pub mod yaml;
 
 use crate::error::bad_input;
@@ -12,6 +11,17 @@ use std::path::{Path, PathBuf};
 pub const FILES_DIR: &str = "/etc/rpcmeter/files";
 /// Where the Secret's client key and certificate appear in the pods.
 pub const TLS_DIR: &str = "/etc/rpcmeter/tls";
+/// Every mount `kube` makes in its pods (`--simulate` writes files under these alone).
+pub const MOUNTS: [&str; 2] = [FILES_DIR, TLS_DIR];
+/// The env vars `kube` sets in its pods, each from a key of a Secret it prints
+/// (`--simulate` passes no other to its pods).
+pub const ENV: [&str; 3] = [SECRET_ENV, METADATA_ENV, REFLECT_METADATA_ENV];
+/// The run's secret, which every shard proves it holds to the coordinator (docs/shards.md).
+pub const SECRET_ENV: &str = "RPCMETER_COORDINATOR_SECRET";
+/// `-m`'s credentials, through the environment (Kubernetes expands $(VAR) in args).
+pub const METADATA_ENV: &str = "RPCMETER_METADATA";
+/// `--reflect-metadata`'s credentials, as `-m`'s.
+pub const REFLECT_METADATA_ENV: &str = "RPCMETER_REFLECT_METADATA";
 /// The most a ConfigMap or a Secret may hold (the API server's limit on its data).
 pub const OBJECT_LIMIT: crate::input::ByteSize = crate::input::ByteSize::mib(1);
 
@@ -77,6 +87,15 @@ fn key_of(n: usize, path: &str) -> String {
     format!("f{n}-{name}")
 }
 
+/// A new random secret for one run (32 bytes from the system's generator, as base64 text).
+pub fn new_secret() -> String {
+    use base64::Engine;
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+}
+
 /// The last part of `path`, as a file name in a mount (`-`: what standard input held).
 pub fn base_name(path: &Path, stdin: &str) -> String {
     match path.file_name().and_then(|n| n.to_str()) {
@@ -132,7 +151,7 @@ pub fn proto_files(file: &Path, import_paths: &[PathBuf]) -> anyhow::Result<Prot
 
 /// A name Kubernetes takes for the Job, its pods and its Service: a DNS-1035 label (a
 /// Service's name starts with a letter) short enough that `NAME-INDEX` (each pod's hostname)
-/// and `NAME-metadata` stay within 63 characters.
+/// and `NAME-coordinator` stay within 63 characters.
 pub fn check_name(name: &str, shards: u32) -> anyhow::Result<()> {
     let label = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
@@ -142,7 +161,7 @@ pub fn check_name(name: &str, shards: u32) -> anyhow::Result<()> {
             "kube --name {name:?}: not a Kubernetes name (lower-case letters, digits and '-', starting with a letter, ending with a letter or digit)"
         )));
     }
-    let longest = name.len() + "-metadata".len().max(1 + (shards - 1).to_string().len());
+    let longest = name.len() + "-coordinator".len().max(1 + (shards - 1).to_string().len());
     if longest > 63 {
         return Err(bad_input(format!(
             "kube --name {name:?}: too long ({} characters): with its suffixes it must fit in 63",

@@ -1,15 +1,19 @@
 //! `rpcmeter kube --simulate FILE`: the pods of a printed manifest, run on this machine as
 //! the kubelet would run them, so that a manifest is checked before a cluster: each
-//! volume's ConfigMap or Secret files written under a temporary directory standing in for
-//! its mount path, the env (Secret values included) and $(JOB_COMPLETION_INDEX) expanded in
-//! the args, pod 0's name under the Service (`--coordinator NAME-0.SERVICE:PORT`) resolved to
-//! 127.0.0.1 at a free port, the pods started a moment apart as a cluster would start them
-//! (pod 0 last: the others wait for it); what pod 0 prints (the merged result) is printed.
+//! volume's ConfigMap or Secret files written under a private temporary directory standing
+//! in for its mount path, the env (Secret values) and $(JOB_COMPLETION_INDEX) expanded in the
+//! args, the pods started a moment apart as a cluster would start them (pod 0 last: the
+//! others wait for it); what pod 0 prints (the merged result) is printed.
+//!
+//! A manifest is a program that runs here, so only what `kube` prints is run: one container
+//! whose args are rpcmeter's own (checked by cli/kube.rs, which knows `run`'s flags), the env
+//! vars `kube` sets ([`super::ENV`], from the manifest's Secrets), files only under the mounts
+//! `kube` makes. Anything else is refused in one line before a file is written. The pods
+//! die with the simulation, however it ends.
 use crate::error::bad_input;
 use base64::Engine;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,116 +23,186 @@ const POD_GAP: Duration = Duration::from_millis(500);
 /// end once pod 0 has confirmed their results, or give up on it).
 const OTHERS_WAIT: Duration = Duration::from_secs(10);
 
-/// `run` is the command whose flags the pods' words hold (to find their `--format`).
-pub fn main(file: &Path, json: bool, run: &clap::Command) -> anyhow::Result<ExitCode> {
-    let text =
-        crate::input::read_string(file, crate::input::Kind::Result, &format!("kube --simulate {}", file.display()))?;
-    let manifest: Value = serde_json::from_str(&text).map_err(|e| {
-        bad_input(format!(
-            "kube --simulate {}: not a JSON manifest ({e}); print it with kube --output json",
-            file.display()
-        ))
-    })?;
-    let objects = match manifest["kind"].as_str() {
-        Some("List") => manifest["items"].as_array().cloned().unwrap_or_default(),
-        _ => vec![manifest],
-    };
-    let named = |kind: &str, name: &str| objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name);
-    let job = objects
-        .iter()
-        .find(|o| o["kind"] == "Job")
-        .ok_or_else(|| bad_input(format!("kube --simulate {}: no Job in it", file.display())))?;
-    let pods = job["spec"]["completions"].as_u64().unwrap_or(1);
-    let pod = &job["spec"]["template"]["spec"];
-    let container = &pod["containers"][0];
-    let root = tempfile::tempdir().map_err(|e| bad_input(format!("kube --simulate: no temporary directory: {e}")))?;
+/// A manifest's pods, checked: what `kube` prints and nothing else.
+pub struct Pods {
+    pub count: u32,
+    /// The container's args, $(VARS) not expanded.
+    pub args: Vec<String>,
+    /// The env vars, from `super::ENV` only, with their values from the manifest's Secrets.
+    pub env: Vec<(String, String)>,
+    /// The volumes' files: the path in the pod (a mount of `super::MOUNTS`, then the item's
+    /// relative path) and the bytes.
+    files: Vec<(PathBuf, Vec<u8>)>,
+}
 
-    // Volumes: each item's bytes at the mount path, under the temporary directory.
-    let mut mounts: Vec<(String, String)> = Vec::new();
+/// Reads and checks `file`, YAML (as `kube` prints by default) or JSON (`--output json`).
+pub fn read(file: &Path) -> anyhow::Result<Pods> {
+    let label = format!("kube --simulate {}", file.display());
+    let text = crate::input::read_string(file, crate::input::Kind::Result, &label)?;
+    let objects = objects(&text).map_err(|e| bad_input(format!("{label}: {e}")))?;
+    pods(&objects).map_err(|e| bad_input(format!("{label}: {e}")))
+}
+
+/// The manifest's objects: a JSON object (a List's items), or YAML documents.
+fn objects(text: &str) -> Result<Vec<Value>, String> {
+    let mut objects = Vec::new();
+    if text.trim_start().starts_with('{') {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("not a JSON manifest: {e}"))?;
+        objects.push(v);
+    } else {
+        use serde::Deserialize;
+        for document in serde_norway::Deserializer::from_str(text) {
+            let v = Value::deserialize(document).map_err(|e| format!("not a YAML manifest: {e}"))?;
+            if !v.is_null() {
+                objects.push(v);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    for o in objects {
+        match o["kind"].as_str() {
+            Some("List") => all.extend(o["items"].as_array().cloned().unwrap_or_default()),
+            _ => all.push(o),
+        }
+    }
+    Ok(all)
+}
+
+/// The kinds `kube` prints.
+const KINDS: [&str; 4] = ["ConfigMap", "Secret", "Service", "Job"];
+
+fn pods(objects: &[Value]) -> Result<Pods, String> {
+    if let Some(other) = objects.iter().find(|o| !KINDS.contains(&o["kind"].as_str().unwrap_or(""))) {
+        return Err(format!("a {} object: kube prints only {}", other["kind"], KINDS.join(", ")));
+    }
+    let named = |kind: &str, name: Option<&str>| {
+        let name = name.unwrap_or("");
+        objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).ok_or(format!("no {kind} {name:?}"))
+    };
+    let jobs: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Job").collect();
+    let [job] = jobs[..] else { return Err(format!("{} Jobs: kube prints one", jobs.len())) };
+    let count = job["spec"]["completions"].as_u64().and_then(|n| u32::try_from(n).ok()).filter(|&n| n > 0);
+    let count = count.ok_or("the Job has no completions")?;
+    let pod = &job["spec"]["template"]["spec"];
+    for field in ["initContainers", "ephemeralContainers"] {
+        if !pod[field].is_null() {
+            return Err(format!("the pods have {field}: kube prints one container"));
+        }
+    }
+    let containers = pod["containers"].as_array().map_or(0, Vec::len);
+    if containers != 1 {
+        return Err(format!("the pods have {containers} containers: kube prints one"));
+    }
+    let container = &pod["containers"][0];
+    // The image's entrypoint is rpcmeter: a command of the manifest's own would be run here.
+    for field in ["command", "envFrom", "workingDir"] {
+        if !container[field].is_null() {
+            return Err(format!("the container has a {field}: kube prints none, only rpcmeter's args"));
+        }
+    }
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .ok_or("the container has no args")?
+        .iter()
+        .map(|a| a.as_str().map(String::from).ok_or("an arg that is not a string"))
+        .collect::<Result<_, _>>()?;
+
+    let mut env = Vec::new();
+    for var in container["env"].as_array().into_iter().flatten() {
+        let name = var["name"].as_str().unwrap_or("");
+        if !super::ENV.contains(&name) {
+            return Err(format!("env {name:?}: kube sets only {}", super::ENV.join(", ")));
+        }
+        let from = &var["valueFrom"]["secretKeyRef"];
+        if !var["value"].is_null() || !from.is_object() {
+            return Err(format!("env {name}: kube sets it from a Secret's key, nothing else"));
+        }
+        let secret = named("Secret", from["name"].as_str())?;
+        let key = from["key"].as_str().unwrap_or("");
+        let bytes = value_of(secret, key).ok_or(format!("env {name}: no key {key:?} in its Secret"))?;
+        env.push((name.to_owned(), String::from_utf8(bytes).map_err(|_| format!("env {name}: not UTF-8"))?));
+    }
+
+    let mut files = Vec::new();
     for mount in container["volumeMounts"].as_array().into_iter().flatten() {
-        let (Some(name), Some(at)) = (mount["name"].as_str(), mount["mountPath"].as_str()) else { continue };
+        let (name, at) = (mount["name"].as_str().unwrap_or(""), mount["mountPath"].as_str().unwrap_or(""));
+        if !super::MOUNTS.contains(&at) {
+            return Err(format!("volume {name} mounted at {at:?}: kube mounts only at {}", super::MOUNTS.join(", ")));
+        }
         let volume = pod["volumes"].as_array().into_iter().flatten().find(|v| v["name"] == name);
-        let Some(volume) = volume else { continue };
+        let volume = volume.ok_or(format!("volume {name}: not among the pod's volumes"))?;
         let (source, object) = match (&volume["configMap"], &volume["secret"]) {
-            (Value::Object(_), _) => {
-                (&volume["configMap"], named("ConfigMap", volume["configMap"]["name"].as_str().unwrap_or("")))
-            }
-            (_, Value::Object(_)) => {
-                (&volume["secret"], named("Secret", volume["secret"]["secretName"].as_str().unwrap_or("")))
-            }
-            _ => continue,
+            (Value::Object(_), _) => (&volume["configMap"], named("ConfigMap", volume["configMap"]["name"].as_str())?),
+            (_, Value::Object(_)) => (&volume["secret"], named("Secret", volume["secret"]["secretName"].as_str())?),
+            _ => return Err(format!("volume {name}: kube mounts only a ConfigMap or a Secret")),
         };
-        let object = object
-            .ok_or_else(|| bad_input(format!("kube --simulate: volume {name}: its object is not in the manifest")))?;
-        let here = root.path().join(at.trim_start_matches('/'));
         for item in source["items"].as_array().into_iter().flatten() {
-            let (Some(key), Some(path)) = (item["key"].as_str(), item["path"].as_str()) else { continue };
-            let bytes = value_of(object, key)
-                .ok_or_else(|| bad_input(format!("kube --simulate: volume {name}: no key {key}")))?;
-            let file = here.join(path);
+            let key = item["key"].as_str().unwrap_or("");
+            let path = item["path"].as_str().unwrap_or("");
+            let relative = relative(path).ok_or(format!("volume {name}: item path {path:?} leaves its mount"))?;
+            let bytes = value_of(object, key).ok_or(format!("volume {name}: no key {key:?}"))?;
+            files.push((Path::new(at).join(relative), bytes));
+        }
+    }
+    Ok(Pods { count, args, env, files })
+}
+
+/// `path` when it names a file below a directory: relative, with no `..`, `.` or empty part.
+pub fn relative(path: &str) -> Option<&Path> {
+    let p = Path::new(path);
+    let normal = !path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+    // `a//b` and `a/./b` read as normal components: refused too, as Kubernetes refuses them.
+    (normal && !path.split('/').any(|part| part.is_empty() || part == ".")).then_some(p)
+}
+
+impl Pods {
+    /// Pod `index`'s args as the kubelet gives them: $(JOB_COMPLETION_INDEX) and the env's
+    /// $(VARS) expanded (an unknown one stays).
+    pub fn args_of(&self, index: u32) -> Vec<String> {
+        let index = index.to_string();
+        let vars: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .chain([("JOB_COMPLETION_INDEX", index.as_str())])
+            .collect();
+        self.args
+            .iter()
+            .map(|word| vars.iter().fold(word.clone(), |w, (name, value)| w.replace(&format!("$({name})"), value)))
+            .collect()
+    }
+
+    /// Writes the volumes' files under `root`, each mount path below it.
+    pub fn write(&self, root: &Path) -> anyhow::Result<()> {
+        for (path, bytes) in &self.files {
+            let file = root.join(path.strip_prefix("/").unwrap_or(path));
             let written =
-                std::fs::create_dir_all(file.parent().unwrap_or(&here)).and_then(|_| std::fs::write(&file, bytes));
+                std::fs::create_dir_all(file.parent().unwrap_or(root)).and_then(|_| std::fs::write(&file, bytes));
             written.map_err(|e| bad_input(format!("kube --simulate: {}: {e}", file.display())))?;
         }
-        mounts.push((at.to_owned(), here.to_string_lossy().into_owned()));
+        Ok(())
     }
-    // The env, as Kubernetes gives it (values from Secrets included).
-    let mut env: HashMap<String, String> = HashMap::new();
-    for var in container["env"].as_array().into_iter().flatten() {
-        let Some(name) = var["name"].as_str() else { continue };
-        let value = match (&var["value"], &var["valueFrom"]["secretKeyRef"]) {
-            (Value::String(v), _) => v.clone(),
-            (_, Value::Object(r)) => {
-                let secret = named("Secret", r.get("name").and_then(Value::as_str).unwrap_or(""));
-                let key = r.get("key").and_then(Value::as_str).unwrap_or("");
-                let bytes = secret.and_then(|s| value_of(s, key));
-                String::from_utf8(
-                    bytes.ok_or_else(|| bad_input(format!("kube --simulate: env {name}: no such Secret key")))?,
-                )
-                .map_err(|_| bad_input(format!("kube --simulate: env {name}: not UTF-8")))?
-            }
-            _ => continue,
-        };
-        env.insert(name.to_owned(), value);
-    }
-    let mut words: Vec<String> =
-        container["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
-    // The Service's DNS name for pod 0 is this machine, at a port free here.
-    let at = words.iter().position(|w| w == "--coordinator").map(|i| i + 1).filter(|&i| i < words.len());
-    let at = at.ok_or_else(|| {
-        bad_input(format!(
-            "kube --simulate {}: the pods have no --coordinator: print it again with this rpcmeter",
-            file.display()
-        ))
-    })?;
-    words[at] = format!("127.0.0.1:{}", free_port()?);
-    if json {
-        // Pod 0's result as JSON, whatever --format the run was given.
-        words = with_format_json(run, &words);
-    }
+}
+
+/// Runs the pods, pod I with `args[I]` (checked by the caller) and the manifest's env, pod 0
+/// last; prints what pod 0 prints; exits as pod 0 does, 1 also when another pod failed (the
+/// Job would fail). Every pod is killed by the kernel when this process dies.
+pub fn run(args: &[Vec<String>], env: &[(String, String)]) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().map_err(|e| bad_input(format!("kube --simulate: {e}")))?;
     let mut children = Vec::new();
-    for i in (0..pods).rev() {
-        let mut env = env.clone();
-        env.insert("JOB_COMPLETION_INDEX".into(), i.to_string());
-        let mut args = Vec::new();
-        for word in &words {
-            let mut word = expand(word, &env);
-            for (at, here) in &mounts {
-                word = word.replace(at.as_str(), here);
-            }
-            args.push(word);
-        }
-        if i + 1 < pods {
+    for (i, words) in args.iter().enumerate().rev() {
+        if i + 1 < args.len() {
             std::thread::sleep(POD_GAP);
         }
         // Pod 0's log is the answer: its stdout and stderr go through. The others' say one
         // line each (or their own result when pod 0 could not take it): kept for a failure.
         let mut command = Command::new(&exe);
-        command.args(&args).envs(&env);
+        command.args(words).envs(env.iter().map(|(n, v)| (n, v))).env("JOB_COMPLETION_INDEX", i.to_string());
+        command.stdin(Stdio::null());
         if i > 0 {
             command.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
+        crate::sys::killed_with_parent(&mut command);
         let child = command.spawn().map_err(|e| bad_input(format!("kube --simulate: pod {i}: {e}")))?;
         children.push((i, child));
     }
@@ -165,27 +239,12 @@ pub fn main(file: &Path, json: bool, run: &clap::Command) -> anyhow::Result<Exit
 }
 
 /// A port that nothing on 127.0.0.1 listens on now (the simulated pod 0 takes it).
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| bad_input(format!("kube --simulate: no free local port: {e}")))?;
     Ok(listener.local_addr().map_err(|e| bad_input(format!("kube --simulate: {e}")))?.port())
 }
 
-/// `run ...` args with their --format (a long flag only) taken out and `--format json` added
-/// (given twice, a pod would refuse its args).
-fn with_format_json(command: &clap::Command, words: &[String]) -> Vec<String> {
-    let Some((run, rest)) = words.split_first() else { return words.to_vec() };
-    let format: Vec<_> = super::words::flags(command, rest).into_iter().filter(|f| f.id == "format").collect();
-    let mut out = vec![run.clone()];
-    out.extend(
-        rest.iter()
-            .enumerate()
-            .filter(|(i, _)| !format.iter().any(|f| (f.first..f.last).contains(i)))
-            .map(|(_, w)| w.clone()),
-    );
-    out.extend(["--format".to_owned(), "json".to_owned()]);
-    out
-}
 /// A key's bytes in a ConfigMap (`data`, `binaryData`) or a Secret (`stringData`, `data`).
 fn value_of(object: &Value, key: &str) -> Option<Vec<u8>> {
     let b64 = |v: &Value| base64::engine::general_purpose::STANDARD.decode(v.as_str()?).ok();
@@ -197,11 +256,17 @@ fn value_of(object: &Value, key: &str) -> Option<Vec<u8>> {
     }
 }
 
-/// `$(VAR)` replaced by its value, as Kubernetes expands args (an unknown one stays).
-fn expand(word: &str, env: &HashMap<String, String>) -> String {
-    let mut out = word.to_owned();
-    for (name, value) in env {
-        out = out.replace(&format!("$({name})"), value);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_paths_stay_below_their_mount() {
+        for good in ["a", "data/d.json", "include-0/sub/msg.proto"] {
+            assert!(relative(good).is_some(), "{good}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a/..", "./a", "a//b", "a/./b", "a/"] {
+            assert!(relative(bad).is_none(), "{bad}");
+        }
     }
-    out
 }

@@ -4,10 +4,11 @@
 //! The engine never prints: intervals go to what it feeds (`record::Feed`, the run's sinks),
 //! the end to a `Recorded`.
 use super::balance::{self, Channel, Dialer};
+use super::logged::{CallLog, LoggedCall};
 use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
-use crate::grpc::transport::{CallKind, StreamObserver};
+use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
 use crate::grpc::{Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
@@ -111,14 +112,18 @@ pub struct Mix {
     pub named: bool,
     /// A workload's flows: when there are any, `pick` picks a flow, not a call.
     pub flows: Vec<MixFlow>,
+    /// `run --replay`: each call drawn from the log (its method is a call of the mix).
+    pub log: Option<Arc<dyn CallLog>>,
 }
 
-/// One method of a mix: its wire path and its requests.
+/// One method of a mix: its wire path, its requests and, for a stream, its limits.
 pub struct MixCall {
     pub path: http::uri::PathAndQuery,
     pub requests: Arc<RequestSource>,
     /// A workload call's captures and checks (None: its answers are not read).
     pub rules: Option<super::flow::Rules>,
+    pub kind: CallKind,
+    pub stream: StreamLimits,
 }
 
 /// A flow of a workload: its steps (calls of the mix) made in order by one worker.
@@ -128,10 +133,11 @@ pub struct MixFlow {
 }
 
 impl Mix {
-    /// The one method of `--call` (its path is the plan's).
-    pub fn single(path: http::uri::PathAndQuery, requests: Arc<RequestSource>) -> Mix {
-        let call = MixCall { path, requests, rules: None };
-        Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new() }
+    /// The one method of `--call` (its path, kind and stream limits are the plan's).
+    pub fn single(plan: &Plan, requests: Arc<RequestSource>) -> Mix {
+        let (path, kind, stream) = (plan.spec.path.clone(), plan.kind, plan.stream);
+        let call = MixCall { path, requests, rules: None, kind, stream };
+        Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new(), log: None }
     }
 }
 
@@ -143,6 +149,8 @@ struct Prepared {
     /// Calls of this name started so far: a workload's records cycle per name.
     started: AtomicU64,
     rules: Option<super::flow::Rules>,
+    kind: CallKind,
+    stream: StreamLimits,
 }
 
 /// State every worker thread shares.
@@ -152,6 +160,7 @@ struct Shared {
     pick: Pick,
     named: bool,
     flows: Vec<MixFlow>,
+    log: Option<Arc<dyn CallLog>>,
     /// How threads open their channels and reconnect them.
     dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
@@ -191,7 +200,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let connector = Connector::new(&plan.target)?;
     // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
     // "The lean transport"); streaming calls need h2.
-    let connector = if plan.kind == CallKind::Unary { connector.unary_only() } else { connector };
+    let unary = mix.calls.iter().all(|c| c.kind == CallKind::Unary);
+    let connector = if unary { connector.unary_only() } else { connector };
     let connector = Arc::new(connector.beside_local_tasks());
     let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
     // The resolver (a dns:/// target) ends with the run, however it ends.
@@ -210,11 +220,14 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
                 requests: c.requests,
                 started: AtomicU64::new(0),
                 rules: c.rules,
+                kind: c.kind,
+                stream: c.stream,
             })
             .collect(),
         pick: mix.pick,
         named: mix.named,
         flows: mix.flows,
+        log: mix.log,
         plan,
         dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
         details,
@@ -271,8 +284,12 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     // One cursor for both reads below: Poisson arrivals are read in turn, once.
     let started_at = shared.start_wall.get().copied().unwrap_or_else(SystemTime::now);
     let mut schedule = plan.pacer.cursor();
-    let slot_end =
-        schedule.intended(plan.shard.global(sent)).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
+    // A log's schedule ends with its calls: the window ends at the last answer.
+    let logged = shared.log.as_ref().filter(|log| log.scheduled());
+    let slot_end = schedule
+        .intended(plan.shard.global(sent))
+        .filter(|_| sent > 0 && logged.is_none())
+        .and_then(|due| start.checked_add(due));
     if let Some(wait) = slot_end.map(|end| end.saturating_duration_since(Instant::now())) {
         if collected.ended == Ended::Completed {
             std::thread::sleep(wait.min(plan.drain));
@@ -284,10 +301,13 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let ran = window_end.saturating_duration_since(start);
     let warmup_window = plan.warmup.min(ran);
     let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
-        (Some(d), None, Ended::Completed) => {
-            let due = schedule.due_by(plan.warmup.saturating_add(d));
-            due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
-        }
+        (Some(d), None, Ended::Completed) => match logged.and_then(|log| log.due_before_end()) {
+            Some(due) => due.saturating_sub(sent),
+            None => {
+                let due = schedule.due_by(plan.warmup.saturating_add(d));
+                due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
+            }
+        },
         _ => 0,
     };
     Ok(Recorded {
@@ -700,9 +720,9 @@ impl Local {
     async fn attempt(
         &self,
         slot: usize,
-        which: &Prepared,
+        which: (&Prepared, &PreparedCall),
         request: Bytes,
-        body: StreamBody,
+        body: StreamBody<'_>,
         warmup: bool,
     ) -> (Reply, Option<usize>) {
         let (connection, backend) = match self.channels[slot].pick(&self.shared.dialer).await {
@@ -712,37 +732,43 @@ impl Local {
         (self.call_on(&connection, which, request, body, warmup).await, Some(backend))
     }
 
+    /// `which`: the call of the mix, and the header block it is sent with (a logged call's own).
     async fn call_on(
         &self,
         connection: &crate::grpc::Connection,
-        which: &Prepared,
+        (which, header): (&Prepared, &PreparedCall),
         request: Bytes,
-        body: StreamBody,
+        body: StreamBody<'_>,
         warmup: bool,
     ) -> Reply {
         let plan = &self.shared.plan;
-        if plan.kind == CallKind::Unary {
-            // Captures and checks read the answer: only their calls keep it.
-            let keep = plan.keep_responses || which.rules.is_some();
-            return connection.call(&which.call, request, keep).await;
+        // Captures and checks read the answer (a stream's last message): only their calls keep it.
+        let keep = plan.keep_responses || which.rules.is_some();
+        if which.kind == CallKind::Unary {
+            return connection.call(header, request, keep).await;
         }
         let requests = &which.requests;
         // A server stream's one request is replayed call by call, as a unary call's; the
-        // requests of client and bidi streams message by message within each stream.
-        let mut message = |index| match plan.kind {
+        // requests of client and bidi streams message by message within each stream (with a
+        // flow's captured values; one they do not fit is sent empty, as `message` does).
+        let mut message = |index| match which.kind {
             CallKind::ServerStream => request.clone(),
-            _ => requests.message(body.call, index, body.worker),
+            _ => requests
+                .message_with(body.call, index, body.worker, body.captured)
+                .unwrap_or_else(|_| crate::grpc::wire::frame(&[])),
         };
         let mut observer = Messages { local: self, warmup };
-        connection.stream(&which.call, plan.kind, plan.stream, &mut message, &mut observer).await
+        connection.stream(&which.call, which.kind, which.stream, keep, &mut message, &mut observer).await
     }
 }
 
 /// Which streaming call a stream's messages belong to (templates render with its number).
 #[derive(Clone, Copy)]
-struct StreamBody {
+struct StreamBody<'a> {
     call: u64,
     worker: u32,
+    /// A flow's values captured so far (its client stream's messages may use them).
+    captured: &'a [(String, String)],
 }
 
 /// Records a stream's messages into the worker thread's tally as they pass: counts and
@@ -809,7 +835,19 @@ async fn worker(local: Rc<Local>, id: u32) {
             }
             notified.await;
         }
-        let intended = match local.pacer.borrow_mut().intended(plan.shard.global(ticket)) {
+        // A logged call brings its own time (or none: the pacer's); none left ends the worker.
+        let logged = match &shared.log {
+            Some(log) => match log.next() {
+                Some(call) => Some(call),
+                None => break,
+            },
+            None => None,
+        };
+        let due = match logged.as_ref().and_then(|c| c.due) {
+            Some(due) => Some(due),
+            None => local.pacer.borrow_mut().intended(plan.shard.global(ticket)),
+        };
+        let intended = match due {
             Some(due) => match far(due) {
                 Some(at) => Some(at),
                 None => break,
@@ -846,13 +884,14 @@ async fn worker(local: Rc<Local>, id: u32) {
                 break;
             }
         }
-        let which = shared.pick.pick(shared.started.fetch_add(1, Relaxed));
+        let number = shared.started.fetch_add(1, Relaxed);
+        let which = logged.as_ref().map_or_else(|| shared.pick.pick(number), |c| c.which);
         if idle.busy() == 0 {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
         let answered = match shared.flows.is_empty() {
-            true => call(&local, (id, ticket, slot), which, origin, warmup, None).await.0,
+            true => call(&local, (id, ticket, slot), which, origin, warmup, None, logged).await.0,
             false => flow(&local, (id, ticket, slot), which, origin, warmup).await,
         };
         freed = local.full().then_some(answered);
@@ -933,7 +972,7 @@ async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin
     let (mut answered, mut end) = (start, FlowEnd::Status(Code::Ok));
     for (i, &step) in flow.steps.iter().enumerate() {
         let origin = if i == 0 { origin } else { Origin::Sent };
-        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured)).await;
+        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured), None).await;
         answered = at;
         end = match step {
             Step::Answered { status, .. } if status != Code::Ok => FlowEnd::Status(status),
@@ -960,7 +999,9 @@ enum Step {
 
 /// One call: attempts with backoff until a final answer, recorded once; returns when the
 /// answer came. `at`: the worker, the call's ticket and the worker's connection slot;
-/// `captured`: a flow's values so far (its templates use them, its captures add to them).
+/// `captured`: a flow's values so far (its templates use them, its captures add to them);
+/// `logged`: a call from a log (`run --replay`), sent with its own request and metadata.
+#[allow(clippy::too_many_arguments)] // one call site each; the engine's own hot path
 async fn call(
     local: &Local,
     (worker, ticket, slot): (u32, u64, usize),
@@ -968,6 +1009,7 @@ async fn call(
     origin: Origin,
     warmup: bool,
     captured: Option<&mut super::flow::Captured>,
+    logged: Option<LoggedCall>,
 ) -> (Instant, Step) {
     let plan = &local.shared.plan;
     // Numbers of the whole run, as the unsharded schedule gives them: shards' calls and
@@ -975,17 +1017,22 @@ async fn call(
     let (ticket, worker) = (plan.shard.global(ticket), plan.shard.global(worker as u64) as u32);
     let named = local.shared.named;
     let prepared = &local.shared.calls[which];
-    let request = match &captured {
-        Some(values) => {
+    if let (Some(log), Some(call)) = (&local.shared.log, &logged) {
+        log.sent(call, warmup);
+    }
+    let request = match (&logged, &captured) {
+        (Some(call), _) => call.request.clone(),
+        (None, Some(values)) => {
             match prepared.requests.message_with(ticket, prepared.started.fetch_add(1, Relaxed), worker, values) {
                 Ok(request) => request,
                 Err(_) => return (Instant::now(), Step::Unsendable),
             }
         }
         // Templates still see the run-wide call number; records cycle within the name.
-        None if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
-        None => prepared.requests.request(ticket, worker),
+        (None, None) if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
+        (None, None) => prepared.requests.request(ticket, worker),
     };
+    let header = logged.as_ref().map_or(&prepared.call, |c| &c.call);
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
@@ -1002,8 +1049,15 @@ async fn call(
     let (reply, answered) = loop {
         attempts += 1;
         let began = if attempts == 1 { first_send } else { Instant::now() };
-        let (reply, answered_by) =
-            local.attempt(slot, prepared, request.clone(), StreamBody { call: ticket, worker }, warmup).await;
+        let (reply, answered_by) = local
+            .attempt(
+                slot,
+                (prepared, header),
+                request.clone(),
+                StreamBody { call: ticket, worker, captured: captured.as_deref().map_or(&[], |c| &c[..]) },
+                warmup,
+            )
+            .await;
         backend = answered_by;
         // One clock read ends the attempt and, when it is the last, the call.
         let ended = Instant::now();
@@ -1017,7 +1071,7 @@ async fn call(
     local.tally(warmup).record_service_time(answered - first_send);
     {
         let mut tally = local.tally(warmup);
-        if plan.kind == CallKind::Unary {
+        if prepared.kind == CallKind::Unary {
             // A stream counts its request bytes message by message.
             tally.counts.request_bytes += request.len() as u64 * attempts as u64;
         }

@@ -39,7 +39,7 @@ struct CallEntry {
     method: String,
     data: Option<toml::Value>,
     data_file: Option<PathBuf>,
-    /// Not needed when flows pick the calls.
+    /// 1 when left out (flows pick the calls: then it is not used).
     weight: Option<u32>,
     /// Variable name -> where its value comes from (`response.version`).
     #[serde(default)]
@@ -231,9 +231,7 @@ fn parse(text: &str, base: &Path) -> Result<Workload, String> {
         let weight = match entry.weight {
             Some(0) => return Err(format!("{at}: weight must be at least 1")),
             Some(w) => w,
-            // Flows pick the calls: a call's own weight is not used.
-            None if !file.flow.is_empty() => 1,
-            None => return Err(format!("{at}: missing field `weight`")),
+            None => 1,
         };
         let mut captures = Vec::new();
         for (var, from) in entry.capture {
@@ -493,7 +491,8 @@ mod tests {
         let e = bad("[[call]]\nname = \"a\"\nmethod = \"x/y\"\nweight = 1\nwieght = 2\n");
         assert!(e.contains("unknown field `wieght`") && !e.contains('\n'), "{e}");
         assert!(bad("[[call]]\nname = \"a\"\nmethod = \"x/y\"\nweight = 0\n").contains("weight must be at least 1"));
-        assert!(bad("[[call]]\nname = \"a\"\nmethod = \"x/y\"\n").contains("missing field `weight`"));
+        // A weight left out is 1: one call alone needs none (was refused: missing field `weight`).
+        assert_eq!(parse("[[call]]\nname = \"a\"\nmethod = \"x/y\"\n", base).unwrap().calls[0].weight, 1);
         assert!(bad("").contains("missing field `call`"));
         let twice = "[[call]]\nname = \"a\"\nmethod = \"x/y\"\nweight = 1\n".repeat(2);
         assert!(bad(&twice).contains("used twice"));

@@ -71,6 +71,8 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name` as given, name by name.
     pub by_name: Vec<(String, Value)>,
+    /// `run --replay`: the log's own slices of the calls sent, by the same names.
+    pub recorded: Vec<(String, Value)>,
     /// `--workload` flows and checks as given, one by one.
     pub flows: Vec<(String, Value)>,
     pub checks: Vec<(String, Value)>,
@@ -123,6 +125,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
             .map(|(address, slice)| (address.clone(), serde_json::to_value(slice).unwrap_or_default()))
             .collect(),
         by_name: entries(r.calls_by_name.as_ref()),
+        recorded: entries(r.replay.as_ref().map(|x| &x.recorded)),
         flows: entries(r.flows.as_ref()),
         checks: entries(r.checks.as_ref()),
         label: r
@@ -243,7 +246,30 @@ impl Run {
                 self.unsent
             ));
         }
+        out.extend(self.workload_failures());
         out
+    }
+
+    /// Failed checks and flows ended early: not failed calls, so the statuses miss them.
+    fn workload_failures(&self) -> Vec<String> {
+        let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let checks = self.checks.iter().filter(|(_, c)| count(c, "fail") > 0).map(|(name, c)| {
+            let (fail, all) = (count(c, "fail"), count(c, "pass") + count(c, "fail"));
+            format!("Check \"{}\" failed {fail} of {all}.", crate::units::abridged(name, 80))
+        });
+        let flows = self.flows.iter().filter_map(|(name, f)| {
+            let (by_check, by_capture) = (count(f, "stopped_by_check"), count(f, "capture_errors"));
+            (by_check + by_capture > 0).then(|| {
+                let why = crate::analysis::notices::stop_reasons(by_check, by_capture);
+                format!(
+                    "Flow \"{}\": {} of {} ended early, every call OK: {why}.",
+                    crate::units::abridged(name, 80),
+                    by_check + by_capture,
+                    count(&f["requests"], "total")
+                )
+            })
+        });
+        checks.chain(flows).collect()
     }
 
     /// A `latency_us` key as text (from the file), else from the histogram.
@@ -264,7 +290,9 @@ h3 { font-size: 15px; margin: 14px 0 6px; }
 p.small, .meta { color: #555; font-size: 13px; }
 table { border-collapse: collapse; background: #fff; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 9em; }
+th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 7em; }
+#summary { font-size: 12px; } #summary th, #summary td { padding: 3px 5px; } #summary th { white-space: normal; }
+#summary td:nth-child(2) { overflow-wrap: anywhere; min-width: 6em; }
 .wide { overflow-x: auto; max-width: 100%; } #summary td:first-child, #summary td:nth-child(3) { white-space: normal; overflow-wrap: anywhere; min-width: 8em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
@@ -408,6 +436,38 @@ fn failure_box(r: &Run) -> String {
     s
 }
 
+/// `run --replay`: the log's numbers (latency on the logger's side) and the run's, name by name.
+fn recorded_vs_replayed(r: &Run) -> String {
+    let mut s = String::from(
+        "<h3>Recorded vs replayed</h3><table class=\"names\"><tr><th>name</th><th>calls rec / now</th>\
+         <th>failed rec / now</th><th>p50 rec / now</th><th>p99 rec / now</th></tr>",
+    );
+    let none = Value::Null;
+    for (name, now) in &r.by_name {
+        let rec = r.recorded.iter().find(|(n, _)| n == name).map_or(&none, |(_, v)| v);
+        let pair = |v: &dyn Fn(&Value) -> String| format!("{} / {}", v(rec), v(now));
+        let count = |key: &'static str| move |v: &Value| v["requests"][key].as_u64().unwrap_or(0).to_string();
+        let stat = |key: &'static str| move |v: &Value| latency_cell(&v["latency_us"][key]);
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(name),
+            pair(&count("total")),
+            pair(&count("failed")),
+            pair(&stat("p50")),
+            pair(&stat("p99")),
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+/// A breakdown's latency as the summary prints it ("689 µs", "12 ms"; it printed raw µs
+/// with three decimals); "–" when the slice has none.
+fn latency_cell(us: &Value) -> String {
+    us.as_f64().filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
+}
+
 /// Most kinds of error listed; the rest are counted in one row.
 const ERROR_ROWS: usize = 20;
 
@@ -418,7 +478,7 @@ fn status_tables(r: &Run) -> String {
     if !r.by_name.is_empty() {
         s.push_str(
             "<h3>By call name</h3><table class=\"names\"><tr><th>name</th><th>method</th><th>calls</th><th>failed</th>\
-             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+             <th>p50</th><th>p99</th><th>max</th></tr>",
         );
         for (name, v) in &r.by_name {
             let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
@@ -430,17 +490,20 @@ fn status_tables(r: &Run) -> String {
                 esc(name),
                 esc(&text(&v["method"])),
                 v["requests"]["total"].as_u64().unwrap_or(0),
-                esc(&text(&v["latency_us"]["p50"])),
-                esc(&text(&v["latency_us"]["p99"])),
-                esc(&text(&v["latency_us"]["max"])),
+                latency_cell(&v["latency_us"]["p50"]),
+                latency_cell(&v["latency_us"]["p99"]),
+                latency_cell(&v["latency_us"]["max"]),
             );
         }
         s.push_str("</table>\n");
     }
+    if !r.recorded.is_empty() {
+        s.push_str(&recorded_vs_replayed(r));
+    }
     if !r.flows.is_empty() {
         s.push_str(
             "<h3>By flow</h3><table class=\"names\"><tr><th>flow</th><th>steps</th><th>flows</th><th>failed</th>\
-             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+             <th>p50</th><th>p99</th><th>max</th></tr>",
         );
         for (name, v) in &r.flows {
             let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
@@ -453,9 +516,9 @@ fn status_tables(r: &Run) -> String {
                 esc(name),
                 esc(&steps.join(" → ")),
                 v["requests"]["total"].as_u64().unwrap_or(0),
-                esc(&text(&v["latency_us"]["p50"])),
-                esc(&text(&v["latency_us"]["p99"])),
-                esc(&text(&v["latency_us"]["max"])),
+                latency_cell(&v["latency_us"]["p50"]),
+                latency_cell(&v["latency_us"]["p99"]),
+                latency_cell(&v["latency_us"]["max"]),
             );
         }
         s.push_str("</table>\n");
@@ -463,7 +526,7 @@ fn status_tables(r: &Run) -> String {
     if !r.backends.is_empty() {
         s.push_str(
             "<h3>By backend</h3><table class=\"backends\"><tr><th>backend</th><th>calls</th><th>failed</th>\
-             <th>p50 µs</th><th>p99 µs</th><th>max µs</th></tr>",
+             <th>p50</th><th>p99</th><th>max</th></tr>",
         );
         for (addr, v) in &r.backends {
             let failed = v["requests"]["failed"].as_u64().unwrap_or(0);
@@ -474,9 +537,9 @@ fn status_tables(r: &Run) -> String {
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 esc(addr),
                 v["requests"]["total"].as_u64().unwrap_or(0),
-                esc(&text(&v["latency_us"]["p50"])),
-                esc(&text(&v["latency_us"]["p99"])),
-                esc(&text(&v["latency_us"]["max"])),
+                latency_cell(&v["latency_us"]["p50"]),
+                latency_cell(&v["latency_us"]["p99"]),
+                latency_cell(&v["latency_us"]["max"]),
             );
         }
         s.push_str("</table>\n");

@@ -146,6 +146,11 @@ impl Axis {
     }
 
     /// Where `v` falls on the axis, 0.0 at min and 1.0 at max (outside when out of range).
+    /// Whether `v` lies on the axis, ends included.
+    pub fn contains(&self, v: f64) -> bool {
+        (self.min..=self.max).contains(&v)
+    }
+
     pub fn frac(&self, v: f64) -> f64 {
         match self.scale {
             Scale::Linear => (v - self.min) / (self.max - self.min),
@@ -169,6 +174,8 @@ pub struct Plot {
     id: String,
     body: String,
     legend: Vec<(String, String, Mark)>,
+    /// Pixel positions of the data drawn, so the legend goes where it hides the fewest.
+    marks: Vec<(f64, f64)>,
     pub width: f64,
     pub height: f64,
     left: f64,
@@ -194,6 +201,7 @@ impl Plot {
             id: id.to_string(),
             body: String::new(),
             legend: Vec::new(),
+            marks: Vec::new(),
             width,
             height,
             left: 74.0,
@@ -308,6 +316,16 @@ impl Plot {
         format!(r#" clip-path="url(#{}-clip)""#, esc(&self.id))
     }
 
+    /// A marker at a value on both axes is drawn whole, even on the frame (a point at the
+    /// highest concurrency was cut in half); one off the axes is clipped.
+    fn clip_outside(&self, x: f64, y: f64) -> String {
+        if self.x.contains(x) && self.y.contains(y) {
+            String::new()
+        } else {
+            self.clip()
+        }
+    }
+
     /// A line through the points; a non-finite value breaks it.
     pub fn line(&mut self, points: &[(f64, f64)], color: &str, width: f64, dashed: bool) {
         let mut d = String::new();
@@ -317,7 +335,9 @@ impl Plot {
                 pen_down = false;
                 continue;
             }
-            let _ = write!(d, "{}{:.1},{:.1} ", if pen_down { "L" } else { "M" }, self.px(x), self.py(y));
+            let (px, py) = (self.px(x), self.py(y));
+            self.marks.push((px, py));
+            let _ = write!(d, "{}{px:.1},{py:.1} ", if pen_down { "L" } else { "M" });
             pen_down = true;
         }
         if d.is_empty() {
@@ -337,6 +357,8 @@ impl Plot {
     pub fn rect(&mut self, x0: f64, x1: f64, y0: f64, y1: f64, fill: &str, opacity: f64, tip: Option<&str>) {
         let (a, b) = (self.px(x0), self.px(x1));
         let (c, d) = (self.py(y0), self.py(y1));
+        // The corners and the middle of its top edge, where a bar's height is read.
+        self.marks.extend([(a, c), (a, d), (b, c), (b, d), ((a + b) / 2.0, c.min(d))]);
         let _ = write!(
             self.body,
             r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}" fill-opacity="{opacity}"{}>"#,
@@ -393,7 +415,9 @@ impl Plot {
     pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str, opacity: f64, stroke: &str) {
         let mut d = String::new();
         for &(x, y) in points.iter().filter(|(x, y)| x.is_finite() && y.is_finite()) {
-            let _ = write!(d, "{:.1},{:.1} ", self.px(x), self.py(y));
+            let (px, py) = (self.px(x), self.py(y));
+            self.marks.push((px, py));
+            let _ = write!(d, "{px:.1},{py:.1} ");
         }
         let _ = write!(
             self.body,
@@ -408,12 +432,12 @@ impl Plot {
         if !(x.is_finite() && y.is_finite()) {
             return;
         }
+        let (px, py) = (self.px(x), self.py(y));
+        self.marks.push((px, py));
         let _ = write!(
             self.body,
-            r##"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{color}" stroke="#fff" stroke-width="1"{}>"##,
-            self.px(x),
-            self.py(y),
-            self.clip()
+            r##"<circle cx="{px:.1}" cy="{py:.1}" r="{r}" fill="{color}" stroke="#fff" stroke-width="1"{}>"##,
+            self.clip_outside(x, y)
         );
         if let Some(tip) = tip {
             let _ = write!(self.body, "<title>{}</title>", esc(tip));
@@ -426,11 +450,12 @@ impl Plot {
         if !(x.is_finite() && y.is_finite()) {
             return;
         }
+        let (px, py) = (self.px(x), self.py(y));
+        self.marks.push((px, py));
         let _ = write!(
             self.body,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="none" stroke="{color}" stroke-width="2">"#,
-            self.px(x),
-            self.py(y)
+            r#"<circle cx="{px:.1}" cy="{py:.1}" r="{r}" fill="none" stroke="{color}" stroke-width="2"{}>"#,
+            self.clip_outside(x, y)
         );
         if let Some(tip) = tip {
             let _ = write!(self.body, "<title>{}</title>", esc(tip));
@@ -440,6 +465,7 @@ impl Plot {
 
     /// A pixel-placed line segment in data coordinates (no clipping), e.g. a box plot's parts.
     pub fn segment(&mut self, (x0, y0): (f64, f64), (x1, y1): (f64, f64), color: &str, width: f64) {
+        self.marks.extend([(self.px(x0), self.py(y0)), (self.px(x1), self.py(y1))]);
         let _ = write!(
             self.body,
             r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="{width}"/>"#,
@@ -477,6 +503,26 @@ impl Plot {
         self.legend.push((label.to_string(), color.to_string(), mark));
     }
 
+    /// The corner of the plot for a legend `w` x `h`: the one covering the fewest data marks,
+    /// the caller's choice (`legend_left`, `legend_bottom`) first among equals (a legend in
+    /// the top right hid the last run's p99 and p99.9 dots).
+    fn legend_place(&self, w: f64, h: f64) -> (f64, f64) {
+        let (left, right) = (self.left + 8.0, self.left + self.plot_width() - w - 8.0);
+        let (top, bottom) = (self.top + 8.0, self.top + self.plot_height() - h - 8.0);
+        let x = |on_left: bool| if on_left { left } else { right };
+        let y = |on_bottom: bool| if on_bottom { bottom } else { top };
+        let (l, b) = (self.legend_left, self.legend_bottom);
+        let corners = [(x(l), y(b)), (x(!l), y(b)), (x(l), y(!b)), (x(!l), y(!b))];
+        // A mark counts with a margin of a dot's radius around the box.
+        let hidden = |&(cx, cy): &(f64, f64)| {
+            self.marks
+                .iter()
+                .filter(|(mx, my)| (cx - 6.0..=cx + w + 6.0).contains(mx) && (cy - 6.0..=cy + h + 6.0).contains(my))
+                .count()
+        };
+        corners.into_iter().min_by_key(hidden).unwrap_or((x(l), y(b)))
+    }
+
     /// The finished `<svg>`: frame and legend on top of the data.
     pub fn finish(mut self) -> String {
         let _ = write!(
@@ -492,8 +538,7 @@ impl Plot {
             let longest = self.legend.iter().map(|(l, _, _)| l.chars().count()).max().unwrap_or(0) as f64;
             let w = 40.0 + longest * 6.4;
             let h = 8.0 + 17.0 * self.legend.len() as f64;
-            let x = if self.legend_left { self.left + 8.0 } else { self.left + self.plot_width() - w - 8.0 };
-            let y = if self.legend_bottom { self.top + self.plot_height() - h - 8.0 } else { self.top + 8.0 };
+            let (x, y) = self.legend_place(w, h);
             let _ = write!(
                 self.body,
                 r##"<g class="legend"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="#fff" fill-opacity="0.85" stroke="#ccc"/>"##
@@ -536,6 +581,38 @@ impl Plot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plot() -> Plot {
+        let axis = |t| Axis::linear(0.0, 10.0, t, num);
+        Plot::new("p", "", "t", 620.0, 320.0, axis("x"), axis("y"))
+    }
+
+    /// The legend leaves the top right when data sit there (it hid the last run's p99 dots).
+    #[test]
+    fn the_legend_goes_where_it_hides_no_data() {
+        let mut p = plot();
+        p.dot(9.8, 9.8, 4.0, "#000", None);
+        p.dot(9.5, 9.0, 4.0, "#000", None);
+        p.legend("p99", "#000", Mark::Dot);
+        let (x, y) = p.legend_place(80.0, 25.0);
+        assert!(x < p.px(5.0) || y > p.py(5.0), "legend at {x},{y} over the dots");
+        // With nothing in the way the caller's corner stands: top right.
+        let mut q = plot();
+        q.dot(1.0, 1.0, 4.0, "#000", None);
+        assert_eq!(q.legend_place(80.0, 25.0), (q.left + q.plot_width() - 88.0, q.top + 8.0));
+    }
+
+    /// A point on the frame (the highest concurrency) is drawn whole; one off the axes is clipped.
+    #[test]
+    fn a_marker_on_the_frame_is_not_cut() {
+        let mut p = plot();
+        p.dot(10.0, 5.0, 5.0, "#000", None);
+        p.ring(20.0, 5.0, 5.0, "#000", None);
+        let svg = p.finish();
+        let circles: Vec<&str> = svg.split("<circle").skip(1).collect();
+        assert!(!circles[0].split('>').next().unwrap().contains("clip-path"), "{}", circles[0]);
+        assert!(circles[1].split('>').next().unwrap().contains("clip-path"), "{}", circles[1]);
+    }
 
     #[test]
     fn escapes_markup() {

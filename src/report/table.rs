@@ -35,7 +35,7 @@ fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
 
 fn render(s: &Summary) -> String {
     let mut o = String::new();
-    let sections: [fn(&mut String, &Summary); 19] = [
+    let sections: [fn(&mut String, &Summary); 20] = [
         header,
         summary,
         messages,
@@ -46,6 +46,7 @@ fn render(s: &Summary) -> String {
         rounds,
         steady_state,
         by_name,
+        recorded_vs_replayed,
         by_flow,
         checks,
         by_backend,
@@ -253,6 +254,36 @@ fn by_name(o: &mut String, s: &Summary) {
     }
 }
 
+/// `run --replay`: per call name, the log's own numbers (latency on the logger's side) beside
+/// the run's.
+fn recorded_vs_replayed(o: &mut String, s: &Summary) {
+    let Some(replay) = &s.replay else { return };
+    let _ = writeln!(o, "\nRecorded (the log: {}) vs replayed:", super::printable::printable(&replay.file));
+    let row = |o: &mut String, cells: [&str; 7]| {
+        let [name, calls, p50, p99, recorded, replayed, statuses] = cells;
+        let _ = writeln!(o, "  {name:<24} {calls:>13} {p50:>21} {p99:>21}  {recorded} -> {replayed}{statuses}");
+    };
+    row(o, ["name", "calls rec/now", "p50 rec/now", "p99 rec/now", "statuses rec", "now", ""]);
+    let statuses = |counts: &mut dyn Iterator<Item = (String, u64)>| {
+        counts.map(|(name, n)| format!("{name} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    for (name, _, share) in s.by_name() {
+        let recorded = replay.recorded.get(name).cloned().unwrap_or_default();
+        let now = crate::stats::Latency::of(&share.latency);
+        let pair = |p: f64| {
+            let rec = recorded.latency_us.get(Statistic::Percentile(p)).map_or("-".into(), duration);
+            let now = if share.calls == 0 { "-".into() } else { duration(now.percentile(p)) };
+            format!("{rec}/{now}")
+        };
+        let calls = format!("{}/{}", recorded.requests.total, share.calls);
+        let rec = statuses(&mut recorded.statuses.clone().into_iter());
+        let now =
+            statuses(&mut share.statuses.nonzero().map(|(code, n)| (crate::grpc::status::name(code).to_string(), n)));
+        let name = super::printable::printable(name).to_string();
+        row(o, [&name, &calls, &pair(50.0), &pair(99.0), &rec, &now, ""]);
+    }
+}
+
 /// `--workload` flows: one row per flow.
 fn by_flow(o: &mut String, s: &Summary) {
     if !s.flow_names.is_empty() {
@@ -269,9 +300,17 @@ fn by_flow(o: &mut String, s: &Summary) {
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             let steps = super::printable::printable(&steps.join(" -> ")).to_string();
             row(o, [&name, &flows, &failed, &p50, &p99, &max, &steps]);
+            // Ended early with every call OK: the statuses would not say why.
+            if flow.stopped_by_check + flow.capture_errors > 0 {
+                let why = crate::analysis::notices::stop_reasons(flow.stopped_by_check, flow.capture_errors);
+                let _ = writeln!(o, "  {:<16} {why}", "");
+            }
         }
     }
 }
+
+/// How much of a check's `CALL: EXPRESSION` the table prints.
+const CHECK_CHARS: usize = 80;
 
 /// `--workload` checks: passes and failures of each.
 fn checks(o: &mut String, s: &Summary) {
@@ -279,7 +318,9 @@ fn checks(o: &mut String, s: &Summary) {
         let _ = writeln!(o, "\nChecks:");
         for (call, text, pass, fail) in s.checks() {
             let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
-            let label = super::printable::printable(&format!("{call}: {text}")).to_string();
+            // A check's expected value may be a whole body: the line shows its start.
+            let label = format!("{call}: {text}");
+            let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
             let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
         }
     }

@@ -30,15 +30,18 @@ impl RequestSource {
     }
 
     /// `new` where `{{.NAME}}` of each of `vars` (a workload flow's captures) is a template too.
+    /// A method with a client stream may have no record at all (`-d '[]'`, an empty `-D`):
+    /// its streams send no message (grpc interop's empty_stream).
     pub fn with_vars(method: &MethodDescriptor, data: &DataSource, vars: &[String]) -> anyhow::Result<RequestSource> {
         let desc = method.input();
+        let none_is_fine = method.is_client_streaming();
         let records = match data {
             DataSource::Empty => vec![("-d".to_owned(), Value::Object(Default::default()))],
             DataSource::Json(text) => {
                 let value = serde_json::from_str(text).map_err(|e| bad_input(format!("-d: invalid JSON: {e}")))?;
                 vec![("-d".to_owned(), value)]
             }
-            DataSource::File(path) => read_records(path)?,
+            DataSource::File(path) => read_records(path, none_is_fine)?,
         };
         // Unless the message itself is written as a JSON array (google.protobuf.ListValue
         // or Value), a top-level array is a list of records, as ghz reads it.
@@ -46,7 +49,7 @@ impl RequestSource {
         let records = if array_is_message {
             records
         } else {
-            records.into_iter().map(elements).collect::<anyhow::Result<Vec<_>>>()?.concat()
+            records.into_iter().map(|r| elements(r, none_is_fine)).collect::<anyhow::Result<Vec<_>>>()?.concat()
         };
         let bodies = records
             .into_iter()
@@ -55,6 +58,11 @@ impl RequestSource {
             })
             .collect::<anyhow::Result<_>>()?;
         Ok(RequestSource { bodies })
+    }
+
+    /// Always these framed bytes, whatever the method (a replayed log's calls bring their own).
+    pub fn fixed(framed: Bytes) -> RequestSource {
+        RequestSource { bodies: vec![Body::Fixed(framed)] }
     }
 
     /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
@@ -79,6 +87,10 @@ impl RequestSource {
         worker: u32,
         captured: &[(String, String)],
     ) -> Result<Bytes, String> {
+        if self.bodies.is_empty() {
+            // No record (an empty client stream): nothing of it is ever sent.
+            return Ok(frame(&[]));
+        }
         match &self.bodies[(index % self.bodies.len() as u64) as usize] {
             Body::Fixed(bytes) => Ok(bytes.clone()),
             Body::Templated { desc, json } => {
@@ -102,7 +114,7 @@ impl RequestSource {
 
 /// `-D` records: every JSON value in the file (one object or array, or JSON lines), each
 /// labelled with where it starts for error messages.
-fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
+fn read_records(path: &std::path::Path, none_is_fine: bool) -> anyhow::Result<Vec<(String, Value)>> {
     let name = path.display().to_string();
     let text = crate::input::read_string(path, crate::input::Kind::RequestData, &format!("-D {name}"))?;
     let mut records = Vec::new();
@@ -119,6 +131,7 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
         end = stream.byte_offset();
     }
     match records.len() {
+        0 if none_is_fine => Ok(records),
         0 => Err(bad_input(format!("-D {name}: no JSON object in the file"))),
         // A single record needs no position.
         1 => Ok(vec![(format!("-D {name}"), records.pop().unwrap().1)]),
@@ -127,10 +140,11 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
 }
 
 /// The records a top-level JSON array holds, one per element, each named by its index
-/// after `origin`; any other value is one record.
-fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Value)>> {
+/// after `origin`; any other value is one record. An empty array is refused unless
+/// `none_is_fine`.
+fn elements((origin, value): (String, Value), none_is_fine: bool) -> anyhow::Result<Vec<(String, Value)>> {
     match value {
-        Value::Array(items) if items.is_empty() => {
+        Value::Array(items) if items.is_empty() && !none_is_fine => {
             Err(bad_input(format!("{origin}: empty JSON array: no request to send")))
         }
         Value::Array(items) => Ok(items.into_iter().enumerate().map(|(i, v)| (format!("{origin}[{i}]"), v)).collect()),
@@ -141,7 +155,7 @@ fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Val
 /// One record checked against the message type: encoded now, or kept as a template after
 /// rendering it once with every random int at its lower and once at its upper bound.
 fn body(desc: &MessageDescriptor, value: Value, vars: &[String]) -> Result<Body, String> {
-    let json = Node::parse(value, "", vars)?;
+    let json = Node::parse(value, "", vars)?.typed(&Slot::Message(desc.clone()));
     // Each {{randomString N}} is bounded; so must their sum be, or a few hundred of them in
     // one request would take gigabytes at every call.
     let random = json.random_bytes();
@@ -154,12 +168,80 @@ fn body(desc: &MessageDescriptor, value: Value, vars: &[String]) -> Result<Body,
     if let Node::Json(value) = json {
         return Ok(Body::Fixed(frame(&to_message(desc, value)?.encode_to_vec())));
     }
-    // A captured value is checked when it is used; here a plain one stands for it.
-    let captured: Vec<(String, String)> = vars.iter().map(|v| (v.clone(), "0".to_owned())).collect();
-    let vars = Vars { call: 0, worker: 0, captured: &captured };
-    to_message(desc, json.render(&vars, &mut |lo, _| lo))?;
-    to_message(desc, json.render(&vars, &mut |_, hi| hi))?;
+    // A captured value is checked when it is used; here a value that fits its field (its
+    // type read from the descriptor) stands in for it.
+    let slot = Slot::Message(desc.clone());
+    to_message(desc, json.stand_in(&slot, &mut |lo, _| lo))?;
+    to_message(desc, json.stand_in(&slot, &mut |_, hi| hi))?;
     Ok(Body::Templated { desc: desc.clone(), json })
+}
+
+/// A wrapper's (google.protobuf.BytesValue, BoolValue, ...) value kind: the JSON mapping
+/// writes a wrapper as its value.
+fn unwrapped(kind: Kind) -> Kind {
+    match &kind {
+        Kind::Message(m) if m.package_name() == "google.protobuf" && m.full_name().ends_with("Value") => {
+            m.get_field_by_name("value").map_or(kind.clone(), |f| f.kind())
+        }
+        _ => kind,
+    }
+}
+
+/// Where a JSON node sits in a message, as far as the descriptor tells: what a captured
+/// value standing in there must fit.
+#[derive(Clone)]
+enum Slot {
+    Message(MessageDescriptor),
+    /// A repeated field's array: its elements are of this kind.
+    List(Kind),
+    /// A map field's object: its values are of this kind.
+    Map(Kind),
+    Value(Kind),
+    /// Not known (a well-known type written its own way, an unknown key): `to_message` says.
+    Unknown,
+}
+
+impl Slot {
+    fn of_field(field: FieldDescriptor) -> Slot {
+        match field.kind() {
+            Kind::Message(entry) if field.is_map() => Slot::Map(unwrapped(entry.map_entry_value_field().kind())),
+            kind if field.is_list() => Slot::List(unwrapped(kind)),
+            kind => Slot::Value(unwrapped(kind)),
+        }
+    }
+
+    /// The slot of an object's member `key`.
+    fn key(&self, key: &str) -> Slot {
+        match self {
+            Slot::Message(m) | Slot::Value(Kind::Message(m)) => {
+                m.get_field_by_json_name(key).or_else(|| m.get_field_by_name(key)).map_or(Slot::Unknown, Slot::of_field)
+            }
+            Slot::Map(kind) => Slot::Value(kind.clone()),
+            _ => Slot::Unknown,
+        }
+    }
+
+    fn element(&self) -> Slot {
+        match self {
+            Slot::List(kind) => Slot::Value(kind.clone()),
+            _ => Slot::Unknown,
+        }
+    }
+
+    /// A value of the slot's type, as the JSON mapping writes it in a string.
+    fn stand_in(&self) -> String {
+        match self {
+            Slot::Value(Kind::Bytes) => "AAAA".to_owned(),
+            Slot::Value(Kind::Bool) => "true".to_owned(),
+            Slot::Value(Kind::Enum(e)) => e.default_value().name().to_owned(),
+            Slot::Value(Kind::Message(m)) => match m.full_name() {
+                "google.protobuf.Timestamp" => "1970-01-01T00:00:00Z".to_owned(),
+                "google.protobuf.Duration" => "0s".to_owned(),
+                _ => "0".to_owned(),
+            },
+            _ => "0".to_owned(),
+        }
+    }
 }
 
 /// Protobuf JSON mapping to a message; unknown fields are errors. The error names the field
@@ -213,6 +295,9 @@ fn type_at(desc: &MessageDescriptor, path: &serde_path_to_error::Path) -> Option
 enum Node {
     Json(Value),
     Text(Vec<Piece>),
+    /// A template in a bool field: a JSON bool once rendered (the JSON mapping takes no
+    /// "true" string there), so that a captured bool fits back into one.
+    Bool(Vec<Piece>),
     Array(Vec<Node>),
     Object(Vec<(String, Node)>),
 }
@@ -292,7 +377,7 @@ impl Node {
     fn random_bytes(&self) -> usize {
         match self {
             Node::Json(_) => 0,
-            Node::Text(pieces) => pieces
+            Node::Text(pieces) | Node::Bool(pieces) => pieces
                 .iter()
                 .map(|p| match p {
                     Piece::RandomString(n) => *n,
@@ -301,6 +386,24 @@ impl Node {
                 .fold(0, usize::saturating_add),
             Node::Array(items) => items.iter().map(Node::random_bytes).fold(0, usize::saturating_add),
             Node::Object(fields) => fields.iter().map(|(_, n)| n.random_bytes()).fold(0, usize::saturating_add),
+        }
+    }
+
+    /// Each template in a bool field made a `Bool`.
+    fn typed(self, slot: &Slot) -> Node {
+        match self {
+            Node::Text(pieces) if matches!(slot, Slot::Value(Kind::Bool)) => Node::Bool(pieces),
+            Node::Array(items) => Node::Array(items.into_iter().map(|n| n.typed(&slot.element())).collect()),
+            Node::Object(fields) => Node::Object(
+                fields
+                    .into_iter()
+                    .map(|(k, n)| {
+                        let n = n.typed(&slot.key(&k));
+                        (k, n)
+                    })
+                    .collect(),
+            ),
+            node => node,
         }
     }
 
@@ -324,11 +427,40 @@ impl Node {
         }
     }
 
+    /// `render` before the run: each captured variable is a value that fits where it sits.
+    fn stand_in(&self, slot: &Slot, random_int: &mut dyn FnMut(i64, i64) -> i64) -> Value {
+        let vars = Vars { call: 0, worker: 0, captured: &[] };
+        let mut text = |pieces: &[Piece]| -> String {
+            let each = pieces.iter().map(|p| match p {
+                Piece::Var(_) => slot.stand_in(),
+                p => p.render(&vars, random_int),
+            });
+            each.collect()
+        };
+        match self {
+            Node::Json(value) => value.clone(),
+            Node::Text(pieces) => Value::String(text(pieces)),
+            Node::Bool(pieces) => {
+                let text = text(pieces);
+                text.parse().map_or(Value::String(text), Value::Bool)
+            }
+            Node::Array(items) => Value::Array(items.iter().map(|n| n.stand_in(&slot.element(), random_int)).collect()),
+            Node::Object(fields) => {
+                Value::Object(fields.iter().map(|(k, n)| (k.clone(), n.stand_in(&slot.key(k), random_int))).collect())
+            }
+        }
+    }
+
     /// `random_int(lo, hi)` draws each {{randomInt}}.
     fn render(&self, vars: &Vars, random_int: &mut dyn FnMut(i64, i64) -> i64) -> Value {
         match self {
             Node::Json(value) => value.clone(),
             Node::Text(pieces) => Value::String(pieces.iter().map(|p| p.render(vars, random_int)).collect()),
+            Node::Bool(pieces) => {
+                let text: String = pieces.iter().map(|p| p.render(vars, random_int)).collect();
+                // Anything but true or false stays text, refused naming the field.
+                text.parse().map_or(Value::String(text), Value::Bool)
+            }
             Node::Array(items) => Value::Array(items.iter().map(|n| n.render(vars, random_int)).collect()),
             Node::Object(fields) => {
                 Value::Object(fields.iter().map(|(k, n)| (k.clone(), n.render(vars, random_int))).collect())
@@ -709,6 +841,47 @@ mod tests {
         }
         // The cap itself is allowed (checked without rendering 4 MiB, slow in debug builds).
         assert_eq!(string_length("4194304"), Ok(MAX_RANDOM_STRING));
+    }
+
+    #[test]
+    fn a_captured_value_stands_in_by_its_fields_type_before_the_run() {
+        // Was refused: "-d: field \"value\" (bytes): invalid base64: Invalid input length: 1".
+        let vars = ["k".to_owned(), "v".to_owned()];
+        let data = DataSource::Json(r#"{"key": "a{{.k}}", "value": "{{.v}}"}"#.into());
+        let source = RequestSource::with_vars(&put(), &data, &vars).unwrap();
+        let captured = |v: &str| vec![("k".to_owned(), "x".to_owned()), ("v".to_owned(), v.to_owned())];
+        let framed = source.message_with(0, 0, 0, &captured("aGk=")).unwrap();
+        let sent = DynamicMessage::decode(put().input(), &framed[5..]).unwrap();
+        assert_eq!(serde_json::to_value(&sent).unwrap(), serde_json::json!({"key": "ax", "value": "aGk="}));
+        // A value that does not fit is still refused, when it is used.
+        assert!(source.message_with(0, 0, 0, &captured("h")).unwrap_err().contains("(bytes)"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let proto = dir.path().join("t.proto");
+        std::fs::write(
+            &proto,
+            "syntax = \"proto3\"; import \"google/protobuf/timestamp.proto\";\n\
+             import \"google/protobuf/wrappers.proto\";\n\
+             enum Color { RED = 0; BLUE = 1; }\n\
+             message Inner { bytes blob = 1; Color color = 2; }\n\
+             message All { bool on = 1; Color color = 2; google.protobuf.Timestamp at = 3;\n\
+               repeated bytes blobs = 4; map<string, bytes> by_key = 5; Inner inner = 6; uint64 n = 7;\n\
+               google.protobuf.BytesValue wrapped = 8; google.protobuf.BoolValue maybe = 9; }\n\
+             service S { rpc Put(All) returns (All); }",
+        )
+        .unwrap();
+        let m = super::super::find_method(&super::super::source::compile(&proto, &[]).unwrap(), "S/Put").unwrap();
+        let text = r#"{"on": "{{.x}}", "color": "{{.x}}", "at": "{{.x}}", "blobs": ["{{.x}}"],
+                       "byKey": {"a": "{{.x}}"}, "inner": {"blob": "{{.x}}", "color": "{{.x}}"}, "n": "{{.x}}",
+                       "wrapped": "{{.x}}", "maybe": "{{.x}}"}"#;
+        RequestSource::with_vars(&m, &DataSource::Json(text.into()), &["x".to_owned()]).unwrap();
+        // A captured bool goes into a bool field as a JSON bool (the mapping takes no "false").
+        let on = RequestSource::with_vars(&m, &DataSource::Json(r#"{"on": "{{.x}}"}"#.into()), &["x".to_owned()]);
+        let on = on.unwrap();
+        let framed = on.message_with(0, 0, 0, &[("x".to_owned(), "true".to_owned())]).unwrap();
+        assert_eq!(serde_json::to_value(DynamicMessage::decode(m.input(), &framed[5..]).unwrap()).unwrap()["on"], true);
+        let e = on.message_with(0, 0, 0, &[("x".to_owned(), "maybe".to_owned())]).unwrap_err();
+        assert!(e.starts_with("field \"on\" (bool): "), "{e}");
     }
 
     #[test]

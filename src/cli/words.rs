@@ -1,5 +1,59 @@
-//! The words of `run RUN-ARGS` as clap reads them, so that `kube` can take out, replace or
-//! add a flag while every other word stays as the user wrote it.
+//! The words of `run RUN-ARGS` as clap reads them, so that `kube` (the pods' args) and
+//! `run --shards` (the children's) can take out or replace a flag while every other word
+//! stays as the user wrote it: the one argv rewriter, clap's, so a cluster such as `-qo FILE`
+//! is read as clap reads it.
+
+/// What becomes of a flag in the rewritten words.
+pub enum Becomes {
+    /// Left as the user wrote it.
+    Kept,
+    /// Taken out (set by whoever rewrites, or moved elsewhere).
+    Dropped,
+    /// Replaced by these words (at its first occurrence).
+    Words(Vec<String>),
+}
+
+/// `words` with each flag (by clap id) in `becomes` replaced or taken out; every other word
+/// as written. A cluster of short flags holding one that changes (`-qD FILE`) is written out
+/// flag by flag.
+pub fn rewrite(command: &clap::Command, words: &[String], becomes: &[(impl AsRef<str>, Becomes)]) -> Vec<String> {
+    let flags = flags(command, words);
+    let fate = |id: &str| becomes.iter().find(|(b, _)| b.as_ref() == id).map(|(_, f)| f).unwrap_or(&Becomes::Kept);
+    let mut out = Vec::new();
+    let mut placed = std::collections::HashSet::new();
+    let mut i = 0;
+    while i < words.len() {
+        let here: Vec<_> = flags.iter().filter(|f| f.first == i).collect();
+        if here.is_empty() {
+            out.push(words[i].clone());
+            i += 1;
+            continue;
+        }
+        let end = here[0].last.max(i + 1);
+        if here.iter().all(|f| matches!(fate(&f.id), Becomes::Kept)) {
+            out.extend(words[i..end].iter().cloned());
+        } else {
+            for f in here {
+                match fate(&f.id) {
+                    Becomes::Kept => {
+                        let arg = command.get_arguments().find(|a| a.get_id() == f.id.as_str());
+                        let name = arg.and_then(|a| a.get_long()).map(|l| format!("--{l}")).unwrap_or_default();
+                        out.push(name);
+                        out.extend(f.value.clone());
+                    }
+                    Becomes::Dropped => {}
+                    Becomes::Words(w) => {
+                        if placed.insert(f.id.clone()) {
+                            out.extend(w.iter().cloned());
+                        }
+                    }
+                }
+            }
+        }
+        i = end;
+    }
+    out
+}
 
 /// One flag as given: its id (RunArgs' field name), its value, and the words it spans.
 #[derive(Debug, Clone)]
@@ -76,6 +130,13 @@ mod tests {
 
     fn w(s: &str) -> Vec<String> {
         s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn clusters_are_split_where_a_flag_changes() {
+        let words = w("--plaintext -qo out.json -qc 8 --format=json h:1");
+        let becomes = [("quiet", Becomes::Dropped), ("output", Becomes::Dropped), ("format", Becomes::Dropped)];
+        assert_eq!(rewrite(&crate::cli::run::command(), &words, &becomes), w("--plaintext --concurrency 8 h:1"));
     }
 
     #[test]
