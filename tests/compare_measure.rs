@@ -70,7 +70,8 @@ type Verdicts = Vec<(String, String)>;
 
 /// Each metric's verdict, and p50's B / A interval.
 fn verdicts(args: &[&std::ffi::OsStr]) -> (Verdicts, Option<(f64, f64)>) {
-    let out = Command::new(bin()).arg("compare").args(args).args(["--format", "json"]).output().unwrap();
+    // Flags before the arguments: after `--` they would be run flags.
+    let out = Command::new(bin()).args(["compare", "--format", "json"]).args(args).output().unwrap();
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let metrics = report["metrics"].as_array().unwrap();
@@ -134,7 +135,8 @@ fn interleaved_runs_on_a_busy_machine() {
                 vec!["--runs".into(), runs.clone().into(), "--out".into(), out.into()];
             args.extend([a.into(), b.into(), "--".into()]);
             let flags = run_flags("x");
-            args.extend(flags[..flags.len() - 1].iter().map(Into::into));
+            // compare --runs adds --quiet and --format json itself.
+            args.extend(flags[..flags.len() - 1].iter().filter(|f| *f != "--quiet").map(Into::into));
             let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
             let (v, p50) = verdicts(&refs);
             n_called += called(&v) as usize;
