@@ -47,7 +47,10 @@ impl Interleave {
         if !limited {
             flags.extend(["-z".into(), DEFAULT_RUN_LENGTH.into()]);
         }
-        flags.extend(["--quiet".into(), "--format".into(), "json".into()]);
+        if !flags.iter().any(|f| f == "--quiet" || f == "-q") {
+            flags.push("--quiet".into());
+        }
+        flags.extend(["--format".into(), "json".into()]);
         flags
     }
 
@@ -149,5 +152,7 @@ mod tests {
         assert_eq!(length(&["-n", "100"]), None);
         assert_eq!(length(&["--duration=1s"]), None);
         assert!(with(&[]).flags().ends_with(&["--quiet".into(), "--format".into(), "json".into()]));
+        // Given already: not twice (a run refuses it twice).
+        assert_eq!(with(&["--quiet"]).flags().iter().filter(|f| *f == "--quiet").count(), 1);
     }
 }

@@ -122,6 +122,21 @@ fn knee_of(points: &[(f64, bool)]) -> Option<usize> {
     knee(&throughputs).map(|k| whole[k])
 }
 
+/// The knee line of a sweep without one, given its last whole step (label, calls sent,
+/// calls due but never sent): throughput grew to its end, unless that step did not keep its
+/// rate, when the knee is at or before it (issue 39: "throughput still grew" of a last step
+/// that sent 3.7 % of its rate).
+fn no_knee(last: Option<(&str, u64, u64)>) -> String {
+    match last {
+        Some((label, sent, unsent)) if unsent > 0 => format!(
+            "\nKnee: at or before {label}: it sent only {:.1}% of its due calls ({unsent} never sent), so the rate \
+             was not kept there; no whole step before it stopped buying throughput\n",
+            100.0 * sent as f64 / sent.saturating_add(unsent) as f64
+        ),
+        _ => "\nKnee: none within the sweep: throughput still grew at its last whole step\n".to_string(),
+    }
+}
+
 fn knee_points(done: &[Done]) -> Vec<(f64, bool)> {
     done.iter().map(|d| (d.summary.ok_rps, d.partial())).collect()
 }
@@ -193,7 +208,10 @@ fn table(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String
             KNEE_GAIN * 100.0
         ),
         None if points.iter().all(|p| p.1) => "\nKnee: none: no step ran to its end\n".to_string(),
-        None => "\nKnee: none within the sweep: throughput still grew at its last whole step\n".to_string(),
+        None => {
+            let last = done.iter().rev().find(|d| !d.partial());
+            no_knee(last.map(|d| (d.step.label.as_str(), d.summary.requests.total, d.summary.requests.unsent)))
+        }
     };
     if let Some(why) = failed_step {
         o += &format!("Stopped: step {why}\n");
@@ -216,6 +234,14 @@ mod tests {
         assert_eq!(knee(&[973.6, 1549.8, 1518.8, 1643.9]), Some(1));
         assert_eq!(knee(&[]), None);
         assert_eq!(knee(&[10.0]), None);
+    }
+
+    #[test]
+    fn a_last_step_that_did_not_keep_its_rate_is_no_growth() {
+        let text = no_knee(Some(("10000/s", 370, 9630)));
+        assert!(text.contains("at or before 10000/s: it sent only 3.7% of its due calls"), "{text}");
+        assert!(!text.contains("still grew"), "{text}");
+        assert!(no_knee(Some(("400/s", 800, 0))).contains("still grew"));
     }
 
     #[test]
