@@ -108,7 +108,7 @@ impl InputArgs {
     }
 }
 
-fn size(text: &str) -> Result<ByteSize, String> {
+pub fn size(text: &str) -> Result<ByteSize, String> {
     text.parse()
 }
 

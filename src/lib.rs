@@ -20,6 +20,7 @@ pub mod lab;
 pub mod load;
 pub mod ping;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod result;
 pub mod schema;

@@ -11,6 +11,7 @@ const README_MOST_LINES: usize = 150;
 /// Flags the pages name that belong to other tools, beside rpcmeter's.
 const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
     ("--tail", "kubectl logs"),
+    ("--server-side", "kubectl apply"),
     ("--release", "cargo run"),
     ("--path", "cargo install"),
     ("--port", "labs/servers/*"),
@@ -19,6 +20,8 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
     ("--target", "labs/servers/java's LatchClient"),
     ("--calls", "labs/servers/java's LatchClient"),
     ("--pause", "labs/servers/java's LatchClient"),
+    ("--binlog", "labs/servers/go"),
+    ("--echo-status", "labs/servers/go"),
 ];
 
 fn root() -> PathBuf {

@@ -257,7 +257,6 @@ fn what_would_fail_on_the_cluster_is_refused_when_printing() {
     }
     refused(&with(&["--shards", "2"], &["--metrics-addr", "0.0.0.0:0"]), "--metrics-addr");
     refused(&with(&["--shards", "2"], &["--format", "csv"]), "--format csv");
-    refused(&with(&["--shards", "2"], &["--assert", "rps>=100"]), "--assert");
     refused(&["--shards", "2", "run", "--plaintext", "--call", "E/e", "-n", "100", "h:1"], "--timeout");
     // A ConfigMap holds at most 1 MiB.
     let dir = tempfile::tempdir().unwrap();
@@ -613,4 +612,78 @@ fn a_workload_and_its_data_files_travel_with_the_manifest() {
     assert_eq!(merged["requests"]["failed"], 0, "{merged}");
     let contents = server.contents();
     assert!(!contents.is_empty() && contents.iter().all(|(_, c)| c.contains("from the data file")), "{contents:?}");
+}
+
+/// A pod killed mid-run fails the Job through pod 0: pod 0 prints the partial merge naming
+/// that shard and exits 1, and the simulation with it (on a cluster, the Job's
+/// backoffLimitPerIndex leaves pod 0 running until it has reported).
+#[test]
+fn a_pod_killed_mid_run_is_named_in_pod_0s_partial_merge() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = printed(dir.path(), &server.addr.to_string(), "8s");
+    let file = dir.path().join("load.json");
+    std::fs::write(&file, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let simulation = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .args(["kube", "--output", "json", "--simulate"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Pod 1 (its args say --shard 1/2) killed once both pods load the target.
+    let before = server.calls();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pod1 = loop {
+        let pods = children_of(simulation.id());
+        let cmdline = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        if let (2, Some(pod1)) = (pods.len(), pods.iter().find(|p| cmdline(p).contains("1/2\0"))) {
+            if server.calls() > before + 50 {
+                break *pod1;
+            }
+        }
+        assert!(std::time::Instant::now() < until, "the pods never loaded the target");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: a plain kill(2) of a process we watched start; it is not ours to reap.
+    unsafe { libc::kill(pod1 as i32, libc::SIGKILL) };
+    let out = simulation.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(merged["partial"], true, "{merged}");
+    assert_eq!(merged["missing_shards"][0]["shard"], "1/2", "{merged}");
+}
+
+/// `--assert` judges the merged run in pod 0, never a pod's 1/N share: over 2 pods at 100
+/// calls/s as a whole, `rps>=80` passes (each share is 50/s) and `rps>=150` fails, exit 1.
+#[test]
+fn pod_0_judges_the_merged_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let judged = |check: &str| {
+        let manifest = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .current_dir(dir.path())
+            .args(["kube", "--shards", "2", "run", "--plaintext", "--proto"])
+            .arg(common::echo_proto())
+            .args(["--call", "EchoService/echo", "-d", r#"{"content":"x"}"#, "--rps", "100", "-z", "2s"])
+            .args(["--no-server-stats", "--assert", check])
+            .arg(server.addr.to_string())
+            .output()
+            .unwrap();
+        assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+        let file = dir.path().join("load.yaml");
+        std::fs::write(&file, &manifest.stdout).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["kube", "--output", "json", "--simulate"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
+    };
+    let (code, stderr) = judged("rps>=80");
+    assert_eq!(code, Some(0), "rps>=80 over 100/s: {stderr}");
+    let (code, stderr) = judged("rps>=150");
+    assert_eq!(code, Some(1), "rps>=150 over 100/s: {stderr}");
 }

@@ -160,6 +160,11 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
     let cases = vec![
         // Usage errors name what is missing or wrong.
         case("missing --call", 2, "--call", vec!["--plaintext".into(), target.into()]),
+        case("round_robin over one Unix socket", 2, "one Unix socket", {
+            let mut a = args(&["--lb", "round_robin"], false);
+            a.push("unix:/tmp/rpcmeter-no-such.sock".into());
+            a
+        }),
         case("missing target", 2, "<TARGET>", args(&[], false)),
         case("--burst without --rounds", 2, "--rounds", echo(&["--burst", "4"])),
         case("--cert without --key", 2, "--key", args(&["--cert", "c.pem"], true)[1..].to_vec()),
@@ -220,7 +225,27 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("stream duration on a unary method", 2, "--stream-call-duration", echo(&["--stream-call-duration", "1s"])),
         case("stream interval on a unary method", 2, "--stream-interval", echo(&["--stream-interval", "1ms"])),
         case("interval on a server stream", 2, "server streaming", stream("Subscribe", &["--stream-interval", "1ms"])),
-        case("zero stream count", 2, "--stream-call-count", stream("Echo", &["--stream-call-count", "0"])),
+        case(
+            "zero stream count on a server stream",
+            2,
+            "--stream-call-count",
+            stream("Subscribe", &["--stream-call-count", "0"]),
+        ),
+        case(
+            "an empty stream with a count",
+            2,
+            "no message to send",
+            stream("Echo", &["-d", "[]", "--stream-call-count", "2"]),
+        ),
+        case("cancel after a word it does not know", 2, "first-response", stream("Echo", &["--cancel-after", "soon"])),
+        case("cancel after nothing", 2, "first-response", stream("Echo", &["--cancel-after", "0s"])),
+        case("cancel on a unary method", 2, "--cancel-after", echo(&["--cancel-after", "begin"])),
+        case(
+            "cancel a client stream after its answer",
+            2,
+            "client streaming",
+            stream("Upload", &["--cancel-after", "first-response"]),
+        ),
         case("zero stream duration", 2, "above zero", stream("Echo", &["--stream-call-duration", "0s"])),
         case("endless stream duration", 2, "longer than", stream("Echo", &["--stream-call-duration", "99999999h"])),
         case(

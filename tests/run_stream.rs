@@ -331,3 +331,196 @@ fn streaming_results_merge_their_messages_exactly() {
     let max = |r: &Value| r["messages"]["round_trip_us"]["max"].as_f64().unwrap();
     assert_eq!(m["round_trip_us"]["max"].as_f64(), Some(max(&a).max(max(&b))));
 }
+
+/// A bidi server that answers no request and ends the stream OK once the client closes its
+/// side, as grpc interop's FullDuplexCall does for requests without response parameters.
+struct Silent;
+
+#[tonic::async_trait]
+impl streaming_server::Streaming for Silent {
+    type SubscribeStream = Chunks;
+    type EchoStream = Chunks;
+
+    async fn subscribe(&self, _: tonic::Request<SubscribeRequest>) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        Err(tonic::Status::unimplemented("silent"))
+    }
+
+    async fn upload(
+        &self,
+        _: tonic::Request<tonic::Streaming<Chunk>>,
+    ) -> Result<tonic::Response<UploadSummary>, tonic::Status> {
+        Err(tonic::Status::unimplemented("silent"))
+    }
+
+    async fn echo(
+        &self,
+        request: tonic::Request<tonic::Streaming<Chunk>>,
+    ) -> Result<tonic::Response<Chunks>, tonic::Status> {
+        use futures::StreamExt;
+        let unanswered = request.into_inner().filter_map(|_| async { None });
+        Ok(tonic::Response::new(Box::pin(unanswered)))
+    }
+}
+
+/// A ping-pong stream whose answer never comes: the stream's last request closes the
+/// client's side (the server's end follows), its duration ends the wait (then our side
+/// closes), and so does its deadline. A hang fails the test after COMMAND_LIMIT.
+#[test]
+fn a_ping_pong_stream_waits_no_longer_than_its_count_duration_or_deadline() {
+    let mut server =
+        common::ThreadServer::start(|| tonic::service::Routes::new(streaming_server::StreamingServer::new(Silent)));
+    let addr = server.addr.to_string();
+    let lab_proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/rpcmeter/lab/v1/lab.proto");
+    let echo = |extra: &[&str]| {
+        let mut cmd = common::rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", "--format", "json", &addr])
+            .args(["--proto", lab_proto, "--call", "rpcmeter.lab.v1.Streaming/Echo", "-n", "2", "-c", "2"])
+            .args(extra);
+        let (code, stdout, stderr) = common::outcome(cmd);
+        let r: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e} ({code:?}): {stderr}"));
+        r
+    };
+    let one_each = echo(&[]);
+    let timed = echo(&["--stream-call-count", "5", "--stream-call-duration", "300ms"]);
+    let deadline = echo(&["--stream-call-count", "5", "--deadline", "300ms"]);
+    server.kill();
+
+    // One request each (-d's one record), sent with the end of the client's side.
+    assert_eq!(one_each["statuses"]["OK"], 2, "{one_each}");
+    assert_eq!((one_each["messages"]["sent"].as_u64(), one_each["messages"]["received"].as_u64()), (Some(2), Some(0)));
+    // The first request's answer is awaited until the duration ends the stream: OK.
+    assert_eq!(timed["statuses"]["OK"], 2, "{timed}");
+    assert_eq!(timed["messages"]["sent"], 2);
+    assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 300_000.0, "{}", timed["latency_us"]);
+    assert_eq!(deadline["statuses"]["DEADLINE_EXCEEDED"], 2, "{deadline}");
+}
+
+/// `--csv-details-header` and `--csv-details-trailer` carry a stream's response metadata as
+/// they carry a unary call's: the headers and trailers of a whole stream, the headers alone of
+/// a stream the client cancelled (it has no trailers).
+#[test]
+fn csv_details_carry_the_headers_and_trailers_of_streams() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let columns = |method: &str, extra: &[&str]| -> Vec<Vec<String>> {
+        let csv = dir.path().join(format!("{method}.csv"));
+        let call = format!("rpcmeter.lab.v1.Streaming/{method}");
+        let args = ["--call", &call, "-c", "2", "-n", "4", "--csv-details", csv.to_str().unwrap()];
+        let metadata = ["--csv-details-header", "content-type", "--csv-details-trailer", "grpc-status"];
+        run(&addr, &[&args[..], &metadata, extra].concat());
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let mut lines = text.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(head[head.len() - 2..], ["header:content-type", "trailer:grpc-status"], "{head:?}");
+        lines.map(|l| l.split(',').rev().take(2).map(String::from).collect()).collect()
+    };
+    let whole = [String::from("0"), String::from("application/grpc")];
+    for (method, extra) in
+        [("Echo", &["--stream-call-count", "3"][..]), ("Upload", &[]), ("Subscribe", &["-d", r#"{"count":3}"#])]
+    {
+        let rows = columns(method, extra);
+        assert_eq!(rows.len(), 4, "{method}");
+        assert!(rows.iter().all(|r| r[..] == whole), "{method}: {rows:?}");
+    }
+    let cancelled = columns("Subscribe", &["-d", r#"{"count":0}"#, "--stream-call-count", "2"]);
+    assert!(cancelled.iter().all(|r| r[..] == ["", "application/grpc"]), "{cancelled:?}");
+    server.shutdown();
+}
+
+/// grpc interop's empty_stream: a stream that sends nothing, from an empty -d array, an
+/// empty -D file or --stream-call-count 0; and what cannot be sent is refused in one line.
+#[test]
+fn an_empty_stream_sends_nothing_and_ends_ok() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let echo = ["--call", "rpcmeter.lab.v1.Streaming/Echo", "-c", "2", "-n", "4"];
+    let from_array = run(&addr, &[&echo[..], &["-d", "[]"]].concat());
+    let from_file = run(&addr, &[&echo[..], &["-D", empty.to_str().unwrap()]].concat());
+    let upload = run(&addr, &["--call", "rpcmeter.lab.v1.Streaming/Upload", "--stream-call-count", "0", "-n", "4"]);
+    let refused = |args: &[&str]| {
+        let mut cmd = common::rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", &addr]).args(args);
+        let (code, _, stderr) = common::outcome(cmd);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        stderr
+    };
+    let subscribe = ["--call", "rpcmeter.lab.v1.Streaming/Subscribe"];
+    let zero_received = refused(&[&subscribe[..], &["--stream-call-count", "0"]].concat());
+    let nothing_to_send = refused(&[&echo[..], &["-d", "[]", "--stream-call-count", "3"]].concat());
+    let unary_empty = refused(&["--call", "rpcmeter.lab.v1.TestService/Cpu", "-d", "[]"]);
+    let stats = server.shutdown();
+
+    for r in [&from_array, &from_file] {
+        assert_eq!(r["statuses"]["OK"], 4, "{r}");
+        assert_eq!((r["messages"]["sent"].as_u64(), r["messages"]["received"].as_u64()), (Some(0), Some(0)));
+    }
+    let lab_echo = method(&stats, "Echo");
+    assert_eq!((lab_echo.ok, lab_echo.messages_in), (8, 0));
+    // A client stream of nothing still gets its one summary.
+    assert_eq!(upload["statuses"]["OK"], 4, "{upload}");
+    assert_eq!((upload["messages"]["sent"].as_u64(), upload["messages"]["received"].as_u64()), (Some(0), Some(4)));
+    assert!(zero_received.contains("--cancel-after begin"), "{zero_received}");
+    assert!(nothing_to_send.contains("no message to send"), "{nothing_to_send}");
+    assert!(unary_empty.contains("empty JSON array"), "{unary_empty}");
+}
+
+/// grpc interop's cancel_after_begin and cancel_after_first_response, and a cancel in time:
+/// the client resets each stream at the point it chose; the stream is OK (the plan).
+#[test]
+fn cancel_after_begin_first_response_or_a_time_resets_each_stream() {
+    let server = lab();
+    let addr = server.local_addr().to_string();
+    let call = |method: &str, extra: &[&str]| {
+        let call = format!("rpcmeter.lab.v1.Streaming/{method}");
+        run(&addr, &[&["--call", call.as_str(), "-c", "2", "-n", "4"][..], extra].concat())
+    };
+    let begin = call("Upload", &["--cancel-after", "begin", "--stream-call-count", "5"]);
+    let first_bidi = call("Echo", &["--cancel-after", "first-response", "--stream-call-count", "5"]);
+    let endless = r#"{"count":0,"size":8,"interval_us":1000}"#;
+    let first_server = call("Subscribe", &["--cancel-after", "first-response", "-d", endless]);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("timed.csv");
+    let timed = call("Subscribe", &["--cancel-after", "50ms", "-d", endless, "--csv-details", csv.to_str().unwrap()]);
+    let upload_first = {
+        let mut cmd = common::rpcmeter();
+        cmd.args(["run", "--plaintext", "--quiet", "--no-save", "--no-calibrate", &addr]).args([
+            "--call",
+            "rpcmeter.lab.v1.Streaming/Upload",
+            "--cancel-after",
+            "first-response",
+        ]);
+        common::outcome(cmd)
+    };
+    let stats = server.shutdown();
+
+    let all_ok = |r: &Value| {
+        assert_eq!((r["statuses"]["OK"].as_u64(), r["requests"]["total"].as_u64()), (Some(4), Some(4)), "{r}")
+    };
+    let messages = |r: &Value| (r["messages"]["sent"].as_u64().unwrap(), r["messages"]["received"].as_u64().unwrap());
+    all_ok(&begin);
+    assert_eq!(messages(&begin), (0, 0));
+    all_ok(&first_bidi);
+    assert_eq!(messages(&first_bidi), (4, 4), "one ping, one pong, then the reset");
+    all_ok(&first_server);
+    assert_eq!(messages(&first_server), (4, 4));
+    all_ok(&timed);
+    assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 50_000.0, "{}", timed["latency_us"]);
+    assert!(messages(&timed).1 >= 4, "{}", timed["messages"]);
+    // Dropped whole at its time, the stream still says what it received.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let bytes: Vec<u64> = text.lines().skip(1).map(|l| l.split(',').nth(5).unwrap().parse().unwrap()).collect();
+    assert!(bytes.len() == 4 && bytes.iter().all(|b| *b >= 8 * 4), "{text}");
+    let (code, _, stderr) = upload_first;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("client streaming"), "{stderr}");
+    // What the server received: no message before the reset, one ping each. (Whether it
+    // counts a stream OK or failed is a race: hyper ends a request body reset with CANCEL as
+    // if it had ended, and the lab's answer may come before tonic sees the reset.)
+    assert_eq!(method(&stats, "Upload").messages_in, 0);
+    assert_eq!(method(&stats, "Echo").messages_in, 4);
+}

@@ -283,6 +283,168 @@ fn local_shards_print_every_format() {
     }
 }
 
+/// Issue 39: `run --shards 2 --rps 100 -z 2s --assert 'rps>=80'` merged to 99.5 calls/s and
+/// exited 1, each shard judging its own 50/s. The merged run is judged once, by the parent.
+#[test]
+fn local_shards_judge_the_assertions_once_on_the_merged_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    let load = ["--shards", "2", "--rps", "100", "-z", "2s", "--format", "json"];
+    let judged = |assert: &str| {
+        let mut args = load.to_vec();
+        args.extend(["--assert", assert]);
+        let out = run_echo(server.addr, &args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        (out.status.code(), stderr, r)
+    };
+    let (code, stderr, r) = judged("rps>=80");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(r["assertions"][0]["ok"], true, "{}", r["assertions"]);
+    let (code, stderr, r) = judged("rps>=150");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("assertion breached: rps>=150"), "{stderr}");
+    assert_eq!(r["assertions"][0]["ok"], false, "{}", r["assertions"]);
+}
+
+/// Issue 40: a shard's results came only at the end, as one blob, so a shard lost mid-run
+/// lost everything it measured. Now each shard sends its interval tallies as the run goes,
+/// the parent prints the merged progress, and a shard killed (SIGKILL) after a few intervals
+/// leaves them in the partial merge.
+#[test]
+fn a_shard_killed_mid_run_leaves_the_intervals_it_sent_in_the_partial_merge() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let server = TestServer::start(Behaviour::Echo);
+    let mut parent = rpcmeter()
+        .args(["run", "--plaintext", "--no-save", "--proto"])
+        .arg(echo_proto())
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
+        .arg(server.addr.to_string())
+        .args(["--shards", "2", "--rps", "100", "-z", "8s", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(parent.stderr.take().unwrap());
+    // The merged progress: "rpcmeter: 3.0 s: 100 calls (...) from 2 shards".
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no progress line reached 3 s: {said}");
+        said += &line;
+        let at =
+            line.strip_prefix("rpcmeter: ").and_then(|l| l.split(" s: ").next()).and_then(|t| t.parse::<f64>().ok());
+        if at.is_some_and(|at| at >= 3.0) && line.contains("from 2 shards") {
+            break;
+        }
+    }
+    let second = shard_pid(server.addr, "1/2").expect("shard 1/2 runs");
+    // SAFETY: a plain kill(2) of a process this test started (through the parent).
+    assert_eq!(unsafe { libc::kill(second as i32, libc::SIGKILL) }, 0);
+    let out = parent.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert_eq!(out.status.code(), Some(1), "{said}{rest}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {said}{rest}"));
+    assert_eq!(r["missing_shards"][0]["shard"], "1/2", "{}", r["missing_shards"]);
+    let parts = r["shards"].as_array().unwrap();
+    let lost = parts.iter().find(|p| p["shard"] == "1/2").unwrap_or_else(|| panic!("{}", r["shards"]));
+    // At least its first 3 intervals, 50 calls/s each.
+    assert!(lost["calls"].as_u64().unwrap() >= 140, "{lost}");
+    assert!(lost["input"].as_str().unwrap().contains("its intervals"), "{lost}");
+}
+
+/// The pid of the shard `which` ("1/2") running against `addr`.
+fn shard_pid(addr: std::net::SocketAddr, which: &str) -> Option<u32> {
+    shards_of(addr).into_iter().find(|pid| {
+        let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        line.split(|b| *b == 0).any(|a| a == which.as_bytes())
+    })
+}
+
+/// Issue 40: shards with another method, rate or duration were merged, exit 0 (merge checked
+/// only mode, call and target, and only to warn). Shards that disagree are refused, named.
+#[test]
+fn shards_that_disagree_are_not_merged() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, extra: &[&str]| {
+        let out = run_echo(server.addr, extra).args(["--format", "json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = dir.path().join(name);
+        std::fs::write(&path, &out.stdout).unwrap();
+        path
+    };
+    let a = write("a.json", &["--shard", "0/2", "--rps", "100", "-n", "10"]);
+    let b = write("b.json", &["--shard", "1/2", "--rps", "200", "-n", "10"]);
+    let same = write("c.json", &["--shard", "1/2", "--rps", "100", "-n", "10"]);
+    let out = rpcmeter().arg("merge").arg(&a).arg(&b).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("shards that disagree") && stderr.contains("rate"), "{stderr}");
+    let out = rpcmeter().arg("merge").arg(&a).arg(&same).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 40: sharded runs never reached the history, and an explicit `--history PATH` was
+/// silently ignored. The merged run is recorded once, there (the shards record nothing).
+#[test]
+fn a_sharded_run_is_recorded_once_in_the_history_asked_for() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.sqlite3");
+    let data_home = dir.path().join("data");
+    let out = rpcmeter()
+        .env("XDG_DATA_HOME", &data_home)
+        .args(["run", "--plaintext", "-q", "--proto"])
+        .arg(echo_proto())
+        .args(["--call", "EchoService/echo", "-d", r#"{"content":"hi"}"#])
+        .arg(server.addr.to_string())
+        .args(["--shards", "2", "-n", "20", "--format", "json", "--history"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!data_home.exists(), "the default history was written");
+    let list =
+        rpcmeter().env("XDG_DATA_HOME", &data_home).arg("history").arg("--history").arg(&db).arg("list").output();
+    let list = String::from_utf8_lossy(&list.unwrap().stdout).into_owned();
+    let runs: Vec<&str> = list.lines().skip(1).filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(runs.len(), 1, "{list}");
+    let mut show = rpcmeter();
+    show.env("XDG_DATA_HOME", &data_home).arg("history").arg("--history").arg(&db).args(["show", "1"]);
+    let shown = json_of(show);
+    assert_eq!(shown["requests"]["total"], 20, "{shown}");
+    assert_eq!(shown["shards"].as_array().map(Vec::len), Some(2), "the merged run");
+}
+
+/// Issue 40: a target's `user:pass@` was printed on stderr and written three times into
+/// `--export junit`. It is refused, redacted, and written nowhere.
+#[test]
+fn a_targets_credentials_are_written_nowhere() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let target = format!("http://user:s3cret@{}", server.addr);
+    let export = format!("junit={}", junit.display());
+    for extra in [&["--export", export.as_str()][..], &["--shards", "2"]] {
+        let out = rpcmeter()
+            .args(["run", "--no-save", "--proto"])
+            .arg(echo_proto())
+            .args(["--call", "EchoService/echo", "-n", "5"])
+            .arg(&target)
+            .args(extra)
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let written = std::fs::read_to_string(&junit).unwrap_or_default();
+        assert!(!said.contains("s3cret") && !written.contains("s3cret"), "{said}\n{written}");
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("REDACTED@"), "{said}");
+    }
+    assert_eq!(server.calls(), 0);
+}
+
 /// The children get the user's flags as clap reads them, less the parent's own: `-qo FILE`
 /// is -q and -o, both the parent's (a string-prefix filter passed `-qo FILE` to every child,
 /// which refused it beside the -q the parent adds), and -o names the parent's merged result.

@@ -24,8 +24,8 @@ use tokio_rustls::rustls;
 use tonic::{Code, Request, Response, Status};
 
 /// The lab's echo service with test behaviours chosen by the request's content:
-/// "fail" answers an error status, "sleep" never answers in time, "headers" echoes what the
-/// client sent as metadata, anything else is echoed back.
+/// "fail" answers an error status, "sleep" never answers in time, "pause" answers after half a
+/// millisecond, "headers" echoes what the client sent as metadata, anything else is echoed back.
 struct Echo;
 
 #[tonic::async_trait]
@@ -37,6 +37,11 @@ impl EchoService for Echo {
             "sleep" => {
                 tokio::time::sleep(Duration::from_secs(30)).await;
                 "woke".to_owned()
+            }
+            "pause" => {
+                // Precise, unlike tokio's millisecond timer: the answer leaves after 500 µs.
+                std::thread::sleep(Duration::from_micros(500));
+                "paused".to_owned()
             }
             "headers" => format!("{}|{}", header("x-test"), header("grpc-timeout")),
             other => other.to_owned(),
@@ -212,6 +217,23 @@ async fn deadline_is_deadline_exceeded(lean: bool) {
     assert_eq!(reply.status, Code::DeadlineExceeded);
     // The connection survives an expired call.
     assert_eq!(conn.unary(&spec, request("still there"), false).await.status, Code::Ok);
+}
+
+/// A deadline shorter than the local timer's millisecond tick: an answer that arrives after
+/// it ends the call DEADLINE_EXCEEDED all the same, as grpc-go's client says (its deadline is
+/// a time, not only a timer). Before, 1 ns let nearly every call through.
+async fn a_deadline_below_the_timer_tick_is_still_enforced(lean: bool) {
+    let server = serve_plaintext();
+    let conn = connect(lean, &target(server.addr, None)).await;
+    for (deadline, content) in [(Duration::from_nanos(1), "hi"), (Duration::from_micros(300), "pause")] {
+        let call = PreparedCall::new(&CallSpec { deadline: Some(deadline), ..echo_spec() });
+        for _ in 0..20 {
+            let reply = conn.call(&call, request(content), false).await;
+            assert_eq!(reply.status, Code::DeadlineExceeded, "{deadline:?} {content}: {:?}", reply.message);
+        }
+    }
+    // No deadline: the same answers are OK.
+    assert_eq!(conn.unary(&echo_spec(), request("pause"), false).await.status, Code::Ok);
 }
 
 async fn unreachable_port_fails_to_connect_with_exit_code_1(lean: bool) {
@@ -758,6 +780,7 @@ echo_calls::over_both_transports!(
     unknown_method_is_unimplemented,
     metadata_and_grpc_timeout_reach_the_server,
     deadline_is_deadline_exceeded,
+    a_deadline_below_the_timer_tick_is_still_enforced,
     unreachable_port_fails_to_connect_with_exit_code_1,
     killed_server_gives_unavailable_and_a_closed_connection,
     many_concurrent_calls_share_one_connection,

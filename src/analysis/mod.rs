@@ -77,7 +77,7 @@ pub fn finish(run: Run) -> Summary {
     summary.call_names = call_names;
     summary.flow_names = flow_names;
     summary.check_names = check_names;
-    summary.assertions = checks.iter().map(|a| checked(&summary, a)).collect();
+    summary.assertions = check(&summary, checks);
     summary.notices = notices::notices(&plan, &summary);
     if let Some(floor) = floor {
         add_floor(&mut summary, floor, hiccups);
@@ -146,6 +146,7 @@ fn summarize(
         flow_names: Vec::new(),
         check_names: Vec::new(),
         backends: r.backends.iter().map(|a| a.to_string()).collect(),
+        replay: None,
     }
 }
 
@@ -216,6 +217,11 @@ fn errors(r: &Recorded) -> Vec<ErrorKind> {
         .collect();
     kinds.sort_by_key(|k| std::cmp::Reverse(k.count));
     kinds
+}
+
+/// Every `--assert` against a summary (a merged run's, read back from its result).
+pub fn check(s: &Summary, checks: &[Assertion]) -> Vec<Checked> {
+    checks.iter().map(|a| checked(s, a)).collect()
 }
 
 /// One `--assert` against the summary.

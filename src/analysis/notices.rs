@@ -377,8 +377,9 @@ pub fn hiccups(run: Floor, floor: &Calibration) -> Option<Notice> {
 }
 
 /// Hiccups worth a notice: twice the calibrated floor's p99 and at least 500 µs above it (a
-/// few hundred µs of scheduling noise is every shared machine's).
-fn hiccups_stand_out(run_p99: Duration, floor_p99: Duration) -> bool {
+/// few hundred µs of scheduling noise is every shared machine's). Also `compare`'s rule for
+/// a run's schedule lag against the calibrated timer floor.
+pub fn hiccups_stand_out(run_p99: Duration, floor_p99: Duration) -> bool {
     run_p99 > floor_p99 * 2 && run_p99 >= floor_p99 + Duration::from_micros(500)
 }
 

@@ -178,6 +178,8 @@ pub struct Summary {
     /// Targets broken down by backend (docs/targets.md): every address of the run; its
     /// results are `measured.by_backend` at the same index.
     pub backends: Vec<String>,
+    /// `run --replay`: the log, and its own numbers of the calls sent.
+    pub replay: Option<crate::result::replay::Replay>,
 }
 
 /// A streaming run's messages; the calls above are its streams (their latency: each

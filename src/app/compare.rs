@@ -24,7 +24,7 @@ use crate::error::{bad_input, output_failed, run_failed};
 use crate::report::Format;
 use crate::result::Run;
 use crate::stats::assertions::Value;
-use crate::stats::compare::{mean_shift, MeanShift, Runs};
+use crate::stats::compare::{mean_shift, MeanShift, Runs, Spread};
 use crate::units;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;
@@ -38,11 +38,19 @@ use std::time::Duration;
 /// (a fast rejection would look like a fast call).
 pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 
+/// An interval in which the run's rate would have ended this many OK calls and none ended is a
+/// stall (Poisson: a quiet run has none with probability e^-10, 5e-5).
+pub const STALL_EXPECTED_CALLS: f64 = 10.0;
+
 /// Everything a comparison needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub a: Vec<ResultRef>,
     pub b: Vec<ResultRef>,
+    /// `--runs`: make A's and B's runs first (then `a` and `b` are empty).
+    pub interleave: Option<crate::app::interleave::Interleave>,
+    /// `--slice`, for the results `--runs` makes.
+    pub slice: Option<(String, String)>,
     pub metrics: Vec<Metric>,
     pub alpha: f64,
     /// `--min-effect`: the smallest relative change that counts (0.05 = 5 %).
@@ -127,6 +135,95 @@ pub struct RunResult {
     /// The interval series; empty for merged results, which keep none.
     pub interval: Option<Duration>,
     pub intervals: Vec<IntervalRow>,
+    /// What in the run's own result says some of its numbers are not the target's.
+    pub disturbances: Vec<Disturbance>,
+}
+
+/// Something in a run's own result that makes some of its numbers the client's (or the
+/// merge's) rather than the target's: with fewer than [`MIN_RUNS_FOR_SPREAD`] runs a side,
+/// the metrics it touches are not judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disturbance {
+    pub why: String,
+    pub touches: &'static [Metric],
+    /// The client's doing (a warning), not the merge's (a note).
+    pub client: bool,
+}
+
+const CLIENT_METRICS: &[Metric] = &[Metric::Throughput, Metric::P50, Metric::P99];
+const LATENCY_METRICS: &[Metric] = &[Metric::P50, Metric::P99];
+
+/// A run's disturbances, from its own result: a client held up well beyond the calibrated
+/// floor (its `client_hiccups` warning: latency and, in a closed loop, throughput hold the
+/// stall), calls due but never sent (the rate was not kept), sends late by the client's own
+/// wake-ups beyond the calibrated timer floor (slot waits are the target's doing and are
+/// not counted), and a merge (its shards ran at once and it keeps no interval series, so
+/// nothing in it measures how it varies from run to run).
+fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
+    let mut out = Vec::new();
+    let warned = |kind: &str| run.warnings.iter().flatten().any(|w| w.kind == kind);
+    if warned("client_hiccups") {
+        let max = run.client.as_ref().and_then(|c| c.hiccup_us.as_ref()).and_then(|h| micros(h.max, "").ok());
+        let stall = max.map_or(String::new(), |m| format!(" (a 1 ms sleep overshot by up to {})", units::duration(m)));
+        out.push(Disturbance {
+            why: format!("the client was held up{stall}, well beyond the calibrated floor (client_hiccups)"),
+            touches: CLIENT_METRICS,
+            client: true,
+        });
+    }
+    let unsent = run.requests.unsent;
+    if unsent > 0 {
+        out.push(Disturbance {
+            why: format!(
+                "{unsent} of {} due calls were never sent (the rate was not kept)",
+                run.requests.total.saturating_add(unsent)
+            ),
+            touches: CLIENT_METRICS,
+            client: true,
+        });
+    }
+    if let Some(lag) = client_lag(run) {
+        out.push(Disturbance {
+            why: format!(
+                "schedule lag p99 {} from the client's own late wake-ups, beyond the calibrated timer floor",
+                units::duration(lag)
+            ),
+            touches: LATENCY_METRICS,
+            client: true,
+        });
+    }
+    if merged_from > 0 {
+        out.push(Disturbance {
+            why: format!(
+                "merged from {merged_from} results: its shards ran at once and it keeps no interval series, so \
+                 nothing in it measures how it varies from run to run"
+            ),
+            touches: CLIENT_METRICS,
+            client: false,
+        });
+    }
+    out
+}
+
+/// The schedule lag p99 of a run whose late sends were mostly the client's own late wake-ups
+/// and stand out of the calibrated timer floor (`pacer_lateness_us`) as hiccups do
+/// (`analysis::notices::hiccups_stand_out`); without a calibration, beyond 1 ms (the
+/// schedule-lag notice's bound).
+fn client_lag(run: &Run) -> Option<Duration> {
+    let lag = micros(run.schedule_lag_us.as_ref()?.stats.get("p99").copied()?, "").ok()?;
+    if run.late_wakeups.unwrap_or(0) <= run.late_sends.unwrap_or(0) {
+        return None;
+    }
+    let floor = run
+        .calibration
+        .as_ref()
+        .and_then(|c| c.get("pacer_lateness_us")?.get("p99")?.as_f64())
+        .and_then(|us| micros(us, "").ok());
+    let stands_out = match floor {
+        Some(floor) => crate::analysis::notices::hiccups_stand_out(lag, floor),
+        None => lag > Duration::from_millis(1),
+    };
+    stands_out.then_some(lag)
 }
 
 /// One row of a result's interval series.
@@ -218,16 +315,20 @@ impl RunResult {
             p99,
             interval,
             intervals,
+            disturbances: disturbances(run, merged_from),
         })
     }
 
-    /// The measured intervals of full length (warm-up and the last, shorter one left out).
-    pub fn full_intervals(&self) -> impl Iterator<Item = &IntervalRow> {
-        // Lengths are written rounded to the µs.
-        let full = move |iv: &&IntervalRow| {
-            self.interval.is_some_and(|length| iv.length.abs_diff(length) <= Duration::from_micros(1))
-        };
-        self.intervals.iter().filter(|iv| iv.measured).filter(full)
+    /// The measured intervals (warm-up left out), the last, shorter one included.
+    pub fn measured_intervals(&self) -> impl Iterator<Item = &IntervalRow> {
+        self.intervals.iter().filter(|iv| iv.measured)
+    }
+
+    /// Whether no OK call in `length` is a stall rather than chance: the run's rate of OK
+    /// calls expected at least [`STALL_EXPECTED_CALLS`] in it (at 2 calls/s, a 500 ms interval
+    /// without one is no stall).
+    fn stalled(&self, length: Duration) -> bool {
+        self.ok_rps * length.as_secs_f64() >= STALL_EXPECTED_CALLS
     }
 
     /// How far the run's value could be from its own run's true one by sampling alone, as a
@@ -366,6 +467,19 @@ impl Metric {
         }
     }
 
+    /// The smallest change that matters: `--min-effect` when given (a share of A's value),
+    /// else 10 % for throughput and p50, 25 % for p99 (about the resolution of one run a side
+    /// at the floors and Holm's strictest level over 4 metrics, 7.1 % and 19 %, rounded up), and
+    /// 1 percentage point of errors. "No change" means the interval rules out a change this big.
+    pub fn matters(self, min_effect: Option<f64>) -> f64 {
+        match (self, min_effect) {
+            (Metric::ErrorRate, _) => 0.01,
+            (_, Some(m)) => m,
+            (Metric::Throughput | Metric::P50, None) => 0.10,
+            (Metric::P99, None) => 0.25,
+        }
+    }
+
     /// A run's value (OK calls per second, ns of OK calls' latency, a fraction), or why it has none.
     pub fn run_value(self, run: &RunResult) -> Result<f64, String> {
         let latency = |d: Duration| {
@@ -390,35 +504,36 @@ impl Metric {
         }
     }
 
-    /// How much the run's value moved within it: the standard deviation of the logarithms of
-    /// its full intervals' values, estimated robustly (1.4826 x their median absolute
-    /// deviation) except for p99, whose stalls are its spread (2 intervals or more, else 0). What moves a run against the
-    /// next (load from other processes, CPU frequency, a noisy neighbour) moves its intervals
-    /// too, so a run is taken to vary between runs at least this much (not this over the root
-    /// of the count: intervals of one run share its conditions and do not average them out).
-    pub fn within_run(self, run: &RunResult) -> f64 {
-        let values: Vec<f64> = run
-            .full_intervals()
-            .filter_map(|iv| match self {
-                Metric::Throughput => Some(iv.ok as f64 / iv.length.as_secs_f64()),
-                Metric::P50 if iv.ok > 0 => Some(iv.p50.as_nanos() as f64),
-                Metric::P99 if iv.ok > 0 => Some(iv.p99.as_nanos() as f64),
-                _ => None,
+    /// How much the run's value moved within it: the standard deviation of its measured
+    /// intervals' values (of their logarithms for latency; relative to the run's rate for
+    /// throughput), each weighted by its length, the last, shorter interval included (a
+    /// `-z 3s` run has two full intervals and a third short one, and a stall in that third is
+    /// in the run's value). An interval without an OK call is the stall it is: 0 calls/s, and
+    /// a latency of at least its length (no call ended OK in it), when the run's rate would
+    /// have ended some there ([`RunResult::stalled`]). Not robust on purpose: a run that froze
+    /// must not look as quiet as a clean one. What moves a run against the next (load from
+    /// other processes, CPU frequency, a noisy neighbour) moves its intervals too, so a run is
+    /// taken to vary between runs at least this much (not this over the root of the count:
+    /// intervals of one run share its conditions and do not average them out).
+    pub fn within_run(self, run: &RunResult) -> Option<Spread> {
+        let latency = |iv: &IntervalRow, p: Duration| match iv.ok {
+            0 if run.stalled(iv.length) => Some(p.max(iv.length)),
+            0 => None,
+            _ => Some(p),
+        };
+        let rows = run.measured_intervals().filter(|iv| !iv.length.is_zero());
+        let values: Vec<(f64, f64)> = rows
+            .filter_map(|iv| {
+                let value = match self {
+                    Metric::Throughput if run.ok_rps > 0.0 => iv.ok as f64 / iv.length.as_secs_f64() / run.ok_rps,
+                    Metric::P50 => (latency(iv, iv.p50)?.as_nanos() as f64).ln(),
+                    Metric::P99 => (latency(iv, iv.p99)?.as_nanos() as f64).ln(),
+                    _ => return None,
+                };
+                value.is_finite().then_some((value, iv.length.as_secs_f64()))
             })
-            .filter(|x| *x > 0.0)
-            .map(f64::ln)
             .collect();
-        if values.len() < 2 {
-            return 0.0;
-        }
-        if self == Metric::P99 {
-            // A tail is made of stalls: the intervals that had one are its spread, not outliers.
-            let n = values.len() as f64;
-            let mean = values.iter().sum::<f64>() / n;
-            return (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-        }
-        // Robust (MAD): one interval with a stall must not make a run's p50 unjudgeable.
-        crate::stats::compare::mad(&values).map_or(0.0, |mad| mad * crate::stats::compare::MAD_TO_SIGMA)
+        crate::stats::compare::weighted_sd(&values)
     }
 
     /// A value, typed.
@@ -431,19 +546,38 @@ impl Metric {
     }
 }
 
-/// What one metric's comparison concludes.
+/// What one metric's comparison concludes: one vocabulary for the table, the JSON and the
+/// exit code.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// No value on a side, and why.
-    CannotJudge(String),
-    NoSignificantDifference,
-    /// Significant, but the change is smaller than `--min-effect` of A's value.
-    NoMeaningfulDifference,
-    /// Significant and B went the good way.
-    Improvement,
-    /// Significant and B went the bad way (lower throughput, higher latency or error rate).
+    /// A change the bad way (lower throughput, higher latency or error rate), significant at
+    /// the metric's Holm level and at least `--min-effect`.
     Regression,
+    /// The same the good way.
+    Improvement,
+    /// No change that matters: the interval rules out every change of [`Metric::matters`] or
+    /// more (or the change is significant but smaller than `--min-effect`).
+    NoChange,
+    /// No verdict, and why: a side without a value, a run whose client was disturbed, or an
+    /// interval too wide to rule out a change that matters.
+    NotJudged(String),
 }
+
+impl Verdict {
+    /// Its name in the table and the JSON.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::NoChange => "no change",
+            Verdict::NotJudged(_) => "not judged",
+        }
+    }
+}
+
+/// Fewer runs than this on a side and the spread between runs is not measured well enough to
+/// hold a disturbed run (or a merged one): the metrics it touches are not judged.
+pub const MIN_RUNS_FOR_SPREAD: usize = 3;
 
 /// One metric of A against B.
 #[derive(Debug, Clone, PartialEq)]
@@ -452,92 +586,147 @@ pub struct MetricComparison {
     /// Each run's value, in the metric's unit (empty when some run has none).
     pub a: Vec<f64>,
     pub b: Vec<f64>,
-    /// On the scale compared: logarithms of the values for a relative metric, else the values.
+    /// On the scale compared: logarithms of the values for a relative metric, else the values;
+    /// its interval at `level`.
     pub shift: Option<MeanShift>,
+    /// The significance level it was tested at (Holm's step), and its Holm-adjusted p-value.
+    pub level: Option<f64>,
+    pub p_adjusted: Option<f64>,
+    /// The smallest change that matters, `--min-effect` or [`Metric::matters`].
+    pub matters: f64,
     /// B had no OK calls at all where A had some (or the other way): certain, no test needed.
     pub none_on: Option<&'static str>,
     pub verdict: Verdict,
 }
 
+/// A metric decided without a test, or ready for one.
+enum Prepared {
+    Decided(MetricComparison),
+    Pending(Pending),
+}
+
+/// A metric ready for its test: the values on the scale compared and each side's noise.
+struct Pending {
+    comparison: MetricComparison,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    floor_a: (f64, Option<f64>),
+    floor_b: (f64, Option<f64>),
+}
+
+impl Pending {
+    fn shift(&self, alpha: f64) -> Option<MeanShift> {
+        let runs = |values, (floor_sd, floor_df)| Runs { values, floor_sd, floor_df };
+        mean_shift(runs(&self.a, self.floor_a), runs(&self.b, self.floor_b), alpha)
+    }
+}
+
 impl MetricComparison {
+    /// One metric alone (a family of one).
     pub fn of(metric: Metric, a: &[RunResult], b: &[RunResult], alpha: f64, min_effect: Option<f64>) -> Self {
-        let values =
-            |runs: &[RunResult]| runs.iter().map(|r| metric.run_value(r)).collect::<Result<Vec<f64>, String>>();
-        let (a_values, b_values) = match (values(a), values(b)) {
-            (Ok(x), Ok(y)) => (x, y),
-            (Err(why), _) | (_, Err(why)) => {
-                return MetricComparison {
-                    metric,
-                    a: vec![],
-                    b: vec![],
-                    shift: None,
-                    none_on: None,
-                    verdict: Verdict::CannotJudge(why),
-                }
-            }
-        };
+        family(&[metric], a, b, alpha, min_effect).remove(0)
+    }
+
+    /// The runs' values and what can be said without a test.
+    fn prepare(metric: Metric, a: &[RunResult], b: &[RunResult], min_effect: Option<f64>) -> Prepared {
         let mut out = MetricComparison {
             metric,
-            a: a_values,
-            b: b_values,
+            a: vec![],
+            b: vec![],
             shift: None,
+            level: None,
+            p_adjusted: None,
+            matters: metric.matters(min_effect),
             none_on: None,
-            verdict: Verdict::NoSignificantDifference,
+            verdict: Verdict::NoChange,
         };
+        let values =
+            |runs: &[RunResult]| runs.iter().map(|r| metric.run_value(r)).collect::<Result<Vec<f64>, String>>();
+        match (values(a), values(b)) {
+            (Ok(x), Ok(y)) => (out.a, out.b) = (x, y),
+            (Err(why), _) | (_, Err(why)) => {
+                out.verdict = Verdict::NotJudged(why);
+                return Prepared::Decided(out);
+            }
+        }
         if metric.relative() {
             // A side without OK calls has no logarithm: all zero against all positive is certain.
             let zero = |xs: &[f64]| (xs.iter().all(|&x| x == 0.0), xs.contains(&0.0));
-            match (zero(&out.a), zero(&out.b)) {
-                ((false, false), (false, false)) => {}
+            let b_better = match (zero(&out.a), zero(&out.b)) {
+                ((false, false), (false, false)) => None,
                 ((false, false), (true, _)) => {
                     out.none_on = Some("B");
-                    out.verdict = if metric.higher_is_better() { Verdict::Regression } else { Verdict::Improvement };
-                    return out;
+                    Some(!metric.higher_is_better())
                 }
                 ((true, _), (false, false)) => {
                     out.none_on = Some("A");
-                    out.verdict = if metric.higher_is_better() { Verdict::Improvement } else { Verdict::Regression };
-                    return out;
+                    Some(metric.higher_is_better())
                 }
                 _ => {
-                    out.verdict = Verdict::CannotJudge("some runs have no OK calls".into());
-                    return out;
+                    out.verdict = Verdict::NotJudged("some runs have no OK calls".into());
+                    return Prepared::Decided(out);
                 }
+            };
+            if let Some(better) = b_better {
+                out.verdict = if better { Verdict::Improvement } else { Verdict::Regression };
+                return Prepared::Decided(out);
             }
+        }
+        if let Some(why) = disturbed(metric, a, b) {
+            out.verdict = Verdict::NotJudged(why);
+            return Prepared::Decided(out);
         }
         let scale = |xs: &[f64]| if metric.relative() { xs.iter().map(|x| x.ln()).collect() } else { xs.to_vec() };
         let (sa, sb): (Vec<f64>, Vec<f64>) = (scale(&out.a), scale(&out.b));
-        let floor = |runs: &[RunResult]| -> f64 {
-            let within = if metric.relative() {
-                // The runs' typical spread (root mean square): one chaotic run of several must
-                // not set the noise of all; its value is in the spread between runs anyway.
-                let squares: f64 =
-                    runs.iter().map(|r| metric.within_run(r).max(r.sampling_error(metric)).powi(2)).sum();
-                (squares / runs.len().max(1) as f64).sqrt()
-            } else {
-                // Binomial, at the rate of both sides pooled: a side at 0 % still has noise.
-                let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
-                let p = if calls == 0 { 0.0 } else { failed as f64 / calls as f64 };
-                let least_calls = runs.iter().map(|r| r.calls).min().unwrap_or(0).max(1) as f64;
-                (p * (1.0 - p) / least_calls).sqrt()
-            };
-            metric.noise_floor().max(within)
+        Prepared::Pending(Pending {
+            a: sa,
+            b: sb,
+            floor_a: noise(metric, a, a, b),
+            floor_b: noise(metric, b, a, b),
+            comparison: out,
+        })
+    }
+
+    /// The verdict of a tested metric at its Holm level.
+    fn judge(mut self, shift: Option<MeanShift>, level: f64, p_adjusted: f64, min_effect: Option<f64>) -> Self {
+        self.level = Some(level);
+        self.p_adjusted = Some(p_adjusted);
+        self.verdict = match &shift {
+            None => Verdict::NotJudged("a value is not finite".into()),
+            Some(s) if s.significant() && below(min_effect, self.metric, s) => Verdict::NoChange,
+            Some(s) if s.significant() && (s.difference > 0.0) == self.metric.higher_is_better() => {
+                Verdict::Improvement
+            }
+            Some(s) if s.significant() => Verdict::Regression,
+            Some(_) => Verdict::NoChange,
         };
-        let shift =
-            mean_shift(Runs { values: &sa, floor_sd: floor(a) }, Runs { values: &sb, floor_sd: floor(b) }, alpha);
-        out.verdict = match &shift {
-            None => Verdict::CannotJudge("a value is not finite".into()),
-            Some(s) if !s.significant() => Verdict::NoSignificantDifference,
-            Some(s) if below(min_effect, metric, s) => Verdict::NoMeaningfulDifference,
-            Some(s) if (s.difference > 0.0) == metric.higher_is_better() => Verdict::Improvement,
-            Some(_) => Verdict::Regression,
-        };
-        out.shift = shift;
-        out
+        self.shift = shift;
+        if self.verdict == Verdict::NoChange && !self.shift.is_some_and(|s| s.significant()) {
+            if let Some(r) = self.resolution().filter(|&r| r > self.matters) {
+                self.verdict = Verdict::NotJudged(format!(
+                    "the interval cannot rule out a change of {} (it resolves only {}): give more runs a side",
+                    self.amount(self.matters),
+                    self.amount(r)
+                ));
+            }
+        }
+        self
     }
 
     pub fn is_regression(&self) -> bool {
         self.verdict == Verdict::Regression
+    }
+
+    /// A change of this metric as the reader reads it: "10%" or "1.00 pp".
+    fn amount(&self, x: f64) -> String {
+        if self.metric.relative() && x > 10.0 {
+            // Beyond ±1000 % the digits say nothing more than "unbounded".
+            "±1000%+".into()
+        } else if self.metric.relative() {
+            format!("±{}%", percent(x))
+        } else {
+            format!("±{:.2} pp", x * 100.0)
+        }
     }
 
     /// B / A of a relative metric, with its interval.
@@ -559,34 +748,31 @@ impl MetricComparison {
         }
     }
 
-    /// The smallest change the test could have judged: half the interval's width, as a share
-    /// of A's value (relative metrics) or in the metric's unit.
+    /// The smallest change the test could have judged: the larger distance from no change to
+    /// an end of the interval, as a share of A's value (relative metrics: an interval of B / A
+    /// of [0.17, 7.36] resolves 636 %) or in the metric's unit.
     pub fn resolution(&self) -> Option<f64> {
         let s = self.shift?;
         let half = (s.ci.high - s.ci.low) / 2.0;
         Some(if self.metric.relative() { half.exp() - 1.0 } else { half })
     }
 
-    /// "B is 3.5% slower: regression", "no significant difference", ...
+    /// "B is 3.5% slower: regression", "no change", "not judged: why".
     pub fn verdict_text(&self) -> String {
         match &self.verdict {
-            Verdict::Regression => format!("{}: regression", self.change_text()),
-            Verdict::Improvement => format!("{}: improvement", self.change_text()),
-            _ => self.change_text(),
+            Verdict::Regression | Verdict::Improvement => format!("{}: {}", self.change_text(), self.verdict.key()),
+            Verdict::NotJudged(why) => format!("not judged: {why}"),
+            Verdict::NoChange => match self.shift.filter(|s| s.significant()) {
+                Some(_) => {
+                    format!("no change ({}, under --min-effect {})", self.change_text(), self.amount(self.matters))
+                }
+                None => "no change".into(),
+            },
         }
     }
 
-    /// "B is 3.5% slower", "no significant difference", ...
+    /// "B is 3.5% slower", "B is higher by 0.50 pp", "B has no OK calls".
     pub fn change_text(&self) -> String {
-        match &self.verdict {
-            Verdict::CannotJudge(why) => return format!("cannot judge: {why}"),
-            Verdict::NoSignificantDifference => return "no significant difference".into(),
-            Verdict::NoMeaningfulDifference => {
-                let ratio = self.ratio().map_or(String::new(), |(r, _, _)| format!(": B / A = {r:.3}"));
-                return format!("no meaningful difference (significant, but within --min-effect{ratio})");
-            }
-            _ => {}
-        }
         if let Some(side) = self.none_on {
             return format!("{side} has no OK calls");
         }
@@ -603,6 +789,86 @@ impl MetricComparison {
             None => format!("B is {word} by {:.2} pp", s.difference.abs() * 100.0),
         }
     }
+}
+
+/// Each side's noise per run for `metric`: the stated floor, the spread within its runs
+/// (with its degrees of freedom when that won), or for the error rate the binomial noise at
+/// the rate of both sides pooled.
+fn noise(metric: Metric, runs: &[RunResult], a: &[RunResult], b: &[RunResult]) -> (f64, Option<f64>) {
+    if !metric.relative() {
+        // A side at 0 % still has noise: the rate of both sides pooled.
+        let (failed, calls) = a.iter().chain(b).fold((0u64, 0u64), |(f, c), r| (f + r.failed, c + r.calls));
+        let p = if calls == 0 { 0.0 } else { failed as f64 / calls as f64 };
+        let least_calls = runs.iter().map(|r| r.calls).min().unwrap_or(0).max(1) as f64;
+        return (metric.noise_floor().max((p * (1.0 - p) / least_calls).sqrt()), None);
+    }
+    // The runs' typical spread (root mean square): one chaotic run of several must not set the
+    // noise of all; its value is in the spread between runs anyway. A spread from a few
+    // intervals is an estimate: its degrees of freedom go to the test.
+    let (mut squares, mut df, mut estimated) = (0.0, 0.0, false);
+    for r in runs {
+        let within = metric.within_run(r).unwrap_or(Spread { sd: 0.0, effective_n: 1.0 });
+        let sampling = r.sampling_error(metric);
+        squares += within.sd.max(sampling).powi(2);
+        df += within.effective_n - 1.0;
+        estimated |= within.sd > sampling;
+    }
+    let within = (squares / runs.len().max(1) as f64).sqrt();
+    match within > metric.noise_floor() && estimated {
+        true => (within, Some(df)),
+        false => (metric.noise_floor().max(within), None),
+    }
+}
+
+/// Why `metric` is not judged for a disturbed or merged run, when a side has too few runs for
+/// their spread to hold it.
+fn disturbed(metric: Metric, a: &[RunResult], b: &[RunResult]) -> Option<String> {
+    if a.len() >= MIN_RUNS_FOR_SPREAD && b.len() >= MIN_RUNS_FOR_SPREAD {
+        return None;
+    }
+    let named: Vec<String> = a
+        .iter()
+        .chain(b)
+        .flat_map(|r| r.disturbances.iter().filter(|d| d.touches.contains(&metric)).map(move |d| (r, d)))
+        .map(|(r, d)| format!("{}: {}", r.label, d.why))
+        .collect();
+    (!named.is_empty()).then(|| {
+        format!("{} (with {MIN_RUNS_FOR_SPREAD} runs or more a side their spread would hold it)", named.join("; "))
+    })
+}
+
+/// Every metric asked for, the tested ones as one family under Holm's step-down procedure
+/// (`stats::compare::holm`): the chance that any of them is called changed when none is stays
+/// at most `alpha`. Each tested metric's interval is at the level Holm tested it at, so that
+/// the interval and the verdict agree.
+pub fn family(
+    metrics: &[Metric],
+    a: &[RunResult],
+    b: &[RunResult],
+    alpha: f64,
+    min_effect: Option<f64>,
+) -> Vec<MetricComparison> {
+    let prepared: Vec<Prepared> = metrics.iter().map(|&m| MetricComparison::prepare(m, a, b, min_effect)).collect();
+    let p_values: Vec<f64> = prepared
+        .iter()
+        .filter_map(|p| match p {
+            Prepared::Pending(p) => Some(p.shift(alpha).map_or(1.0, |s| s.p_value)),
+            Prepared::Decided(_) => None,
+        })
+        .collect();
+    let holm = crate::stats::compare::holm(&p_values, alpha);
+    let mut tested = holm.into_iter();
+    prepared
+        .into_iter()
+        .map(|p| match p {
+            Prepared::Decided(done) => done,
+            Prepared::Pending(pending) => {
+                let (level, p_adjusted) = tested.next().expect("one Holm step per tested metric");
+                let shift = pending.shift(level);
+                pending.comparison.judge(shift, level, p_adjusted, min_effect)
+            }
+        })
+        .collect()
 }
 
 /// Whether the change is smaller than `min_effect` of A's value. The error rate has a
@@ -632,11 +898,7 @@ pub struct Report {
 
 impl Report {
     pub fn of(a: Vec<RunResult>, b: Vec<RunResult>, settings: &Settings) -> Report {
-        let metrics = settings
-            .metrics
-            .iter()
-            .map(|&m| MetricComparison::of(m, &a, &b, settings.alpha, settings.min_effect))
-            .collect();
+        let metrics = family(&settings.metrics, &a, &b, settings.alpha, settings.min_effect);
         let (warnings, notes) = caveats(&a, &b);
         Report { a, b, alpha: settings.alpha, min_effect: settings.min_effect, metrics, warnings, notes }
     }
@@ -645,31 +907,59 @@ impl Report {
         self.metrics.iter().filter(|m| m.is_regression())
     }
 
-    pub fn cannot_judge(&self) -> impl Iterator<Item = &MetricComparison> {
-        self.metrics.iter().filter(|m| matches!(m.verdict, Verdict::CannotJudge(_)))
+    pub fn not_judged(&self) -> impl Iterator<Item = &MetricComparison> {
+        self.metrics.iter().filter(|m| matches!(m.verdict, Verdict::NotJudged(_)))
     }
 
-    /// What one run a side cannot see, said once.
+    /// The metrics that were tested (Holm's family).
+    pub fn tested(&self) -> impl Iterator<Item = &MetricComparison> {
+        self.metrics.iter().filter(|m| m.level.is_some())
+    }
+
+    /// How the family was tested, said once.
+    pub fn family_text(&self) -> String {
+        let names: Vec<&str> = self.tested().map(|m| m.metric.label()).collect();
+        match names.len() {
+            0 => "No metric was tested.".into(),
+            1 => format!("{} tested alone at alpha {}.", names[0], self.alpha),
+            n => format!(
+                "Holm-Bonferroni over the {n} metrics tested ({}): the chance that any of them is called changed \
+                 when none is stays at most alpha {}; each is tested, and its interval drawn, at its Holm level.",
+                names.join(", "),
+                self.alpha
+            ),
+        }
+    }
+
+    /// What `compare --runs` made, and what its N runs a side resolve.
+    pub fn interleaved_text(&self, i: &crate::app::interleave::Interleave) -> String {
+        let resolved: Vec<String> = self
+            .metrics
+            .iter()
+            .filter_map(|m| m.resolution().map(|r| format!("{} {}", m.metric.label(), m.amount(r))))
+            .collect();
+        format!(
+            "compare --runs {n}: A and B ran alternately (A B B A ...), {n} runs each, every result kept in {}; \
+             {n} runs a side resolve {} here",
+            i.out.display(),
+            if resolved.is_empty() { "nothing".to_string() } else { resolved.join(", ") },
+            n = i.runs,
+        )
+    }
+
+    /// What the runs can and cannot see, said once.
     pub fn runs_text(&self) -> String {
         let runs = |n: usize| if n == 1 { "1 run".to_string() } else { format!("{n} runs") };
         let mut s = format!("A: {}, B: {}.", runs(self.a.len()), runs(self.b.len()));
         if self.a.len() < 2 || self.b.len() < 2 {
-            let floors: Vec<String> = self
-                .metrics
-                .iter()
-                .filter_map(|m| {
-                    let r = m.resolution()?;
-                    m.metric.relative().then(|| format!("{} {}%", m.metric.label(), percent(r)))
-                })
-                .collect();
             let _ = write!(
                 s,
                 " With one run on a side the noise between runs is not measured: a run is taken to vary by at least \
-                 {} (throughput, p50) and {} (p99) from run to run (docs/design.md, \"compare\"), so differences under \
-                 {} are not judged. Give 3 runs or more a side (`compare a1 a2 a3 -- b1 b2 b3`) to measure it.",
+                 {} (throughput, p50) and {} (p99) from run to run, or by the spread of its own intervals when larger \
+                 (docs/design.md, \"compare\"). Give 3 runs or more a side, interleaved (`compare --runs 5 TARGET_A \
+                 TARGET_B -- RUN FLAGS` makes them), to measure it.",
                 percent_sd(Metric::P50),
                 percent_sd(Metric::P99),
-                if floors.is_empty() { "the resolution shown".to_string() } else { floors.join(", ") }
             );
         } else {
             s +=
@@ -677,6 +967,14 @@ impl Report {
                   the floor (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine \
                   over time is not taken for one of B.";
         }
+        let matters: Vec<String> =
+            self.metrics.iter().map(|m| format!("{} {}", m.metric.label(), m.amount(m.matters))).collect();
+        let _ = write!(
+            s,
+            " \"no change\" means the interval rules out a change of {} or more; an interval too wide for that is \
+             \"not judged\".",
+            matters.join(", ")
+        );
         s
     }
 }
@@ -725,10 +1023,14 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
         }
         if r.merged_from > 0 {
             notes.push(format!(
-                "{} is merged from {} results: compared on its whole-run numbers (the merged histograms and \
-                 counts), as one run",
+                "{} is merged from {} results: its whole-run numbers (the merged histograms and counts) are one \
+                 run's, and its throughput and latency are judged only with {MIN_RUNS_FOR_SPREAD} runs or more a \
+                 side, whose spread measures the noise between runs",
                 r.label, r.merged_from
             ));
+        }
+        for d in r.disturbances.iter().filter(|d| d.client) {
+            warnings.push(format!("{}: {}", r.label, d.why));
         }
     }
     (warnings, notes)
@@ -738,8 +1040,21 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
 /// that cannot be judged is exit 1 (after the report is printed).
 pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     let load = |refs: &[ResultRef]| refs.iter().map(ResultRef::load).collect::<anyhow::Result<Vec<_>>>();
-    let (a, b) = (load(&settings.a)?, load(&settings.b)?);
-    let report = Report::of(a, b, settings);
+    let (a, b, made) = match &settings.interleave {
+        None => (load(&settings.a)?, load(&settings.b)?, None),
+        Some(i) => {
+            let made = i.make()?;
+            let refs = |paths: &[PathBuf]| -> Vec<ResultRef> {
+                paths.iter().map(|p| ResultRef { path: p.clone(), slice: settings.slice.clone() }).collect()
+            };
+            (load(&refs(&made.a))?, load(&refs(&made.b))?, Some(i))
+        }
+    };
+    let mut report = Report::of(a, b, settings);
+    if let Some(i) = made {
+        let note = report.interleaved_text(i);
+        report.notes.push(note);
+    }
     for w in &report.warnings {
         eprintln!("rpcmeter: warning: {w}");
     }
@@ -753,9 +1068,9 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let unjudged: Vec<String> = report
-        .cannot_judge()
+        .not_judged()
         .map(|m| match &m.verdict {
-            Verdict::CannotJudge(why) => format!("{} ({why})", m.metric.label()),
+            Verdict::NotJudged(why) => format!("{} ({why})", m.metric.label()),
             _ => m.metric.label().to_string(),
         })
         .collect();
@@ -765,12 +1080,12 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         (true, true) => Ok(ExitCode::SUCCESS),
         (false, _) => {
             if !unjudged.is_empty() {
-                eprintln!("rpcmeter: --fail-on-regression: could not judge {}", unjudged.join("; "));
+                eprintln!("rpcmeter: --fail-on-regression: not judged: {}", unjudged.join("; "));
             }
             Err(run_failed(format!("B regressed against A: {}", regressions.join("; "))))
         }
         (true, false) => Err(run_failed(format!(
-            "--fail-on-regression: could not judge {} (a metric that cannot be judged fails too)",
+            "--fail-on-regression: not judged: {} (a metric that is not judged fails too)",
             unjudged.join("; ")
         ))),
     }
@@ -817,7 +1132,8 @@ fn describe(r: &RunResult) -> String {
 /// The change with its interval: "0.912 [0.871, 0.955]" or "+0.50 pp [+0.20, +0.80]".
 fn change_cell(m: &MetricComparison) -> String {
     if let Some((r, low, high)) = m.ratio() {
-        return format!("{r:.3} [{low:.3}, {high:.3}]");
+        let bound = |x: f64| if x > 1000.0 { ">1000".to_string() } else { format!("{x:.3}") };
+        return format!("{r:.3} [{low:.3}, {}]", bound(high));
     }
     match m.shift.filter(|_| !m.metric.relative()) {
         Some(s) => {
@@ -830,11 +1146,7 @@ fn change_cell(m: &MetricComparison) -> String {
 }
 
 fn resolution_cell(m: &MetricComparison) -> String {
-    match m.resolution() {
-        Some(r) if m.metric.relative() => format!("±{}%", percent(r)),
-        Some(r) => format!("±{:.2} pp", r * 100.0),
-        None => "-".into(),
-    }
+    m.resolution().map_or("-".into(), |r| m.amount(r))
 }
 
 /// The human report.
@@ -845,19 +1157,19 @@ pub fn table(r: &Report) -> String {
             let _ = writeln!(o, "{side}: {}", describe(run));
         }
     }
-    let _ = writeln!(o, "\n{}", r.runs_text());
-    let level = (1.0 - r.alpha) * 100.0;
+    let _ = writeln!(o, "\n{}\n{}", r.runs_text(), r.family_text());
     let _ = writeln!(
         o,
         "\nPer metric: each side's runs (geometric mean; OK calls only for throughput and latency), B / A with its \
-         {level:.0}% interval (B - A for the error rate), the change it can resolve, Welch's t, alpha {}{}:",
+         interval at the metric's Holm level (B - A for the error rate), the change it can resolve, Welch's t \
+         (p adjusted by Holm), alpha {}{}:",
         r.alpha,
         r.min_effect.map_or(String::new(), |m| format!(", smallest change that matters {}%", percent(m)))
     );
     let _ = writeln!(
         o,
         "  {:<12} {:>14} {:>14}  {:<30} {:>10} {:>8}  verdict",
-        "metric", "A", "B", "B / A [CI]", "resolves", "p"
+        "metric", "A", "B", "B / A [CI]", "resolves", "p (Holm)"
     );
     for m in &r.metrics {
         let sides = m.sides();
@@ -870,7 +1182,7 @@ pub fn table(r: &Report) -> String {
             show(sides.map(|s| s.1)),
             change_cell(m),
             resolution_cell(m),
-            m.shift.map_or("-".into(), |s| format_p(s.p_value)),
+            m.p_adjusted.map_or("-".into(), format_p),
             m.verdict_text()
         );
     }
@@ -920,13 +1232,6 @@ pub fn to_json(r: &Report) -> JsonValue {
         .iter()
         .map(|m| {
             let metric = m.metric;
-            let verdict = match m.verdict {
-                Verdict::CannotJudge(_) => "cannot judge",
-                Verdict::NoSignificantDifference => "no significant difference",
-                Verdict::NoMeaningfulDifference => "no meaningful difference",
-                Verdict::Improvement => "improvement",
-                Verdict::Regression => "regression",
-            };
             let sides = m.sides();
             let values = |xs: &[f64]| xs.iter().map(|&x| json_number(metric, x)).collect::<Vec<_>>();
             let s = m.shift;
@@ -942,7 +1247,11 @@ pub fn to_json(r: &Report) -> JsonValue {
                 "resolution": m.resolution(),
                 "degrees_of_freedom": s.and_then(|s| s.degrees_of_freedom),
                 "p_value": s.map(|s| s.p_value),
-                "verdict": verdict,
+                "p_adjusted": m.p_adjusted,
+                "level": m.level,
+                "matters": m.matters,
+                "verdict": m.verdict.key(),
+                "why": match &m.verdict { Verdict::NotJudged(why) => Some(why.as_str()), _ => None },
                 "summary": m.verdict_text(),
             })
         })
@@ -953,12 +1262,18 @@ pub fn to_json(r: &Report) -> JsonValue {
         "alpha": r.alpha,
         "confidence": 1.0 - r.alpha,
         "min_effect": r.min_effect,
-        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor; normal when no spread is measured",
+        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor or the length-weighted spread of its runs' intervals; Holm-Bonferroni over the metrics tested",
         "noise_floor": Metric::ALL.iter().map(|m| (m.key().to_string(), JsonValue::from(m.noise_floor()))).collect::<serde_json::Map<_, _>>(),
         "runs": r.runs_text(),
         "metrics": metrics,
         "regressions": r.regressions().map(|m| m.metric.key()).collect::<Vec<_>>(),
-        "cannot_judge": r.cannot_judge().map(|m| m.metric.key()).collect::<Vec<_>>(),
+        "not_judged": r.not_judged().map(|m| m.metric.key()).collect::<Vec<_>>(),
+        "family": {
+            "method": "Holm-Bonferroni",
+            "metrics": r.tested().map(|m| m.metric.key()).collect::<Vec<_>>(),
+            "alpha": r.alpha,
+            "summary": r.family_text(),
+        },
         "warnings": r.warnings,
         "notes": r.notes,
     })
@@ -969,7 +1284,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn full_intervals_and_run_values() {
+    fn every_measured_interval_and_run_values() {
         // As `run` writes them: a warm-up row, full rows, one without calls, and a last row
         // that is not full length (here longer: it runs to the last answer).
         let row = |t: f64, length: f64, phase: &str, calls: u64, failed: u64| {
@@ -990,7 +1305,13 @@ mod tests {
         })
         .to_string();
         let r = RunResult::parse(&text, "x.json".into()).unwrap();
-        assert_eq!(r.full_intervals().count(), 2);
+        assert_eq!(r.measured_intervals().count(), 3);
+        // 500 and 700 calls OK and an interval without one, where 995/s would have ended some:
+        // a stall of at least its length in the latency spread, 0 calls/s in throughput's.
+        assert!(r.stalled(Duration::from_millis(500)) && !r.stalled(Duration::from_millis(5)));
+        let within = |m: Metric| m.within_run(&r).unwrap().sd;
+        assert!(within(Metric::Throughput) > 0.5, "{}", within(Metric::Throughput));
+        assert!(within(Metric::P50) > 2.0, "{}", within(Metric::P50));
         assert_eq!(Metric::Throughput.run_value(&r), Ok(995.0));
         assert_eq!(Metric::P99.run_value(&r), Ok(1_000_000.0));
         assert_eq!(Metric::ErrorRate.run_value(&r), Ok(5.0 / 1200.0));

@@ -115,6 +115,7 @@ pub fn read_stream(text: &str, label: &str) -> anyhow::Result<(Vec<Input>, Vec<S
 pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     let first = &inputs.first().ok_or_else(|| bad_input("merge: no result given"))?.result;
     let sources = sources(inputs)?;
+    one_run(inputs)?;
     let mixed = mixed(inputs);
     // Throughput over the union of the measured windows: runs apart do not count the time
     // between them, runs that overlap count their overlap once.
@@ -472,6 +473,54 @@ fn sources(inputs: &[Input]) -> anyhow::Result<Vec<String>> {
     Ok(seen.into_iter().filter_map(|(run, _)| if let RunId::Id(id) = run { Some(id) } else { None }).collect())
 }
 
+/// What the shards of one run agree on, as their results say it (not `load`, which names
+/// each shard's own share of the workers).
+const SAME_RUN: [(&str, Setting); 5] = [
+    ("method", |r| r.call.as_str()),
+    ("mode", |r| r.mode.as_str()),
+    ("target", |r| r.target.as_str()),
+    ("rate", |r| r.rps_target.as_deref().unwrap_or("none")),
+    ("shard count", |r| r.shard().and_then(|s| s.split_once('/')).map_or("", |(_, n)| n)),
+];
+
+/// The run fingerprint a coordinated shard's result carries (`meta.fingerprint`).
+fn fingerprint(result: &Run) -> Option<super::coordinator::trust::Fingerprint> {
+    serde_json::from_value(result.meta.other.get("fingerprint")?.clone()).ok()
+}
+
+/// Shards that disagree are not merged: inputs that are shards of a split run (`--shard`)
+/// must agree on method, mode, target, rate and shard count, and, when their results
+/// carry it, on every flag of the run's fingerprint (duration, workload...); the first
+/// difference is refused, named.
+fn one_run(inputs: &[Input]) -> anyhow::Result<()> {
+    let shards: Vec<&Input> =
+        inputs.iter().filter(|i| i.result.shard().is_some() && i.result.meta.merged_from.is_none()).collect();
+    let Some((first, others)) = shards.split_first() else { return Ok(()) };
+    for other in others {
+        let (a, b) = (&first.result, &other.result);
+        let mut differ: Vec<String> = SAME_RUN
+            .iter()
+            .filter(|(_, pick)| pick(a) != pick(b))
+            .map(|(name, pick)| format!("{name} {:?} and {:?}", pick(a), pick(b)))
+            .collect();
+        if let (Some(x), Some(y)) = (fingerprint(a), fingerprint(b)) {
+            let flags = x.differences(&y);
+            if !flags.is_empty() {
+                differ.push(format!("flags {}", flags.join(", ")));
+            }
+        }
+        if !differ.is_empty() {
+            return Err(bad_input(format!(
+                "merge: {} and {} are shards that disagree ({}): not merged, they are not one run",
+                first.label,
+                other.label,
+                differ.join("; ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What inputs may differ in and still merge, with a warning: a merged closed and open loop,
 /// or two methods, is rarely what was meant.
 const MIXABLE: [(&str, Setting); 3] =
@@ -564,6 +613,10 @@ pub fn table(merged: &Run) -> String {
             o += &format!("  {}: {} passed, {} failed\n", crate::report::printable::printable(key), c.pass, c.fail);
         }
     }
+    // As run's table writes them (report/table.rs `verdicts`): the whole run's, judged once.
+    for a in merged.assertions.iter().flatten() {
+        o += &format!("Assert {}: {} ({})\n", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
+    }
     for n in &merged.notices {
         o += &format!("Note: {n}\n");
     }
@@ -604,6 +657,22 @@ mod tests {
     fn windows_apart_add_and_overlaps_count_once() {
         let u = union(vec![(10.0, 12.0), (0.0, 2.0), (1.0, 3.0), (3.0, 4.0)]);
         assert_eq!(u, vec![(0.0, 4.0), (10.0, 12.0)]);
+    }
+
+    #[test]
+    fn shards_whose_fingerprints_differ_are_refused_naming_the_flag() {
+        use crate::app::coordinator::trust::Fingerprint;
+        let shard = |i: u32, rps: &str| {
+            let mut result = Run::default();
+            result.meta.shard = Some(Some(format!("{i}/2")));
+            let values = [("--rps".to_string(), rps.as_bytes().to_vec())].into();
+            let print = serde_json::to_value(Fingerprint::of(values)).unwrap();
+            result.meta.other.insert("fingerprint".into(), print);
+            Input { label: format!("{i}.json"), result }
+        };
+        let why = one_run(&[shard(0, "100"), shard(1, "200")]).unwrap_err().to_string();
+        assert!(why.contains("flags --rps"), "{why}");
+        assert!(one_run(&[shard(0, "100"), shard(1, "100")]).is_ok());
     }
 
     #[test]

@@ -4,10 +4,12 @@
 pub mod compare;
 pub mod coordinator;
 pub mod history;
+pub mod interleave;
 pub mod merge;
 pub mod outputs;
 pub mod ping;
 pub mod redact;
+pub(crate) mod replay;
 pub mod report;
 pub mod run;
 pub mod server_side;

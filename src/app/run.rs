@@ -4,7 +4,7 @@
 use super::outputs::{OutputSettings, Outputs};
 use crate::analysis::{self, Meta, Summary};
 use crate::error::{bad_input, internal, run_failed};
-use crate::grpc::transport::{Bidi, CallKind, StreamLimits};
+use crate::grpc::transport::{Bidi, CallKind, CancelAfter, StreamLimits};
 use crate::load::engine;
 use crate::load::plan::{Control, Plan};
 use crate::report::Format;
@@ -27,6 +27,8 @@ pub struct Coordination {
     /// This process runs the hub (shard 0 of `--coordinator`; not `run --shards`' children).
     pub listen: bool,
     pub join_timeout: Duration,
+    /// Shard 0 prints a line of the merged progress each interval (not `--quiet`).
+    pub progress: bool,
 }
 
 /// Everything a run needs, validated.
@@ -37,6 +39,8 @@ pub struct Settings {
     pub call: String,
     /// `--workload`: the mix of calls, read and checked (each method is resolved at the start).
     pub workload: Option<crate::load::workload::Workload>,
+    /// `--replay`: the calls of a binary log instead of --call or --workload.
+    pub replay: Option<crate::replay::source::Settings>,
     /// `--workload` with `--seed`: draw each call at random by weight instead of round robin.
     pub pick_seed: Option<u64>,
     pub data: DataSource,
@@ -73,7 +77,8 @@ pub(crate) fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<h
 }
 
 /// The stream flags checked against the method's kind (a flag that would be ignored is
-/// refused); client and bidi streams without a count or a duration send each record once.
+/// refused); client and bidi streams without a count or a duration send each record once
+/// (none when -d/-D hold no record: an empty stream).
 fn stream_of(
     method: &prost_reflect::MethodDescriptor,
     kind: CallKind,
@@ -84,9 +89,26 @@ fn stream_of(
         ("--stream-call-count", given.count.is_some()),
         ("--stream-call-duration", given.duration.is_some()),
         ("--stream-interval", !given.interval.is_zero()),
+        ("--cancel-after", given.cancel.is_some()),
     ];
+    let name = method.full_name();
     if kind != CallKind::Bidi && given.bidi != Bidi::PingPong {
-        return Err(bad_input(format!("--bidi: {} is {}, not bidirectional", method.full_name(), kind.as_str())));
+        return Err(bad_input(format!("--bidi: {name} is {}, not bidirectional", kind.as_str())));
+    }
+    if kind == CallKind::ServerStream && given.count == Some(0) {
+        return Err(bad_input(format!(
+            "--stream-call-count 0: {name} is server streaming, whose count is the messages received before it is cancelled (--cancel-after begin cancels at once)"
+        )));
+    }
+    if kind == CallKind::ClientStream && given.cancel == Some(CancelAfter::FirstResponse) {
+        return Err(bad_input(format!(
+            "--cancel-after first-response: {name} is client streaming, whose one response ends it"
+        )));
+    }
+    let sends = given.count.is_some_and(|n| n > 0) || given.duration.is_some();
+    if records == 0 && sends {
+        let flag = if given.duration.is_some() { "--stream-call-duration" } else { "--stream-call-count" };
+        return Err(bad_input(format!("{flag}: -d/-D hold no message to send (an empty array or file)")));
     }
     let refused = |flag: &str| {
         bad_input(format!("{flag}: {} is {}; stream flags need a streaming method", method.full_name(), kind.as_str()))
@@ -147,20 +169,27 @@ pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode
     })?;
     let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
     problems.extend(outputs.commit());
-    // Recorded after the reports, so a history that fails never costs one. A --history asked
-    // for is an output like --export: failing it exits 1. The default history is a
-    // convenience: failing it (a read-only home, no HOME) is a warning, and the run's exit
-    // code stays what the measurement says.
-    if let Some(to) = &settings.history {
-        if let Err(e) = to.record(&crate::report::json::value(&summary)) {
-            match to.explicit() {
-                true => problems.push(e),
-                false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
-            }
-        }
-    }
+    // Recorded after the reports, so a history that fails never costs one.
+    record_in_history(settings.history.as_ref(), &crate::report::json::value(&summary), &mut problems);
     problems.extend(sinks_failed);
     verdict(&summary, problems)
+}
+
+/// Records a result in the history. A --history asked for is an output like --export:
+/// failing it is a problem (exit 1). The default history is a convenience: failing it (a
+/// read-only home, no HOME) is a warning, and the exit code stays what the measurement says.
+pub fn record_in_history(
+    to: Option<&crate::history::SaveTo>,
+    result: &serde_json::Value,
+    problems: &mut Vec<anyhow::Error>,
+) {
+    let Some(to) = to else { return };
+    if let Err(e) = to.record(result) {
+        match to.explicit() {
+            true => problems.push(e),
+            false => eprintln!("rpcmeter: warning: {e} (--history PATH records elsewhere, --no-save not at all)"),
+        }
+    }
 }
 
 /// One run of a series (a sweep's step, a lab's step): no report written, no progress line,
@@ -194,9 +223,23 @@ pub fn measure(
     control: &Arc<Control>,
     outputs: &mut Outputs,
 ) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
+    measure_with(settings, control, outputs, Vec::new())
+}
+
+/// `measure`, `extra` sinks fed beside the run's own (a shard's intervals to its hub).
+pub fn measure_with(
+    settings: &Settings,
+    control: &Arc<Control>,
+    outputs: &mut Outputs,
+    extra: Vec<Box<dyn crate::sink::Sink>>,
+) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
     let prepared = (|| {
+        if let Some(replay) = &settings.replay {
+            let (mix, plan, calls, replaying) = super::replay::mix(settings, replay)?;
+            return Ok((None, mix, plan, Breakdown { calls, replay: Some(replaying), ..Breakdown::default() }));
+        }
         if let Some(workload) = &settings.workload {
-            return workload_mix(settings, workload, control);
+            return workload_mix(settings, workload, control).map(|(m, mix, plan, b)| (Some(m), mix, plan, b));
         }
         let method = resolve(settings, control)?;
         let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
@@ -205,13 +248,19 @@ pub fn measure(
         plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
         plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
         let mix = engine::Mix::single(&plan, requests);
-        Ok::<_, anyhow::Error>((method, mix, plan, Breakdown::default()))
+        Ok::<_, anyhow::Error>((Some(method), mix, plan, Breakdown::default()))
     })();
-    let (method, mix, plan, breakdown) = prepared.inspect_err(|_| outputs.discard())?;
+    let (method, mix, plan, mut breakdown) = prepared.inspect_err(|_| outputs.discard())?;
+    let replaying = breakdown.replay.take();
+    // A replay's calls have no schema: it names its calls by their methods' paths.
+    let single = method.as_ref().map_or(settings.call.as_str(), |m| m.full_name());
     let names = &breakdown.calls;
     let mix_paths: Vec<http::uri::PathAndQuery> = mix.calls.iter().map(|c| c.path.clone()).collect();
 
     let mut sinks = Sinks::default();
+    for sink in extra {
+        sinks.add(sink);
+    }
     if plan.warmup_auto {
         sinks.early = Some(Default::default());
     }
@@ -226,9 +275,9 @@ pub fn measure(
     if let Some(path) = &settings.outputs.csv_details {
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
         // A workload's rows name their call, and read key and version with its own method.
-        let methods = match &settings.workload {
-            Some(_) => breakdown.methods.clone(),
-            None => vec![method.clone()],
+        let methods = match (&settings.workload, &method) {
+            (Some(_), _) | (None, None) => breakdown.methods.clone(),
+            (None, Some(method)) => vec![method.clone()],
         };
         let names = (!names.is_empty()).then(|| names.iter().map(|(name, _)| name.clone()).collect());
         sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
@@ -236,7 +285,7 @@ pub fn measure(
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();
         // A workload's label is the file, not its first method.
-        let call = if names.is_empty() { method.full_name() } else { &settings.call };
+        let call = if names.is_empty() { single } else { &settings.call };
         let live = LiveMetrics::start(addr, call, &target, plan.pacer.is_open()).inspect_err(|_| outputs.discard())?;
         eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
         if !live.addr.ip().is_loopback() {
@@ -268,8 +317,8 @@ pub fn measure(
     // Two names may call one method (with other data): the server counts it once.
     paths.sort_unstable();
     paths.dedup();
-    let call = if names.is_empty() { method.full_name() } else { &settings.call };
-    let summary = analysis::finish(analysis::Run {
+    let call = if names.is_empty() { single } else { &settings.call };
+    let mut summary = analysis::finish(analysis::Run {
         plan,
         meta,
         call,
@@ -284,6 +333,7 @@ pub fn measure(
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
     });
+    summary.replay = replaying.map(|r| r.finish(&summary.measured));
     Ok((summary, finished.result.err()))
 }
 
@@ -298,6 +348,8 @@ struct Breakdown {
     checks: Vec<(String, String)>,
     /// Each call's method.
     methods: Vec<prost_reflect::MethodDescriptor>,
+    /// `--replay`: the log's reader, for its own numbers once the run is over.
+    replay: Option<super::replay::Replaying>,
 }
 
 /// A workload's calls resolved and checked: the mix, its first method (for what needs one
@@ -365,8 +417,9 @@ fn workload_mix(
             .collect(),
         checks,
         methods: methods.clone(),
+        replay: None,
     };
-    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows }, plan, breakdown))
+    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows, log: None }, plan, breakdown))
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

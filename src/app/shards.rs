@@ -2,10 +2,13 @@
 //! a coordinator in the parent (app/coordinator.rs), their results merged exactly. The same
 //! path as a distributed run on Kubernetes (`rpcmeter kube`), on one machine: for a many-core host, and for tests. No
 //! shard outlives the parent: signals are passed on, and the kernel ends shards whose parent died.
-use super::coordinator::{merged, write_merged, Event, Hub};
+use super::coordinator::trust::{Credentials, Fingerprint, Secret, SECRET_ENV};
+use super::coordinator::{conclude, Conclusion, Event, Hub};
 use super::merge;
 use crate::error::run_failed;
+use crate::history::SaveTo;
 use crate::report::Format;
+use crate::stats::assertions::Assertion;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::Read;
@@ -16,20 +19,36 @@ use std::time::Duration;
 /// Runs the shards as child processes that join a coordinator in this process (the same
 /// hub as `--coordinator`'s: one start instant, results over its connections), passes on the
 /// signals the parent gets, and merges what they measured (all of it, or what they had when
-/// interrupted: marked partial). `arguments`: each child's `run` flags, the parent's own
-/// (--shards, --join-timeout, -o, --format, -q, --history, --no-save) already taken out.
-pub fn run_local(
-    shards: u32,
-    format: Format,
-    output: Option<PathBuf>,
-    join_timeout: Duration,
-    arguments: &[String],
-) -> anyhow::Result<ExitCode> {
+/// interrupted: marked partial), judged and recorded once.
+///
+/// What the parent of `run --shards` does with the merged run: the whole run's flags.
+pub struct Whole {
+    pub shards: u32,
+    pub format: Format,
+    pub output: Option<PathBuf>,
+    pub join_timeout: Duration,
+    /// `--assert`, judged once on the merged run (the shards never judge their share).
+    pub checks: Vec<Assertion>,
+    /// Where the merged run is recorded (the shards record nothing).
+    pub history: Option<SaveTo>,
+    /// The run's fingerprint, which every shard's must match.
+    pub fingerprint: Fingerprint,
+    /// Print the merged progress each interval (not `--quiet`).
+    pub progress: bool,
+}
+
+/// `run --shards`: `arguments` are each child's `run` flags, the parent's own (--shards,
+/// --join-timeout, -o, --format, -q, --history, --no-save) already taken out.
+pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode> {
+    let Whole { shards, format, output, join_timeout, checks, history, fingerprint, progress } = whole;
     let exe = std::env::current_exe().map_err(|e| crate::error::internal(format!("cannot find rpcmeter: {e}")))?;
     // Before any child starts: from here on a signal is the parent's to pass on, never its end.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
         .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
-    let hub = Hub::listen("127.0.0.1:0", shards, join_timeout)?;
+    // A secret of this run's own, handed to its children alone (their environment).
+    let (secret, secret_text) = Secret::generate()?;
+    let mut hub = Hub::listen("127.0.0.1:0", shards, join_timeout, Credentials { secret, fingerprint })?;
+    hub.progress = progress;
     let (addr, closer) = (hub.local_addr().to_string(), hub.closer.clone());
     // The children are signalled by this process, never told to stop by the hub.
     let hub = std::thread::spawn(move || hub.run(None));
@@ -45,6 +64,7 @@ pub fn run_local(
             // over the hub's connection (or, if that fails, through a pipe), so no file is left
             // behind however the run ends.
             .args(["--format", "json", "-q", "--no-save"])
+            .env(SECRET_ENV, &secret_text)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -77,47 +97,45 @@ pub fn run_local(
     // Every child has ended: no result is coming that has not come.
     let _ = closer.send(Event::Closed);
     let gathered = hub.join().map_err(|_| crate::error::internal("the coordinator's thread panicked"))?;
-    let (mut results, mut missing) = match gathered {
-        Ok(outcome) => (outcome.results, outcome.missing),
-        Err(_) => Default::default(),
-    };
+    let mut outcome = gathered.unwrap_or_default();
     let mut failed = Vec::new();
     for child in children {
         let (index, success, stdout, said) = child.finish();
         let label = format!("shard {index}/{shards}");
         // A shard that could not give its result to the hub printed it.
-        if let std::collections::btree_map::Entry::Vacant(place) = results.entry(index) {
+        if let std::collections::btree_map::Entry::Vacant(place) = outcome.results.entry(index) {
             if let Some(input) = merge::read_stream(&stdout, &label).ok().and_then(|(read, _)| read.into_iter().next())
             {
                 place.insert(input.result);
             }
         }
-        if results.contains_key(&index) {
-            missing.remove(&index);
+        if outcome.results.contains_key(&index) {
+            outcome.missing.remove(&index);
         } else {
-            missing.insert(index, said.clone());
+            outcome.missing.insert(index, said.clone());
         }
         if !success {
             failed.push(format!("{label}: {said}"));
         }
     }
-    if results.is_empty() {
+    if outcome.results.is_empty() && outcome.intervals.is_empty() {
         return Err(run_failed(match interrupted {
             true => format!("interrupted before any shard had a result ({})", failed.join("; ")),
             false => failed.join("; "),
         }));
     }
-    let mut merged = merged(shards, &results, &missing)?;
-    if interrupted {
-        merged.partial = true;
-        merged.meta.ended = "interrupted".into();
-        merged.notices.push("interrupted: the shards were stopped and what they measured merged".into());
-    }
-    write_merged(&merged, format, output.as_deref())?;
-    match failed.is_empty() {
-        true => Ok(ExitCode::SUCCESS),
-        false => Err(run_failed(failed.join("; "))),
-    }
+    // A shard missing is named once, as missing, not again as failed.
+    failed.retain(|f| !outcome.missing.keys().any(|i| f.starts_with(&format!("shard {i}/{shards}:"))));
+    let end = Conclusion {
+        count: shards,
+        checks: &checks,
+        format,
+        output: output.as_deref(),
+        history: history.as_ref(),
+        interrupted,
+        failed,
+    };
+    conclude(&outcome, end)
 }
 
 /// Sends `signal` to every shard still running (not yet waited for, so its pid is still its).

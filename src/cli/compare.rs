@@ -2,21 +2,22 @@
 //! is B better or worse than A, beyond the noise between runs? (`app::compare` reads,
 //! computes and renders.)
 use crate::app::compare::{Metric, ResultRef, Settings};
+use crate::app::interleave::Interleave;
 use crate::error::bad_input;
 use crate::report::Format;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// A metric compared per interval.
+/// A metric compared, one value per run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MetricArg {
-    /// Calls per second of each full measured interval.
+    /// OK calls per second of the run.
     Throughput,
-    /// Each interval's median call latency.
+    /// The run's median latency of OK calls.
     P50,
-    /// Each interval's 99th percentile of call latency.
+    /// The run's 99th percentile of OK calls' latency.
     P99,
-    /// Each interval's failed calls over its calls.
+    /// The run's failed calls over its calls.
     #[value(alias = "error_rate", alias = "errors")]
     ErrorRate,
 }
@@ -24,34 +25,57 @@ pub enum MetricArg {
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
     /// The baseline: results of `rpcmeter run --format json` (or `--export json=FILE`, `merge`,
-    /// a history id), one per run. Two files and no `--`: the first is A, the second B
+    /// a history id), one per run. Two files and no `--`: the first is A, the second B (with
+    /// --runs: the two targets, A's and B's)
     #[arg(value_name = "A", required = true)]
     pub a: Vec<PathBuf>,
     /// The candidate's runs, after `--`: `compare a1.json a2.json a3.json -- b1.json b2.json b3.json`
+    /// (with --runs: the flags of every run)
     #[arg(value_name = "B", last = true)]
     pub b: Vec<PathBuf>,
     /// Metrics to compare, repeatable or comma-separated (default: all).
     #[arg(long = "metric", value_enum, value_delimiter = ',')]
     pub metrics: Vec<MetricArg>,
-    /// Significance level of the test (its confidence intervals are at 1 - alpha), in (0, 1).
+    /// Family-wise significance level, in (0, 1): Holm-Bonferroni over the metrics tested, each
+    /// tested (and its interval drawn) at its Holm level.
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
-    /// Exit 1 when any metric of B is a significant regression against A.
+    /// Exit 1 when a metric of B is a regression against A, or is not judged (a run's client was
+    /// disturbed, a merged run alone, or an interval too wide to rule out a change that
+    /// matters); stderr names each metric and why.
     #[arg(long)]
     pub fail_on_regression: bool,
-    /// Smallest change of the median that matters, e.g. 5%: a significant change smaller
-    /// than this is "no meaningful difference" and never fails --fail-on-regression
+    /// Smallest change that matters, e.g. 5% (default 10% for throughput and p50, 25% for p99):
+    /// a significant change smaller than this is "no change"; an interval that cannot rule
+    /// out a change this big is "not judged"
     #[arg(long, value_parser = parse_min_effect)]
     pub min_effect: Option<f64>,
     /// Compare one slice of each result instead of the whole: KEY=NAME, KEY one of
     /// calls_by_name, flows, backends (e.g. `--slice calls_by_name=put`)
     #[arg(long, value_name = "KEY=NAME", value_parser = crate::result::parse_slice)]
     pub slice: Option<(String, String)>,
+    /// Make the runs: run A and B alternately N times each (A B B A A B ...) with the run flags
+    /// after `--`, then compare them: `compare --runs 5 TARGET_A TARGET_B -- -c 8 -z 3s ...`.
+    /// The two arguments are then targets; a run without -z or -n runs 3s [default N: 5]
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = crate::app::interleave::DEFAULT_RUNS,
+          value_parser = parse_runs)]
+    pub runs: Option<usize>,
+    /// Where --runs keeps every result file (a1.json, b1.json, ...) [default: a new
+    /// rpcmeter-compare-<unix time> in the current directory]
+    #[arg(long, value_name = "DIR", requires = "runs")]
+    pub out: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
     pub format: Format,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
+}
+
+fn parse_runs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (2..=1000).contains(&n) => Ok(n),
+        _ => Err("a count of runs a side, from 2 to 1000 (`--runs 5 TARGET_A TARGET_B -- RUN FLAGS`)".into()),
+    }
 }
 
 fn parse_alpha(s: &str) -> Result<f64, String> {
@@ -98,6 +122,36 @@ impl CompareArgs {
                 true
             }
         });
+        let interleave = match (args.runs, args.a.as_slice()) {
+            (None, _) => None,
+            (Some(runs), [a, b]) => Some(Interleave {
+                runs,
+                out: args.out.clone().unwrap_or_else(crate::app::interleave::default_out),
+                target_a: a.clone().into_os_string(),
+                target_b: b.clone().into_os_string(),
+                run_flags: args.b.iter().map(|f| f.clone().into_os_string()).collect(),
+            }),
+            (Some(_), a) => {
+                return Err(bad_input(format!(
+                    "compare --runs: {} argument(s) before `--`: give the two targets, then the run flags after \
+                     `--` (`compare --runs 5 TARGET_A TARGET_B -- -c 8 -z 3s`)",
+                    a.len()
+                )))
+            }
+        };
+        if interleave.is_some() {
+            return Ok(Settings {
+                a: vec![],
+                b: vec![],
+                interleave,
+                slice: self.slice.clone(),
+                metrics,
+                alpha: args.alpha,
+                min_effect: args.min_effect,
+                fail_on_regression: args.fail_on_regression,
+                format: args.format,
+            });
+        }
         // `compare A B`, or `compare A... -- B...`.
         let (a, b) = match (args.a.as_slice(), args.b.as_slice()) {
             ([a, b], []) => (vec![a.clone()], vec![b.clone()]),
@@ -120,6 +174,8 @@ impl CompareArgs {
         Ok(Settings {
             a: a.iter().map(|p| self.result_ref(p)).collect(),
             b: b.iter().map(|p| self.result_ref(p)).collect(),
+            interleave: None,
+            slice: self.slice.clone(),
             metrics,
             alpha: args.alpha,
             min_effect: args.min_effect,

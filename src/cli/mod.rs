@@ -15,6 +15,7 @@ pub mod merge;
 pub mod parse;
 pub mod ping;
 pub mod protos;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod run_settings;
@@ -59,6 +60,8 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// A latency baseline: ICMP echo (else TCP connect) beside gRPC calls, interleaved, compared.
     Ping(ping::PingArgs),
+    /// What a gRPC binary log holds (methods, calls, span, rate, sizes, statuses) before `run --replay` sends it.
+    ReplayInfo(replay::ReplayInfoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::main(args),
         Command::Lab(args) => lab::main(args),
         Command::Ping(args) => ping::main(args),
+        Command::ReplayInfo(args) => replay::info(args),
         Command::Calibrate(args) => calibrate::main(args),
         Command::Compare(args) => compare::main(args),
         Command::Report(args) => report::main(args),
@@ -151,18 +155,31 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         // Validate the whole run's flags once, as shard 0 of N, before starting any child.
         let mut first = args.clone();
         first.shard = Some(crate::load::plan::ShardOf { index: 0, count: shards });
-        first.settings(arguments.clone())?;
+        let whole = first.settings(arguments.clone())?;
         // The children write no file and print JSON to the parent; the parent's own flags
         // stay with it (clap reads the words, so `-qo FILE` is seen as -q and -o).
         let after_run = arguments.iter().skip_while(|a| *a != "run").skip(1).cloned().collect::<Vec<_>>();
         let parents = ["shards", "join_timeout", "output", "format", "quiet", "history", "no_save"];
         let becomes: Vec<_> = parents.iter().map(|id| (*id, words::Becomes::Dropped)).collect();
         let children = words::rewrite(&run::command(), &after_run, &becomes);
-        return crate::app::shards::run_local(shards, args.format, args.output.clone(), args.join_timeout, &children);
+        let whole = crate::app::shards::Whole {
+            shards,
+            format: args.format,
+            output: args.output.clone(),
+            join_timeout: args.join_timeout,
+            checks: whole.checks,
+            history: whole.history,
+            fingerprint: run_settings::fingerprint(&arguments)?,
+            progress: !args.quiet,
+        };
+        return crate::app::shards::run_local(whole, &children);
     }
-    let settings = args.settings(arguments)?;
+    let settings = args.settings(arguments.clone())?;
     match settings.coordination.clone() {
-        Some(how) => crate::app::coordinator::run_shard(settings, interruptible()?, &how),
+        Some(how) => {
+            let credentials = run_settings::credentials(&args, &arguments)?;
+            crate::app::coordinator::run_shard(settings, interruptible()?, &how, credentials)
+        }
         None => crate::app::run::run(settings, interruptible()?),
     }
 }

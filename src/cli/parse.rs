@@ -39,6 +39,19 @@ pub fn positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--cancel-after`: `begin`, `first-response` or a duration above zero.
+pub fn cancel_after(text: &str) -> Result<crate::grpc::CancelAfter, String> {
+    use crate::grpc::CancelAfter;
+    match text.trim() {
+        "begin" => Ok(CancelAfter::Begin),
+        "first-response" => Ok(CancelAfter::FirstResponse),
+        other => match positive_duration(other) {
+            Ok(d) => Ok(CancelAfter::Time(d)),
+            Err(_) => Err(format!("{text:?}: expected begin, first-response or a duration (e.g. 50ms)")),
+        },
+    }
+}
+
 /// The slowest rate worth pacing: one call every 1000 s.
 const MIN_RATE: f64 = 0.001;
 /// The fastest: a call every nanosecond, far beyond what any client sends.
@@ -162,19 +175,26 @@ pub struct TargetText {
     /// `ipv4:`, `ipv6:` lists and `dns:///` names (docs/targets.md); `host`/`port` are the
     /// first address's.
     pub addresses: crate::grpc::Addresses,
+    /// The target was written with `USER:PASS@` before its host: kept out of `host` (and so
+    /// out of every place a target is written), and refused with the credential redacted.
+    pub userinfo: bool,
 }
 
 /// `HOST:PORT`, `[IPv6]:PORT`, also as grpcurl and browser users type it: `dns:///HOST:PORT`,
 /// `http://HOST:PORT` (plaintext), `https://HOST:PORT` (TLS).
+/// Schemes are case-insensitive (RFC 3986, 3.1): `IPV4:`, `HTTP://` and `Unix:` are read as
+/// their lower-case selves.
 pub fn target(text: &str) -> Result<TargetText, String> {
     use crate::grpc::Addresses;
     let bad = || format!("target {text:?}: expected HOST:PORT (e.g. 127.0.0.1:9000)");
+    let scheme =
+        |name: &str| text.get(..name.len()).filter(|s| s.eq_ignore_ascii_case(name)).map(|_| &text[name.len()..]);
     let mut addresses = Addresses::Host;
-    let (rest, scheme_plaintext) = if let Some(r) = text.strip_prefix("http://") {
+    let (rest, scheme_plaintext) = if let Some(r) = scheme("http://") {
         (r, Some(true))
-    } else if let Some(r) = text.strip_prefix("https://") {
+    } else if let Some(r) = scheme("https://") {
         (r, Some(false))
-    } else if let Some(r) = text.strip_prefix("dns:") {
+    } else if let Some(r) = scheme("dns:") {
         // gRPC's dns:[//AUTHORITY/]HOST:PORT; a DNS server of the target's own is not supported.
         let r = match r.strip_prefix("//") {
             Some(rest) => match rest.split_once('/') {
@@ -185,27 +205,38 @@ pub fn target(text: &str) -> Result<TargetText, String> {
         };
         addresses = Addresses::Dns;
         (r, None)
-    } else if let Some((v6, list)) =
-        text.strip_prefix("ipv4:").map(|l| (false, l)).or_else(|| text.strip_prefix("ipv6:").map(|l| (true, l)))
+    } else if let Some((v6, list)) = scheme("ipv4:").map(|l| (false, l)).or_else(|| scheme("ipv6:").map(|l| (true, l)))
     {
         return address_list(text, v6, list);
-    } else if let Some(path) = text.strip_prefix("unix://").or_else(|| text.strip_prefix("unix:")) {
+    } else if let Some(path) = scheme("unix://").or_else(|| scheme("unix:")) {
         if path.is_empty() {
             return Err(format!("target {text:?}: expected unix:PATH"));
         }
         let unix = Some(std::path::PathBuf::from(path));
-        return Ok(TargetText { host: "localhost".into(), port: 0, scheme_plaintext: None, unix, addresses });
+        return Ok(TargetText {
+            host: "localhost".into(),
+            port: 0,
+            scheme_plaintext: None,
+            unix,
+            addresses,
+            userinfo: false,
+        });
     } else {
         (text, None)
     };
     let rest = rest.trim_end_matches('/');
     let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    // `user:pass@host`: the credential never reaches `host`, which every report writes.
+    let (userinfo, host) = match host.rsplit_once('@') {
+        Some((_, host)) => (true, host),
+        None => (false, host),
+    };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let port: u16 = port.parse().map_err(|_| bad())?;
     if host.is_empty() || port == 0 || host.contains('/') {
         return Err(bad());
     }
-    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None, addresses })
+    Ok(TargetText { host: host.to_string(), port, scheme_plaintext, unix: None, addresses, userinfo })
 }
 
 /// gRPC's `ipv4:ADDR:PORT,ADDR:PORT` and `ipv6:[ADDR]:PORT,...`: literal addresses, each with
@@ -231,6 +262,7 @@ fn address_list(text: &str, v6: bool, list: &str) -> Result<TargetText, String> 
         scheme_plaintext: None,
         unix: None,
         addresses: crate::grpc::Addresses::List(addrs),
+        userinfo: false,
     })
 }
 
@@ -305,6 +337,11 @@ mod tests {
     #[test]
     fn targets_as_grpc_names_them() {
         use crate::grpc::Addresses;
+        // Schemes in any case (a host name never holds a colon before its port).
+        assert_eq!(target("IPV4:127.0.0.1:9000").unwrap().addresses, target("ipv4:127.0.0.1:9000").unwrap().addresses);
+        assert_eq!(target("Unix:/tmp/lab.sock").unwrap().unix, Some("/tmp/lab.sock".into()));
+        assert_eq!(target("HTTP://h:1").unwrap().scheme_plaintext, Some(true));
+        assert_eq!(target("DNS:///h:1").unwrap().addresses, crate::grpc::Addresses::Dns);
         let t = target("ipv4:127.0.0.1:9000,127.0.0.2:9001").unwrap();
         let list = vec!["127.0.0.1:9000".parse().unwrap(), "127.0.0.2:9001".parse().unwrap()];
         assert_eq!((t.host.as_str(), t.port, t.addresses), ("127.0.0.1", 9000, Addresses::List(list)));

@@ -27,6 +27,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "What to call")]
     pub workload: Option<PathBuf>,
+    /// `--replay FILE` and its flags (docs/replay.md)
+    #[command(flatten, next_help_heading = "Replay a binary log")]
+    pub replay: super::replay::ReplayArgs,
     /// The request as JSON (protobuf JSON mapping); an array holds several requests, sent in
     /// turn; string fields may hold templates such as {{.RequestNumber}}
     #[arg(short = 'd', long = "data", conflicts_with = "data_file")]
@@ -47,9 +50,10 @@ pub struct RunArgs {
     #[arg(help_heading = "What to call")]
     pub redact: Vec<String>,
     /// Streaming methods: messages each stream sends (client and bidi streams), or receives
-    /// before it is cancelled (server streams) [default: client and bidi streams send the
-    /// -d/-D messages once each]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// before it is cancelled (server streams); 0 on client and bidi streams: none, the stream
+    /// only opens and closes (grpc interop's empty_stream) [default: client and bidi streams
+    /// send the -d/-D messages once each]
+    #[arg(long)]
     #[arg(help_heading = "Streams")]
     pub stream_call_count: Option<u64>,
     /// Streaming methods: each stream ends after this long (client and bidi streams close
@@ -67,6 +71,13 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     #[arg(help_heading = "Streams")]
     pub bidi: Option<BidiMode>,
+    /// Streaming methods: the client cancels each stream (RST_STREAM CANCEL) once it is open
+    /// (`begin`), once the first response message came (`first-response`; not on client
+    /// streams), or this long after it opened; the stream is OK unless the server ended it
+    /// first (grpc interop's cancel_after_begin, cancel_after_first_response)
+    #[arg(long, value_name = "begin|first-response|DURATION", value_parser = parse::cancel_after)]
+    #[arg(help_heading = "Streams")]
+    pub cancel_after: Option<crate::grpc::CancelAfter>,
     /// Closed loop: workers, each sending its next call when its last one is answered [default: 8]
     #[arg(short = 'c', long, conflicts_with_all = ["rps", "burst"])]
     #[arg(help_heading = "Load")]
@@ -256,6 +267,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOST:PORT", requires = "shard", conflicts_with_all = ["shards", "start_at", "export"])]
     #[arg(help_heading = "Shards")]
     pub coordinator: Option<String>,
+    /// With --coordinator: the file holding the run's secret, the same on every shard (else
+    /// the environment's RPCMETER_COORDINATOR_SECRET; one of them is needed)
+    #[arg(long, value_name = "FILE", requires = "coordinator")]
+    pub coordinator_secret_file: Option<PathBuf>,
     /// As --coordinator, never listening: `run --shards`' own shards join their parent
     #[arg(long, value_name = "HOST:PORT", hide = true, requires = "shard", conflicts_with_all = ["coordinator", "start_at"])]
     #[arg(help_heading = "Shards")]

@@ -4,6 +4,7 @@
 use super::parse::TargetText;
 use super::run::{self as flags, RunArgs, StagesOf};
 use super::target::{CallArgs, Compression};
+use crate::app::coordinator::trust::{Credentials, Fingerprint, Secret};
 use crate::app::outputs::OutputSettings;
 use crate::app::run::{Coordination, Settings};
 use crate::error::bad_input;
@@ -37,6 +38,15 @@ pub struct CallParts {
 impl CallArgs {
     /// These flags applied to the target `text`, each call with `deadline`.
     pub fn parts(&self, text: &TargetText, deadline: Option<Duration>) -> anyhow::Result<CallParts> {
+        if text.userinfo {
+            return Err(bad_input(format!(
+                "target {}@{}:{}: a gRPC target takes no USER:PASS@ (send credentials as metadata: \
+                 -m '{{\"authorization\": \"Basic ...\"}}')",
+                crate::app::redact::REDACTED,
+                text.host,
+                text.port
+            )));
+        }
         let plaintext = match text.scheme_plaintext {
             Some(false) if self.tls.plaintext => return Err(bad_input("target https://... and --plaintext disagree")),
             Some(scheme) => scheme || self.tls.plaintext,
@@ -101,11 +111,22 @@ impl RunArgs {
     /// records them, redacted).
     pub fn settings(&self, arguments: Vec<String>) -> anyhow::Result<Settings> {
         let args = self;
+        let coordination = coordination(args)?;
         let redactor = crate::app::redact::Redactor::new(&args.redact);
         let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
         target.lb = args.lb;
+        if target.unix.is_some() && args.lb == crate::grpc::Lb::RoundRobin {
+            return Err(bad_input(format!(
+                "--lb round_robin: {} is one Unix socket, one backend (round_robin balances a host name's or an ipv4:/ipv6: list's addresses)",
+                target
+            )));
+        }
         let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
+        let replay = args.replay.settings(replay_scheduled(args), &args.redact)?;
         let call = match (&args.call, &args.workload) {
+            (None, None) if replay.is_some() => {
+                format!("replay {}", replay.as_ref().map(|r| r.file.display().to_string()).unwrap_or_default())
+            }
             (Some(call), None) => call.clone(),
             (None, Some(file)) => format!("workload {}", file.display()),
             (Some(_), Some(_)) => {
@@ -132,6 +153,7 @@ impl RunArgs {
         Ok(Settings {
             schema,
             call,
+            replay,
             pick_seed: args.seed.filter(|_| workload.is_some()),
             workload,
             data,
@@ -168,7 +190,7 @@ impl RunArgs {
             arguments: redactor.arguments(arguments, [&args.calls.metadata, &args.calls.reflect_metadata], &args.tag),
             history: crate::history::SaveTo::from_flags(args.no_save, args.history.as_deref()),
             metrics_addr: args.metrics_addr,
-            coordination: coordination(args)?,
+            coordination,
         })
     }
 }
@@ -191,7 +213,98 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
     }
-    Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout }))
+    Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout, progress: !args.quiet }))
+}
+
+/// What a shard of a coordinated run proves at the door: the run's secret (from
+/// `--coordinator-secret-file` or the environment: refused without) and its fingerprint.
+pub fn credentials(args: &RunArgs, arguments: &[String]) -> anyhow::Result<Credentials> {
+    let secret = Secret::from_file_or_env(args.coordinator_secret_file.as_deref())?;
+    Ok(Credentials { secret, fingerprint: fingerprint(arguments)? })
+}
+
+/// `run`'s flags that are a shard's own (which shard, where it meets the others, its outputs,
+/// its machine's files and identity) or the whole run's judge's (`--assert`, judged once on
+/// the merged result): left out of the run's fingerprint.
+const NOT_FINGERPRINTED: [&str; 29] = [
+    "shard",
+    "shards",
+    "start_at",
+    "coordinator",
+    "coordinator_secret_file",
+    "join",
+    "join_timeout",
+    "format",
+    "output",
+    "export",
+    "csv_details",
+    "csv_details_header",
+    "csv_details_trailer",
+    "hdr_log",
+    "history",
+    "no_save",
+    "quiet",
+    "name",
+    "tag",
+    "redact",
+    "metrics_addr",
+    "no_calibrate",
+    "no_server_stats",
+    "max_input_size",
+    "cert",
+    "key",
+    "cacert",
+    "import_paths",
+    "assert",
+];
+
+/// Flags whose value is a file: its content is what the run uses (the same file may lie at
+/// other paths on other machines).
+const FILE_VALUED: [&str; 4] = ["proto", "protoset", "workload", "data_file"];
+
+/// The run's fingerprint from its command line (`arguments`, after the program's name): every
+/// flag of `run` with its value (given or default, files by their content), less
+/// `NOT_FINGERPRINTED`, and the rpcmeter version.
+pub fn fingerprint(arguments: &[String]) -> anyhow::Result<Fingerprint> {
+    use clap::CommandFactory;
+    let command = super::Cli::command();
+    let matches = command
+        .clone()
+        .try_get_matches_from(std::iter::once("rpcmeter".to_string()).chain(arguments.iter().cloned()))
+        .map_err(|e| bad_input(super::one_line(&e)))?;
+    let run = matches.subcommand_matches("run").ok_or_else(|| bad_input("not a run"))?;
+    let run_command = command.find_subcommand("run").ok_or_else(|| bad_input("not a run"))?;
+    let mut values: std::collections::BTreeMap<String, Vec<u8>> = std::collections::BTreeMap::new();
+    values.insert("(rpcmeter version)".into(), env!("CARGO_PKG_VERSION").into());
+    for id in run.ids().map(|id| id.as_str()).filter(|id| !NOT_FINGERPRINTED.contains(id)) {
+        let Some(arg) = run_command.get_arguments().find(|a| a.get_id() == id) else { continue };
+        let Ok(Some(raw)) = run.try_get_raw(id) else { continue };
+        let mut value = Vec::new();
+        for (i, word) in raw.enumerate() {
+            if i > 0 {
+                value.push(0);
+            }
+            let content = FILE_VALUED.contains(&id).then(|| std::fs::read(word).ok()).flatten();
+            value.extend(content.unwrap_or_else(|| word.as_encoded_bytes().to_vec()));
+        }
+        let flag = match (arg.get_long(), arg.get_short()) {
+            (Some(long), _) => format!("--{long}"),
+            (None, Some(short)) => format!("-{short}"),
+            (None, None) => id.to_uppercase(),
+        };
+        values.insert(flag, value);
+    }
+    Ok(Fingerprint::of(values))
+}
+
+/// `--replay` without another load model (-c, --rps, --stages, --burst): an open loop whose
+/// schedule is the log's own.
+fn replay_scheduled(args: &RunArgs) -> bool {
+    args.replay.replay.is_some()
+        && args.concurrency.is_none()
+        && args.rps.is_none()
+        && args.stages.is_none()
+        && args.burst.is_none()
 }
 
 /// How the load flags combine into a Plan; every limit that cannot be met is refused here.
@@ -233,6 +346,16 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         (None, Some(stages), StagesOf::Rate) => Some(RateSchedule::stages(stages.clone())),
         _ => None,
     };
+    // The log's schedule: its mean rate is known once it is read (app::run).
+    let open_rate = match replay_scheduled(args) {
+        true => Some(RateSchedule::constant(1.0)),
+        false => open_rate,
+    };
+    if replay_scheduled(args) && args.arrival.is_some() {
+        return Err(bad_input(
+            "--arrival: the log's own schedule says when each call is sent (with --rps or --stages it is a pool of calls)",
+        ));
+    }
     if open_rate.is_none() && args.max_in_flight.is_some() {
         return Err(bad_input("--max-in-flight applies to an open loop (--rps, or --stages of rates)"));
     }
@@ -249,6 +372,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         ));
     }
     let arrival = match args.arrival {
+        _ if replay_scheduled(args) => Arrival::Logged,
         None | Some(flags::Arrival::Uniform) => Arrival::Uniform,
         Some(flags::Arrival::Poisson) => {
             Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) }
@@ -291,7 +415,8 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             shard.index, shard.count
         )));
     }
-    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() {
+    // The log's schedule ends with the log (unless --replay-loop: then -z, -n or Ctrl-C).
+    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() && !replay_scheduled(args) {
         stop.duration = Some(Duration::from_secs(5));
     }
     // No more calls can be in flight than will ever be made: -c 100000 -n 10 runs 10 workers.
@@ -363,6 +488,7 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
                 Some(flags::BidiMode::Free) => Bidi::Free,
                 Some(flags::BidiMode::PingPong) | None => Bidi::PingPong,
             },
+            cancel: args.cancel_after,
         },
         pacer,
         workers,

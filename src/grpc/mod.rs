@@ -5,4 +5,6 @@ pub mod tls;
 pub mod transport;
 pub mod wire;
 
-pub use transport::{Addresses, CallSpec, Connection, Connector, Lb, Metadata, PreparedCall, Reply, Target};
+pub use transport::{
+    Addresses, CallSpec, CancelAfter, Connection, Connector, Lb, Metadata, PreparedCall, Reply, Target,
+};

@@ -88,7 +88,9 @@ fn is_busy(e: &anyhow::Error) -> bool {
 
 /// A history of ours created before histories were made 0600 (readable by others then)
 /// becomes private, with its -wal and -shm files; another user's file is left as it is.
-fn make_private(path: &Path) -> std::io::Result<()> {
+/// Best effort: a file that cannot be changed (immutable, a read-only mount) is still read,
+/// and a write to it fails on its own, naming it.
+fn make_private(path: &Path) {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     // SQLite names its side files by appending to the database's name.
     let side = |suffix: &str| {
@@ -99,10 +101,9 @@ fn make_private(path: &Path) -> std::io::Result<()> {
     for file in [path.to_path_buf(), side("-wal"), side("-shm")] {
         let Ok(meta) = std::fs::metadata(&file) else { continue };
         if meta.is_file() && meta.uid() == rustix::process::geteuid().as_raw() && meta.mode() & 0o077 != 0 {
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(meta.mode() & 0o700))?;
+            let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(meta.mode() & 0o700));
         }
     }
-    Ok(())
 }
 
 impl History {
@@ -117,7 +118,7 @@ impl History {
                 std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
             }
             match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => make_private(path)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => make_private(path),
                 Err(e) => return Err(e.into()),
                 Ok(_) => {}
             }

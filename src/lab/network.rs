@@ -122,7 +122,7 @@ type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send
 
 impl<S, B> tower_service::Service<http::Request<B>> for Dispatch<S>
 where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S: tower_service::Service<http::Request<Unread<B>>, Response = http::Response<tonic::body::Body>>,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
@@ -142,6 +142,7 @@ where
             return Box::pin(async move { Ok(echo::fast_echo(&lab, request.into_body()).await) });
         }
         let path = request.uri().path().to_owned();
+        let request = request.map(|body| Unread { body: Some(Box::pin(body)), ended: false });
         let running = AbortOnDropHandle::new(self.calls.spawn(self.inner.call(request)));
         Box::pin(async move {
             match running.await {
@@ -150,6 +151,63 @@ where
                 Err(_) => Ok(Status::unavailable("the server is stopping").into_http()),
             }
         })
+    }
+}
+
+/// How long the rest of a request is read after the service dropped it unread.
+const UNREAD_GRACE: Duration = Duration::from_secs(1);
+
+/// A request's body as the service sees it. A service may answer before the request has
+/// ended (an unknown method answers at once); dropped then, the body is read on to its end
+/// in the background for up to `UNREAD_GRACE`. Without that, h2 would reset the stream
+/// (NO_ERROR) as soon as the answer went, and ignore whatever else the client sent on it,
+/// a malformed trailer or a DATA after its own reset included, where HTTP/2 wants a stream
+/// error: h2spec http2/8.1/1, 8.1.2.1/3 and 5.1/8 failed whenever the answer left first
+/// (tests/serve_h2.rs).
+pub struct Unread<B: http_body::Body + Send + 'static> {
+    body: Option<std::pin::Pin<Box<B>>>,
+    ended: bool,
+}
+
+impl<B: http_body::Body + Send + 'static> http_body::Body for Unread<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let Some(body) = self.body.as_mut() else { return std::task::Poll::Ready(None) };
+        let frame = std::task::ready!(body.as_mut().poll_frame(cx));
+        if !matches!(frame, Some(Ok(_))) {
+            self.ended = true;
+        }
+        std::task::Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.body.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.as_ref().map_or_else(|| http_body::SizeHint::with_exact(0), |b| b.size_hint())
+    }
+}
+
+impl<B: http_body::Body + Send + 'static> Drop for Unread<B> {
+    fn drop(&mut self) {
+        let Some(mut body) = self.body.take() else { return };
+        if self.ended || body.is_end_stream() {
+            return;
+        }
+        // Dropped outside a runtime (never, in the lab): the stream is reset at once, as before.
+        let Ok(runtime) = Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(UNREAD_GRACE, async {
+                while let Some(Ok(_)) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {}
+            })
+            .await;
+        });
     }
 }
 

@@ -4,6 +4,7 @@
 //! The engine never prints: intervals go to what it feeds (`record::Feed`, the run's sinks),
 //! the end to a `Recorded`.
 use super::balance::{self, Channel, Dialer};
+use super::logged::{CallLog, LoggedCall};
 use super::plan::{Control, Plan};
 use super::workload::Pick;
 use crate::error::run_failed;
@@ -111,6 +112,8 @@ pub struct Mix {
     pub named: bool,
     /// A workload's flows: when there are any, `pick` picks a flow, not a call.
     pub flows: Vec<MixFlow>,
+    /// `run --replay`: each call drawn from the log (its method is a call of the mix).
+    pub log: Option<Arc<dyn CallLog>>,
 }
 
 /// One method of a mix: its wire path, its requests and, for a stream, its limits.
@@ -134,7 +137,7 @@ impl Mix {
     pub fn single(plan: &Plan, requests: Arc<RequestSource>) -> Mix {
         let (path, kind, stream) = (plan.spec.path.clone(), plan.kind, plan.stream);
         let call = MixCall { path, requests, rules: None, kind, stream };
-        Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new() }
+        Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new(), log: None }
     }
 }
 
@@ -157,6 +160,7 @@ struct Shared {
     pick: Pick,
     named: bool,
     flows: Vec<MixFlow>,
+    log: Option<Arc<dyn CallLog>>,
     /// How threads open their channels and reconnect them.
     dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
@@ -223,6 +227,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         pick: mix.pick,
         named: mix.named,
         flows: mix.flows,
+        log: mix.log,
         plan,
         dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
         details,
@@ -279,8 +284,12 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     // One cursor for both reads below: Poisson arrivals are read in turn, once.
     let started_at = shared.start_wall.get().copied().unwrap_or_else(SystemTime::now);
     let mut schedule = plan.pacer.cursor();
-    let slot_end =
-        schedule.intended(plan.shard.global(sent)).filter(|_| sent > 0).and_then(|due| start.checked_add(due));
+    // A log's schedule ends with its calls: the window ends at the last answer.
+    let logged = shared.log.as_ref().filter(|log| log.scheduled());
+    let slot_end = schedule
+        .intended(plan.shard.global(sent))
+        .filter(|_| sent > 0 && logged.is_none())
+        .and_then(|due| start.checked_add(due));
     if let Some(wait) = slot_end.map(|end| end.saturating_duration_since(Instant::now())) {
         if collected.ended == Ended::Completed {
             std::thread::sleep(wait.min(plan.drain));
@@ -292,10 +301,13 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let ran = window_end.saturating_duration_since(start);
     let warmup_window = plan.warmup.min(ran);
     let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
-        (Some(d), None, Ended::Completed) => {
-            let due = schedule.due_by(plan.warmup.saturating_add(d));
-            due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
-        }
+        (Some(d), None, Ended::Completed) => match logged.and_then(|log| log.due_before_end()) {
+            Some(due) => due.saturating_sub(sent),
+            None => {
+                let due = schedule.due_by(plan.warmup.saturating_add(d));
+                due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
+            }
+        },
         _ => 0,
     };
     Ok(Recorded {
@@ -708,7 +720,7 @@ impl Local {
     async fn attempt(
         &self,
         slot: usize,
-        which: &Prepared,
+        which: (&Prepared, &PreparedCall),
         request: Bytes,
         body: StreamBody<'_>,
         warmup: bool,
@@ -720,10 +732,11 @@ impl Local {
         (self.call_on(&connection, which, request, body, warmup).await, Some(backend))
     }
 
+    /// `which`: the call of the mix, and the header block it is sent with (a logged call's own).
     async fn call_on(
         &self,
         connection: &crate::grpc::Connection,
-        which: &Prepared,
+        (which, header): (&Prepared, &PreparedCall),
         request: Bytes,
         body: StreamBody<'_>,
         warmup: bool,
@@ -732,7 +745,7 @@ impl Local {
         // Captures and checks read the answer (a stream's last message): only their calls keep it.
         let keep = plan.keep_responses || which.rules.is_some();
         if which.kind == CallKind::Unary {
-            return connection.call(&which.call, request, keep).await;
+            return connection.call(header, request, keep).await;
         }
         let requests = &which.requests;
         // A server stream's one request is replayed call by call, as a unary call's; the
@@ -822,7 +835,19 @@ async fn worker(local: Rc<Local>, id: u32) {
             }
             notified.await;
         }
-        let intended = match local.pacer.borrow_mut().intended(plan.shard.global(ticket)) {
+        // A logged call brings its own time (or none: the pacer's); none left ends the worker.
+        let logged = match &shared.log {
+            Some(log) => match log.next() {
+                Some(call) => Some(call),
+                None => break,
+            },
+            None => None,
+        };
+        let due = match logged.as_ref().and_then(|c| c.due) {
+            Some(due) => Some(due),
+            None => local.pacer.borrow_mut().intended(plan.shard.global(ticket)),
+        };
+        let intended = match due {
             Some(due) => match far(due) {
                 Some(at) => Some(at),
                 None => break,
@@ -859,13 +884,14 @@ async fn worker(local: Rc<Local>, id: u32) {
                 break;
             }
         }
-        let which = shared.pick.pick(shared.started.fetch_add(1, Relaxed));
+        let number = shared.started.fetch_add(1, Relaxed);
+        let which = logged.as_ref().map_or_else(|| shared.pick.pick(number), |c| c.which);
         if idle.busy() == 0 {
             // No worker left free for the next due call: start one (if the thread has any left).
             local.more_workers.notify_one();
         }
         let answered = match shared.flows.is_empty() {
-            true => call(&local, (id, ticket, slot), which, origin, warmup, None).await.0,
+            true => call(&local, (id, ticket, slot), which, origin, warmup, None, logged).await.0,
             false => flow(&local, (id, ticket, slot), which, origin, warmup).await,
         };
         freed = local.full().then_some(answered);
@@ -946,7 +972,7 @@ async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin
     let (mut answered, mut end) = (start, FlowEnd::Status(Code::Ok));
     for (i, &step) in flow.steps.iter().enumerate() {
         let origin = if i == 0 { origin } else { Origin::Sent };
-        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured)).await;
+        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured), None).await;
         answered = at;
         end = match step {
             Step::Answered { status, .. } if status != Code::Ok => FlowEnd::Status(status),
@@ -973,7 +999,9 @@ enum Step {
 
 /// One call: attempts with backoff until a final answer, recorded once; returns when the
 /// answer came. `at`: the worker, the call's ticket and the worker's connection slot;
-/// `captured`: a flow's values so far (its templates use them, its captures add to them).
+/// `captured`: a flow's values so far (its templates use them, its captures add to them);
+/// `logged`: a call from a log (`run --replay`), sent with its own request and metadata.
+#[allow(clippy::too_many_arguments)] // one call site each; the engine's own hot path
 async fn call(
     local: &Local,
     (worker, ticket, slot): (u32, u64, usize),
@@ -981,6 +1009,7 @@ async fn call(
     origin: Origin,
     warmup: bool,
     captured: Option<&mut super::flow::Captured>,
+    logged: Option<LoggedCall>,
 ) -> (Instant, Step) {
     let plan = &local.shared.plan;
     // Numbers of the whole run, as the unsharded schedule gives them: shards' calls and
@@ -988,17 +1017,22 @@ async fn call(
     let (ticket, worker) = (plan.shard.global(ticket), plan.shard.global(worker as u64) as u32);
     let named = local.shared.named;
     let prepared = &local.shared.calls[which];
-    let request = match &captured {
-        Some(values) => {
+    if let (Some(log), Some(call)) = (&local.shared.log, &logged) {
+        log.sent(call, warmup);
+    }
+    let request = match (&logged, &captured) {
+        (Some(call), _) => call.request.clone(),
+        (None, Some(values)) => {
             match prepared.requests.message_with(ticket, prepared.started.fetch_add(1, Relaxed), worker, values) {
                 Ok(request) => request,
                 Err(_) => return (Instant::now(), Step::Unsendable),
             }
         }
         // Templates still see the run-wide call number; records cycle within the name.
-        None if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
-        None => prepared.requests.request(ticket, worker),
+        (None, None) if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
+        (None, None) => prepared.requests.request(ticket, worker),
     };
+    let header = logged.as_ref().map_or(&prepared.call, |c| &c.call);
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
@@ -1018,7 +1052,7 @@ async fn call(
         let (reply, answered_by) = local
             .attempt(
                 slot,
-                prepared,
+                (prepared, header),
                 request.clone(),
                 StreamBody { call: ticket, worker, captured: captured.as_deref().map_or(&[], |c| &c[..]) },
                 warmup,

@@ -2,6 +2,7 @@
 pub mod balance;
 pub mod engine;
 pub mod flow;
+pub mod logged;
 pub mod pacer;
 pub mod plan;
 pub mod retry;

@@ -256,6 +256,9 @@ pub enum Arrival {
     /// non-homogeneous one, by time rescaling: call k is sent when `calls_due` reaches the
     /// k-th arrival of a rate-1 Poisson process. Seeded, so a run can be drawn again.
     Poisson { seed: u64 },
+    /// Each call when a log says (`run --replay`, load/logged.rs): the call brings its own
+    /// time; the rate is the log's mean, for the report.
+    Logged,
 }
 
 /// Fixed-point unit of the rate-1 arrival times: sums of integers are exact and the same in

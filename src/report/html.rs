@@ -71,6 +71,8 @@ pub struct Run {
     pub histogram: Histogram<u64>,
     /// `--workload`: `calls_by_name` as given, name by name.
     pub by_name: Vec<(String, Value)>,
+    /// `run --replay`: the log's own slices of the calls sent, by the same names.
+    pub recorded: Vec<(String, Value)>,
     /// `--workload` flows and checks as given, one by one.
     pub flows: Vec<(String, Value)>,
     pub checks: Vec<(String, Value)>,
@@ -123,6 +125,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
             .map(|(address, slice)| (address.clone(), serde_json::to_value(slice).unwrap_or_default()))
             .collect(),
         by_name: entries(r.calls_by_name.as_ref()),
+        recorded: entries(r.replay.as_ref().map(|x| &x.recorded)),
         flows: entries(r.flows.as_ref()),
         checks: entries(r.checks.as_ref()),
         label: r
@@ -433,6 +436,32 @@ fn failure_box(r: &Run) -> String {
     s
 }
 
+/// `run --replay`: the log's numbers (latency on the logger's side) and the run's, name by name.
+fn recorded_vs_replayed(r: &Run) -> String {
+    let mut s = String::from(
+        "<h3>Recorded vs replayed</h3><table class=\"names\"><tr><th>name</th><th>calls rec / now</th>\
+         <th>failed rec / now</th><th>p50 rec / now</th><th>p99 rec / now</th></tr>",
+    );
+    let none = Value::Null;
+    for (name, now) in &r.by_name {
+        let rec = r.recorded.iter().find(|(n, _)| n == name).map_or(&none, |(_, v)| v);
+        let pair = |v: &dyn Fn(&Value) -> String| format!("{} / {}", v(rec), v(now));
+        let count = |key: &'static str| move |v: &Value| v["requests"][key].as_u64().unwrap_or(0).to_string();
+        let stat = |key: &'static str| move |v: &Value| latency_cell(&v["latency_us"][key]);
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(name),
+            pair(&count("total")),
+            pair(&count("failed")),
+            pair(&stat("p50")),
+            pair(&stat("p99")),
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
 /// A breakdown's latency as the summary prints it ("689 µs", "12 ms"; it printed raw µs
 /// with three decimals); "–" when the slice has none.
 fn latency_cell(us: &Value) -> String {
@@ -467,6 +496,9 @@ fn status_tables(r: &Run) -> String {
             );
         }
         s.push_str("</table>\n");
+    }
+    if !r.recorded.is_empty() {
+        s.push_str(&recorded_vs_replayed(r));
     }
     if !r.flows.is_empty() {
         s.push_str(

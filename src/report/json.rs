@@ -97,6 +97,7 @@ pub fn result(s: &Summary) -> Run {
         flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration)),
         checks: (!s.check_names.is_empty()).then(|| checks(s)),
         backends: (!s.backends.is_empty()).then(|| backends(s, s.duration)),
+        replay: s.replay.clone(),
         ..Run::default()
     }
 }
@@ -147,6 +148,7 @@ fn meta(s: &Summary, arrival: Option<&Arrival>) -> result::Meta {
         arrival: arrival.map(|a| match a {
             Arrival::Uniform => result::Arrival { process: "uniform".into(), seed: None },
             Arrival::Poisson { seed } => result::Arrival { process: "poisson".into(), seed: Some(*seed) },
+            Arrival::Logged => result::Arrival { process: "logged".into(), seed: None },
         }),
         ..result::Meta::default()
     }

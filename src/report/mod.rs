@@ -67,6 +67,9 @@ pub fn describe_load(s: &Summary) -> String {
             "open loop, Poisson arrivals (seed {seed}) at {} calls/s, at most {} in flight",
             rate, s.concurrency
         ),
+        Pacer::Open(rate, Arrival::Logged) => {
+            format!("open loop on the log's schedule (mean {rate} calls/s), at most {} in flight", s.concurrency)
+        }
         Pacer::Burst { .. } => format!("bursts of {}", s.concurrency),
         Pacer::Closed => match &s.active_workers {
             Some(stages) => format!("closed loop, {} workers, active in stages {stages}", s.concurrency),

@@ -88,6 +88,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
             .collect(),
         check_names: run.checks.iter().flatten().map(|(_, c)| (c.call.clone(), c.expression.clone())).collect(),
         backends: run.backends.iter().flat_map(BTreeMap::keys).cloned().collect(),
+        replay: run.replay.clone(),
         measured,
         intervals: Vec::new(),
         interval: seconds(run.interval_s.unwrap_or(1.0)),
@@ -173,6 +174,7 @@ fn pacer(run: &Run) -> Pacer {
                 Some(result::Arrival { process, seed: Some(seed) }) if process == "poisson" => {
                     Arrival::Poisson { seed: *seed }
                 }
+                Some(result::Arrival { process, .. }) if process == "logged" => Arrival::Logged,
                 _ => Arrival::Uniform,
             };
             Pacer::Open(RateSchedule::constant(rate), arrival)

@@ -35,7 +35,7 @@ fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
 
 fn render(s: &Summary) -> String {
     let mut o = String::new();
-    let sections: [fn(&mut String, &Summary); 19] = [
+    let sections: [fn(&mut String, &Summary); 20] = [
         header,
         summary,
         messages,
@@ -46,6 +46,7 @@ fn render(s: &Summary) -> String {
         rounds,
         steady_state,
         by_name,
+        recorded_vs_replayed,
         by_flow,
         checks,
         by_backend,
@@ -250,6 +251,36 @@ fn by_name(o: &mut String, s: &Summary) {
             let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
             row(o, [&name, &calls, &failed, &p50, &p99, &max, method]);
         }
+    }
+}
+
+/// `run --replay`: per call name, the log's own numbers (latency on the logger's side) beside
+/// the run's.
+fn recorded_vs_replayed(o: &mut String, s: &Summary) {
+    let Some(replay) = &s.replay else { return };
+    let _ = writeln!(o, "\nRecorded (the log: {}) vs replayed:", super::printable::printable(&replay.file));
+    let row = |o: &mut String, cells: [&str; 7]| {
+        let [name, calls, p50, p99, recorded, replayed, statuses] = cells;
+        let _ = writeln!(o, "  {name:<24} {calls:>13} {p50:>21} {p99:>21}  {recorded} -> {replayed}{statuses}");
+    };
+    row(o, ["name", "calls rec/now", "p50 rec/now", "p99 rec/now", "statuses rec", "now", ""]);
+    let statuses = |counts: &mut dyn Iterator<Item = (String, u64)>| {
+        counts.map(|(name, n)| format!("{name} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    for (name, _, share) in s.by_name() {
+        let recorded = replay.recorded.get(name).cloned().unwrap_or_default();
+        let now = crate::stats::Latency::of(&share.latency);
+        let pair = |p: f64| {
+            let rec = recorded.latency_us.get(Statistic::Percentile(p)).map_or("-".into(), duration);
+            let now = if share.calls == 0 { "-".into() } else { duration(now.percentile(p)) };
+            format!("{rec}/{now}")
+        };
+        let calls = format!("{}/{}", recorded.requests.total, share.calls);
+        let rec = statuses(&mut recorded.statuses.clone().into_iter());
+        let now =
+            statuses(&mut share.statuses.nonzero().map(|(code, n)| (crate::grpc::status::name(code).to_string(), n)));
+        let name = super::printable::printable(name).to_string();
+        row(o, [&name, &calls, &pair(50.0), &pair(99.0), &rec, &now, ""]);
     }
 }
 

@@ -7,6 +7,7 @@
 //! A breakdown of a run (`calls_by_name`, `flows`, `backends`) maps a name to a `Slice`: the
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
+pub mod replay;
 pub mod slice;
 
 use serde::{Deserialize, Serialize};
@@ -125,6 +126,9 @@ pub struct Run {
     /// "call: expression" -> its passes and failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<BTreeMap<String, CheckCount>>,
+    /// `run --replay`: the log, and its own numbers beside `calls_by_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<replay::Replay>,
     // A merged result's own keys.
     /// What `duration_s` is (merge::DURATION_IS).
     #[serde(default, skip_serializing_if = "Option::is_none")]

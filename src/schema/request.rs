@@ -30,15 +30,18 @@ impl RequestSource {
     }
 
     /// `new` where `{{.NAME}}` of each of `vars` (a workload flow's captures) is a template too.
+    /// A method with a client stream may have no record at all (`-d '[]'`, an empty `-D`):
+    /// its streams send no message (grpc interop's empty_stream).
     pub fn with_vars(method: &MethodDescriptor, data: &DataSource, vars: &[String]) -> anyhow::Result<RequestSource> {
         let desc = method.input();
+        let none_is_fine = method.is_client_streaming();
         let records = match data {
             DataSource::Empty => vec![("-d".to_owned(), Value::Object(Default::default()))],
             DataSource::Json(text) => {
                 let value = serde_json::from_str(text).map_err(|e| bad_input(format!("-d: invalid JSON: {e}")))?;
                 vec![("-d".to_owned(), value)]
             }
-            DataSource::File(path) => read_records(path)?,
+            DataSource::File(path) => read_records(path, none_is_fine)?,
         };
         // Unless the message itself is written as a JSON array (google.protobuf.ListValue
         // or Value), a top-level array is a list of records, as ghz reads it.
@@ -46,7 +49,7 @@ impl RequestSource {
         let records = if array_is_message {
             records
         } else {
-            records.into_iter().map(elements).collect::<anyhow::Result<Vec<_>>>()?.concat()
+            records.into_iter().map(|r| elements(r, none_is_fine)).collect::<anyhow::Result<Vec<_>>>()?.concat()
         };
         let bodies = records
             .into_iter()
@@ -55,6 +58,11 @@ impl RequestSource {
             })
             .collect::<anyhow::Result<_>>()?;
         Ok(RequestSource { bodies })
+    }
+
+    /// Always these framed bytes, whatever the method (a replayed log's calls bring their own).
+    pub fn fixed(framed: Bytes) -> RequestSource {
+        RequestSource { bodies: vec![Body::Fixed(framed)] }
     }
 
     /// The framed body for call number `call` (0-based, run-wide) made by worker `worker`.
@@ -79,6 +87,10 @@ impl RequestSource {
         worker: u32,
         captured: &[(String, String)],
     ) -> Result<Bytes, String> {
+        if self.bodies.is_empty() {
+            // No record (an empty client stream): nothing of it is ever sent.
+            return Ok(frame(&[]));
+        }
         match &self.bodies[(index % self.bodies.len() as u64) as usize] {
             Body::Fixed(bytes) => Ok(bytes.clone()),
             Body::Templated { desc, json } => {
@@ -102,7 +114,7 @@ impl RequestSource {
 
 /// `-D` records: every JSON value in the file (one object or array, or JSON lines), each
 /// labelled with where it starts for error messages.
-fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> {
+fn read_records(path: &std::path::Path, none_is_fine: bool) -> anyhow::Result<Vec<(String, Value)>> {
     let name = path.display().to_string();
     let text = crate::input::read_string(path, crate::input::Kind::RequestData, &format!("-D {name}"))?;
     let mut records = Vec::new();
@@ -119,6 +131,7 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
         end = stream.byte_offset();
     }
     match records.len() {
+        0 if none_is_fine => Ok(records),
         0 => Err(bad_input(format!("-D {name}: no JSON object in the file"))),
         // A single record needs no position.
         1 => Ok(vec![(format!("-D {name}"), records.pop().unwrap().1)]),
@@ -127,10 +140,11 @@ fn read_records(path: &std::path::Path) -> anyhow::Result<Vec<(String, Value)>> 
 }
 
 /// The records a top-level JSON array holds, one per element, each named by its index
-/// after `origin`; any other value is one record.
-fn elements((origin, value): (String, Value)) -> anyhow::Result<Vec<(String, Value)>> {
+/// after `origin`; any other value is one record. An empty array is refused unless
+/// `none_is_fine`.
+fn elements((origin, value): (String, Value), none_is_fine: bool) -> anyhow::Result<Vec<(String, Value)>> {
     match value {
-        Value::Array(items) if items.is_empty() => {
+        Value::Array(items) if items.is_empty() && !none_is_fine => {
             Err(bad_input(format!("{origin}: empty JSON array: no request to send")))
         }
         Value::Array(items) => Ok(items.into_iter().enumerate().map(|(i, v)| (format!("{origin}[{i}]"), v)).collect()),

@@ -76,8 +76,9 @@ impl Sink for DetailsWriter {
 }
 
 /// A field's value rendered for the CSV, when the message has that field.
-fn field(message: &MessageDescriptor, bytes: Option<&[u8]>, name: &str) -> String {
-    let (Some(bytes), Some(f)) = (bytes, message.get_field_by_name(name)) else { return String::new() };
+fn field(message: Option<&MessageDescriptor>, bytes: Option<&[u8]>, name: &str) -> String {
+    let (Some(message), Some(bytes)) = (message, bytes) else { return String::new() };
+    let Some(f) = message.get_field_by_name(name) else { return String::new() };
     let Ok(decoded) = DynamicMessage::decode(message.clone(), bytes) else { return String::new() };
     match &*decoded.get_field(&f) {
         Value::String(s) => s.clone(),
@@ -122,7 +123,8 @@ fn write_all(
     w.write_record(&head)?;
     let mut rows = 0;
     for c in calls {
-        let Some((input, output)) = messages.get(c.which).or(messages.first()) else { continue };
+        // A replayed log's calls have no schema: no key or version to read.
+        let (input, output) = messages.get(c.which).or(messages.first()).map(|(i, o)| (i, o)).unzip();
         let request = c.request.get(5..); // past the gRPC frame header
         let unix_ns = |t: std::time::SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         let ts = unix_ns(c.sent_at);

@@ -405,12 +405,66 @@ impl Comparison {
     }
 }
 
+/// A standard deviation estimated from weighted values, with how many values it is worth.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub sd: f64,
+    /// Kish's effective sample size `W^2 / sum w^2`: the count for equal weights, less when a
+    /// few values carry most of the weight; `effective_n - 1` are its degrees of freedom.
+    pub effective_n: f64,
+}
+
+/// The standard deviation of `(value, weight)` pairs, weights of reliability (an interval's
+/// length): `sum w (x - m)^2 / (W - sum w^2 / W)`, `m` the weighted mean and `W = sum w`,
+/// which is the sample standard deviation when the weights are equal. `None` with fewer than
+/// 2 values of positive weight.
+pub fn weighted_sd(values: &[(f64, f64)]) -> Option<Spread> {
+    let kept: Vec<(f64, f64)> = values.iter().copied().filter(|&(_, w)| w > 0.0).collect();
+    if kept.len() < 2 {
+        return None;
+    }
+    let total: f64 = kept.iter().map(|(_, w)| w).sum();
+    let mean = kept.iter().map(|(x, w)| x * w).sum::<f64>() / total;
+    let squares: f64 = kept.iter().map(|(x, w)| w * (x - mean).powi(2)).sum();
+    let sum_of_squared_weights: f64 = kept.iter().map(|(_, w)| w * w).sum();
+    let denominator = total - sum_of_squared_weights / total;
+    (denominator > 0.0)
+        .then(|| Spread { sd: (squares / denominator).sqrt(), effective_n: total * total / sum_of_squared_weights })
+}
+
+/// Holm's step-down procedure over `p_values` (Holm 1979): sorted ascending, the i-th
+/// smallest (from 0) of m is tested at `alpha / (m - i)` until one is not below its level;
+/// it and all after it are tested at that last level and none of them is rejected. The
+/// chance of rejecting any true null is at most `alpha`. For each p-value, in the order
+/// given: the level it was tested at and its adjusted p-value (`max over j <= i of (m - j)
+/// p_(j)`, at most 1), below `alpha` exactly when it is rejected.
+pub fn holm(p_values: &[f64], alpha: f64) -> Vec<(f64, f64)> {
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&x, &y| p_values[x].total_cmp(&p_values[y]));
+    let mut out = vec![(alpha, 1.0); m];
+    let (mut rejecting, mut level, mut adjusted) = (true, alpha, 0.0f64);
+    for (i, &at) in order.iter().enumerate() {
+        let remaining = (m - i) as f64;
+        if rejecting {
+            level = alpha / remaining;
+            rejecting = p_values[at] < level;
+        }
+        adjusted = adjusted.max((remaining * p_values[at]).min(1.0));
+        out[at] = (level, adjusted);
+    }
+    out
+}
+
 /// One side of a between-run comparison: one value per run, and the least standard deviation a
 /// run's value is taken to have (the stated noise floor, or the noise measured within the run).
 #[derive(Debug, Clone, Copy)]
 pub struct Runs<'a> {
     pub values: &'a [f64],
     pub floor_sd: f64,
+    /// The degrees of freedom of `floor_sd` when it was estimated (from a few intervals);
+    /// `None` when it is known (a stated floor): the test then treats it as exact.
+    pub floor_df: Option<f64>,
 }
 
 /// B's mean against A's over runs, with the confidence interval and the p-value of one test
@@ -439,7 +493,8 @@ impl MeanShift {
 /// Welch's t test of the means of two sets of run values, two-sided, with a floor on each
 /// side's noise: a side's standard deviation is the larger of the one measured between its
 /// runs (from 2 runs on) and `floor_sd`; a side whose floor wins (always, with one run) counts
-/// as known noise and adds no term to the Welch-Satterthwaite degrees of freedom. The interval
+/// as known noise and adds no term to the Welch-Satterthwaite degrees of freedom, unless the
+/// floor was itself estimated (`floor_df`): then its degrees of freedom are the term's. The interval
 /// `difference ± q SE` and the p-value use the same distribution and quantile, so the interval
 /// holds 0 exactly when p >= alpha. `None` when a side is empty or a value is not finite.
 pub fn mean_shift(a: Runs, b: Runs, alpha: f64) -> Option<MeanShift> {
@@ -447,7 +502,8 @@ pub fn mean_shift(a: Runs, b: Runs, alpha: f64) -> Option<MeanShift> {
     struct Side {
         mean: f64,
         variance_of_mean: f64,
-        /// `Some(n - 1)` when the measured spread was used.
+        /// Its degrees of freedom when the spread was estimated (`n - 1` between runs, or the
+        /// floor's own); `None` for known noise.
         measured: Option<f64>,
     }
     let side = |r: Runs| -> Option<Side> {
@@ -461,7 +517,7 @@ pub fn mean_shift(a: Runs, b: Runs, alpha: f64) -> Option<MeanShift> {
         let floor = r.floor_sd.max(0.0);
         Some(match measured {
             Some(sd) if sd > floor => Side { mean, variance_of_mean: sd * sd / n, measured: Some(n - 1.0) },
-            _ => Side { mean, variance_of_mean: floor * floor / n, measured: None },
+            _ => Side { mean, variance_of_mean: floor * floor / n, measured: r.floor_df.filter(|df| *df > 0.0) },
         })
     };
     let (sa, sb) = (side(a)?, side(b)?);
@@ -517,6 +573,43 @@ mod tests {
     /// of variation 0.1): what per-interval p50s or throughputs look like.
     fn intervals(rng: &mut StdRng, n: usize, level: f64) -> Vec<f64> {
         normal(rng, n, level, 0.1 * level)
+    }
+
+    #[test]
+    fn weighted_sd_is_the_sample_sd_for_equal_weights() {
+        // 1 2 3 4: mean 2.5, sum of squares 5, sample variance 5/3.
+        let equal: Vec<(f64, f64)> = [1.0, 2.0, 3.0, 4.0].iter().map(|&x| (x, 0.5)).collect();
+        let spread = weighted_sd(&equal).unwrap();
+        assert!((spread.sd - (5.0f64 / 3.0).sqrt()).abs() < 1e-12 && (spread.effective_n - 4.0).abs() < 1e-12);
+        // Weights 1 1 1 0.25 on 0 0 0 4: W = 3.25, m = 1/3.25, sum w (x - m)^2 = 3 m^2 + 0.25 (4 - m)^2,
+        // denominator 3.25 - 3.0625/3.25.
+        let m: f64 = 1.0 / 3.25;
+        let want = ((3.0 * m * m + 0.25 * (4.0 - m) * (4.0 - m)) / (3.25 - 3.0625 / 3.25)).sqrt();
+        let got = weighted_sd(&[(0.0, 1.0), (0.0, 1.0), (0.0, 1.0), (4.0, 0.25)]).unwrap();
+        assert!((got.sd - want).abs() < 1e-12, "{got:?} {want}");
+        assert!((got.effective_n - 3.25 * 3.25 / 3.0625).abs() < 1e-12, "{got:?}");
+        assert_eq!(weighted_sd(&[(1.0, 1.0), (5.0, 0.0)]), None);
+    }
+
+    #[test]
+    fn holm_steps_down_until_one_is_not_rejected() {
+        // 4 p-values: sorted 0.001 (x4 = 0.004 < 0.05: rejected at 0.0125), 0.013 (x3 = 0.039:
+        // rejected at 0.01667), 0.03 (x2 = 0.06: not rejected at 0.025), 0.04 (tested at 0.025).
+        let got = holm(&[0.04, 0.001, 0.03, 0.013], 0.05);
+        let want = [(0.025, 0.06), (0.0125, 0.004), (0.025, 0.06), (0.05 / 3.0, 0.039)];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g.0 - w.0).abs() < 1e-12 && (g.1 - w.1).abs() < 1e-12, "{got:?}");
+        }
+        for &(level, adjusted) in &got {
+            assert!(adjusted <= 1.0 && level <= 0.05);
+        }
+        // Rejected exactly when the adjusted p-value is below alpha.
+        let p = [0.04, 0.001, 0.03, 0.013];
+        for (x, (level, adjusted)) in p.iter().zip(&got) {
+            assert_eq!(x < level, *adjusted < 0.05, "{got:?}");
+        }
+        assert_eq!(holm(&[0.2], 0.05), vec![(0.05, 0.2)]);
+        assert!(holm(&[], 0.05).is_empty());
     }
 
     #[test]
@@ -699,8 +792,11 @@ mod tests {
             let a = normal(&mut rng, na, 0.0, 0.02);
             let b = normal(&mut rng, nb, 0.01 * (trial % 7) as f64, 0.02);
             let floor = [0.0, 0.005, 0.02][trial % 3];
-            let Some(s) = mean_shift(Runs { values: &a, floor_sd: floor }, Runs { values: &b, floor_sd: floor }, 0.05)
-            else {
+            let Some(s) = mean_shift(
+                Runs { values: &a, floor_sd: floor, floor_df: None },
+                Runs { values: &b, floor_sd: floor, floor_df: None },
+                0.05,
+            ) else {
                 continue;
             };
             assert_eq!(s.significant(), s.p_value < 0.05, "{s:?}");
@@ -714,8 +810,8 @@ mod tests {
         // SE^2 = 1/3 + 1.6667/4 = 0.75; df = 0.75^2 / ((1/3)^2/2 + (0.41667)^2/3) = 4.9592;
         // t = 3.5 / 0.86603 = 4.0415; p = 2 P(T > 4.0415) = 0.01008 with 4.9592 df.
         let s = mean_shift(
-            Runs { values: &[1.0, 2.0, 3.0], floor_sd: 0.0 },
-            Runs { values: &[4.0, 5.0, 6.0, 7.0], floor_sd: 0.0 },
+            Runs { values: &[1.0, 2.0, 3.0], floor_sd: 0.0, floor_df: None },
+            Runs { values: &[4.0, 5.0, 6.0, 7.0], floor_sd: 0.0, floor_df: None },
             0.05,
         )
         .unwrap();
@@ -727,27 +823,52 @@ mod tests {
         // One run a side: the floor is the noise, known: SE = 0.02 sqrt 2, the normal quantile.
         let one = |x: f64| [x];
         let (a, b) = (one(0.0), one(0.05));
-        let s = mean_shift(Runs { values: &a, floor_sd: 0.02 }, Runs { values: &b, floor_sd: 0.02 }, 0.05).unwrap();
+        let s = mean_shift(
+            Runs { values: &a, floor_sd: 0.02, floor_df: None },
+            Runs { values: &b, floor_sd: 0.02, floor_df: None },
+            0.05,
+        )
+        .unwrap();
         assert_eq!(s.degrees_of_freedom, None);
         assert!((s.ci.high - s.ci.low - 2.0 * 1.959964 * 0.028284).abs() < 1e-5, "{s:?}");
         assert!(!s.significant() && s.p_value > 0.05, "5% under a 5.5% floor: {s:?}");
         let b = one(0.06);
-        assert!(mean_shift(Runs { values: &a, floor_sd: 0.02 }, Runs { values: &b, floor_sd: 0.02 }, 0.05)
-            .unwrap()
-            .significant());
+        assert!(mean_shift(
+            Runs { values: &a, floor_sd: 0.02, floor_df: None },
+            Runs { values: &b, floor_sd: 0.02, floor_df: None },
+            0.05
+        )
+        .unwrap()
+        .significant());
         // Two identical runs a side still have the floor's noise, not none.
         let s = mean_shift(
-            Runs { values: &[1.0, 1.0], floor_sd: 0.02 },
-            Runs { values: &[1.01, 1.01], floor_sd: 0.02 },
+            Runs { values: &[1.0, 1.0], floor_sd: 0.02, floor_df: None },
+            Runs { values: &[1.01, 1.01], floor_sd: 0.02, floor_df: None },
             0.05,
         )
         .unwrap();
         assert!(!s.significant(), "{s:?}");
+        // A floor estimated from few values (2 degrees of freedom) is less certain than a stated
+        // one: Student's t, a wider interval, a larger p.
+        let known = mean_shift(
+            Runs { values: &a, floor_sd: 0.02, floor_df: None },
+            Runs { values: &[0.06], floor_sd: 0.02, floor_df: None },
+            0.05,
+        )
+        .unwrap();
+        let estimated = mean_shift(
+            Runs { values: &a, floor_sd: 0.02, floor_df: Some(2.0) },
+            Runs { values: &[0.06], floor_sd: 0.02, floor_df: None },
+            0.05,
+        )
+        .unwrap();
+        assert!(known.significant() && !estimated.significant(), "{known:?} {estimated:?}");
+        assert!(estimated.degrees_of_freedom.is_some() && estimated.p_value > known.p_value);
         // No noise at all: equal is no difference, unequal is certain.
-        let zero = Runs { values: &[0.0], floor_sd: 0.0 };
+        let zero = Runs { values: &[0.0], floor_sd: 0.0, floor_df: None };
         assert_eq!(mean_shift(zero, zero, 0.05).unwrap().p_value, 1.0);
-        assert!(mean_shift(zero, Runs { values: &[1.0], floor_sd: 0.0 }, 0.05).unwrap().significant());
-        assert!(mean_shift(Runs { values: &[], floor_sd: 0.0 }, zero, 0.05).is_none());
-        assert!(mean_shift(Runs { values: &[f64::NEG_INFINITY], floor_sd: 0.0 }, zero, 0.05).is_none());
+        assert!(mean_shift(zero, Runs { values: &[1.0], floor_sd: 0.0, floor_df: None }, 0.05).unwrap().significant());
+        assert!(mean_shift(Runs { values: &[], floor_sd: 0.0, floor_df: None }, zero, 0.05).is_none());
+        assert!(mean_shift(Runs { values: &[f64::NEG_INFINITY], floor_sd: 0.0, floor_df: None }, zero, 0.05).is_none());
     }
 }

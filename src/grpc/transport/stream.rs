@@ -2,7 +2,7 @@
 //! a schedule of messages (ghz's `--stream-call-count`, `--stream-call-duration`,
 //! `--stream-interval`). Messages are counted as they pass and never kept, but for the last
 //! one when a workload step reads it.
-use super::{finish, h2_failure as failure, within_deadline, Connection, PreparedCall, Reply};
+use super::{finish, h2_failure as failure, within_deadline, Connection, Metadata, PreparedCall, Reply};
 use crate::grpc::wire::{http_status_code, Deframer};
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
@@ -52,6 +52,22 @@ pub struct StreamLimits {
     pub duration: Option<Duration>,
     pub interval: Duration,
     pub bidi: Bidi,
+    pub cancel: Option<CancelAfter>,
+}
+
+/// When the client cancels each stream itself (`--cancel-after`; grpc interop's
+/// cancel_after_begin and cancel_after_first_response): it resets the stream (RST_STREAM
+/// CANCEL), and the stream is OK unless the server ended it first with a status of its own,
+/// as a server stream cut by its count is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelAfter {
+    /// Once the stream is open, before any message.
+    Begin,
+    /// Once the first response message arrived (not on client streams: their one response
+    /// ends them).
+    FirstResponse,
+    /// This long after the stream was opened, whatever it is doing.
+    Time(Duration),
 }
 
 /// When a client or bidi stream's next request leaves: `--stream-interval` after the last
@@ -88,6 +104,19 @@ impl SendSchedule {
         self.index += 1;
         self.next_send = at + self.limits.interval;
     }
+
+    /// Whether request `index` is the last the count allows.
+    fn is_last(&self, index: u64) -> bool {
+        self.limits.count.is_some_and(|n| index + 1 >= n)
+    }
+}
+
+/// `wait`'s outcome, or None once `until` has passed first.
+async fn within<T>(until: Option<Instant>, wait: impl std::future::Future<Output = T>) -> Option<T> {
+    match until {
+        Some(at) => tokio::time::timeout_at(at.into(), wait).await.ok(),
+        None => Some(wait.await),
+    }
 }
 
 /// How a bidi stream's requests wait for its responses (`--bidi`).
@@ -115,7 +144,7 @@ pub trait StreamObserver {
 impl Connection {
     /// One streaming call of `kind`; message `i` of the stream is `message(i)`, framed.
     /// `keep`: the reply brings the last whole response message (a workload step's captures
-    /// and checks read it); the others are never kept.
+    /// and checks read it; the others are never kept) and the response's headers and trailers.
     pub async fn stream(
         &self,
         call: &PreparedCall,
@@ -125,15 +154,27 @@ impl Connection {
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
-        within_deadline(call.deadline, self.stream_exchange(call, kind, limits, keep, message, observer)).await
+        let seen = Seen::default();
+        let exchange = self.stream_exchange(call, kind, limits, keep, &seen, message, observer);
+        let exchange = async {
+            let Some(CancelAfter::Time(after)) = limits.cancel else { return exchange.await };
+            match tokio::time::timeout(after, exchange).await {
+                Ok(reply) => reply,
+                // Dropped, the exchange resets its stream (RST_STREAM CANCEL).
+                Err(_) => seen.cancelled(keep),
+            }
+        };
+        within_deadline(call.deadline, exchange).await
     }
 
+    #[allow(clippy::too_many_arguments)] // one call's parts, each used once: no struct of its own
     async fn stream_exchange(
         &self,
         call: &PreparedCall,
         kind: CallKind,
         limits: StreamLimits,
         keep: bool,
+        seen: &Seen,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
@@ -143,52 +184,66 @@ impl Connection {
             Ok(pair) => pair,
             Err(reply) => return reply,
         };
-        let mut inbound = Inbound::new(response, call.messages.receive, opened, keep);
+        let inbound = Inbound::new(response, call.messages.receive, opened, keep, seen);
+        if limits.cancel == Some(CancelAfter::Begin) {
+            // h2 sends the stream's HEADERS before the reset, so the server sees it begin.
+            return inbound.cancel(&mut out);
+        }
+        let first_response = limits.cancel == Some(CancelAfter::FirstResponse);
+        let mut inbound = inbound;
         let mut outgoing = Outgoing { call, out: &mut out };
         if kind == CallKind::ServerStream {
             if let Err(reply) = outgoing.send(message(0), true, observer).await {
                 return self.or_status(reply, inbound, observer).await;
             }
+            let count = if first_response { Some(1) } else { limits.count };
             loop {
-                if limits.count.is_some_and(|n| inbound.reported >= n) {
+                if count.is_some_and(|n| inbound.reported >= n) {
                     return inbound.cancel(&mut out);
                 }
-                let next = async {
-                    match until {
-                        Some(at) => tokio::time::timeout_at(at.into(), inbound.next(observer)).await,
-                        None => Ok(inbound.next(observer).await),
-                    }
-                };
-                match next.await {
-                    Err(_elapsed) => return inbound.cancel(&mut out),
-                    Ok(Ok(true)) => {}
-                    Ok(Ok(false)) => return inbound.finish(None, observer).await,
-                    Ok(Err(reply)) => return reply,
+                match within(until, inbound.next(observer)).await {
+                    None => return inbound.cancel(&mut out),
+                    Some(Ok(true)) => {}
+                    Some(Ok(false)) => return inbound.finish(None, observer).await,
+                    Some(Err(reply)) => return reply,
                 }
             }
         }
         if kind == CallKind::Bidi && limits.bidi == Bidi::Free {
             return self.free_bidi(outgoing, inbound, limits, until, message, observer).await;
         }
-        // Client and bidi streams: the schedule of requests, then our side closes.
+        // Client and bidi streams: the schedule of requests, then our side closes. The last
+        // counted request closes it itself: a ping-pong server that answers only some
+        // requests (grpc interop's FullDuplexCall without response parameters) sees the end
+        // instead of waiting for more while we wait for its answer.
         let mut schedule = SendSchedule::new(opened, limits, until);
+        let mut closed = false;
         while let Some(index) = schedule.next().await {
             let sent_at = Instant::now();
-            if let Err(reply) = outgoing.send(message(index), false, observer).await {
+            closed = schedule.is_last(index);
+            if let Err(reply) = outgoing.send(message(index), closed, observer).await {
                 return self.or_status(reply, inbound, observer).await;
             }
             schedule.sent(sent_at);
             if kind == CallKind::Bidi {
-                match inbound.next(observer).await {
-                    Ok(true) => observer.round_trip(sent_at.elapsed()),
+                match within(until, inbound.next(observer)).await {
+                    Some(Ok(true)) if first_response => {
+                        observer.round_trip(sent_at.elapsed());
+                        return inbound.cancel(outgoing.out);
+                    }
+                    Some(Ok(true)) => observer.round_trip(sent_at.elapsed()),
                     // The server ended the stream first: its status says why.
-                    Ok(false) => return inbound.finish(None, observer).await,
-                    Err(reply) => return reply,
+                    Some(Ok(false)) => return inbound.finish(None, observer).await,
+                    Some(Err(reply)) => return reply,
+                    // The stream's time is up while its answer is awaited: our side closes.
+                    None => break,
                 }
             }
         }
-        if let Err(reply) = outgoing.send(Bytes::new(), true, observer).await {
-            return self.or_status(reply, inbound, observer).await;
+        if !closed {
+            if let Err(reply) = outgoing.send(Bytes::new(), true, observer).await {
+                return self.or_status(reply, inbound, observer).await;
+            }
         }
         let expected = (kind == CallKind::ClientStream).then_some(1);
         inbound.finish(expected, observer).await
@@ -199,7 +254,7 @@ impl Connection {
     async fn free_bidi(
         &self,
         mut outgoing: Outgoing<'_>,
-        mut inbound: Inbound,
+        mut inbound: Inbound<'_>,
         limits: StreamLimits,
         until: Option<Instant>,
         message: &mut dyn FnMut(u64) -> Bytes,
@@ -219,10 +274,15 @@ impl Connection {
                 }
                 outgoing.send(Bytes::new(), true, &mut relay).await
             };
+            // Ok(true): the first answer came and the stream is to be cancelled.
             let receiving = async {
                 let mut relay = Relay(&shared);
-                while inbound.next(&mut relay).await? {}
-                Ok(())
+                while inbound.next(&mut relay).await? {
+                    if limits.cancel == Some(CancelAfter::FirstResponse) {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
             };
             match select(std::pin::pin!(sending), std::pin::pin!(receiving)).await {
                 Either::Left((Ok(()), receiving)) => receiving.await.map_err(Ended::Read),
@@ -233,7 +293,8 @@ impl Connection {
         };
         let observer = shared.into_inner();
         match ended {
-            Ok(()) => inbound.finish(None, observer).await,
+            Ok(true) => inbound.cancel(outgoing.out),
+            Ok(false) => inbound.finish(None, observer).await,
             Err(Ended::Read(reply)) => reply,
             Err(Ended::Send(reply)) => self.or_status(reply, inbound, observer).await,
         }
@@ -241,7 +302,7 @@ impl Connection {
 
     /// A send that failed: the server may have ended the stream with a status (a
     /// trailers-only answer and a reset); that status is the call's, else the send's failure.
-    async fn or_status(&self, failed: Reply, inbound: Inbound, observer: &mut dyn StreamObserver) -> Reply {
+    async fn or_status(&self, failed: Reply, inbound: Inbound<'_>, observer: &mut dyn StreamObserver) -> Reply {
         match tokio::time::timeout(Duration::from_millis(100), inbound.finish(None, observer)).await {
             Ok(reply) if reply.status != Code::Unavailable && reply.status != Code::Internal => reply,
             _ => failed,
@@ -307,53 +368,83 @@ impl Outgoing<'_> {
     }
 }
 
+/// What a stream received so far, kept outside it: a stream cancelled by time
+/// (`CancelAfter::Time`) is dropped whole, and its reply still says what came.
+#[derive(Default)]
+struct Seen {
+    /// Response payload bytes of whole and partial messages.
+    bytes: std::cell::Cell<u64>,
+    /// The response's headers, when kept.
+    headers: std::cell::RefCell<Vec<(String, String)>>,
+    /// The last response message counted, when kept.
+    last: std::cell::RefCell<Option<Vec<u8>>>,
+}
+
+impl Seen {
+    /// The OK reply of a stream the client ended itself (it has no trailers).
+    fn cancelled(&self, keep: bool) -> Reply {
+        let headers = if keep { self.headers.take() } else { Vec::new() };
+        Reply {
+            status: Code::Ok,
+            response_bytes: self.bytes.get(),
+            response: self.last.take().map(Bytes::from),
+            message: None,
+            metadata: Metadata { headers, trailers: Vec::new() },
+        }
+    }
+}
+
 /// A stream's response messages kept for its reply: whole ones wait in `whole` until counted,
 /// so that the last one is the last counted (a frame may bring more than `--stream-call-count`
-/// lets count); at most a frame's worth wait.
+/// lets count); at most a frame's worth wait. The last counted goes to `Seen::last`.
 #[derive(Default)]
 struct Kept {
     current: Vec<u8>,
     whole: std::collections::VecDeque<Vec<u8>>,
-    last: Option<Vec<u8>>,
 }
 
 /// The response side of a stream: whole messages counted as they complete.
-struct Inbound {
+struct Inbound<'a> {
     response: Option<h2::client::ResponseFuture>,
     body: Option<RecvStream>,
     /// A trailers-only answer: the status is in the headers.
     ended: Option<HeaderMap>,
     /// When the reply is to bring the last message counted.
     kept: Option<Kept>,
+    /// Whether the reply brings the response's headers and trailers (`Connection::stream`'s
+    /// `keep`); the headers are kept in `seen`.
+    keep: bool,
+    seen: &'a Seen,
     messages: Deframer,
     /// Whole messages already handed to the observer.
     reported: u64,
     opened: Instant,
 }
 
-impl Inbound {
-    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant, keep: bool) -> Inbound {
+impl<'a> Inbound<'a> {
+    fn new(response: h2::client::ResponseFuture, max: usize, opened: Instant, keep: bool, seen: &'a Seen) -> Self {
         Inbound {
             response: Some(response),
             body: None,
             ended: None,
             kept: keep.then(Default::default),
+            keep,
+            seen,
             messages: Deframer::new(max),
             reported: 0,
             opened,
         }
     }
 
-    /// The last message counted, when kept and one came.
-    fn last(&mut self) -> Option<Vec<u8>> {
-        self.kept.take()?.last
-    }
-
     /// Waits for the next whole message: true when one arrived, false when the server's data
     /// ended (its status follows).
     async fn next(&mut self, observer: &mut dyn StreamObserver) -> Result<bool, Reply> {
-        if let Some(response) = self.response.take() {
-            let response = response.await.map_err(|e| failure(&e))?;
+        // Polled in place, not taken: a wait cut short by the stream's duration must leave
+        // the answer to `finish`.
+        if let Some(pending) = self.response.as_mut() {
+            let response = pending.await;
+            self.response = None;
+            let response = response.map_err(|e| failure(&e))?;
             if response.status() != StatusCode::OK {
                 let status = response.status();
                 return Err(Reply::error(http_status_code(status), format!("HTTP status {status}")));
@@ -361,6 +452,9 @@ impl Inbound {
             if response.headers().contains_key("grpc-status") {
                 self.ended = Some(response.headers().clone());
             } else {
+                if self.keep {
+                    self.seen.headers.replace(Metadata::of(response.headers()));
+                }
                 self.body = Some(response.into_body());
             }
         }
@@ -368,7 +462,7 @@ impl Inbound {
             if self.messages.completed() > self.reported {
                 self.reported += 1;
                 if let Some(kept) = self.kept.as_mut() {
-                    kept.last = kept.whole.pop_front();
+                    self.seen.last.replace(kept.whole.pop_front());
                 }
                 observer.received(self.reported == 1, self.opened.elapsed());
                 return Ok(true);
@@ -383,6 +477,7 @@ impl Inbound {
                 Some(kept) => self.messages.feed_keeping_each(&chunk, &mut kept.current, &mut kept.whole),
                 None => self.messages.feed(&chunk, None),
             };
+            self.seen.bytes.set(self.messages.payload);
             let _ = body.flow_control().release_capacity(chunk.len());
             // Dropping the stream resets it: the rest is not read.
             fed?;
@@ -398,30 +493,38 @@ impl Inbound {
                 Err(reply) => return reply,
             }
         }
-        let last = self.last();
-        if let Some(headers) = &self.ended {
-            return finish(headers, &self.messages, last, expected);
+        // As a unary call's: a trailers-only answer's metadata is its trailers.
+        let last = self.seen.last.take();
+        if let Some(ended) = self.ended.take() {
+            let reply = finish(&ended, &self.messages, last, expected);
+            return self.with_metadata(reply, Some(&ended));
         }
         let Some(mut body) = self.body.take() else {
             return Reply::error(Code::Internal, "stream ended without a response");
         };
         match body.trailers().await {
-            Ok(Some(trailers)) => finish(&trailers, &self.messages, last, expected),
+            Ok(Some(trailers)) => {
+                let reply = finish(&trailers, &self.messages, last, expected);
+                self.with_metadata(reply, Some(&trailers))
+            }
             Ok(None) => Reply::error(Code::Internal, "stream ended without trailers"),
             Err(e) => failure(&e),
         }
     }
 
-    /// The client's own end of a server stream (its count or duration reached): the stream is
-    /// reset (CANCEL) and the call is OK.
-    fn cancel(mut self, out: &mut SendStream<Bytes>) -> Reply {
-        out.send_reset(h2::Reason::CANCEL);
-        Reply {
-            status: Code::Ok,
-            response_bytes: self.messages.payload,
-            response: self.last().map(Bytes::from),
-            message: None,
-            metadata: Default::default(),
+    /// `reply` with the response's headers and `trailers` when they are kept.
+    fn with_metadata(&mut self, mut reply: Reply, trailers: Option<&HeaderMap>) -> Reply {
+        if self.keep {
+            let trailers = trailers.map(Metadata::of).unwrap_or_default();
+            reply.metadata = Metadata { headers: self.seen.headers.take(), trailers };
         }
+        reply
+    }
+
+    /// The client's own end of a stream (a server stream's count or duration reached,
+    /// `--cancel-after`): the stream is reset (CANCEL) and the call is OK.
+    fn cancel(self, out: &mut SendStream<Bytes>) -> Reply {
+        out.send_reset(h2::Reason::CANCEL);
+        self.seen.cancelled(self.keep)
     }
 }

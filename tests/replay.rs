@@ -1,0 +1,308 @@
+//! `run --replay` and `replay-info` on a real binary log: grpc-go's own file sink
+//! (labs/servers/go `--binlog`, GRPC_BINARY_LOG_FILTER='*'), recorded under a known workload
+//! of two methods with varied payloads and a mix of statuses, then replayed against a fresh
+//! server; and broken logs refused in one line.
+use rpcmeter::experiments::servers::{self, Built, Runtime, Server};
+use rpcmeter::replay::calls::{Call, Calls, Limits};
+use rpcmeter::replay::log::{Entries, Framing};
+use rpcmeter::replay::source::Skip;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Four echoes for every two puts; the echoes' records cycle: 1, ~300 and ~2000 bytes, and one
+/// answered UNAVAILABLE (14) by `--echo-status`; the puts' values are 2 or 600 bytes.
+const MIX: &str = r#"
+[[call]]
+name = "echo"
+method = "EchoService/echo"
+data = '[{"content":"a"},{"content":"{{randomString 300}}"},{"content":"{{randomString 2000}}"},{"content":"status:14"}]'
+weight = 4
+
+[[call]]
+name = "put"
+method = "rpcmeter.lab.v1.Storage/PutValue"
+data = '[{"key":"k{{.RequestNumber}}","value":"aGk="},{"key":"big{{.RequestNumber}}","value":"{{randomString 800}}"}]'
+weight = 2
+"#;
+
+const ECHO: &str = "/EchoService/echo";
+const PUT: &str = "/rpcmeter.lab.v1.Storage/PutValue";
+
+fn rpcmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+}
+
+/// Runs to the end: exit code, stdout, stderr.
+fn outcome(mut cmd: Command) -> (Option<i32>, String, String) {
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn run_ok(cmd: Command) -> String {
+    let (code, stdout, stderr) = outcome(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    stdout
+}
+
+/// The grpc-go server, built once per version of its sources (None, said, without Go).
+fn go_server() -> Option<Built> {
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("skipped: no Go toolchain (labs/servers/go needs one)");
+        return None;
+    }
+    Some(servers::build(Runtime::Go).unwrap_or_else(|why| panic!("{why}")))
+}
+
+/// What a Go server said after its first line: its binary log's path (with --binlog) and
+/// its own count of calls received, by method.
+fn server_said(rest: &str) -> (Option<PathBuf>, BTreeMap<String, u64>) {
+    let log = rest.lines().find_map(|l| l.strip_prefix("binary log: ")).map(PathBuf::from);
+    let received = rest
+        .lines()
+        .filter(|l| l.starts_with('/'))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            Some((cells[0].to_string(), cells.get(1)?.parse().ok()?))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    (log, received)
+}
+
+/// Every call of a log, in the order they started.
+fn calls_of(path: &Path) -> Vec<Call> {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let mut calls = Calls::new(Entries::new(file, None, 16 << 20).unwrap(), Limits::default());
+    let mut all = Vec::new();
+    while let Some(call) = calls.next_call().unwrap() {
+        all.push(call);
+    }
+    all
+}
+
+fn count_by_method(calls: &[Call]) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for c in calls {
+        *counts.entry(c.method.clone()).or_default() += 1;
+    }
+    counts
+}
+
+fn statuses_of(calls: &[Call], method: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for c in calls.iter().filter(|c| c.method == method) {
+        let code = tonic::Code::from_i32(c.end.expect("every call ended").status as i32);
+        *counts.entry(rpcmeter::grpc::status::name(code).to_string()).or_default() += 1;
+    }
+    counts
+}
+
+/// `run --replay log` against a fresh Go server: its result and the server's own count.
+fn replay(built: &Built, log: &Path, dir: &Path, label: &str) -> (Value, BTreeMap<String, u64>, PathBuf) {
+    let server = Server::start(Runtime::Go, built, label, &["--echo-status".into()]).unwrap();
+    let (details, result) = (dir.join(format!("{label}.csv")), dir.join(format!("{label}.json")));
+    let mut cmd = rpcmeter();
+    cmd.args(["run", "--plaintext", "--no-save", "--no-calibrate", "-q", "--replay"])
+        .arg(log)
+        .args(["--speed", "2", "--format", "json", "--csv-details"])
+        .arg(&details)
+        .arg("-o")
+        .arg(&result)
+        .arg(&server.addr);
+    let (code, _, stderr) = outcome(cmd);
+    let (_, received) = server_said(&server.stop());
+    assert_eq!(code, Some(0), "{stderr}");
+    let json = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    (json, received, details)
+}
+
+#[test]
+fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
+    let Some(built) = go_server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Built { server: format!("env GRPC_BINARY_LOG_FILTER='*' {}", built.server), client: None };
+    let server =
+        Server::start(Runtime::Go, &recording, "go, logging", &["--binlog".into(), "--echo-status".into()]).unwrap();
+    // Both services' protos at once: no reflection call (nor Stats call) enters the log.
+    let both = dir.path().join("both.proto");
+    std::fs::write(&both, "syntax = \"proto3\";\nimport \"echo.proto\";\nimport \"rpcmeter/lab/v1/lab.proto\";\n")
+        .unwrap();
+    let mix = dir.path().join("mix.toml");
+    std::fs::write(&mix, MIX).unwrap();
+    let protos = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto");
+    let mut cmd = rpcmeter();
+    cmd.args(["run", "--plaintext", "--no-save", "--no-calibrate", "--no-server-stats", "-q", "--proto"])
+        .arg(&both)
+        .arg("-i")
+        .arg(format!("{},{}", dir.path().display(), protos.display()))
+        .arg("--workload")
+        .arg(&mix)
+        .args(["--rps", "400", "-n", "300", &server.addr]);
+    run_ok(cmd);
+    let (log, recorded_by_server) = server_said(&server.stop());
+    let log = log.expect("the server names its binary log");
+    let kept = dir.path().join("grpc-go.binlog");
+    std::fs::copy(&log, &kept).unwrap();
+    std::fs::remove_file(&log).unwrap();
+
+    // The log holds the workload's calls, as the logging server counted them.
+    let calls = calls_of(&kept);
+    let by_method = count_by_method(&calls);
+    assert_eq!(by_method, BTreeMap::from([(ECHO.to_string(), 200), (PUT.to_string(), 100)]));
+    assert_eq!(by_method, recorded_by_server);
+    assert!(calls.iter().all(|c| Skip::of(c).is_none()), "every call can be sent");
+    assert_eq!(statuses_of(&calls, ECHO)["UNAVAILABLE"], 50);
+    let info = run_ok({
+        let mut cmd = rpcmeter();
+        cmd.arg("replay-info").arg(&kept);
+        cmd
+    });
+    assert!(info.contains("| /EchoService/echo | 200 | OK 150, UNAVAILABLE 50 |"), "{info}");
+    assert!(info.contains("calls: 300 from") && info.contains("4-byte big-endian"), "{info}");
+
+    let (result, received, details) = replay(&built, &kept, dir.path(), "replayed");
+    let name = |path: &str| path.trim_start_matches('/').to_string();
+    for (method, n) in &by_method {
+        let slice = &result["calls_by_name"][name(method)];
+        assert_eq!(slice["requests"]["total"].as_u64(), Some(*n), "{method}: {slice}");
+        assert_eq!(received[method], *n, "the fresh server's own count of {method}");
+        // The same server answers the same calls alike; the log's own numbers are beside them.
+        let statuses: BTreeMap<String, u64> = serde_json::from_value(slice["statuses"].clone()).unwrap();
+        assert_eq!(statuses, statuses_of(&calls, method), "{method}");
+        let recorded = &result["replay"]["recorded"][name(method)];
+        assert_eq!(recorded["requests"]["total"].as_u64(), Some(*n), "{recorded}");
+        let recorded_statuses: BTreeMap<String, u64> = serde_json::from_value(recorded["statuses"].clone()).unwrap();
+        assert_eq!(recorded_statuses, statuses);
+        // The logged latency as the server logged it (trailer - header), to the histogram's 0.1 %.
+        let logged_max = calls.iter().filter(|c| &c.method == method).map(|c| c.end.unwrap().after).max().unwrap();
+        let shown = recorded["latency_us"]["max"].as_f64().unwrap();
+        let want = logged_max.as_nanos() as f64 / 1e3;
+        assert!((shown - want).abs() <= want * 0.001 + 0.001, "{method}: recorded max {shown} µs, logged {want} µs");
+    }
+    // The HTML report shows the two side by side.
+    let html = dir.path().join("replayed.html");
+    let mut report = rpcmeter();
+    report.arg("report").arg(dir.path().join("replayed.json")).arg("-o").arg(&html);
+    run_ok(report);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<h3>Recorded vs replayed</h3>")
+            && page.contains("<td>EchoService/echo</td><td class=\"n\">200 / 200</td>")
+    );
+    // Payload bytes: what the log holds of each request is what went out.
+    let logged_bytes: u64 = calls.iter().map(|c| c.request_bytes()).sum();
+    assert_eq!(result["replay"]["payload_bytes_logged"].as_u64(), Some(logged_bytes));
+    assert_eq!(result["replay"]["payload_bytes_sent"].as_u64(), Some(logged_bytes));
+    assert_eq!(result["requests"]["unsent"].as_u64(), Some(0));
+
+    // Each call was due at its logged offset from the first call, halved (--speed 2), to 1 µs.
+    let text = std::fs::read_to_string(&details).unwrap();
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let at = header.iter().position(|h| h == "intended").unwrap();
+    let mut intended: Vec<i128> = rows.records().map(|r| r.unwrap()[at].parse().unwrap()).collect();
+    intended.sort_unstable();
+    let mut logged: Vec<i128> = calls.iter().map(|c| c.start.as_nanos() as i128).collect();
+    logged.sort_unstable();
+    assert_eq!(intended.len(), logged.len());
+    for (k, (i, l)) in intended.iter().zip(&logged).enumerate() {
+        let (sent, want) = (i - intended[0], (l - logged[0]) / 2);
+        assert!((sent - want).abs() <= 1_000, "call {k}: due at +{sent} ns, logged +{} ns / 2 = {want}", l - logged[0]);
+    }
+
+    // The same entries written varint-delimited, as grpc-java's examples write them.
+    let varint = dir.path().join("varint.binlog");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&varint).unwrap());
+    let mut entries =
+        Entries::new(std::io::BufReader::new(std::fs::File::open(&kept).unwrap()), None, 16 << 20).unwrap();
+    while let Some(entry) = entries.next_entry().unwrap() {
+        Framing::Varint.write(&mut out, &entry).unwrap();
+    }
+    drop(out);
+    let (again, received, _) = replay(&built, &varint, dir.path(), "varint");
+    assert!(again["replay"]["framing"].as_str().unwrap().starts_with("varint"), "{}", again["replay"]);
+    for (method, n) in &by_method {
+        assert_eq!(again["calls_by_name"][name(method)]["requests"]["total"].as_u64(), Some(*n), "{method}");
+        assert_eq!(received[method], *n);
+    }
+    assert_eq!(again["replay"]["payload_bytes_sent"].as_u64(), Some(logged_bytes));
+}
+
+/// A small log of `n` unary echo calls 1 ms apart, each with `payload` as its request.
+fn small_log(n: u64, truncated: bool) -> Vec<u8> {
+    use rpcmeter::replay::proto::grpc_log_entry::{EventType, Payload};
+    use rpcmeter::replay::proto::{ClientHeader, GrpcLogEntry, Message, Trailer};
+    let entry = |call: u64, ns: u64, kind: EventType, payload: Option<Payload>| GrpcLogEntry {
+        timestamp: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: ns as i32 }),
+        call_id: call,
+        sequence_id_within_call: 1,
+        r#type: kind as i32,
+        logger: 2,
+        payload_truncated: truncated && kind == EventType::ClientMessage,
+        payload,
+        peer: None,
+    };
+    let mut out = Vec::new();
+    for call in 1..=n {
+        let ns = call * 1_000_000;
+        let header = ClientHeader { method_name: ECHO.into(), ..Default::default() };
+        for e in [
+            entry(call, ns, EventType::ClientHeader, Some(Payload::ClientHeader(header))),
+            entry(
+                call,
+                ns + 10,
+                EventType::ClientMessage,
+                Some(Payload::Message(Message { length: 4, data: b"\n\x02hi".to_vec() })),
+            ),
+            entry(call, ns + 99, EventType::ServerTrailer, Some(Payload::Trailer(Trailer::default()))),
+        ] {
+            Framing::Be32.write(&mut out, &e).unwrap();
+        }
+    }
+    out
+}
+
+#[test]
+fn truncated_garbage_and_endless_logs_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = small_log(20, false);
+    let cut = dir.path().join("cut.binlog");
+    std::fs::write(&cut, &good[..good.len() - 7]).unwrap();
+    let noise = dir.path().join("noise.binlog");
+    std::fs::write(&noise, (0..100_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect::<Vec<_>>())
+        .unwrap();
+    let all_cut = dir.path().join("all-cut.binlog");
+    std::fs::write(&all_cut, small_log(5, true)).unwrap();
+    let refused = |args: &[&std::ffi::OsStr], why: &str| {
+        let mut cmd = rpcmeter();
+        cmd.args(args);
+        let (code, _, stderr) = outcome(cmd);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(why) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    for info in [true, false] {
+        let run = |file: &Path| -> Vec<&std::ffi::OsStr> {
+            let file = Box::leak(file.as_os_str().to_owned().into_boxed_os_str());
+            match info {
+                true => vec![os("replay-info"), file],
+                false => vec![os("run"), os("--plaintext"), os("--no-save"), os("--replay"), file, os("127.0.0.1:1")],
+            }
+        };
+        refused(&run(&cut), "truncated");
+        refused(&run(&noise), "entry 1 at byte 0");
+    }
+    // Endless input: zeros are no entry (replay-info reads them), and run --replay reads
+    // only files it can read twice.
+    refused(&[os("replay-info"), os("/dev/zero")], "call_id 0");
+    refused(&[os("replay-info"), os("/dev/urandom")], "entry 1 at byte 0");
+    refused(&[os("run"), os("--plaintext"), os("--replay"), os("/dev/zero"), os("127.0.0.1:1")], "not a regular file");
+    // Nothing left to send once the truncated messages are skipped: refused before connecting.
+    refused(
+        &[os("run"), os("--plaintext"), os("--no-save"), os("--replay"), all_cut.as_os_str(), os("127.0.0.1:1")],
+        "no call of its 5 can be sent (5 with a message cut",
+    );
+}
