@@ -1,7 +1,7 @@
 //! Targets as gRPC names them (`ipv4:`, `ipv6:`, `dns:///`) and `--lb`: per-backend counts
 //! against each test server's own count, a backend that dies and comes back, the slow pod.
 mod common;
-use common::{assert_accounted, echo_proto, Behaviour, TestServer};
+use common::{assert_accounted, echo_proto, wait, Behaviour, TestServer};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::Command;
@@ -94,10 +94,12 @@ fn a_backend_that_dies_leaves_the_rotation_and_rejoins_when_back() {
     let b_addr = b.addr;
     let cmd = run(&ipv4(&[&a, &b]), &["--lb", "round_robin", "-z", "3s", "--rps", "400"]);
     let handle = std::thread::spawn(move || json(cmd));
-    std::thread::sleep(Duration::from_millis(800));
+    wait::wait_for_count("calls on the backend that dies", 40, || b.calls());
     b.kill();
     let at_death = b.calls();
-    std::thread::sleep(Duration::from_millis(300));
+    // The client has seen the death once the other backend answers the whole rate.
+    let a_at_death = a.calls();
+    wait::wait_for_count("the other backend taking the dead one's share", a_at_death + 40, || a.calls());
     // The port is free again once the old server is gone; a restart on it is the pod back.
     let back = TestServer::start_on(b_addr, Behaviour::Echo);
     let r = handle.join().unwrap();

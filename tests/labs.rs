@@ -5,6 +5,8 @@ use assert_cmd::Command;
 #[path = "common/md_table.rs"]
 mod md_table;
 use md_table::rows;
+#[path = "common/wait.rs"]
+mod wait;
 use std::path::Path;
 
 fn lab(name: &str, out: &Path) -> String {
@@ -134,23 +136,39 @@ fn ping_vs_grpc_tables_each_path_with_the_gap_and_trimming_stated() {
     }
 }
 
+/// Calls the lab server at `addr` has received (its Stats).
+fn received(addr: &str) -> u64 {
+    use rpcmeter::lab::proto::lab::{stats_client::StatsClient, StatsRequest};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut stats = StatsClient::connect(format!("http://{addr}")).await.unwrap();
+        stats.get(StatsRequest {}).await.unwrap().into_inner().received
+    })
+}
+
 /// Ctrl-C in the middle of a lab: the write-up is marked INTERRUPTED at its top, names the
 /// steps that ran, and draws no conclusion from the steps that did not.
 #[test]
 fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
     let dir = tempfile::tempdir().unwrap();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
         .args(["lab", "kv-throughput", "--quick", "--runtimes", "rpcmeter", "--out"])
         .arg(dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // kv-throughput --quick is 20 steps of 1 s: 2.5 s in, most of them have not run.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // kv-throughput --quick is 20 steps of 1 s, four per server: once the fifth (the first on
+    // the second server, whose count starts at 0) has calls answered, four have run and most
+    // have not. A signal while a step still resolves its schema ends the lab with an error
+    // and no write-up (a defect of its own), so the wait is for calls, not the step's line.
+    let mut stderr = wait::Lines::read(child.stderr.take().unwrap());
+    let fifth = (0..5).map(|_| stderr.wait_for_line(": rpcmeter run ")).last().unwrap();
+    let addr = fifth.rsplit(' ').next().unwrap().to_string();
+    wait::wait_for_count("calls of the fifth step", 1, || received(&addr));
     assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr.rest());
     let md = std::fs::read_to_string(dir.path().join("kv-throughput.md")).unwrap();
     let top: Vec<&str> = md.lines().take(3).collect();
     assert!(top[2].starts_with("**INTERRUPTED**: ") && top[2].contains("Steps that ran: "), "{md}");

@@ -212,7 +212,8 @@ fn a_dying_target_is_counted_not_lost() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
+    // Killed once calls have been answered, well inside the 3 s.
+    common::wait::wait_for_count("20 calls at the server", 20, || server.calls());
     server.kill();
     let out = child.wait_with_output().unwrap();
     let r: serde_json::Value =
@@ -230,7 +231,7 @@ fn ctrl_c_leaves_a_valid_partial_result() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    common::wait::wait_for_count("20 calls at the server", 20, || server.calls());
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

@@ -4,6 +4,8 @@
 use rpcmeter::lab::{LabConfig, LabServer, Model};
 use std::process::Command;
 use std::time::Duration;
+#[path = "common/wait.rs"]
+mod wait;
 
 fn run(addr: &str, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
@@ -196,20 +198,24 @@ fn a_sweep_shows_unsent_calls_and_marks_an_interrupted_step() {
     let server = lab(LabConfig::default());
     let addr = server.local_addr().to_string();
     // 50000 calls/s through one slot cannot be kept; then three 1 s steps, the second of
-    // which (or the third, on a slow machine) the SIGINT at 2 s cuts short.
-    let child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+    // which (or the third, on a slow machine) the SIGINT cuts short: it is sent once the
+    // first step is done and calls of the second have reached the server.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
         .args(sweep_args(&addr, "50000,100,100,100", &["-z", "1s"]))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2000));
+    let mut stderr = wait::Lines::read(child.stderr.take().unwrap());
+    stderr.wait_for_line("sweep: --rps 50000 done");
+    let after_first = server.stats().received;
+    wait::wait_for_count("calls of the second step", after_first + 1, || server.stats().received);
     let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let out = child.wait_with_output().unwrap();
     server.shutdown();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}{text}", stderr.rest());
     assert!(text.lines().next().unwrap().contains("unsent"), "{text}");
     let first = text.lines().find(|l| l.starts_with("--rps 50000")).unwrap_or_else(|| panic!("{text}"));
     let cells: Vec<&str> = first.split_whitespace().collect();

@@ -4,11 +4,12 @@
 //! result as `--format prometheus`, `influx` and `junit`.
 mod common;
 use common::lab_process::LabProcess;
+use common::wait;
 use prometheus_parse::{Scrape, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One scrape as Prometheus does it: GET /metrics, the body parsed.
 fn scrape(addr: &str) -> Scrape {
@@ -63,15 +64,30 @@ fn live_metrics_grow_during_a_lab_run_and_close_after_it() {
     let addr = url.strip_suffix("/metrics").unwrap().to_string();
     assert!(!addr.ends_with(":0"), "the bound port: {addr}");
 
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_millis(700));
-    let first = scrape(&addr);
-    std::thread::sleep(Duration::from_millis(1000));
-    let second = scrape(&addr);
-    assert!(started.elapsed() < Duration::from_secs(3), "both scrapes fall inside the run");
-
     let ok = |s: &Scrape| counter(s, "rpcmeter_calls_total", Some(("status", "OK")));
-    assert!(ok(&first) > 0.0 && ok(&second) > ok(&first) + 50.0, "{} then {}", ok(&first), ok(&second));
+    // Before the first answer there is no OK series yet.
+    let ok_yet = |s: &Scrape| {
+        let any = s.samples.iter().any(|x| x.metric == "rpcmeter_calls_total" && x.labels.get("status") == Some("OK"));
+        if any {
+            ok(s)
+        } else {
+            0.0
+        }
+    };
+    // Scraped as the run goes (a scrape that answers is inside it): once calls are answered,
+    // then once 50 more are.
+    let scrape_when = |what: &str, more_than: f64| {
+        wait::wait_for(what, wait::LIMIT, || {
+            let s = scrape(&addr);
+            if ok_yet(&s) > more_than {
+                Ok(s)
+            } else {
+                Err(ok_yet(&s))
+            }
+        })
+    };
+    let first = scrape_when("OK calls in a scrape", 0.0);
+    let second = scrape_when("50 more OK calls in a scrape", ok(&first) + 50.0);
     let cpu = |s: &Scrape| counter(s, "rpcmeter_client_cpu_seconds_total", None);
     assert!(cpu(&second) > cpu(&first), "client CPU grows");
     for s in [&first, &second] {

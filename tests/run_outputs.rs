@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn memory_follows_calls_in_flight_not_the_flags() {
@@ -51,33 +51,35 @@ fn ctrl_c_while_reflection_waits_ends_at_once() {
     // Accepts connections and never answers: reflection would wait for --connect-timeout.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    let (arrived, request_arrived) = std::sync::mpsc::channel();
+    let (test_over, over) = std::sync::mpsc::channel::<()>();
     let held = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
         let _ = conn.read(&mut [0; 64]);
-        std::thread::sleep(Duration::from_secs(5));
+        let _ = arrived.send(());
+        // Held, unanswered, until the test ends.
+        let _ = over.recv();
     });
     let mut child = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .args(["run", "--plaintext", "--quiet", "--call", "EchoService/echo", &addr.to_string()])
+        .args(["run", "--plaintext", "--quiet", "--connect-timeout", "60s", "--call", "EchoService/echo"])
+        .arg(addr.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let sent = Instant::now();
+    request_arrived.recv_timeout(wait::LIMIT).expect("the client's first bytes reached the server");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(sent.elapsed() < Duration::from_secs(3), "Ctrl-C ignored while reflection connects");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    // Far short of the 60 s connect timeout that would end it without the signal.
+    let status = wait::wait_for("the run to end after Ctrl-C", Duration::from_secs(10), || {
+        child.try_wait().unwrap().ok_or("still running while reflection connects")
+    });
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
-    drop(held);
+    drop(test_over);
+    held.join().unwrap();
 }
 
 #[test]
@@ -163,7 +165,7 @@ fn exports_beside_the_report_and_a_readable_hdr_log() {
     assert_eq!(calls, total);
 }
 
-/// Starts a long run writing `out` (and its exports), waits until it is measuring.
+/// Starts a long run writing `out` (and its exports); the caller waits for its calls.
 fn long_run_into(server: &TestServer, dir: &std::path::Path) -> std::process::Child {
     let mut cmd = run_echo(server.addr, &["-c", "2", "-z", "60s", "--format", "json", "-o"]);
     cmd.arg(dir.join("r.json"));
@@ -181,8 +183,7 @@ fn a_killed_run_leaves_the_earlier_results_whole() {
         std::fs::write(dir.path().join(name), format!("a good earlier {name}\n")).unwrap();
     }
     let mut child = long_run_into(&server, dir.path());
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(server.calls() > 0, "the run had not started");
+    wait::wait_for_count("calls at the server", 20, || server.calls());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
@@ -198,7 +199,7 @@ fn a_hang_up_ends_the_run_like_sigterm_with_a_partial_report() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("r.json"), "old").unwrap();
     let child = long_run_into(&server, dir.path());
-    std::thread::sleep(Duration::from_millis(1500));
+    wait::wait_for_count("calls at the server", 20, || server.calls());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     let out = child.wait_with_output().unwrap();

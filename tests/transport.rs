@@ -2,6 +2,8 @@
 //! broken connections, concurrency on one connection, TLS with and without client certs.
 #[path = "common/echo_calls.rs"]
 mod echo_calls;
+#[path = "common/wait.rs"]
+mod wait;
 use bytes::Bytes;
 use echo_calls::request;
 use prost::Message as _;
@@ -481,6 +483,7 @@ async fn unix_socket_targets_with_keepalive(lean: bool) {
     assert!(target.is_loopback());
     let conn = connect(lean, &target).await;
     assert_eq!(conn.unary(&echo_spec(), request("over a socket"), false).await.status, Code::Ok);
+    // The idle stretch under test: six keepalive periods with no call.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!conn.is_closed(), "answered keepalive PINGs must not close the connection");
     assert_eq!(conn.unary(&echo_spec(), request("still"), false).await.status, Code::Ok);
@@ -502,6 +505,7 @@ struct CountingEcho(Arc<std::sync::atomic::AtomicU64>);
 #[tonic::async_trait]
 impl EchoService for CountingEcho {
     async fn echo(&self, request: Request<Message>) -> Result<Response<Message>, Status> {
+        // A millisecond's work: calls are in flight when the server stops.
         tokio::time::sleep(Duration::from_millis(1)).await;
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Response::new(request.into_inner()))
@@ -522,14 +526,19 @@ async fn graceful_shutdown_ends_every_call_with_a_status(lean: bool) {
     }));
     let conn = connect(lean, &target(addr, None)).await;
     let call = PreparedCall::new(&echo_spec());
-    let workers = echo_calls::until_refused(&conn, &call, 32);
-    let stopping = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let ok_so_far = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let workers = echo_calls::until_refused(&conn, &call, 32, &ok_so_far);
+    // Stopped once every caller has had calls answered.
+    let counted = ok_so_far.clone();
+    let stopping = tokio::task::spawn_blocking(move || {
+        wait::wait_for_count("OK calls before the stop", 64, || counted.load(std::sync::atomic::Ordering::Relaxed));
         let _ = stop.send(());
-    };
-    let (statuses, ()) = tokio::time::timeout(Duration::from_secs(20), async { futures::join!(workers, stopping) })
-        .await
-        .expect("every call ends");
+    });
+    let (statuses, stopped) =
+        tokio::time::timeout(Duration::from_secs(90), async { futures::join!(workers, stopping) })
+            .await
+            .expect("every call ends");
+    stopped.unwrap();
     let statuses: Vec<Code> = statuses.into_iter().flatten().collect();
     let ok = statuses.iter().filter(|&&s| s == Code::Ok).count() as u64;
     assert!(statuses.iter().all(|&s| s == Code::Ok || s == Code::Unavailable), "{statuses:?}");

@@ -3,6 +3,8 @@
 //! (GOAWAY) while calls run. A runtime whose toolchain is missing is skipped, said on stderr.
 #[path = "common/echo_calls.rs"]
 mod echo_calls;
+#[path = "common/wait.rs"]
+mod wait;
 use rpcmeter::experiments::servers::{self, Runtime, Server};
 use rpcmeter::grpc::{CallSpec, Connector, PreparedCall};
 use std::time::Duration;
@@ -33,12 +35,15 @@ async fn against(runtime: Runtime) {
     echo_calls::all_echo(&conn, &call, (0..300).map(|i| format!("call {i}"))).await;
 
     // A graceful stop while 32 callers run: each call ends OK or UNAVAILABLE, none hangs.
-    let workers = echo_calls::until_refused(&conn, &call, 32);
+    let ok_so_far = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let workers = echo_calls::until_refused(&conn, &call, 32, &ok_so_far);
+    // Stopped once more than one call per caller has been answered.
+    let counted = ok_so_far.clone();
     let stopping = tokio::task::spawn_blocking(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        wait::wait_for_count("OK calls before the stop", 64, || counted.load(std::sync::atomic::Ordering::Relaxed));
         server.stop()
     });
-    let statuses = tokio::time::timeout(Duration::from_secs(30), workers).await.expect("every call ends");
+    let statuses = tokio::time::timeout(Duration::from_secs(90), workers).await.expect("every call ends");
     let _ = stopping.await;
     let statuses: Vec<Code> = statuses.into_iter().flatten().collect();
     assert!(statuses.iter().filter(|&&s| s == Code::Ok).count() > 32, "calls ran before the stop");

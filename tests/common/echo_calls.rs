@@ -5,6 +5,7 @@ use prost::Message as _;
 use rpcmeter::grpc::wire::frame;
 use rpcmeter::grpc::{Connection, PreparedCall};
 use rpcmeter::lab::proto::echo::Message;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tonic::Code;
 
 /// The framed echo request carrying `content`.
@@ -23,13 +24,17 @@ pub async fn all_echo(conn: &Connection, call: &PreparedCall, contents: impl Int
 }
 
 /// `callers` callers calling in a loop until a call is not OK (the server going away):
-/// every caller's statuses, its last one the first that was not OK.
-pub async fn until_refused(conn: &Connection, call: &PreparedCall, callers: usize) -> Vec<Vec<Code>> {
+/// every caller's statuses, its last one the first that was not OK. `ok` counts the OK
+/// answers as they come (for a test to stop the server once calls run).
+pub async fn until_refused(conn: &Connection, call: &PreparedCall, callers: usize, ok: &AtomicU64) -> Vec<Vec<Code>> {
     let workers = (0..callers).map(|_| async move {
         let mut statuses = Vec::new();
         loop {
             let reply = conn.call(call, request("until the end"), false).await;
             statuses.push(reply.status);
+            if reply.status == Code::Ok {
+                ok.fetch_add(1, Relaxed);
+            }
             if reply.status != Code::Ok {
                 return statuses;
             }

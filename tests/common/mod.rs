@@ -2,6 +2,7 @@
 //! a real tonic echo server on 127.0.0.1 port 0 with an optional stall or rejection rule.
 #![allow(dead_code)]
 pub mod lab_process;
+pub mod wait;
 use rpcmeter::lab::proto::echo::echo_service_server::{EchoService, EchoServiceServer};
 use rpcmeter::lab::proto::echo::Message;
 use std::net::SocketAddr;
