@@ -1,6 +1,6 @@
-//! The system calls rpcmeter makes itself, in one place, each through rustix where it wraps
-//! the call (no unsafe code then); getrusage(2), which rustix does not wrap, is the one left
-//! to libc. Linux only, as the timerfd and prctl(2) are.
+//! The system calls rpcmeter makes itself, in one place, each through rustix (no unsafe code
+//! then); getrusage(2), which rustix does not wrap, is replaced by the process CPU-time clock
+//! and /proc/self/status. Linux only, as the timerfd and prctl(2) are.
 use std::os::fd::OwnedFd;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -72,18 +72,21 @@ fn death_signal(command: &mut Command, signal: rustix::process::Signal) {
     }
 }
 
-/// This process's CPU time (user and system) and its peak resident set size in bytes, from
-/// getrusage(2).
+/// This process's CPU time (user and system, every thread's, ended ones included: the
+/// process CPU-time clock) and its peak resident set size in bytes (VmHWM, which
+/// getrusage(2) reports as ru_maxrss; 0 when /proc cannot be read).
 pub fn cpu_and_max_rss() -> (Duration, u64) {
-    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    // ru_maxrss is in KiB on Linux.
-    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_maxrss as u64 * 1024)
+    use rustix::time::{clock_gettime, ClockId};
+    let cpu = clock_gettime(ClockId::ProcessCPUTime);
+    let cpu = Duration::new(cpu.tv_sec.max(0) as u64, cpu.tv_nsec.clamp(0, 999_999_999) as u32);
+    (cpu, peak_rss().unwrap_or(0))
+}
+
+/// VmHWM of /proc/self/status, in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status.lines().find_map(|line| line.strip_prefix("VmHWM:"))?.trim().strip_suffix("kB")?;
+    Some(kib.trim().parse::<u64>().ok()? * 1024)
 }
 
 /// The size of a memory page, in bytes.

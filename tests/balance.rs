@@ -206,3 +206,73 @@ fn backends_show_in_every_format_and_merge_exactly() {
         assert!(slice.get("method").is_none());
     }
 }
+
+/// A port nothing listens on: a backend down from the start.
+fn closed_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A backend down from the start is named in a notice (its row has no latency, not 0 µs);
+/// calls that found no ready backend get a row of their own, so the rows add up to the total.
+#[test]
+fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
+    let up = TestServer::start(Behaviour::Echo);
+    let down = closed_port();
+    let target = format!("ipv4:{},{down}", up.addr);
+    let r = json(run(&target, &["--lb", "round_robin", "-n", "100", "-c", "2"]));
+    let warnings: Vec<&Value> =
+        r["warnings"].as_array().unwrap().iter().filter(|w| w["kind"] == "down_backend").collect();
+    assert_eq!(warnings.len(), 1, "{}", r["warnings"]);
+    let text = warnings[0]["message"].as_str().unwrap();
+    assert!(text.contains(&down.to_string()) && text.contains("from the start"), "{text}");
+    // pick_first sends everything to the first by design: no notice.
+    let r = json(run(&target, &["--lb", "pick_first", "-n", "100", "-c", "2"]));
+    assert!(r["warnings"].as_array().unwrap().iter().all(|w| w["kind"] != "down_backend"), "{}", r["warnings"]);
+
+    // The only backend dies during the run: the calls after find no ready backend, and the
+    // table gives them a row, so that its rows add up to the total.
+    let mut only = TestServer::start(Behaviour::Echo);
+    let cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
+    let handle = std::thread::spawn(move || cmd_output(cmd));
+    while only.calls() < 20 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    only.kill();
+    let table = handle.join().unwrap();
+    let cells = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let row = table.lines().find(|l| l.contains("(no ready backend)")).unwrap_or_else(|| panic!("{table}"));
+    let backend = table.lines().find(|l| l.trim_start().starts_with(&only.addr.to_string())).unwrap();
+    let total = table.lines().find(|l| l.trim_start().starts_with("Calls:")).unwrap();
+    let none: u64 = cells(row)[3].parse().unwrap();
+    let placed: u64 = cells(backend)[1].parse().unwrap();
+    assert!(none > 0 && cells(row)[3] == cells(row)[4], "{row}");
+    assert!(total.contains(&format!("Calls:       {} ", none + placed)), "{total}\n{backend}\n{row}");
+}
+
+/// The table a run printed, whatever its exit code.
+fn cmd_output(mut cmd: Command) -> String {
+    String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+}
+
+/// A long list, most of it down: the table's header names the first addresses and counts
+/// them all (it printed every address: 16 KB for a thousand), and the backends that took no
+/// call are one row (they were one empty row each).
+#[test]
+fn a_long_address_list_is_short_in_the_table() {
+    let up = TestServer::start(Behaviour::Echo);
+    let listeners: Vec<std::net::TcpListener> =
+        (0..20).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    // Bound, never accepting, then closed: ports nothing listens on.
+    let down: Vec<String> = listeners.iter().map(|l| l.local_addr().unwrap().to_string()).collect();
+    drop(listeners);
+    let target = format!("ipv4:{},{}", up.addr, down.join(","));
+    let table = cmd_output(run(&target, &["--lb", "round_robin", "-n", "40", "-c", "2"]));
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("(21 addresses)") && !header.contains(&down[5]), "{header}");
+    assert!(header.len() < 200, "{header}");
+    let rows: Vec<&str> =
+        table.lines().skip_while(|l| !l.starts_with("By backend")).skip(2).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(rows[1].trim_start().starts_with("(20 backends)"), "{rows:?}");
+}

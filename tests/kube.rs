@@ -257,7 +257,6 @@ fn what_would_fail_on_the_cluster_is_refused_when_printing() {
     }
     refused(&with(&["--shards", "2"], &["--metrics-addr", "0.0.0.0:0"]), "--metrics-addr");
     refused(&with(&["--shards", "2"], &["--format", "csv"]), "--format csv");
-    refused(&with(&["--shards", "2"], &["--assert", "rps>=100"]), "--assert");
     refused(&["--shards", "2", "run", "--plaintext", "--call", "E/e", "-n", "100", "h:1"], "--timeout");
     // A ConfigMap holds at most 1 MiB.
     let dir = tempfile::tempdir().unwrap();
@@ -654,4 +653,37 @@ fn a_pod_killed_mid_run_is_named_in_pod_0s_partial_merge() {
     let merged: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     assert_eq!(merged["partial"], true, "{merged}");
     assert_eq!(merged["missing_shards"][0]["shard"], "1/2", "{merged}");
+}
+
+/// `--assert` judges the merged run in pod 0, never a pod's 1/N share: over 2 pods at 100
+/// calls/s as a whole, `rps>=80` passes (each share is 50/s) and `rps>=150` fails, exit 1.
+#[test]
+fn pod_0_judges_the_merged_run() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let judged = |check: &str| {
+        let manifest = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .current_dir(dir.path())
+            .args(["kube", "--shards", "2", "run", "--plaintext", "--proto"])
+            .arg(common::echo_proto())
+            .args(["--call", "EchoService/echo", "-d", r#"{"content":"x"}"#, "--rps", "100", "-z", "2s"])
+            .args(["--no-server-stats", "--assert", check])
+            .arg(server.addr.to_string())
+            .output()
+            .unwrap();
+        assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+        let file = dir.path().join("load.yaml");
+        std::fs::write(&file, &manifest.stdout).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .args(["kube", "--output", "json", "--simulate"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
+    };
+    let (code, stderr) = judged("rps>=80");
+    assert_eq!(code, Some(0), "rps>=80 over 100/s: {stderr}");
+    let (code, stderr) = judged("rps>=150");
+    assert_eq!(code, Some(1), "rps>=150 over 100/s: {stderr}");
 }

@@ -27,13 +27,14 @@ pub enum NoticeKind {
     NoSteadyState,
     Hiccups,
     SlowBackend,
+    DownBackend,
     FailedChecks,
     FlowsStopped,
 }
 
 impl NoticeKind {
     /// Every kind, so that a kind read back from a result (`merge`, `report`) is found by name.
-    pub const ALL: [NoticeKind; 17] = [
+    pub const ALL: [NoticeKind; 18] = [
         NoticeKind::Partial,
         NoticeKind::ClosedLoop,
         NoticeKind::BehindSchedule,
@@ -49,6 +50,7 @@ impl NoticeKind {
         NoticeKind::NoSteadyState,
         NoticeKind::Hiccups,
         NoticeKind::SlowBackend,
+        NoticeKind::DownBackend,
         NoticeKind::FailedChecks,
         NoticeKind::FlowsStopped,
     ];
@@ -75,6 +77,7 @@ impl NoticeKind {
             NoticeKind::NoSteadyState => "no_steady_state",
             NoticeKind::Hiccups => "client_hiccups",
             NoticeKind::SlowBackend => "slow_backend",
+            NoticeKind::DownBackend => "down_backend",
             NoticeKind::FailedChecks => "failed_checks",
             NoticeKind::FlowsStopped => "flows_stopped",
         }
@@ -107,6 +110,7 @@ pub fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
     .into_iter()
     .flatten()
     .chain(slow_backends(&s.by_backend()))
+    .chain(down_backends(plan, s))
     .chain(abandoned(s))
     .chain(failed_checks(s))
     .chain(flows_stopped(s))
@@ -349,6 +353,45 @@ fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)]) -> Vec<No
     out
 }
 
+/// Under round_robin every ready backend takes an equal share: one that answered less than
+/// half the other backends' median (each of them `SLOW_BACKEND_CALLS` or more) was down or
+/// unreachable for part of the run, or all of it when it answered none. Calls that found no
+/// ready backend are said with it (they are in no backend's row).
+fn down_backends(plan: &Plan, s: &Summary) -> Vec<Notice> {
+    if plan.target.lb != crate::grpc::Lb::RoundRobin {
+        return Vec::new();
+    }
+    let backends = s.by_backend();
+    let answered: Vec<(&str, u64)> =
+        backends.iter().map(|(addr, share)| (*addr, share.statuses.get(tonic::Code::Ok))).collect();
+    let mut out = Vec::new();
+    for (i, &(addr, ok)) in answered.iter().enumerate() {
+        let mut others: Vec<u64> = answered.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, n))| *n).collect();
+        others.sort();
+        let Some(&median) = others.get(others.len() / 2) else { continue };
+        if median < SLOW_BACKEND_CALLS || ok * 2 >= median {
+            continue;
+        }
+        let how = match ok {
+            0 => "none: down or unreachable from the start?".to_owned(),
+            _ => format!("{}% of it: down or unreachable for part of the run?", ok * 100 / median),
+        };
+        out.push(notice(
+            NoticeKind::DownBackend,
+            format!("backend {addr} answered {ok} calls OK where the other backends' median is {median}, {how}"),
+        ));
+    }
+    let placed: u64 = backends.iter().map(|(_, share)| share.calls).sum();
+    let unplaced = s.requests.total.saturating_sub(placed);
+    if !out.is_empty() && unplaced > 0 {
+        out.push(notice(
+            NoticeKind::DownBackend,
+            format!("{unplaced} calls found no ready backend (UNAVAILABLE, in no backend's row)"),
+        ));
+    }
+    out
+}
+
 fn abandoned(s: &Summary) -> Option<Notice> {
     (s.requests.abandoned > 0).then(|| {
         notice(
@@ -574,6 +617,7 @@ mod every_kind {
                 | NoticeKind::NoSteadyState
                 | NoticeKind::Hiccups
                 | NoticeKind::SlowBackend
+                | NoticeKind::DownBackend
                 | NoticeKind::FailedChecks
                 | NoticeKind::FlowsStopped => kind,
             };

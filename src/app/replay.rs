@@ -85,6 +85,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         calls,
         named: true,
         flows: Vec::new(),
+        checks: 0,
         log: Some(source.clone()),
     };
     let (truncated, streaming, no_request) = scan.skipped();

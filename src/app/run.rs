@@ -429,6 +429,7 @@ fn workload_mix(
         .iter()
         .map(|f| engine::MixFlow { steps: f.steps.clone(), stop_on_check_failure: f.stop_on_check_failure })
         .collect();
+    let mix = engine::Mix { calls, pick, named: true, flows, checks: checks.len(), log: None };
     let breakdown = Breakdown {
         calls: names,
         flows: workload
@@ -440,7 +441,7 @@ fn workload_mix(
         methods: methods.clone(),
         replay: None,
     };
-    Ok((methods.swap_remove(0), engine::Mix { calls, pick, named: true, flows, log: None }, plan, breakdown))
+    Ok((methods.swap_remove(0), mix, plan, breakdown))
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

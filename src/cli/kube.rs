@@ -136,11 +136,6 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
             format_name(parsed.format)
         )));
     }
-    if parsed.assert.is_some() {
-        return Err(bad_input(
-            "kube run: --assert would judge each shard's share alone (its rate is 1/N of the load): judge the merged result",
-        ));
-    }
     if parsed.metrics_addr.is_some_and(|a| a.port() == 0) {
         return Err(bad_input("kube run: --metrics-addr needs a fixed port, the pods' containerPort for a scraper"));
     }
@@ -152,7 +147,7 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
     }
     parsed.input.apply();
     // Pod 0's name under the Service (its hostname is NAME-0 in an Indexed Job): the address
-    // every pod meets at; pod 0 itself listens on every interface at the port.
+    // every pod meets at; pod 0 listens at its address once its DNS record exists.
     let coordinator = format!("{}-0.{}:{}", args.name, args.name, args.coordinator_port);
     let join_timeout = humantime::format_duration(args.join_timeout).to_string().replace(' ', "");
     let length = each_shard(args, shards, &coordinator, &join_timeout)?;
@@ -212,8 +207,9 @@ fn ship(args: &KubeArgs, run: &Checked) -> anyhow::Result<Shipped> {
     let run_words = &args.run[1..];
     let (files, tls, mut becomes) = ship_files(parsed)?;
     // A flag naming a local file that is not shipped would name nothing in a pod.
-    if let Some(flag) = path_flags(run_words).into_iter().find(|(id, _)| !becomes.iter().any(|(b, _)| b == id)) {
-        return Err(bad_input(format!("kube run: {}: kube does not ship this file to the pods", flag.1)));
+    if let Some(flag) = path_flags(run_words).into_iter().find(|f| !becomes.iter().any(|(b, _)| *b == f.id)) {
+        let paths = flag.paths.join(",");
+        return Err(bad_input(format!("kube run: {} {paths}: kube does not ship this file to the pods", flag.long)));
     }
     files.check("ConfigMap")?;
     tls.check("Secret")?;
@@ -255,7 +251,7 @@ fn ship(args: &KubeArgs, run: &Checked) -> anyhow::Result<Shipped> {
         env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}));
     }
     // The run's secret, which every shard proves to pod 0: only this Job's pods join it.
-    let coordinator_secret = k::new_secret();
+    let (_, coordinator_secret) = crate::app::coordinator::trust::Secret::generate()?;
     let key = json!({"name": format!("{}-coordinator", args.name), "key": "secret"});
     env.push(json!({"name": k::SECRET_ENV, "valueFrom": {"secretKeyRef": key}}));
     let shard = format!("$(JOB_COMPLETION_INDEX)/{}", run.shards);
@@ -538,17 +534,34 @@ fn ship_workload(workload: &std::path::Path, files: &mut Files) -> anyhow::Resul
     Ok(files.add(&format!("workload/{}", k::base_name(workload, "workload.toml")), rewritten.into_bytes()))
 }
 
-/// The flags of `words` (a `run`'s, after `run`) whose value is a local path (a PathBuf, as
-/// clap reads them): each one's id and `--long VALUE`.
-fn path_flags(words: &[String]) -> Vec<(String, String)> {
+/// A flag of a `run` whose value names local paths (a PathBuf, as clap reads it).
+struct PathFlag {
+    /// Its clap id.
+    id: String,
+    /// `--long`.
+    long: String,
+    /// The paths it names (one, or a list split at its delimiter, as `-i a,b`).
+    paths: Vec<String>,
+    delimiter: Option<char>,
+}
+
+/// The flags of `words` (a `run`'s, after `run`) naming local paths, in order.
+fn path_flags(words: &[String]) -> Vec<PathFlag> {
     let command = run_command();
     let mut found = Vec::new();
     for flag in super::words::flags(&command, words) {
         let Some(arg) = command.get_arguments().find(|a| a.get_id() == flag.id.as_str()) else { continue };
-        if arg.get_value_parser().type_id() == std::any::TypeId::of::<std::path::PathBuf>() {
-            let long = arg.get_long().unwrap_or(flag.id.as_str());
-            found.push((flag.id.clone(), format!("--{long} {}", flag.value.unwrap_or_default())));
+        if arg.get_value_parser().type_id() != std::any::TypeId::of::<std::path::PathBuf>() {
+            continue;
         }
+        let value = flag.value.unwrap_or_default();
+        let delimiter = arg.get_value_delimiter();
+        let paths = match delimiter {
+            Some(d) => value.split(d).map(String::from).collect(),
+            None => vec![value],
+        };
+        let long = format!("--{}", arg.get_long().unwrap_or(flag.id.as_str()));
+        found.push(PathFlag { id: flag.id, long, paths, delimiter });
     }
     found
 }
@@ -604,39 +617,24 @@ fn pod_words(words: &[String], root: &std::path::Path, port: u16, json: bool) ->
     if !kubes || parsed.join.is_some() || parsed.start_at.is_some() || parsed.shards.is_some() {
         return Err("the args are not kube's: --shard and --coordinator, no --join, --start-at or --shards".into());
     }
-    let command = run_command();
     let rest = &words[1..];
-    // Every flag naming a local path (a PathBuf, as clap reads it) names a mounted file.
-    let mut paths: Vec<(String, Vec<String>)> = Vec::new();
-    for flag in super::words::flags(&command, rest) {
-        let Some(arg) = command.get_arguments().find(|a| a.get_id() == flag.id.as_str()) else { continue };
-        if arg.get_value_parser().type_id() != std::any::TypeId::of::<std::path::PathBuf>() {
-            continue;
-        }
-        let long = format!("--{}", arg.get_long().unwrap_or(flag.id.as_str()));
-        let value = flag.value.unwrap_or_default();
-        let values: Vec<&str> = match arg.get_value_delimiter() {
-            Some(d) => value.split(d).collect(),
-            None => vec![value.as_str()],
-        };
-        for v in values {
-            let here = mounted(v, root)
-                .ok_or(format!("{long} {v}: not a file kube mounts (under {})", k::MOUNTS.join(", ")))?;
-            match paths.iter_mut().find(|(id, _)| *id == flag.id) {
-                Some((_, all)) => all.push(here),
-                None => paths.push((flag.id.clone(), vec![here])),
-            }
-        }
-    }
+    // Every flag naming a local path names a mounted file, and is moved below `root`.
     let mut becomes: Vec<(String, Becomes)> = Vec::new();
-    for (id, values) in paths {
-        let arg = command.get_arguments().find(|a| a.get_id() == id.as_str()).expect("found above");
-        let long = format!("--{}", arg.get_long().unwrap_or(id.as_str()));
-        let words = match arg.get_value_delimiter() {
-            Some(d) => vec![long, values.join(&d.to_string())],
-            None => values.into_iter().flat_map(|v| [long.clone(), v]).collect(),
+    for flag in path_flags(rest) {
+        let mut here = Vec::new();
+        for path in &flag.paths {
+            let at = k::MOUNTS.join(", ");
+            here.push(mounted(path, root).ok_or(format!("{} {path}: not a file kube mounts (under {at})", flag.long))?);
+        }
+        let words = match flag.delimiter {
+            Some(d) => vec![flag.long.clone(), here.join(&d.to_string())],
+            None => here.into_iter().flat_map(|v| [flag.long.clone(), v]).collect(),
         };
-        becomes.push((id, Becomes::Words(words)));
+        // A flag given twice (`-i a -i b`): both occurrences' paths, at the first.
+        match becomes.iter_mut().find(|(id, _)| *id == flag.id) {
+            Some((_, Becomes::Words(all))) => all.extend(words),
+            _ => becomes.push((flag.id, Becomes::Words(words))),
+        }
     }
     becomes.push(("coordinator".into(), Becomes::Words(vec!["--coordinator".into(), format!("127.0.0.1:{port}")])));
     becomes.push(("metrics_addr".into(), Becomes::Words(vec!["--metrics-addr".into(), "127.0.0.1:0".into()])));

@@ -189,16 +189,21 @@ pub fn interruptible() -> anyhow::Result<std::sync::Arc<crate::load::plan::Contr
     let control = std::sync::Arc::new(crate::load::plan::Control::default());
     // A hang-up (the terminal closed, an ssh session lost) ends the run as SIGTERM does: the
     // measured part is reported, not lost.
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        let control = control.clone();
-        // SAFETY: the handler only increments an atomic, which is async-signal-safe.
-        unsafe {
-            signal_hook::low_level::register(signal, move || {
-                control.interrupts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            })
-        }
+    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+    let mut signals = signal_hook::iterator::Signals::new(signals)
         .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
-    }
+    // A thread counts them (signal-hook's safe interface: no code of ours in the handler).
+    // Two of one kind delivered before it reads them count once: a person's two Ctrl-C are
+    // far slower than its wake-up.
+    let counted = control.clone();
+    std::thread::Builder::new()
+        .name("rpcmeter-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                counted.interrupts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .map_err(|e| crate::error::internal(format!("cannot handle signals: {e}")))?;
     Ok(control)
 }
 

@@ -1,6 +1,8 @@
 //! `run`'s flags -> `app::run::Settings`: every check of how the flags combine, before the
-//! network or the disk is touched. It stands in the command line's layer so that `app` takes
-//! typed settings and never reads a flag struct.
+//! network is touched. Besides the flags it reads only the workload file (`--workload`),
+//! the memory free (/proc/meminfo, for the calls asked to be in flight at once) and the
+//! clock (`--start-at`, a Poisson seed). It stands in the command line's layer so that `app`
+//! takes typed settings and never reads a flag struct.
 use super::parse::TargetText;
 use super::run::{self as flags, RunArgs, StagesOf};
 use super::target::{CallArgs, Compression};

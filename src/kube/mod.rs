@@ -17,7 +17,7 @@ pub const MOUNTS: [&str; 2] = [FILES_DIR, TLS_DIR];
 /// (`--simulate` passes no other to its pods).
 pub const ENV: [&str; 3] = [SECRET_ENV, METADATA_ENV, REFLECT_METADATA_ENV];
 /// The run's secret, which every shard proves it holds to the coordinator (docs/shards.md).
-pub const SECRET_ENV: &str = "RPCMETER_COORDINATOR_SECRET";
+pub const SECRET_ENV: &str = crate::app::coordinator::trust::SECRET_ENV;
 /// `-m`'s credentials, through the environment (Kubernetes expands $(VAR) in args).
 pub const METADATA_ENV: &str = "RPCMETER_METADATA";
 /// `--reflect-metadata`'s credentials, as `-m`'s.
@@ -85,15 +85,6 @@ fn key_of(n: usize, path: &str) -> String {
         .rev()
         .collect();
     format!("f{n}-{name}")
-}
-
-/// A new random secret for one run (32 bytes from the system's generator, as base64 text).
-pub fn new_secret() -> String {
-    use base64::Engine;
-    use rand::RngCore;
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
 }
 
 /// The last part of `path`, as a file name in a mount (`-`: what standard input held).

@@ -75,10 +75,6 @@ fn pods(objects: &[Value]) -> Result<Pods, String> {
     if let Some(other) = objects.iter().find(|o| !KINDS.contains(&o["kind"].as_str().unwrap_or(""))) {
         return Err(format!("a {} object: kube prints only {}", other["kind"], KINDS.join(", ")));
     }
-    let named = |kind: &str, name: Option<&str>| {
-        let name = name.unwrap_or("");
-        objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).ok_or(format!("no {kind} {name:?}"))
-    };
     let jobs: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Job").collect();
     let [job] = jobs[..] else { return Err(format!("{} Jobs: kube prints one", jobs.len())) };
     let count = job["spec"]["completions"].as_u64().and_then(|n| u32::try_from(n).ok()).filter(|&n| n > 0);
@@ -106,7 +102,17 @@ fn pods(objects: &[Value]) -> Result<Pods, String> {
         .iter()
         .map(|a| a.as_str().map(String::from).ok_or("an arg that is not a string"))
         .collect::<Result<_, _>>()?;
+    Ok(Pods { count, args, env: env_of(objects, container)?, files: files_of(objects, pod, container)? })
+}
 
+/// The object of `kind` named `name` in the manifest.
+fn named<'a>(objects: &'a [Value], kind: &str, name: Option<&str>) -> Result<&'a Value, String> {
+    let name = name.unwrap_or("");
+    objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).ok_or(format!("no {kind} {name:?}"))
+}
+
+/// The container's env: only `super::ENV`, each from a key of a Secret in the manifest.
+fn env_of(objects: &[Value], container: &Value) -> Result<Vec<(String, String)>, String> {
     let mut env = Vec::new();
     for var in container["env"].as_array().into_iter().flatten() {
         let name = var["name"].as_str().unwrap_or("");
@@ -117,12 +123,16 @@ fn pods(objects: &[Value]) -> Result<Pods, String> {
         if !var["value"].is_null() || !from.is_object() {
             return Err(format!("env {name}: kube sets it from a Secret's key, nothing else"));
         }
-        let secret = named("Secret", from["name"].as_str())?;
+        let secret = named(objects, "Secret", from["name"].as_str())?;
         let key = from["key"].as_str().unwrap_or("");
         let bytes = value_of(secret, key).ok_or(format!("env {name}: no key {key:?} in its Secret"))?;
         env.push((name.to_owned(), String::from_utf8(bytes).map_err(|_| format!("env {name}: not UTF-8"))?));
     }
+    Ok(env)
+}
 
+/// The volumes' files: only at the mounts `kube` makes, each item below its mount.
+fn files_of(objects: &[Value], pod: &Value, container: &Value) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
     let mut files = Vec::new();
     for mount in container["volumeMounts"].as_array().into_iter().flatten() {
         let (name, at) = (mount["name"].as_str().unwrap_or(""), mount["mountPath"].as_str().unwrap_or(""));
@@ -132,8 +142,8 @@ fn pods(objects: &[Value]) -> Result<Pods, String> {
         let volume = pod["volumes"].as_array().into_iter().flatten().find(|v| v["name"] == name);
         let volume = volume.ok_or(format!("volume {name}: not among the pod's volumes"))?;
         let (source, object) = match (&volume["configMap"], &volume["secret"]) {
-            (Value::Object(_), _) => (&volume["configMap"], named("ConfigMap", volume["configMap"]["name"].as_str())?),
-            (_, Value::Object(_)) => (&volume["secret"], named("Secret", volume["secret"]["secretName"].as_str())?),
+            (Value::Object(c), _) => (&volume["configMap"], named(objects, "ConfigMap", c["name"].as_str())?),
+            (_, Value::Object(s)) => (&volume["secret"], named(objects, "Secret", s["secretName"].as_str())?),
             _ => return Err(format!("volume {name}: kube mounts only a ConfigMap or a Secret")),
         };
         for item in source["items"].as_array().into_iter().flatten() {
@@ -144,7 +154,7 @@ fn pods(objects: &[Value]) -> Result<Pods, String> {
             files.push((Path::new(at).join(relative), bytes));
         }
     }
-    Ok(Pods { count, args, env, files })
+    Ok(files)
 }
 
 /// `path` when it names a file below a directory: relative, with no `..`, `.` or empty part.

@@ -60,6 +60,14 @@ impl Addresses {
         self.known.lock().unwrap().clone()
     }
 
+    /// How many backends a run broken down by backend records so far (0 for any other run).
+    pub fn backends(&self) -> usize {
+        match self.by_backend {
+            true => self.known.lock().unwrap().len(),
+            false => 0,
+        }
+    }
+
     /// The addresses the target resolves to now, each with its index.
     fn current(&self) -> Vec<(usize, SocketAddr)> {
         let known = self.known.lock().unwrap();

@@ -12,10 +12,12 @@ use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
 use crate::grpc::{Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
+use crate::record::shard::Slots;
 use crate::record::{CallRecord, Feed, Tally};
 use crate::schema::RequestSource;
 use bytes::Bytes;
-use std::cell::RefCell;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::mpsc;
@@ -112,6 +114,8 @@ pub struct Mix {
     pub named: bool,
     /// A workload's flows: when there are any, `pick` picks a flow, not a call.
     pub flows: Vec<MixFlow>,
+    /// The workload's checks, all calls' together (`MixCall::rules` number them).
+    pub checks: usize,
     /// `run --replay`: each call drawn from the log (its method is a call of the mix).
     pub log: Option<Arc<dyn CallLog>>,
 }
@@ -137,7 +141,8 @@ impl Mix {
     pub fn single(plan: &Plan, requests: Arc<RequestSource>) -> Mix {
         let (path, kind, stream) = (plan.spec.path.clone(), plan.kind, plan.stream);
         let call = MixCall { path, requests, rules: None, kind, stream };
-        Mix { calls: vec![call], pick: Pick::round_robin(&[1]), named: false, flows: Vec::new(), log: None }
+        let pick = Pick::round_robin(&[1]);
+        Mix { calls: vec![call], pick, named: false, flows: Vec::new(), checks: 0, log: None }
     }
 }
 
@@ -160,6 +165,8 @@ struct Shared {
     pick: Pick,
     named: bool,
     flows: Vec<MixFlow>,
+    /// The tallies' slots but the backends' (which each thread counts once connected).
+    slots: Slots,
     log: Option<Arc<dyn CallLog>>,
     /// How threads open their channels and reconnect them.
     dialer: Dialer,
@@ -211,6 +218,12 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     }
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
+    let slots = Slots {
+        names: if mix.named { mix.calls.len() } else { 0 },
+        flows: mix.flows.len(),
+        checks: mix.checks,
+        backends: 0,
+    };
     let shared = Arc::new(Shared {
         calls: mix
             .calls
@@ -226,6 +239,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
             .collect(),
         pick: mix.pick,
         named: mix.named,
+        slots,
         flows: mix.flows,
         log: mix.log,
         plan,
@@ -241,7 +255,10 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         round_ends: Mutex::new(Vec::new()),
         start_wall: std::sync::OnceLock::new(),
     });
-    let (report_tx, reports) = mpsc::channel();
+    // A thread hands over only with two spares the collector sent back, so it has at most one
+    // delta on its way, besides its Ready and Done: the channel never fills, and sending never
+    // allocates (std's channel allocated a block of 31 messages, 72 KiB, on the sending thread).
+    let (report_tx, reports) = crossbeam_channel::bounded(threads as usize * 4);
     let mut handles = Vec::new();
     for index in 0..threads {
         let (shared, phase, tx) = (shared.clone(), phase_rx.clone(), report_tx.clone());
@@ -338,13 +355,13 @@ impl Drop for StopOnDrop {
 
 /// Waits until each of `threads` worker threads has connected; the first failure, a thread
 /// that ended, or Ctrl-C is the error.
-fn await_connections(reports: &mpsc::Receiver<Report>, threads: u32, control: &Control) -> anyhow::Result<()> {
+fn await_connections(reports: &Receiver<Report>, threads: u32, control: &Control) -> anyhow::Result<()> {
     let mut connected = 0;
     while connected < threads {
         let ready = match reports.recv_timeout(Duration::from_millis(50)) {
             Ok(Report::Ready(ready)) => ready,
-            Err(mpsc::RecvTimeoutError::Timeout) if control.interrupts.load(Relaxed) == 0 => continue,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow::anyhow!("interrupted while connecting")),
+            Err(RecvTimeoutError::Timeout) if control.interrupts.load(Relaxed) == 0 => continue,
+            Err(RecvTimeoutError::Timeout) => Err(anyhow::anyhow!("interrupted while connecting")),
             _ => Err(anyhow::anyhow!("a worker thread ended before connecting")),
         };
         connected += 1;
@@ -394,7 +411,7 @@ struct Collected {
 fn collect(
     shared: &Shared,
     start: Instant,
-    reports: &mpsc::Receiver<Report>,
+    reports: &Receiver<Report>,
     sinks: &mut dyn Feed,
     control: &Control,
     threads: u32,
@@ -427,8 +444,8 @@ fn collect(
                 }
             }
             Ok(Report::Done) => done += 1,
-            Ok(Report::Ready(_)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Ok(Report::Ready(_)) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
         // Threads hand over at each interval's end; a short grace lets their deltas arrive
@@ -490,7 +507,7 @@ fn emit(sinks: &mut dyn Feed, interval: &mut Tally, shared: &Shared, at: Duratio
 }
 
 /// One worker thread: its own current-thread runtime, connections and tallies.
-fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: mpsc::Sender<Report>) {
+fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Phase>, tx: Sender<Report>) {
     // The precise timer paces the open loop's sends and every retry's backoff.
     if shared.plan.pacer.is_open() || shared.plan.retry.max_retries > 0 {
         crate::sys::no_timer_slack();
@@ -519,15 +536,13 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 }
             }
         }
-        // Every tally this thread will use is allocated before the clock starts: a hand-over
-        // swaps in an empty one the collector sent back (allocating and copying a tally's
-        // histograms stalled the thread ~4 ms each interval, a lag every open-loop call then due
-        // inherited).
-        let (home, spares) = mpsc::channel();
-        for _ in 0..4 {
-            let _ = home.send(Tally::default());
-        }
-        let (warmup, measured) = (RefCell::new(Tally::default()), RefCell::new(Tally::default()));
+        let local = Local::new(index, &shared, &phase, channels);
+        // Closed loop and bursts keep every worker busy from the start; an open loop starts
+        // one per thread and adds one whenever none is left free for the next due call, so
+        // memory follows the calls in flight, not --max-in-flight.
+        let first = if plan.pacer.is_open() { 1 } else { plan.workers };
+        let first: futures::stream::FuturesUnordered<Worker> =
+            std::iter::from_fn(|| next_worker(&local)).take(first as usize).collect();
         let _ = tx.send(Report::Ready(Ok(())));
         let start = loop {
             match *phase.borrow_and_update() {
@@ -539,28 +554,8 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 return;
             }
         };
-        let local = Rc::new(Local {
-            shared: shared.clone(),
-            start,
-            start_wall: shared.start_wall.get().copied().unwrap_or_else(SystemTime::now),
-            channels,
-            warmup,
-            measured,
-            home,
-            spares,
-            last_answer: RefCell::new(None),
-            phase: phase.clone(),
-            unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
-            idle: std::cell::Cell::new(0),
-            in_flight: std::cell::Cell::new(0),
-            more_workers: Notify::new(),
-            timer: super::timer::Timer::new(),
-            pacer: RefCell::new(plan.pacer.cursor()),
-        });
-        // Closed loop and bursts keep every worker busy from the start; an open loop starts
-        // one per thread and adds one whenever none is left free for the next due call, so
-        // memory follows the calls in flight, not --max-in-flight.
-        let first = if plan.pacer.is_open() { 1 } else { plan.workers };
+        local.start.set(start);
+        local.start_wall.set(shared.start_wall.get().copied().unwrap_or_else(SystemTime::now));
         // A task of its own, not part of the future `block_on` runs: what a connection's
         // driver wakes then runs before the driver's next turn, without the runtime first
         // polling the kernel for events (Connector::beside_local_tasks).
@@ -571,7 +566,9 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
             loop {
                 tick.tick().await;
-                let _ = tx.send(local.take_delta());
+                if let Some(delta) = local.take_delta() {
+                    let _ = tx.send(delta);
+                }
             }
         };
         tokio::select! {
@@ -579,25 +576,32 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             _ = flusher => {}
             _ = wait_for(&mut phase, Phase::Abort) => {}
         }
-        let _ = tx.send(local.take_delta());
+        let _ = tx.send(local.last_delta());
         let _ = tx.send(Report::Done);
     });
 }
 
-/// This thread's workers, `first` of them at the start and more when asked (`more_workers`),
+/// Empty tallies each thread keeps for its hand-overs besides its two live ones: the two the
+/// next hand-over swaps in (the collector sends back the two handed over well within an
+/// interval; when it is late, the hand-over waits for the next interval).
+const SPARE_TALLIES: usize = 2;
+
+/// A worker of a thread, made before the start (its future is some 10 KiB).
+type Worker = futures::future::LocalBoxFuture<'static, ()>;
+
+/// The thread's next worker not started yet, if any.
+fn next_worker(local: &Rc<Local>) -> Option<Worker> {
+    let id = local.unstarted.borrow_mut().next()?;
+    Some(Box::pin(worker(local.clone(), id)))
+}
+
+/// This thread's workers, `all` of them at the start and more when asked (`more_workers`),
 /// beside the thread's timer; ends when every worker has.
-async fn workers(local: Rc<Local>, first: u32) {
-    let mut all = futures::stream::FuturesUnordered::new();
-    for _ in 0..first {
-        match local.unstarted.borrow_mut().next() {
-            Some(id) => all.push(worker(local.clone(), id)),
-            None => break,
-        }
-    }
+async fn workers(local: Rc<Local>, mut all: futures::stream::FuturesUnordered<Worker>) {
     // FuturesUnordered polls only the workers that were woken (join_all polls all of
     // them on every wake-up below 30 futures: 8x the work with 8 workers).
     let run = async {
-        local.timer.sleep_until(local.start).await;
+        local.timer.sleep_until(local.start.get()).await;
         loop {
             tokio::select! {
                 ended = futures::StreamExt::next(&mut all), if !all.is_empty() => {
@@ -606,8 +610,8 @@ async fn workers(local: Rc<Local>, first: u32) {
                     }
                 }
                 _ = local.more_workers.notified() => {
-                    if let Some(id) = local.unstarted.borrow_mut().next() {
-                        all.push(worker(local.clone(), id));
+                    if let Some(worker) = next_worker(&local) {
+                        all.push(worker);
                     }
                 }
             }
@@ -631,24 +635,29 @@ async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {
 /// What the workers of one thread share (single-threaded: RefCell, no locks).
 struct Local {
     shared: Arc<Shared>,
-    start: Instant,
+    /// The schedule's zero, set at the go signal (the thread is ready before it).
+    start: Cell<Instant>,
     /// `start` on the wall clock (`Shared::start_wall`).
-    start_wall: SystemTime,
+    start_wall: Cell<SystemTime>,
     /// This thread's channels (`--connections`), each with its backends' connections.
     channels: Vec<Channel>,
+    /// The slots of each of this thread's tallies.
+    slots: Slots,
     warmup: RefCell<Tally>,
     measured: RefCell<Tally>,
-    /// Empty tallies for the next hand-over: sent by `home` at the start, then by the collector.
+    /// Empty tallies for the next hand-over: sent by `home` at the start, then by the collector;
+    /// `ready` holds those received.
     home: mpsc::Sender<Tally>,
     spares: mpsc::Receiver<Tally>,
+    ready: RefCell<Vec<Tally>>,
     last_answer: RefCell<Option<Instant>>,
     phase: watch::Receiver<Phase>,
     /// Worker ids of this thread not started yet (open loop starts them as needed).
     unstarted: RefCell<std::iter::StepBy<std::ops::Range<u32>>>,
     /// Started workers not in a call: free to take the next due call.
-    idle: std::cell::Cell<u32>,
+    idle: Cell<u32>,
     /// Calls in flight on this thread: their answers will wake it (`Timer::driving`).
-    in_flight: std::cell::Cell<u32>,
+    in_flight: Cell<u32>,
     /// Asks the thread's driver to start one more worker.
     more_workers: Notify,
     /// The open loop's precise timer, shared by this thread's workers.
@@ -658,19 +667,80 @@ struct Local {
 }
 
 impl Local {
+    /// Thread `index`'s state once its `channels` are open, before the clock starts.
+    fn new(index: u32, shared: &Arc<Shared>, phase: &watch::Receiver<Phase>, channels: Vec<Channel>) -> Rc<Local> {
+        let (plan, threads) = (&shared.plan, shared.plan.threads.max(1));
+        // Every tally this thread will use is allocated before the clock starts, each with a
+        // slot for every call name, flow, check and backend: a hand-over swaps in an empty one
+        // the collector sent back (allocating and copying a tally's histograms stalled the
+        // thread ~4 ms each interval, a lag every open-loop call then due inherited).
+        let slots = Slots { backends: shared.dialer.addresses.backends(), ..shared.slots };
+        let (home, spares) = mpsc::channel();
+        for _ in 0..SPARE_TALLIES {
+            let _ = home.send(Tally::with_slots(slots));
+        }
+        Rc::new(Local {
+            shared: shared.clone(),
+            // Set at the go signal.
+            start: Cell::new(Instant::now()),
+            start_wall: Cell::new(SystemTime::now()),
+            channels,
+            slots,
+            warmup: RefCell::new(Tally::with_slots(slots)),
+            measured: RefCell::new(Tally::with_slots(slots)),
+            home,
+            spares,
+            ready: RefCell::new(Vec::with_capacity(SPARE_TALLIES)),
+            last_answer: RefCell::new(None),
+            phase: phase.clone(),
+            unstarted: RefCell::new((index..plan.workers).step_by(threads as usize)),
+            idle: Cell::new(0),
+            in_flight: Cell::new(0),
+            more_workers: Notify::new(),
+            timer: super::timer::Timer::new(),
+            pacer: RefCell::new(plan.pacer.cursor()),
+        })
+    }
+
     /// Every slot of this thread is in a call: none idle, none left to start.
     fn full(&self) -> bool {
         self.idle.get() == 0 && self.unstarted.borrow().len() == 0
     }
 
-    fn take_delta(&self) -> Report {
-        // A spare is there unless the collector is behind by more than an interval.
-        let spare = || self.spares.try_recv().unwrap_or_default();
-        Report::Delta {
+    /// The tallies since the last hand-over, two spares taking their place; None while the
+    /// collector has not sent two back yet (it is behind by an interval: the thread keeps
+    /// recording into the tallies it has and hands them over next time, rather than allocate).
+    fn take_delta(&self) -> Option<Report> {
+        let mut spares = self.ready.borrow_mut();
+        // Within its capacity: every tally of the thread but its two live ones fits.
+        spares.extend(self.spares.try_iter());
+        if spares.len() < 2 {
+            return None;
+        }
+        let mut spare = || spares.pop().expect("two spares");
+        Some(Report::Delta {
             warmup: std::mem::replace(&mut *self.warmup.borrow_mut(), spare()),
             measured: std::mem::replace(&mut *self.measured.borrow_mut(), spare()),
             last_answer: *self.last_answer.borrow(),
             home: self.home.clone(),
+        })
+    }
+
+    /// The last hand-over, once the calls have ended: waits a moment for the collector's
+    /// spares, then makes new ones (nothing is recorded any more).
+    fn last_delta(&self) -> Report {
+        let waited = Instant::now() + Duration::from_secs(1);
+        loop {
+            if let Some(report) = self.take_delta() {
+                return report;
+            }
+            let left = waited.saturating_duration_since(Instant::now());
+            match self.spares.recv_timeout(left) {
+                Ok(spare) => self.ready.borrow_mut().push(spare),
+                Err(_) => {
+                    self.ready.borrow_mut().extend([Tally::with_slots(self.slots), Tally::with_slots(self.slots)])
+                }
+            }
         }
     }
 
@@ -799,7 +869,8 @@ async fn worker(local: Rc<Local>, id: u32) {
     let slot = (id / plan.threads.max(1)) as usize % local.channels.len();
     // Durations are bounded when the flags are read; an Instant beyond the clock's range is
     // a time never reached.
-    let far = |d: Duration| local.start.checked_add(d);
+    let start = local.start.get();
+    let far = |d: Duration| start.checked_add(d);
     let Some(warmup_end) = far(plan.warmup) else { return };
     let end = plan.stop.duration.and_then(|d| far(plan.warmup.saturating_add(d)));
     let mut done = 0u64;
@@ -811,11 +882,11 @@ async fn worker(local: Rc<Local>, id: u32) {
         // --ramp, --stages: wait while the active workers are not more than this one's number
         // in the whole run; a call in flight always ends first (k6's graceful ramp-down).
         if let Some(active) = &plan.active_workers {
-            let now = local.start.elapsed();
+            let now = start.elapsed();
             let starts = active.first_above(plan.shard.global(id as u64) as f64, now).and_then(far);
             match starts {
                 Some(at) if end.is_some_and(|e| at >= e) => break,
-                Some(at) if at > local.start + now => {
+                Some(at) if at > start + now => {
                     if !local.wait_to_start(at).await {
                         break;
                     }
@@ -911,13 +982,13 @@ async fn worker(local: Rc<Local>, id: u32) {
 /// Counts a worker among its thread's idle ones while it lives outside a call, and among its
 /// calls in flight while inside one.
 struct Idle<'a> {
-    count: &'a std::cell::Cell<u32>,
-    in_flight: &'a std::cell::Cell<u32>,
+    count: &'a Cell<u32>,
+    in_flight: &'a Cell<u32>,
     idle: bool,
 }
 
 impl<'a> Idle<'a> {
-    fn new(count: &'a std::cell::Cell<u32>, in_flight: &'a std::cell::Cell<u32>) -> Idle<'a> {
+    fn new(count: &'a Cell<u32>, in_flight: &'a Cell<u32>) -> Idle<'a> {
         count.set(count.get() + 1);
         Idle { count, in_flight, idle: true }
     }
@@ -1109,7 +1180,7 @@ async fn call(
             sent_at: wall.unwrap_or(UNIX_EPOCH),
             intended: match origin {
                 Origin::Intended { due, .. } => {
-                    local.start_wall.checked_add(due.saturating_duration_since(local.start))
+                    local.start_wall.get().checked_add(due.saturating_duration_since(local.start.get()))
                 }
                 Origin::Sent => None,
             },
@@ -1130,7 +1201,7 @@ mod tests {
 
     #[test]
     fn connections_are_awaited_until_each_thread_is_ready() {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crossbeam_channel::unbounded();
         for _ in 0..3 {
             tx.send(Report::Ready(Ok(()))).unwrap();
         }
@@ -1143,10 +1214,10 @@ mod tests {
 
     #[test]
     fn a_thread_gone_or_ctrl_c_ends_the_wait_for_connections() {
-        let (tx, rx) = mpsc::channel::<Report>();
+        let (tx, rx) = crossbeam_channel::unbounded::<Report>();
         drop(tx);
         assert!(format!("{:#}", await_connections(&rx, 1, &Control::default()).unwrap_err()).contains("ended"));
-        let (_tx, rx) = mpsc::channel::<Report>();
+        let (_tx, rx) = crossbeam_channel::unbounded::<Report>();
         let stopped = Control::default();
         stopped.interrupts.store(1, Relaxed);
         assert!(format!("{:#}", await_connections(&rx, 1, &stopped).unwrap_err()).contains("interrupted"));

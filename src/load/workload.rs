@@ -377,12 +377,18 @@ fn one_line(e: &toml::de::Error, text: &str) -> String {
     }
 }
 
+/// One pick of a round-robin cycle: the index of a call (or a flow) of the workload.
+type Picked = u8;
+
+// A cycle holds indices of calls and of flows in a `Picked`: every one must fit.
+const _: () = assert!(MAX_CALLS <= Picked::MAX as usize + 1 && MAX_FLOWS <= Picked::MAX as usize + 1);
+
 /// Which call of the mix a started call makes.
 #[derive(Debug, Clone)]
 pub enum Pick {
     /// Smooth weighted round robin: one cycle of sum(weights) picks, repeated; each name is
     /// picked exactly its weight times per cycle, spread evenly within it.
-    RoundRobin(Vec<u8>),
+    RoundRobin(Vec<Picked>),
     /// `--seed`: each pick drawn by weight from the seed and the call's number.
     Random { seed: u64, cumulative: Vec<u64> },
 }
@@ -399,7 +405,8 @@ impl Pick {
                 }
                 let best = (0..weights.len()).max_by_key(|&i| (current[i], std::cmp::Reverse(i))).unwrap_or(0);
                 current[best] -= total;
-                best as u8
+                // Below MAX_CALLS or MAX_FLOWS, which fit (the assertion above).
+                best as Picked
             })
             .collect();
         Pick::RoundRobin(cycle)

@@ -256,7 +256,7 @@ impl NameTally {
     fn clear(&mut self) {
         self.calls = 0;
         self.statuses = PerStatus::default();
-        self.latency.reset();
+        empty(&mut self.latency);
     }
 
     fn record(&mut self, latency: Duration, status: Code) {
@@ -290,11 +290,34 @@ impl Default for Tally {
     }
 }
 
+/// How many per-name, per-flow, per-check and per-backend slots a run's tallies hold, known
+/// before the clock starts: a tally made with them finds every slot there when it records
+/// (making one, its histogram's 264 KiB of counts, stalled a worker thread for milliseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slots {
+    pub names: usize,
+    pub flows: usize,
+    pub checks: usize,
+    pub backends: usize,
+}
+
 fn nanos(d: Duration) -> u64 {
     (d.as_nanos() as u64).clamp(1, MAX_NANOS)
 }
 
 impl Tally {
+    /// An empty tally with every slot of `slots` made.
+    pub fn with_slots(slots: Slots) -> Tally {
+        let shares = |n| std::iter::repeat_with(NameTally::default).take(n).collect();
+        Tally {
+            by_name: shares(slots.names),
+            by_flow: std::iter::repeat_with(FlowTally::default).take(slots.flows).collect(),
+            checks: vec![(0, 0); slots.checks],
+            by_backend: shares(slots.backends),
+            ..Tally::default()
+        }
+    }
+
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
         self.attempt_latency.saturating_record(nanos(latency));
         self.counts.attempts += 1;
@@ -312,7 +335,8 @@ impl Tally {
     }
 
     /// `--workload`: a call of the mix's call number `index` ended (besides `record_call`).
-    /// The tally's per-name slots are made once, at a name's first call.
+    /// The slot is there in a tally made `with_slots` of the run; one beyond them is made
+    /// here (a tally made otherwise, in tests and merges).
     pub fn record_named(&mut self, index: usize, latency: Duration, status: Code) {
         if index >= self.by_name.len() {
             self.by_name.resize_with(index + 1, NameTally::default);
@@ -320,9 +344,9 @@ impl Tally {
         self.by_name[index].record(latency, status);
     }
 
-    /// A flow ended, `latency` after it started. Its slots are made at its first end; an
-    /// ended flow is counted under the status that ended it (OK when a check or a capture
-    /// stopped it: its calls were answered).
+    /// A flow ended, `latency` after it started (its slot as `record_named`'s). An ended flow
+    /// is counted under the status that ended it (OK when a check or a capture stopped it:
+    /// its calls were answered).
     pub fn record_flow(&mut self, index: usize, latency: Duration, end: FlowEnd) {
         if index >= self.by_flow.len() {
             self.by_flow.resize_with(index + 1, FlowTally::default);
@@ -343,7 +367,9 @@ impl Tally {
         *failed += !pass as u64;
     }
 
-    /// A call answered by the backend at `index` of the run's addresses (besides `record_call`).
+    /// A call answered by the backend at `index` of the run's addresses (besides `record_call`);
+    /// its slot as `record_named`'s (a backend that a `dns:///` target's resolver finds
+    /// during the run gets its slot here, the one allocation a recording may make).
     pub fn record_backend(&mut self, index: usize, latency: Duration, status: Code) {
         if index >= self.by_backend.len() {
             self.by_backend.resize_with(index + 1, NameTally::default);
@@ -456,13 +482,17 @@ impl Tally {
 
     /// Empties the tally, keeping its histograms' memory.
     pub fn clear(&mut self) {
-        self.call_latency.reset();
-        self.ok_call_latency.reset();
-        self.attempt_latency.reset();
-        self.schedule_lag.reset();
-        self.service_time.reset();
-        self.message_latency.reset();
-        self.first_message.reset();
+        for h in [
+            &mut self.call_latency,
+            &mut self.ok_call_latency,
+            &mut self.attempt_latency,
+            &mut self.schedule_lag,
+            &mut self.service_time,
+            &mut self.message_latency,
+            &mut self.first_message,
+        ] {
+            empty(h);
+        }
         self.counts = Counts::default();
         self.errors.clear();
         for name in self.by_name.iter_mut().chain(&mut self.by_backend) {
@@ -474,6 +504,15 @@ impl Tally {
         for check in &mut self.checks {
             *check = (0, 0);
         }
+    }
+}
+
+/// Empties `h` if it holds anything. Resetting writes every count: a histogram never
+/// recorded into (streams' in a unary run, the schedule lag's in a closed loop) keeps its
+/// counts' pages untouched, and out of the process's memory, only while nothing writes them.
+fn empty(h: &mut Histogram<u64>) {
+    if !h.is_empty() {
+        h.reset();
     }
 }
 

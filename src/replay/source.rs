@@ -339,6 +339,9 @@ fn loop_period(info: &Info) -> Duration {
     (span + gap).max(Duration::from_micros(1))
 }
 
+/// A header block, and the logged metadata it was made from.
+type Header = (Vec<(String, bytes::Bytes)>, PreparedCall);
+
 /// The reader thread: the log, call by call, into the channel.
 struct Reader {
     settings: Settings,
@@ -365,6 +368,9 @@ impl Reader {
     fn passes(&self, mut file: std::fs::File) -> Result<(), String> {
         let mut index = 0u64;
         let mut first: Option<Duration> = None;
+        // Each method's last header block and the metadata it was made from: calls that log
+        // the same metadata (most do) share it instead of encoding it again.
+        let mut headers: Vec<Option<Header>> = vec![None; self.methods.len()];
         for pass in 0u32.. {
             let entries =
                 Entries::new(BufReader::with_capacity(1 << 16, file), self.settings.framing, self.settings.max_entry)?;
@@ -388,7 +394,8 @@ impl Reader {
                         _ => Duration::from_nanos((offset.as_nanos() as f64 / speed).round() as u64),
                     }
                 });
-                if !self.hand_over(due, which, &call) {
+                let logged = self.logged(due, which, &call, &mut headers[which]);
+                if !self.hand_over(logged) {
                     return Ok(());
                 }
             }
@@ -403,15 +410,15 @@ impl Reader {
 
     /// Sends one call to the workers (or, once the run has ended, counts it); false when the
     /// reader should stop.
-    fn hand_over(&self, due: Option<Duration>, which: usize, call: &Call) -> bool {
-        let before_end = match (due, self.end) {
+    fn hand_over(&self, call: LoggedCall) -> bool {
+        let before_end = match (call.due, self.end) {
             (Some(due), Some(end)) => due < end,
             _ => true,
         };
         if before_end {
             self.shared.state.lock().unwrap().due_before_end += 1;
         }
-        let mut logged = Some(self.logged(due, which, call));
+        let mut logged = Some(call);
         loop {
             if self.shared.stop.load(Relaxed) {
                 return false;
@@ -428,14 +435,24 @@ impl Reader {
         }
     }
 
-    fn logged(&self, due: Option<Duration>, which: usize, call: &Call) -> LoggedCall {
-        let mut spec = self.spec.clone();
-        spec.path = call.method.parse().expect("the scan kept only methods that parse");
-        spec.metadata = self.metadata(call);
+    /// The call as the engine sends it; `last`: its method's last header block, reused when
+    /// the metadata is the same.
+    fn logged(&self, due: Option<Duration>, which: usize, call: &Call, last: &mut Option<Header>) -> LoggedCall {
+        let header = match last {
+            Some((metadata, prepared)) if *metadata == call.metadata => prepared.clone(),
+            _ => {
+                let mut spec = self.spec.clone();
+                spec.path = call.method.parse().expect("the scan kept only methods that parse");
+                spec.metadata = self.metadata(call);
+                let prepared = PreparedCall::new(&spec);
+                *last = Some((call.metadata.clone(), prepared.clone()));
+                prepared
+            }
+        };
         LoggedCall {
             due,
             which,
-            call: PreparedCall::new(&spec),
+            call: header,
             request: crate::grpc::wire::frame(&call.requests[0].data),
             recorded: call.end.map(|end| (Code::from_i32(end.status as i32), end.after)),
         }

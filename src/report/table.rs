@@ -68,12 +68,25 @@ fn header(o: &mut String, s: &Summary) {
     let _ = writeln!(
         o,
         "{} {}  ({}, {} connection(s)){}",
-        s.target,
+        short_target(&s.target),
         s.call,
         describe_load(s),
         s.connections,
         if s.partial() { "  [PARTIAL]" } else { "" }
     );
+}
+
+/// Addresses of an `ipv4:`/`ipv6:` list shown in the header before the rest is counted.
+const LISTED_ADDRESSES: usize = 3;
+
+/// The target for the header: a long address list (a thousand backends is 16 KB) shows its
+/// first addresses and how many there are (the JSON result keeps the whole target).
+fn short_target(target: &str) -> std::borrow::Cow<'_, str> {
+    let parts: Vec<&str> = target.split(',').collect();
+    if parts.len() <= LISTED_ADDRESSES + 1 {
+        return target.into();
+    }
+    format!("{},… ({} addresses)", parts[..LISTED_ADDRESSES].join(","), parts.len()).into()
 }
 
 /// Calls, the measured window, throughput and latency in one line each.
@@ -327,6 +340,9 @@ fn checks(o: &mut String, s: &Summary) {
 }
 
 /// Targets broken down by backend: one row per address.
+/// More backends than this that took no call are gathered in one row of the table.
+const GATHERED_IDLE_BACKENDS: usize = 5;
+
 fn by_backend(o: &mut String, s: &Summary) {
     if !s.backends.is_empty() {
         let _ = writeln!(o, "\nBy backend:");
@@ -335,12 +351,33 @@ fn by_backend(o: &mut String, s: &Summary) {
             let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
         };
         row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
-        for (addr, share) in s.by_backend() {
+        let mut placed = 0;
+        let backends = s.by_backend();
+        // Many backends that took no call (a long list, most of it down) are one row.
+        let idle = backends.iter().filter(|(_, share)| share.calls == 0).count();
+        let gather = idle > GATHERED_IDLE_BACKENDS;
+        for (addr, share) in backends {
+            if gather && share.calls == 0 {
+                continue;
+            }
             let l = crate::stats::Latency::of(&share.latency);
             let failed = share.calls - share.statuses.get(tonic::Code::Ok);
+            placed += share.calls;
             let (calls, failed) = (share.calls.to_string(), failed.to_string());
-            let [p50, p99, max] = [l.percentile(50.0), l.percentile(99.0), l.max].map(duration);
+            // A backend that took no call has no latency to show.
+            let [p50, p99, max] = match share.calls {
+                0 => ["-", "-", "-"].map(String::from),
+                _ => [l.percentile(50.0), l.percentile(99.0), l.max].map(duration),
+            };
             row(o, [addr, &calls, &failed, &p50, &p99, &max]);
+        }
+        if gather {
+            row(o, [&format!("({idle} backends)"), "0", "0", "-", "-", "-"]);
+        }
+        // Calls that found no ready backend failed in none: their row makes the column add up.
+        let unplaced = s.requests.total.saturating_sub(placed).to_string();
+        if unplaced != "0" {
+            row(o, ["(no ready backend)", &unplaced, &unplaced, "-", "-", "-"]);
         }
     }
 }
