@@ -9,7 +9,7 @@
 use super::run;
 use crate::error::{internal, output_failed, run_failed};
 use crate::grpc::{CallSpec, Target};
-use crate::grpc::{Connector, PreparedCall};
+use crate::grpc::{Connection, Connector, PreparedCall};
 use crate::load::plan::Control;
 use crate::ping::{Method, Outcome, Prober};
 use crate::report::Format;
@@ -151,55 +151,8 @@ pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
                 warm.message.unwrap_or_default()
             )));
         }
-        let (mut icmp, mut grpc) = (Samples::default(), Samples::default());
-        let mut prober = Some(prober);
-        let method_used = prober.as_ref().map_or(Method::Tcp, Prober::method);
-        let start = Instant::now();
-        let mut interrupted = false;
-        for i in 0..settings.count {
-            // Sleep to the sample's time; Ctrl-C ends the series with what was measured.
-            let due = start + settings.interval * i as u32;
-            while Instant::now() < due && control.interrupts.load(Relaxed) == 0 {
-                tokio::time::sleep(due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50))).await;
-            }
-            if control.interrupts.load(Relaxed) > 0 {
-                interrupted = true;
-                break;
-            }
-            let grpc_call = async {
-                let sent = Instant::now();
-                let reply = conn.call(&call, requests.request(i + 1, 0), false).await;
-                match reply.status {
-                    tonic::Code::Ok => Outcome::Answered(sent.elapsed()),
-                    code => Outcome::Lost(format!(
-                        "{} {}",
-                        crate::grpc::status::name(code),
-                        reply.message.unwrap_or_default()
-                    )),
-                }
-            };
-            // The probe blocks on its socket: off the runtime, which drives the connection.
-            let mut p = prober.take().expect("returned after each probe");
-            let network = tokio::task::spawn_blocking(move || {
-                let outcome = p.probe();
-                (p, outcome)
-            });
-            let join = |r: Result<(Prober, Outcome), tokio::task::JoinError>| {
-                r.map_err(|e| internal(format!("the network probe stopped: {e}")))
-            };
-            // Alternating order: neither protocol always runs right after the pause.
-            if i % 2 == 0 {
-                let (p, outcome) = join(network.await)?;
-                icmp.add(outcome);
-                prober = Some(p);
-                grpc.add(grpc_call.await);
-            } else {
-                grpc.add(grpc_call.await);
-                let (p, outcome) = join(network.await)?;
-                icmp.add(outcome);
-                prober = Some(p);
-            }
-        }
+        let method_used = prober.method();
+        let (icmp, grpc, interrupted) = sample(&conn, &call, &requests, prober, settings, control).await?;
         anyhow::Ok((icmp, grpc, interrupted, method_used))
     })?;
     drop(runtime);
@@ -220,9 +173,73 @@ pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
         grpc: (grpc, grpc_a),
         bootstrap,
     };
-    let text = match settings.format {
-        Format::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
-        _ => table(&report),
+    write_report(&report, settings.format)
+}
+
+/// The series itself: `settings.count` network probes and gRPC calls, interleaved at
+/// `settings.interval`; returns (network samples, gRPC samples, whether Ctrl-C cut it short).
+async fn sample(
+    conn: &Connection,
+    call: &PreparedCall,
+    requests: &RequestSource,
+    prober: Prober,
+    settings: &Settings,
+    control: &Control,
+) -> anyhow::Result<(Samples, Samples, bool)> {
+    let (mut icmp, mut grpc) = (Samples::default(), Samples::default());
+    let mut prober = Some(prober);
+    let start = Instant::now();
+    let mut interrupted = false;
+    for i in 0..settings.count {
+        // Sleep to the sample's time; Ctrl-C ends the series with what was measured.
+        let due = start + settings.interval * i as u32;
+        while Instant::now() < due && control.interrupts.load(Relaxed) == 0 {
+            tokio::time::sleep(due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50))).await;
+        }
+        if control.interrupts.load(Relaxed) > 0 {
+            interrupted = true;
+            break;
+        }
+        let grpc_call = async {
+            let sent = Instant::now();
+            let reply = conn.call(call, requests.request(i + 1, 0), false).await;
+            match reply.status {
+                tonic::Code::Ok => Outcome::Answered(sent.elapsed()),
+                code => {
+                    Outcome::Lost(format!("{} {}", crate::grpc::status::name(code), reply.message.unwrap_or_default()))
+                }
+            }
+        };
+        // The probe blocks on its socket: off the runtime, which drives the connection.
+        let mut p = prober.take().expect("returned after each probe");
+        let network = tokio::task::spawn_blocking(move || {
+            let outcome = p.probe();
+            (p, outcome)
+        });
+        let join = |r: Result<(Prober, Outcome), tokio::task::JoinError>| {
+            r.map_err(|e| internal(format!("the network probe stopped: {e}")))
+        };
+        // Alternating order: neither protocol always runs right after the pause.
+        if i % 2 == 0 {
+            let (p, outcome) = join(network.await)?;
+            icmp.add(outcome);
+            prober = Some(p);
+            grpc.add(grpc_call.await);
+        } else {
+            grpc.add(grpc_call.await);
+            let (p, outcome) = join(network.await)?;
+            icmp.add(outcome);
+            prober = Some(p);
+        }
+    }
+    Ok((icmp, grpc, interrupted))
+}
+
+/// Prints the report in its format; a side with no answer at all makes the run fail (exit 1).
+fn write_report(report: &Report, format: Format) -> anyhow::Result<ExitCode> {
+    let text = match format {
+        Format::Json => serde_json::to_string_pretty(&to_json(report)).unwrap_or_default() + "\n",
+        _ => table(report),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

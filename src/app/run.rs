@@ -233,66 +233,13 @@ pub fn measure_with(
     outputs: &mut Outputs,
     extra: Vec<Box<dyn crate::sink::Sink>>,
 ) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
-    let prepared = (|| {
-        if let Some(replay) = &settings.replay {
-            let (mix, plan, calls, replaying) = super::replay::mix(settings, replay)?;
-            return Ok((None, mix, plan, Breakdown { calls, replay: Some(replaying), ..Breakdown::default() }));
-        }
-        if let Some(workload) = &settings.workload {
-            return workload_mix(settings, workload, control).map(|(m, mix, plan, b)| (Some(m), mix, plan, b));
-        }
-        let method = resolve(settings, control)?;
-        let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
-        let mut plan = settings.plan.clone();
-        plan.spec.path = path(&method)?;
-        plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
-        plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
-        let mix = engine::Mix::single(&plan, requests);
-        Ok::<_, anyhow::Error>((Some(method), mix, plan, Breakdown::default()))
-    })();
-    let (method, mix, plan, mut breakdown) = prepared.inspect_err(|_| outputs.discard())?;
+    let (method, mix, plan, mut breakdown) = prepare(settings, control).inspect_err(|_| outputs.discard())?;
     let replaying = breakdown.replay.take();
     // A replay's calls have no schema: it names its calls by their methods' paths.
     let single = method.as_ref().map_or(settings.call.as_str(), |m| m.full_name());
     let names = &breakdown.calls;
     let mix_paths: Vec<http::uri::PathAndQuery> = mix.calls.iter().map(|c| c.path.clone()).collect();
-
-    let mut sinks = Sinks::default();
-    for sink in extra {
-        sinks.add(sink);
-    }
-    if plan.warmup_auto {
-        sinks.early = Some(Default::default());
-    }
-    if let Some(style) = settings.progress {
-        let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
-        sinks.add(Box::new(Progress::new(style, planned, plan.threads)));
-    }
-    if let Some(path) = &settings.outputs.hdr_log {
-        let file = outputs.take(path).ok_or_else(|| internal("--hdr-log was not opened"))?;
-        sinks.add(Box::new(HdrLog::new(path.clone(), file)?));
-    }
-    if let Some(path) = &settings.outputs.csv_details {
-        let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
-        // A workload's rows name their call, and read key and version with its own method.
-        let methods = match (&settings.workload, &method) {
-            (Some(_), _) | (None, None) => breakdown.methods.clone(),
-            (None, Some(method)) => vec![method.clone()],
-        };
-        let names = (!names.is_empty()).then(|| names.iter().map(|(name, _)| name.clone()).collect());
-        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
-    }
-    if let Some(addr) = settings.metrics_addr {
-        let target = plan.target.to_string();
-        // A workload's label is the file, not its first method.
-        let call = if names.is_empty() { single } else { &settings.call };
-        let live = LiveMetrics::start(addr, call, &target, plan.pacer.is_open()).inspect_err(|_| outputs.discard())?;
-        eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
-        if !live.addr.ip().is_loopback() {
-            eprintln!("rpcmeter: warning: metrics on {} can be read by anyone who reaches this machine", live.addr);
-        }
-        sinks.add(Box::new(live));
-    }
+    let mut sinks = sinks(settings, outputs, &plan, method.as_ref(), &breakdown, extra)?;
     // The probe reads one server's Stats: no cross-check of a run spread over several.
     let stats = (settings.server_stats && !plan.target.by_backend())
         .then(|| super::server_side::StatsProbe::before(&plan.target))
@@ -335,6 +282,80 @@ pub fn measure_with(
     });
     summary.replay = replaying.map(|r| r.finish(&summary.measured));
     Ok((summary, finished.result.err()))
+}
+
+/// The run's sinks beside `extra`: the warm-up detector, progress, `--hdr-log`,
+/// `--csv-details` and `--metrics-addr`, each with the file `outputs` opened for it.
+fn sinks(
+    settings: &Settings,
+    outputs: &mut Outputs,
+    plan: &Plan,
+    method: Option<&prost_reflect::MethodDescriptor>,
+    breakdown: &Breakdown,
+    extra: Vec<Box<dyn crate::sink::Sink>>,
+) -> anyhow::Result<Sinks> {
+    // A replay's calls have no schema: it names its calls by their methods' paths.
+    let single = method.map_or(settings.call.as_str(), |m| m.full_name());
+    let names = &breakdown.calls;
+    let mut sinks = Sinks::default();
+    for sink in extra {
+        sinks.add(sink);
+    }
+    if plan.warmup_auto {
+        sinks.early = Some(Default::default());
+    }
+    if let Some(style) = settings.progress {
+        let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
+        sinks.add(Box::new(Progress::new(style, planned, plan.threads)));
+    }
+    if let Some(path) = &settings.outputs.hdr_log {
+        let file = outputs.take(path).ok_or_else(|| internal("--hdr-log was not opened"))?;
+        sinks.add(Box::new(HdrLog::new(path.clone(), file)?));
+    }
+    if let Some(path) = &settings.outputs.csv_details {
+        let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
+        // A workload's rows name their call, and read key and version with its own method.
+        let methods = match (&settings.workload, method) {
+            (Some(_), _) | (None, None) => breakdown.methods.clone(),
+            (None, Some(method)) => vec![method.clone()],
+        };
+        let names = (!names.is_empty()).then(|| names.iter().map(|(name, _)| name.clone()).collect());
+        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
+    }
+    if let Some(addr) = settings.metrics_addr {
+        let target = plan.target.to_string();
+        // A workload's label is the file, not its first method.
+        let call = if names.is_empty() { single } else { &settings.call };
+        let live = LiveMetrics::start(addr, call, &target, plan.pacer.is_open()).inspect_err(|_| outputs.discard())?;
+        eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
+        if !live.addr.ip().is_loopback() {
+            eprintln!("rpcmeter: warning: metrics on {} can be read by anyone who reaches this machine", live.addr);
+        }
+        sinks.add(Box::new(live));
+    }
+    Ok(sinks)
+}
+
+/// The run's method (none for a replay), its mix and plan, and what its results are broken down by.
+fn prepare(
+    settings: &Settings,
+    control: &Control,
+) -> anyhow::Result<(Option<prost_reflect::MethodDescriptor>, engine::Mix, Plan, Breakdown)> {
+    if let Some(replay) = &settings.replay {
+        let (mix, plan, calls, replaying) = super::replay::mix(settings, replay)?;
+        return Ok((None, mix, plan, Breakdown { calls, replay: Some(replaying), ..Breakdown::default() }));
+    }
+    if let Some(workload) = &settings.workload {
+        return workload_mix(settings, workload, control).map(|(m, mix, plan, b)| (Some(m), mix, plan, b));
+    }
+    let method = resolve(settings, control)?;
+    let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
+    let mut plan = settings.plan.clone();
+    plan.spec.path = path(&method)?;
+    plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
+    plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
+    let mix = engine::Mix::single(&plan, requests);
+    Ok((Some(method), mix, plan, Breakdown::default()))
 }
 
 /// What a workload's results are broken down by, in the mix's order.

@@ -3,7 +3,7 @@
 //! path as a distributed run on Kubernetes (`rpcmeter kube`), on one machine: for a many-core host, and for tests. No
 //! shard outlives the parent: signals are passed on, and the kernel ends shards whose parent died.
 use super::coordinator::trust::{Credentials, Fingerprint, Secret, SECRET_ENV};
-use super::coordinator::{conclude, Conclusion, Event, Hub};
+use super::coordinator::{conclude, Conclusion, Event, Hub, Outcome};
 use super::merge;
 use crate::error::run_failed;
 use crate::history::SaveTo;
@@ -52,19 +52,56 @@ pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode>
     let (addr, closer) = (hub.local_addr().to_string(), hub.closer.clone());
     // The children are signalled by this process, never told to stop by the hub.
     let hub = std::thread::spawn(move || hub.run(None));
+    let mut children = spawn(&exe, arguments, shards, &addr, join_timeout, &secret_text)?;
+    let interrupted = pass_signals(&mut signals, &mut children);
+    // Every child has ended: no result is coming that has not come.
+    let _ = closer.send(Event::Closed);
+    let gathered = hub.join().map_err(|_| crate::error::internal("the coordinator's thread panicked"))?;
+    let mut outcome = gathered.unwrap_or_default();
+    let mut failed = finish_shards(children, &mut outcome, shards);
+    if outcome.results.is_empty() && outcome.intervals.is_empty() {
+        return Err(run_failed(match interrupted {
+            true => format!("interrupted before any shard had a result ({})", failed.join("; ")),
+            false => failed.join("; "),
+        }));
+    }
+    // A shard missing is named once, as missing, not again as failed.
+    failed.retain(|f| !outcome.missing.keys().any(|i| f.starts_with(&format!("shard {i}/{shards}:"))));
+    let end = Conclusion {
+        count: shards,
+        checks: &checks,
+        format,
+        output: output.as_deref(),
+        history: history.as_ref(),
+        interrupted,
+        failed,
+    };
+    conclude(&outcome, end)
+}
+
+/// Starts the `shards` children, each told its index, the hub and the secret; on a failure
+/// kills those already started.
+fn spawn(
+    exe: &std::path::Path,
+    arguments: &[String],
+    shards: u32,
+    addr: &str,
+    join_timeout: Duration,
+    secret_text: &str,
+) -> anyhow::Result<Vec<Shard>> {
     let mut children = Vec::new();
     for index in 0..shards {
-        let mut command = Command::new(&exe);
+        let mut command = Command::new(exe);
         command
             .arg("run")
             .args(arguments)
-            .args(["--shard", &format!("{index}/{shards}"), "--join", &addr])
+            .args(["--shard", &format!("{index}/{shards}"), "--join", addr])
             .args(["--join-timeout", &humantime::format_duration(join_timeout).to_string()])
             // A shard's result is a part: only the whole run is worth recording. It comes back
             // over the hub's connection (or, if that fails, through a pipe), so no file is left
             // behind however the run ends.
             .args(["--format", "json", "-q", "--no-save"])
-            .env(SECRET_ENV, &secret_text)
+            .env(SECRET_ENV, secret_text)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -77,8 +114,12 @@ pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode>
             }
         }
     }
-    // Until every shard has ended: each signal passed on as `run` takes it (once: drain and
-    // report; twice: stop now), a third and later kill the shards outright.
+    Ok(children)
+}
+
+/// Until every shard has ended: each signal passed on as `run` takes it (once: drain and
+/// report; twice: stop now), a third and later kill the shards outright. Whether any came.
+fn pass_signals(signals: &mut Signals, children: &mut [Shard]) -> bool {
     let mut received = 0;
     while children.iter_mut().any(|c| c.running()) {
         for signal in signals.pending() {
@@ -89,15 +130,16 @@ pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode>
                 (_, SIGINT) => SIGINT,
                 _ => SIGTERM,
             };
-            stop(&mut children, passed);
+            stop(children, passed);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let interrupted = received > 0;
-    // Every child has ended: no result is coming that has not come.
-    let _ = closer.send(Event::Closed);
-    let gathered = hub.join().map_err(|_| crate::error::internal("the coordinator's thread panicked"))?;
-    let mut outcome = gathered.unwrap_or_default();
+    received > 0
+}
+
+/// Waits for each shard's end; a result it printed rather than gave the hub is taken from
+/// its output, one it never gave is missing. The failed shards, each with what it said.
+fn finish_shards(children: Vec<Shard>, outcome: &mut Outcome, shards: u32) -> Vec<String> {
     let mut failed = Vec::new();
     for child in children {
         let (index, success, stdout, said) = child.finish();
@@ -118,24 +160,7 @@ pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode>
             failed.push(format!("{label}: {said}"));
         }
     }
-    if outcome.results.is_empty() && outcome.intervals.is_empty() {
-        return Err(run_failed(match interrupted {
-            true => format!("interrupted before any shard had a result ({})", failed.join("; ")),
-            false => failed.join("; "),
-        }));
-    }
-    // A shard missing is named once, as missing, not again as failed.
-    failed.retain(|f| !outcome.missing.keys().any(|i| f.starts_with(&format!("shard {i}/{shards}:"))));
-    let end = Conclusion {
-        count: shards,
-        checks: &checks,
-        format,
-        output: output.as_deref(),
-        history: history.as_ref(),
-        interrupted,
-        failed,
-    };
-    conclude(&outcome, end)
+    failed
 }
 
 /// Sends `signal` to every shard still running (not yet waited for, so its pid is still its).

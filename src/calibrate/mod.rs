@@ -3,11 +3,12 @@
 //! hiccups), each from an HDR histogram, cached per machine. Durations here, units only in
 //! `units`.
 use crate::error::internal;
-use crate::grpc::{wire, CallSpec, Connector, PreparedCall, Target};
+use crate::grpc::{wire, CallSpec, Connection, Connector, PreparedCall, Target};
 use crate::lab::{LabConfig, LabServer};
 use crate::record::hiccup::HiccupMeter;
 use crate::stats::Statistic;
 use crate::units::{duration, fine_duration};
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -559,57 +560,9 @@ fn null_rpc() -> anyhow::Result<Grpc> {
         let mut echo =
             tokio::net::TcpStream::connect(echo_addr).await.map_err(io_failed("cannot connect on 127.0.0.1"))?;
         echo.set_nodelay(true).map_err(io_failed("TCP_NODELAY"))?;
-        let one = |conn: crate::grpc::Connection| {
-            let (call, body) = (&call, body.clone());
-            async move {
-                let reply = conn.call(call, body, false).await;
-                match reply.status {
-                    tonic::Code::Ok => Ok(()),
-                    code => {
-                        Err(internal(format!("the lab's echo failed: {code:?} {}", reply.message.unwrap_or_default())))
-                    }
-                }
-            }
-        };
-        for _ in 0..NULL_RPC_WARMUP {
-            ping(&mut echo).await?;
-            one(conn.clone()).await?;
-        }
-        let (mut h, mut rtt) = (histogram(), histogram());
-        let start = Instant::now();
-        let mut i = 0;
-        while i < NULL_RPCS && start.elapsed() < STEP_LIMIT {
-            let sent = Instant::now();
-            ping(&mut echo).await?;
-            let pinged = Instant::now();
-            one(conn.clone()).await?;
-            record(&mut rtt, pinged - sent);
-            record(&mut h, pinged.elapsed());
-            i += 1;
-        }
+        let (h, rtt) = paired_latencies(&conn, &mut echo, &call, &body).await?;
         drop(echo);
-        // Closed loop: each of IN_FLIGHT loops sends its next call when its last one ends.
-        let closed_loop = |window: Duration| {
-            let end = Instant::now() + window;
-            let loops = (0..IN_FLIGHT).map(|_| {
-                let conn = conn.clone();
-                let one = &one;
-                async move {
-                    let mut calls = 0u64;
-                    while Instant::now() < end {
-                        one(conn.clone()).await?;
-                        calls += 1;
-                    }
-                    anyhow::Ok(calls)
-                }
-            });
-            futures::future::try_join_all(loops)
-        };
-        closed_loop(THROUGHPUT_WARMUP).await?;
-        let start = Instant::now();
-        let calls: u64 = closed_loop(THROUGHPUT_WINDOW).await?.iter().sum();
-        // To 0.1 call/s: more digits would be noise.
-        let calls_per_s = (crate::stats::rate(calls, start.elapsed()) * 10.0).round() / 10.0;
+        let calls_per_s = closed_loop_rate(&conn, &call, &body).await?;
         anyhow::Ok(Grpc { null_rpc: Floor::of(&h), loopback_rtt: Floor::of(&rtt), calls_per_s })
     });
     // The connection's driver task lives on this runtime: gone first, so that the server's
@@ -623,6 +576,68 @@ fn null_rpc() -> anyhow::Result<Grpc> {
     }
     let _ = echo.join();
     result
+}
+
+/// One echo call of the lab; an answer other than OK is an error.
+async fn echo_once(conn: Connection, call: &PreparedCall, body: Bytes) -> anyhow::Result<()> {
+    let reply = conn.call(call, body, false).await;
+    match reply.status {
+        tonic::Code::Ok => Ok(()),
+        code => Err(internal(format!("the lab's echo failed: {code:?} {}", reply.message.unwrap_or_default()))),
+    }
+}
+
+/// One call at a time, each after a loopback ping from the same thread: the histograms of
+/// the calls' and the pings' times, after `NULL_RPC_WARMUP` unrecorded pairs.
+async fn paired_latencies(
+    conn: &Connection,
+    echo: &mut tokio::net::TcpStream,
+    call: &PreparedCall,
+    body: &Bytes,
+) -> anyhow::Result<(Histogram<u64>, Histogram<u64>)> {
+    for _ in 0..NULL_RPC_WARMUP {
+        ping(echo).await?;
+        echo_once(conn.clone(), call, body.clone()).await?;
+    }
+    let (mut h, mut rtt) = (histogram(), histogram());
+    let start = Instant::now();
+    let mut i = 0;
+    while i < NULL_RPCS && start.elapsed() < STEP_LIMIT {
+        let sent = Instant::now();
+        ping(echo).await?;
+        let pinged = Instant::now();
+        echo_once(conn.clone(), call, body.clone()).await?;
+        record(&mut rtt, pinged - sent);
+        record(&mut h, pinged.elapsed());
+        i += 1;
+    }
+    Ok((h, rtt))
+}
+
+/// Calls per second with `IN_FLIGHT` at a time over `THROUGHPUT_WINDOW`, after
+/// `THROUGHPUT_WARMUP` of the same.
+async fn closed_loop_rate(conn: &Connection, call: &PreparedCall, body: &Bytes) -> anyhow::Result<f64> {
+    // Closed loop: each of IN_FLIGHT loops sends its next call when its last one ends.
+    let closed_loop = |window: Duration| {
+        let end = Instant::now() + window;
+        let loops = (0..IN_FLIGHT).map(|_| {
+            let conn = conn.clone();
+            async move {
+                let mut calls = 0u64;
+                while Instant::now() < end {
+                    echo_once(conn.clone(), call, body.clone()).await?;
+                    calls += 1;
+                }
+                anyhow::Ok(calls)
+            }
+        });
+        futures::future::try_join_all(loops)
+    };
+    closed_loop(THROUGHPUT_WARMUP).await?;
+    let start = Instant::now();
+    let calls: u64 = closed_loop(THROUGHPUT_WINDOW).await?.iter().sum();
+    // To 0.1 call/s: more digits would be noise.
+    Ok((crate::stats::rate(calls, start.elapsed()) * 10.0).round() / 10.0)
 }
 
 /// True when a `flags` line of /proc/cpuinfo holds the word `hypervisor`.

@@ -3,7 +3,7 @@
 //! put-then-get flow (`run --workload`: the put's version captured, the get checked against
 //! it) on the Storage service in each consistency mode, and the checks count how often the
 //! get missed the version its own put had just made, per mode and number of clients.
-use super::servers::{Runtime, Server};
+use super::servers::{Built, Runtime, Server};
 use super::{line_plot, Lab};
 use crate::report::Summary;
 use std::path::{Path, PathBuf};
@@ -147,6 +147,25 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     ));
     let ready = lab.servers(&[Runtime::Rpcmeter])?;
     let Some((_, built)) = ready.first() else { return lab.finish() };
+    let workloads = write_workloads(&mut lab)?;
+    let results = sweep(&mut lab, built, &workloads, clients, each)?;
+    step_table(&mut lab, &results);
+    let series: Vec<(String, Vec<(f64, f64)>)> = results
+        .iter()
+        .map(|(c, points)| {
+            (c.label.to_string(), points.iter().map(|p| (p.clients as f64, percent(p.m.stale, p.m.checked))).collect())
+        })
+        .collect();
+    lab.doc.figure(
+        line_plot("kv-stale", "Stale gets by store", "clients", "% of gets older than the put", &series),
+        "how often the get after a put missed it, per store and number of clients",
+    );
+    lab.doc.findings("What it shows", findings(&results));
+    lab.finish()
+}
+
+/// The two workload files (own keys, one key) beside the runs' results, named in the page.
+fn write_workloads(lab: &mut Lab) -> anyhow::Result<Vec<PathBuf>> {
     let mut workloads = Vec::new();
     for one_key in [false, true] {
         let file = lab.results_dir().join(if one_key { "one-key.toml" } else { "own-keys.toml" });
@@ -160,6 +179,18 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         workloads[0].display(),
         workloads[1].display()
     ));
+    Ok(workloads)
+}
+
+/// Every store configuration at every client count, one measured run each; stops early
+/// when the lab is interrupted.
+fn sweep(
+    lab: &mut Lab,
+    built: &Built,
+    workloads: &[PathBuf],
+    clients: &[u32],
+    each: Duration,
+) -> anyhow::Result<Vec<(&'static Config, Vec<Point>)>> {
     let mut results: Vec<(&Config, Vec<Point>)> = Vec::new();
     for config in CONFIGS.iter() {
         if lab.interrupted() {
@@ -191,9 +222,14 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         }
         results.push((config, points));
     }
+    Ok(results)
+}
+
+/// The "Per step" table: staleness, latency and rate of every run.
+fn step_table(lab: &mut Lab, results: &[(&Config, Vec<Point>)]) {
     lab.doc.heading("Per step");
     let mut rows = Vec::new();
-    for (config, points) in &results {
+    for (config, points) in results {
         for p in points {
             let m = &p.m;
             rows.push(vec![
@@ -225,18 +261,6 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         ],
         rows,
     );
-    let series: Vec<(String, Vec<(f64, f64)>)> = results
-        .iter()
-        .map(|(c, points)| {
-            (c.label.to_string(), points.iter().map(|p| (p.clients as f64, percent(p.m.stale, p.m.checked))).collect())
-        })
-        .collect();
-    lab.doc.figure(
-        line_plot("kv-stale", "Stale gets by store", "clients", "% of gets older than the put", &series),
-        "how often the get after a put missed it, per store and number of clients",
-    );
-    lab.doc.findings("What it shows", findings(&results));
-    lab.finish()
 }
 
 fn findings(results: &[(&Config, Vec<Point>)]) -> Vec<String> {

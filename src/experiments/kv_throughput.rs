@@ -5,7 +5,7 @@
 //! calls over one window), for the Storage service linearizable and relaxed, each client on
 //! its own key and all on one key, and with the client's per-call trace (`--csv-details`, one
 //! row per call, as the write-up's trace logging) on and off: the instrument's own cost.
-use super::servers::{Runtime, Server};
+use super::servers::{Built, Runtime, Server};
 use super::{line_plot, Lab};
 use crate::app::sweep::knee;
 use crate::report::Summary;
@@ -51,6 +51,21 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     ));
     let ready = lab.servers(&[Runtime::Rpcmeter])?;
     let Some((_, built)) = ready.first() else { return lab.finish() };
+    let results = sweep(&mut lab, built, clients, each)?;
+    step_table(&mut lab, &results);
+    figures(&mut lab, &results);
+    lab.doc.findings("What it shows", findings(&results));
+    lab.finish()
+}
+
+/// Every store configuration at every client count, one measured run each; stops early
+/// when the lab is interrupted.
+fn sweep(
+    lab: &mut Lab,
+    built: &Built,
+    clients: &[u32],
+    each: Duration,
+) -> anyhow::Result<Vec<(&'static Config, Vec<Point>)>> {
     let mut results: Vec<(&Config, Vec<Point>)> = Vec::new();
     for config in CONFIGS.iter() {
         if lab.interrupted() {
@@ -91,9 +106,14 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         }
         results.push((config, points));
     }
+    Ok(results)
+}
+
+/// The "Per step" table: the three throughputs, latency, failures and client CPU of every run.
+fn step_table(lab: &mut Lab, results: &[(&Config, Vec<Point>)]) {
     lab.doc.heading("Per step");
     let mut rows = Vec::new();
-    for (config, points) in &results {
+    for (config, points) in results {
         for p in points {
             let s = &p.summary;
             rows.push(vec![
@@ -125,6 +145,11 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         ],
         rows,
     );
+}
+
+/// The two plots: the write-up's two graphs beside rpcmeter's for the first configuration,
+/// and rpcmeter's system throughput for every configuration.
+fn figures(lab: &mut Lab, results: &[(&Config, Vec<Point>)]) {
     if let Some((_, points)) = results.first() {
         let series = vec![
             (
@@ -170,8 +195,6 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         ),
         "linearizable vs relaxed, own keys vs one key, and the cost of the per-call trace",
     );
-    lab.doc.findings("What it shows", findings(&results));
-    lab.finish()
 }
 
 /// The write-up's client-side throughput from a summary: 1 / mean call latency.

@@ -66,6 +66,23 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         let cut_short = lab.interrupted();
         lab.ran(&path, cut_short);
     }
+    let notes = namespace_path(&mut lab, &exe, &ping_args, &mut series)?;
+    lab.doc.list(notes);
+    sample_table(&mut lab, &series);
+    gap_table(&mut lab, &series);
+    plots(&mut lab, &series);
+    lab.doc.findings("What it shows", findings(&series));
+    lab.finish()
+}
+
+/// The path across two network namespaces, with netem delay where the kernel has it; adds
+/// its series when it runs and returns the notes saying what was and was not possible.
+fn namespace_path(
+    lab: &mut Lab,
+    exe: &std::path::Path,
+    ping_args: &dyn Fn(&str) -> Vec<String>,
+    series: &mut Vec<Series>,
+) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
     match Namespaces::create() {
         Ok(ns) if !lab.interrupted() => {
@@ -76,7 +93,7 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
             });
             let path = if netem.is_ok() { "namespaces, veth + netem 2ms±0.5ms" } else { "namespaces, veth" };
             eprintln!("lab ping-vs-grpc: {path}");
-            match ns.ping_across(&exe, &ping_args) {
+            match ns.ping_across(exe, ping_args) {
                 Ok(out) => {
                     series.push(parse_series(path, &out)?);
                     let cut_short = lab.interrupted();
@@ -88,10 +105,15 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         Ok(_) => {}
         Err(why) => notes.push(format!("no namespace path: {why}")),
     }
-    lab.doc.list(notes);
+    Ok(notes)
+}
+
+/// The write-up's describe table per path and protocol, untrimmed and, where it dropped
+/// samples, z-trimmed.
+fn sample_table(lab: &mut Lab, series: &[Series]) {
     lab.doc.heading("The write-up's table, per path and protocol (every sample; trimmed below)");
     let mut rows = Vec::new();
-    for s in &series {
+    for s in series {
         for (name, sample) in [(s.network_method.as_str(), &s.network), ("gRPC echo", &s.grpc)] {
             rows.push(describe_row(&s.path, name, sample, "none"));
             let trimmed = z_trimmed(sample);
@@ -106,6 +128,10 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         }
     }
     lab.doc.table(&["path", "protocol", "trimmed", "count", "mean", "std", "min", "25%", "50%", "75%", "max"], rows);
+}
+
+/// Per path, the gap between the medians with its bootstrap interval, and the losses.
+fn gap_table(lab: &mut Lab, series: &[Series]) {
     lab.doc.heading("The gap: median gRPC - median network, 95% bootstrap interval");
     lab.doc.table(
         &["path", "network probe", "gap (µs)", "95% interval (µs)", "gRPC / network (medians)", "lost (network, gRPC)"],
@@ -128,9 +154,12 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
             })
             .collect(),
     );
-    // Plots: as measured, then as the write-up trimmed them.
+}
+
+/// Box and violin plots: as measured, then as the write-up trimmed them.
+fn plots(lab: &mut Lab, series: &[Series]) {
     let mut plotted: Vec<(String, Histogram<u64>, Histogram<u64>)> = Vec::new();
-    for s in &series {
+    for s in series {
         for (name, sample) in [("net", &s.network), ("gRPC", &s.grpc)] {
             plotted.push((format!("{name} {}", short_path(&s.path)), histogram(sample), histogram(&z_trimmed(sample))));
         }
@@ -147,22 +176,22 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     );
     lab.doc.figure(violins("ping-violin-all", "Every sample: density", &all_d), "violins, untrimmed");
     lab.doc.figure(violins("ping-violin-trimmed", "After z-score trimming: density", &trim_d), "violins, trimmed");
-    lab.doc.findings(
-        "What it shows",
-        series
-            .iter()
-            .filter_map(|s| {
-                let (d, lo, hi) = s.difference_us?;
-                let verdict =
-                    if lo > 0.0 { "gRPC is slower, the interval excludes zero" } else { "the interval includes zero" };
-                Some(format!(
-                    "{}: the gap is {d:+.1} µs [{lo:+.1}, {hi:+.1}] over {}: {verdict}.",
-                    s.path, s.network_method
-                ))
-            })
-            .collect(),
-    );
-    lab.finish()
+}
+
+/// One finding per path: the gap and whether its interval excludes zero.
+fn findings(series: &[Series]) -> Vec<String> {
+    series
+        .iter()
+        .filter_map(|s| {
+            let (d, lo, hi) = s.difference_us?;
+            let verdict =
+                if lo > 0.0 { "gRPC is slower, the interval excludes zero" } else { "the interval includes zero" };
+            Some(format!(
+                "{}: the gap is {d:+.1} µs [{lo:+.1}, {hi:+.1}] over {}: {verdict}.",
+                s.path, s.network_method
+            ))
+        })
+        .collect()
 }
 
 fn short_path(path: &str) -> String {

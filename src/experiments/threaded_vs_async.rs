@@ -110,86 +110,110 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         if lab.interrupted() {
             break;
         }
-        let mut args: Vec<String> = model.args.iter().map(|s| s.to_string()).collect();
-        if let Some(db) = &lab.options.db {
-            args.extend(["--db".to_string(), db.clone()]);
-        }
-        let server = Server::start(model.runtime, built, model.label, &args)?;
-        let sampler = RssSampler::start(server.pid());
-        for method in ["Cpu", "Db"] {
-            for &tasks in plan.tasks {
-                if lab.interrupted() {
-                    break;
-                }
-                let data = if method == "Cpu" { format!(r#"{{"n":{}}}"#, plan.fib) } else { "{}".to_string() };
-                let flags: Vec<String> = [
-                    "--call",
-                    &format!("rpcmeter.lab.v1.TestService/{method}"),
-                    "-d",
-                    &data,
-                    "-c",
-                    &tasks.to_string(),
-                    "--loop",
-                    &plan.loops.to_string(),
-                    "--max-retries",
-                    &MAX_RETRIES.to_string(),
-                    "--retry-ms",
-                    &plan.retry.as_millis().to_string(),
-                ]
-                .map(String::from)
-                .to_vec();
-                let label =
-                    format!("{}-{}-{}x{}", model.label.replace(' ', "-"), method.to_lowercase(), tasks, plan.loops);
-                let summary = lab.measure(&label, &server, &flags)?;
-                steps.push(Step { model: model.label, method, tasks, summary });
-            }
-        }
-        memory.push((model.label.to_string(), sampler.stop()));
-        drop(server);
+        memory.push((model.label.to_string(), measure_model(&mut lab, model, built, &plan, &mut steps)?));
     }
     for method in ["Cpu", "Db"] {
-        lab.doc.heading(format!("{method}: the rmeter table, counted right"));
-        let rows = steps.iter().filter(|s| s.method == method).map(row).collect();
-        lab.doc.table(
-            &[
-                "server",
-                "Tasks",
-                "Loop",
-                "Duration",
-                "Successful",
-                "RetryMax",
-                "Retries (attempts - calls)",
-                "Retries as the write-up counted",
-                "gRPC ResExh (attempts)",
-                "server rejected",
-                "gRPC Other",
-                "Throughput (ok/s)",
-                "Avg/Max/Min ms (whole call)",
-            ],
-            rows,
-        );
-        let series: Vec<(String, Vec<(f64, f64)>)> = MODELS
-            .iter()
-            .map(|m| {
-                let points = steps
-                    .iter()
-                    .filter(|s| s.method == method && s.model == m.label)
-                    .map(|s| (s.tasks as f64, s.summary.ok_rps));
-                (m.label.to_string(), points.collect::<Vec<_>>())
-            })
-            .filter(|(_, p)| !p.is_empty())
-            .collect();
-        lab.doc.figure(
-            line_plot(
-                &format!("tput-{}", method.to_lowercase()),
-                &format!("{method}: throughput vs tasks"),
-                "tasks (closed-loop workers)",
-                "ok calls/s",
-                &series,
-            ),
-            format!("{method}: successful calls per second against the number of tasks, per server and model"),
-        );
+        method_section(&mut lab, method, &steps);
     }
+    memory_section(&mut lab, &memory);
+    lab.doc.findings("What it shows", findings(&steps));
+    lab.finish()
+}
+
+/// One server model through every Cpu and Db step of the plan, its steps appended to
+/// `steps`; returns the server's RSS sampled over all of them.
+fn measure_model(
+    lab: &mut Lab,
+    model: &'static Model,
+    built: &super::servers::Built,
+    plan: &Plan,
+    steps: &mut Vec<Step>,
+) -> anyhow::Result<Vec<(f64, f64)>> {
+    let mut args: Vec<String> = model.args.iter().map(|s| s.to_string()).collect();
+    if let Some(db) = &lab.options.db {
+        args.extend(["--db".to_string(), db.clone()]);
+    }
+    let server = Server::start(model.runtime, built, model.label, &args)?;
+    let sampler = RssSampler::start(server.pid());
+    for method in ["Cpu", "Db"] {
+        for &tasks in plan.tasks {
+            if lab.interrupted() {
+                break;
+            }
+            let data = if method == "Cpu" { format!(r#"{{"n":{}}}"#, plan.fib) } else { "{}".to_string() };
+            let flags: Vec<String> = [
+                "--call",
+                &format!("rpcmeter.lab.v1.TestService/{method}"),
+                "-d",
+                &data,
+                "-c",
+                &tasks.to_string(),
+                "--loop",
+                &plan.loops.to_string(),
+                "--max-retries",
+                &MAX_RETRIES.to_string(),
+                "--retry-ms",
+                &plan.retry.as_millis().to_string(),
+            ]
+            .map(String::from)
+            .to_vec();
+            let label = format!("{}-{}-{}x{}", model.label.replace(' ', "-"), method.to_lowercase(), tasks, plan.loops);
+            let summary = lab.measure(&label, &server, &flags)?;
+            steps.push(Step { model: model.label, method, tasks, summary });
+        }
+    }
+    let memory = sampler.stop();
+    drop(server);
+    Ok(memory)
+}
+
+/// One method's rmeter table, counted right, and its throughput against tasks per server.
+fn method_section(lab: &mut Lab, method: &str, steps: &[Step]) {
+    lab.doc.heading(format!("{method}: the rmeter table, counted right"));
+    let rows = steps.iter().filter(|s| s.method == method).map(row).collect();
+    lab.doc.table(
+        &[
+            "server",
+            "Tasks",
+            "Loop",
+            "Duration",
+            "Successful",
+            "RetryMax",
+            "Retries (attempts - calls)",
+            "Retries as the write-up counted",
+            "gRPC ResExh (attempts)",
+            "server rejected",
+            "gRPC Other",
+            "Throughput (ok/s)",
+            "Avg/Max/Min ms (whole call)",
+        ],
+        rows,
+    );
+    let series: Vec<(String, Vec<(f64, f64)>)> = MODELS
+        .iter()
+        .map(|m| {
+            let points = steps
+                .iter()
+                .filter(|s| s.method == method && s.model == m.label)
+                .map(|s| (s.tasks as f64, s.summary.ok_rps));
+            (m.label.to_string(), points.collect::<Vec<_>>())
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    lab.doc.figure(
+        line_plot(
+            &format!("tput-{}", method.to_lowercase()),
+            &format!("{method}: throughput vs tasks"),
+            "tasks (closed-loop workers)",
+            "ok calls/s",
+            &series,
+        ),
+        format!("{method}: successful calls per second against the number of tasks, per server and model"),
+    );
+}
+
+/// Each server's resident memory through its steps: start, peak and end, and over time.
+fn memory_section(lab: &mut Lab, memory: &[(String, Vec<(f64, f64)>)]) {
     lab.doc.heading("Server memory over time (the write-up's TODO)");
     lab.doc.table(
         &["server", "RSS at start (MiB)", "max RSS (MiB)", "RSS at the end (MiB)"],
@@ -203,11 +227,9 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
             .collect(),
     );
     lab.doc.figure(
-        line_plot("memory", "Server RSS over time", "time since the server started (s)", "RSS (MiB)", &memory),
+        line_plot("memory", "Server RSS over time", "time since the server started (s)", "RSS (MiB)", memory),
         "each server's resident memory, sampled every 100 ms through all its Cpu and Db steps",
     );
-    lab.doc.findings("What it shows", findings(&steps));
-    lab.finish()
 }
 
 fn row(s: &Step) -> Vec<String> {

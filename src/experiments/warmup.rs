@@ -90,53 +90,83 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     let ready = lab.servers(&[Runtime::Rpcmeter, Runtime::Go, Runtime::Java])?;
     let mut rounds: Vec<Rounds> = Vec::new();
     let mut open_rows = Vec::new();
-    let echo = ["--call", "EchoService/echo", "-d", r#"{"content":"Hello"}"#];
     for (runtime, built) in &ready {
         if lab.interrupted() {
             break;
         }
-        // The write-up's method on a cold server: rounds of bursts on one connection.
-        let server = Server::start(*runtime, built, runtime.name(), &[])?;
-        let mut flags: Vec<String> = echo.iter().map(|s| s.to_string()).collect();
-        flags.extend(["--burst".into(), s.burst.to_string(), "--rounds".into(), s.rounds.to_string()]);
-        let label = format!("rpcmeter-to-{}-bursts", runtime.name());
-        let summary = lab.measure(&label, &server, &flags)?;
-        rounds.push(Rounds {
-            pairing: format!("rpcmeter client → {} server", runtime.name()),
-            took: summary.rounds.iter().map(|r| r.took).collect(),
-            failed: summary.requests.failed,
-        });
-        drop(server);
-        // An open loop on a fresh server: when does its latency settle?
-        let server = Server::start(*runtime, built, runtime.name(), &[])?;
-        let mut flags: Vec<String> = echo.iter().map(|s| s.to_string()).collect();
-        flags.extend(
-            [
-                "--rps",
-                &s.open_rate.to_string(),
-                "-z",
-                &humantime::format_duration(s.open_for).to_string(),
-                "--interval",
-                "250ms",
-            ]
-            .map(String::from),
-        );
-        let label = format!("rpcmeter-to-{}-open-loop", runtime.name());
-        let summary = lab.measure(&label, &server, &flags)?;
-        let first = summary.intervals.iter().find(|i| i.calls > 0).map(|i| i.p99);
-        open_rows.push(vec![
-            format!("{} server", runtime.name()),
-            format!("{} calls/s for {}", s.open_rate, humantime::format_duration(s.open_for)),
-            first.map_or("–".into(), ms),
-            ms(summary.latency.percentile(99.0)),
-            match summary.steady.after {
-                Some(after) => format!("steady after {:.2} s", after.as_secs_f64()),
-                None => crate::report::json::verdict(summary.steady.verdict).to_string(),
-            },
-            summary.requests.failed.to_string(),
-        ]);
+        rounds.push(burst_rounds(&mut lab, *runtime, built, &s)?);
+        open_rows.push(open_loop_row(&mut lab, *runtime, built, &s)?);
     }
-    // The write-up's own client, cold, against a server that needs no warm-up.
+    if let Some(latch) = latch_client(&mut lab, &ready, &s)? {
+        rounds.push(latch);
+    }
+    rounds_table(&mut lab, &rounds, &s);
+    lab.doc.heading("Open loop on a fresh server: when latency settles");
+    lab.doc.table(
+        &[
+            "server",
+            "load",
+            "p99 of the first 250 ms (ms)",
+            "p99 of the run (ms)",
+            "steady state (changepoint on p50 per interval)",
+            "failed",
+        ],
+        open_rows,
+    );
+    lab.doc.findings("What was measured", conclusions(&rounds));
+    lab.finish()
+}
+
+const ECHO: [&str; 4] = ["--call", "EchoService/echo", "-d", r#"{"content":"Hello"}"#];
+
+/// The write-up's method on a cold server: rounds of bursts on one connection.
+fn burst_rounds(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Sizes) -> anyhow::Result<Rounds> {
+    let server = Server::start(runtime, built, runtime.name(), &[])?;
+    let mut flags: Vec<String> = ECHO.iter().map(|s| s.to_string()).collect();
+    flags.extend(["--burst".into(), s.burst.to_string(), "--rounds".into(), s.rounds.to_string()]);
+    let label = format!("rpcmeter-to-{}-bursts", runtime.name());
+    let summary = lab.measure(&label, &server, &flags)?;
+    Ok(Rounds {
+        pairing: format!("rpcmeter client → {} server", runtime.name()),
+        took: summary.rounds.iter().map(|r| r.took).collect(),
+        failed: summary.requests.failed,
+    })
+}
+
+/// An open loop on a fresh server: when does its latency settle? One row of the open-loop table.
+fn open_loop_row(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Sizes) -> anyhow::Result<Vec<String>> {
+    let server = Server::start(runtime, built, runtime.name(), &[])?;
+    let mut flags: Vec<String> = ECHO.iter().map(|s| s.to_string()).collect();
+    flags.extend(
+        [
+            "--rps",
+            &s.open_rate.to_string(),
+            "-z",
+            &humantime::format_duration(s.open_for).to_string(),
+            "--interval",
+            "250ms",
+        ]
+        .map(String::from),
+    );
+    let label = format!("rpcmeter-to-{}-open-loop", runtime.name());
+    let summary = lab.measure(&label, &server, &flags)?;
+    let first = summary.intervals.iter().find(|i| i.calls > 0).map(|i| i.p99);
+    Ok(vec![
+        format!("{} server", runtime.name()),
+        format!("{} calls/s for {}", s.open_rate, humantime::format_duration(s.open_for)),
+        first.map_or("–".into(), ms),
+        ms(summary.latency.percentile(99.0)),
+        match summary.steady.after {
+            Some(after) => format!("steady after {:.2} s", after.as_secs_f64()),
+            None => crate::report::json::verdict(summary.steady.verdict).to_string(),
+        },
+        summary.requests.failed.to_string(),
+    ])
+}
+
+/// The write-up's own client, cold, against a server that needs no warm-up: its rounds,
+/// when the JVM client was built and the lab is still running.
+fn latch_client(lab: &mut Lab, ready: &[(Runtime, servers::Built)], s: &Sizes) -> anyhow::Result<Option<Rounds>> {
     if let Some((_, java)) = ready.iter().find(|(r, _)| *r == Runtime::Java) {
         if let (Some(client), Some((rt, rust))) = (&java.client, ready.iter().find(|(r, _)| *r == Runtime::Rpcmeter)) {
             if !lab.interrupted() {
@@ -154,10 +184,16 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
                 eprintln!("lab warmup: the JVM latch client against rpcmeter serve");
                 let out = servers::run_client(client, &args, Duration::from_secs(300))?;
                 let (took, failed) = parse_latch(&out);
-                rounds.push(Rounds { pairing: "JVM latch client → rpcmeter server".into(), took, failed });
+                return Ok(Some(Rounds { pairing: "JVM latch client → rpcmeter server".into(), took, failed }));
             }
         }
     }
+    Ok(None)
+}
+
+/// The write-up's rounds table, one column per pairing, with the warm-up verdict, round 1
+/// against the warm rounds and the failures beneath.
+fn rounds_table(lab: &mut Lab, rounds: &[Rounds], s: &Sizes) {
     lab.doc.heading("Rounds: Took (ms) and calls/s per round, as the write-up printed them");
     let mut head = vec!["round".to_string()];
     head.extend(rounds.iter().map(|r| r.pairing.clone()));
@@ -184,20 +220,6 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
     rows.push(failed);
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     lab.doc.table(&head, rows);
-    lab.doc.heading("Open loop on a fresh server: when latency settles");
-    lab.doc.table(
-        &[
-            "server",
-            "load",
-            "p99 of the first 250 ms (ms)",
-            "p99 of the run (ms)",
-            "steady state (changepoint on p50 per interval)",
-            "failed",
-        ],
-        open_rows,
-    );
-    lab.doc.findings("What was measured", conclusions(&rounds));
-    lab.finish()
 }
 
 /// What the rounds say: whose warm-up each pairing shows.

@@ -224,15 +224,17 @@ impl Hub {
     /// Waits for every shard to join, starts them together, gathers their intervals and
     /// results. When `control` is interrupted (shard 0's Ctrl-C), every shard is told to stop.
     pub fn run(self, control: Option<Arc<Control>>) -> anyhow::Result<Outcome> {
-        let n = self.count;
         let interrupted = || control.as_ref().is_some_and(|c| c.interrupts.load(Relaxed) > 0);
-        let mut joined: BTreeMap<u32, (Duration, (Instant, u64), TcpStream)> = BTreeMap::new();
-        let abort = |joined: &mut BTreeMap<u32, (Duration, (Instant, u64), TcpStream)>, why: String| {
-            for (_, _, stream) in joined.values_mut() {
-                let _ = send(stream, &Message::Abort { why: why.clone() });
-            }
-            run_failed(why)
-        };
+        let mut joined = self.join(&interrupted)?;
+        let outcome = start_together(&mut joined);
+        Ok(self.gather(joined, &interrupted, outcome))
+    }
+
+    /// Waits until every shard has joined; on a timeout, a failure or an interrupt, tells
+    /// those joined to abort and fails naming why.
+    fn join(&self, interrupted: &dyn Fn() -> bool) -> anyhow::Result<Joined> {
+        let n = self.count;
+        let mut joined = Joined::new();
         while joined.len() < n as usize {
             let left = self.deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -264,17 +266,13 @@ impl Hub {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Err(abort(&mut joined, "the hub stopped".into())),
             }
         }
-        // One instant for all, told to each shard as a time of its own clock.
-        let slowest = joined.values().map(|(rtt, _, _)| *rtt).max().unwrap_or_default();
-        let start = Instant::now() + START_MARGIN + slowest;
-        let mut outcome = Outcome {
-            started_at: Some(SystemTime::now() + start.saturating_duration_since(Instant::now())),
-            ..Outcome::default()
-        };
-        for (_, (at, shard_ns), stream) in joined.values_mut() {
-            let at_ns = shard_ns.saturating_add(start.saturating_duration_since(*at).as_nanos() as u64);
-            let _ = send(stream, &Message::Start { at_ns });
-        }
+        Ok(joined)
+    }
+
+    /// Gathers the shards' intervals and results until each has sent its result, failed, or
+    /// the wait after the first result ran out; stops them all on an interrupt.
+    fn gather(&self, mut joined: Joined, interrupted: &dyn Fn() -> bool, mut outcome: Outcome) -> Outcome {
+        let n = self.count;
         let mut stopped = false;
         let mut until: Option<Instant> = None;
         let mut progress = Progress::default();
@@ -324,8 +322,35 @@ impl Hub {
                 });
             }
         }
-        Ok(outcome)
+        outcome
     }
+}
+
+/// Each joined shard: its round trip, (the hub's instant, the shard's clock then) and its connection.
+type Joined = BTreeMap<u32, (Duration, (Instant, u64), TcpStream)>;
+
+/// Tells every joined shard to abort, and the error naming why.
+fn abort(joined: &mut Joined, why: String) -> anyhow::Error {
+    for (_, _, stream) in joined.values_mut() {
+        let _ = send(stream, &Message::Abort { why: why.clone() });
+    }
+    run_failed(why)
+}
+
+/// Starts every shard at one instant, told to each as a time of its own clock; the outcome
+/// begins with that start.
+fn start_together(joined: &mut Joined) -> Outcome {
+    let slowest = joined.values().map(|(rtt, _, _)| *rtt).max().unwrap_or_default();
+    let start = Instant::now() + START_MARGIN + slowest;
+    let outcome = Outcome {
+        started_at: Some(SystemTime::now() + start.saturating_duration_since(Instant::now())),
+        ..Outcome::default()
+    };
+    for (_, (at, shard_ns), stream) in joined.values_mut() {
+        let at_ns = shard_ns.saturating_add(start.saturating_duration_since(*at).as_nanos() as u64);
+        let _ = send(stream, &Message::Start { at_ns });
+    }
+    outcome
 }
 
 /// Counts a connection among those proving themselves until it has, or has gone.
