@@ -27,6 +27,8 @@ use tokio::sync::{watch, Notify};
 use tonic::Code;
 
 /// Why a run ended.
+/// Why the engine stopped. The result's `result::Ended` words it (and adds `Partial`, which
+/// only a merge can be); analysis maps one onto the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
     /// Its own limit (-n, -z, --loop, rounds) was reached and every call was answered.
@@ -35,21 +37,6 @@ pub enum Ended {
     Interrupted,
     /// Calls were still in flight when --drain ran out after the end.
     DrainTimedOut,
-}
-
-impl Ended {
-    /// The result holds less than the run was asked for.
-    pub fn partial(self) -> bool {
-        self != Ended::Completed
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ended::Completed => "completed",
-            Ended::Interrupted => "interrupted",
-            Ended::DrainTimedOut => "drain timed out",
-        }
-    }
 }
 
 /// What the engine recorded of a run, before any analysis.
