@@ -117,10 +117,14 @@ fn closed_loop_hides_the_stall_and_says_so() {
     let server = TestServer::start(Behaviour::StallAt { at: 200, stall: Duration::from_secs(1) });
     let r = json_of(run_echo(server.addr, &["-c", "4", "-z", "3s"]));
     assert_accounted(&r);
-    // Four workers wait through the stall once each: a handful of slow calls among thousands,
-    // so p99 stays far below the second that an open loop would show.
+    // Four workers wait through the stall once each: a handful of slow calls among hundreds
+    // (625 at a load of 25 on 2 cores, thousands on a quiet machine), above the 99th
+    // percentile, so p99 stays far below the second that an open loop would show: under
+    // 100 ms, plus the client's own hiccups on a busy machine, and never a stalled call.
+    assert!(u(&r["requests"]["total"]) >= 400, "{r}");
     assert!(f(&r["latency_us"]["max"]) > 900_000.0, "{r}");
-    assert!(f(&r["latency_us"]["p99"]) < 100_000.0, "{r}");
+    let bound = (0.1 + client_hiccup_max(&r).as_secs_f64()).min(0.9);
+    assert!(f(&r["latency_us"]["p99"]) < bound * 1e6, "p99 not under {bound} s: {r}");
     let notices = r["notices"].to_string();
     assert!(notices.contains("coordinated omission"), "{notices}");
 }
@@ -162,10 +166,18 @@ fn warmup_is_measured_apart_and_excluded() {
     let r = json_of(run_echo(server.addr, &["--rps", "200", "--warmup", "1s", "-z", "2s"]));
     let warm = u(&r["warmup"]["calls"]);
     let measured = u(&r["requests"]["total"]);
-    assert!(warm.abs_diff(200) <= 2, "warm-up calls {warm}");
-    assert!(measured.abs_diff(400) <= 2, "measured calls {measured}");
+    // Each call due is in its phase, or never sent (a starved client falls behind).
+    let unsent = u(&r["requests"]["unsent"]);
+    assert!((warm + measured + unsent).abs_diff(600) <= 2, "{warm} warm-up, {measured} measured, {unsent} never sent");
+    if unsent == 0 {
+        assert!(warm.abs_diff(200) <= 2, "warm-up calls {warm}");
+        assert!(measured.abs_diff(400) <= 2, "measured calls {measured}");
+    }
     assert_eq!(server.calls(), warm + measured);
-    assert!((f(&r["duration_s"]) - 2.0).abs() < 0.2, "{}", r["duration_s"]);
+    // The measured window is the 2 s of schedule after the warm-up, to its last answer: that
+    // comes at most the slowest call's latency after the schedule's end (0.8 s at a load of 25).
+    let (duration, slowest) = (f(&r["duration_s"]), f(&r["latency_us"]["max"]) / 1e6);
+    assert!(duration > 1.8 && duration < 2.2 + slowest, "{duration} s, the slowest call {slowest} s");
 }
 
 #[test]
