@@ -348,6 +348,7 @@ fn a_client_held_up_at_an_intervals_end_keeps_each_call_in_its_interval() {
         // SAFETY: plain kill(2)s of our own child, still running (not waited for).
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         std::thread::sleep(Duration::from_millis(60));
+        // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGCONT) };
         std::thread::sleep(Duration::from_millis(50));
     }
