@@ -42,6 +42,11 @@ pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 /// stall (Poisson: a quiet run has none with probability e^-10, 5e-5).
 pub const STALL_EXPECTED_CALLS: f64 = 10.0;
 
+/// A client that stood still this share of the measured time or longer froze: a closed loop
+/// loses that share of its calls, an open loop delays that share of its calls by up to the
+/// freeze, as large as the noise floor assumed of throughput ([`Metric::noise_floor`]).
+pub const FREEZE_SHARE: f64 = 0.02;
+
 /// Everything a comparison needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -155,7 +160,7 @@ const LATENCY_METRICS: &[Metric] = &[Metric::P50, Metric::P99];
 
 /// A run's disturbances, from its own result: a client held up well beyond the calibrated
 /// floor (its `client_hiccups` warning: latency and, in a closed loop, throughput hold the
-/// stall), calls due but never sent (the rate was not kept), sends late by the client's own
+/// stall), a client that froze once ([`client_freeze`]), calls due but never sent (the rate was not kept), sends late by the client's own
 /// wake-ups beyond the calibrated timer floor (slot waits are the target's doing and are
 /// not counted), and a merge (its shards ran at once and it keeps no interval series, so
 /// nothing in it measures how it varies from run to run).
@@ -167,6 +172,18 @@ fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
         let stall = max.map_or(String::new(), |m| format!(" (a 1 ms sleep overshot by up to {})", units::duration(m)));
         out.push(Disturbance {
             why: format!("the client was held up{stall}, well beyond the calibrated floor (client_hiccups)"),
+            touches: CLIENT_METRICS,
+            client: true,
+        });
+    }
+    if let Some(freeze) = client_freeze(run) {
+        out.push(Disturbance {
+            why: format!(
+                "the client stood still for {} (its longest hiccup: a 1 ms sleep overshot by that much), {}% of \
+                 the measured time",
+                units::duration(freeze),
+                percent(freeze.as_secs_f64() / run.duration_s)
+            ),
             touches: CLIENT_METRICS,
             client: true,
         });
@@ -203,6 +220,15 @@ fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
         });
     }
     out
+}
+
+/// The longest hiccup of a run's client (`client.hiccup_us.max`: its threads stood still that
+/// long, stopped or starved) when it is at least [`FREEZE_SHARE`] of the measured time. A
+/// freeze is one stall, so the hiccups' p99 (the `client_hiccups` warning) misses it: a client
+/// stopped for 1 s of 4 overshot a 1 ms sleep by 1.04 s once in 2156 sleeps, p99 7 ms.
+fn client_freeze(run: &Run) -> Option<Duration> {
+    let max = micros(run.client.as_ref()?.hiccup_us.as_ref()?.max, "").ok()?;
+    (run.duration_s > 0.0 && max.as_secs_f64() >= FREEZE_SHARE * run.duration_s).then_some(max)
 }
 
 /// The schedule lag p99 of a run whose late sends were mostly the client's own late wake-ups
