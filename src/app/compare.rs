@@ -160,10 +160,12 @@ const LATENCY_METRICS: &[Metric] = &[Metric::P50, Metric::P99];
 
 /// A run's disturbances, from its own result: a client held up well beyond the calibrated
 /// floor (its `client_hiccups` warning: latency and, in a closed loop, throughput hold the
-/// stall), a client that froze once ([`client_freeze`]), calls due but never sent (the rate was not kept), sends late by the client's own
-/// wake-ups beyond the calibrated timer floor (slot waits are the target's doing and are
-/// not counted), and a merge (its shards ran at once and it keeps no interval series, so
-/// nothing in it measures how it varies from run to run).
+/// stall), a client that froze once ([`client_freeze`]), calls due but never sent (the rate
+/// was not kept), sends late by the client's own wake-ups beyond the calibrated timer floor
+/// (slot waits are the target's doing and are not counted), and a merge: its shards ran at
+/// once under the same conditions, so their spread is not the spread from run to run
+/// (docs/compare.md: the shards of one run agreed on p50 to 2 % where runs moved it x2), and
+/// it keeps no interval series.
 fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
     let mut out = Vec::new();
     let warned = |kind: &str| run.warnings.iter().flatten().any(|w| w.kind == kind);
@@ -212,8 +214,8 @@ fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
     if merged_from > 0 {
         out.push(Disturbance {
             why: format!(
-                "merged from {merged_from} results: its shards ran at once and it keeps no interval series, so \
-                 nothing in it measures how it varies from run to run"
+                "merged from {merged_from} results: its shards ran at once under the same conditions, so their \
+                 spread is not how a run varies from the next, and it keeps no interval series"
             ),
             touches: CLIENT_METRICS,
             client: false,
@@ -817,9 +819,10 @@ impl MetricComparison {
     }
 }
 
-/// Each side's noise per run for `metric`: the stated floor, the spread within its runs
-/// (with its degrees of freedom when that won), or for the error rate the binomial noise at
-/// the rate of both sides pooled.
+/// Each side's noise per run for `metric`, the least `mean_shift` takes beside the spread it
+/// measures between the runs: the stated floor and, with fewer than [`MIN_RUNS_FOR_SPREAD`]
+/// runs, the spread within them (with its degrees of freedom when that won); for the error
+/// rate the binomial noise at the rate of both sides pooled.
 fn noise(metric: Metric, runs: &[RunResult], a: &[RunResult], b: &[RunResult]) -> (f64, Option<f64>) {
     if !metric.relative() {
         // A side at 0 % still has noise: the rate of both sides pooled.
@@ -827,6 +830,16 @@ fn noise(metric: Metric, runs: &[RunResult], a: &[RunResult], b: &[RunResult]) -
         let p = if calls == 0 { 0.0 } else { failed as f64 / calls as f64 };
         let least_calls = runs.iter().map(|r| r.calls).min().unwrap_or(0).max(1) as f64;
         return (metric.noise_floor().max((p * (1.0 - p) / least_calls).sqrt()), None);
+    }
+    if runs.len() >= MIN_RUNS_FOR_SPREAD {
+        // The spread between the runs is measured (`mean_shift`), and it holds whatever moved a
+        // run's value, its intervals' swings included: the intervals' spread, a stand-in for
+        // it with fewer runs, would count them again, a run's worth each (an interval's p50
+        // swings more than a run's). Issue 39's busy machine: it widened `--runs 5`'s p50
+        // interval of B / A to [0.28, 4.44] where the runs' own spread gave [0.60, 2.10]. The
+        // floor and the runs' sampling error stay.
+        let sampling = runs.iter().map(|r| r.sampling_error(metric).powi(2)).sum::<f64>() / runs.len() as f64;
+        return (metric.noise_floor().max(sampling.sqrt()), None);
     }
     // The runs' typical spread (root mean square): one chaotic run of several must not set the
     // noise of all; its value is in the spread between runs anyway. A spread from a few
@@ -988,10 +1001,14 @@ impl Report {
                 percent_sd(Metric::P99),
             );
         } else {
-            s +=
+            s += if self.a.len().min(self.b.len()) >= MIN_RUNS_FOR_SPREAD {
+                " Each side's noise per run is the spread between its runs, at least the floor"
+            } else {
                 " Each side's noise per run is the largest of the spread between its runs, the spread within them and \
-                  the floor (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine \
-                  over time is not taken for one of B.";
+                 the floor"
+            };
+            s += " (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine over \
+                  time is not taken for one of B.";
         }
         let matters: Vec<String> =
             self.metrics.iter().map(|m| format!("{} {}", m.metric.label(), m.amount(m.matters))).collect();
@@ -1288,7 +1305,7 @@ pub fn to_json(r: &Report) -> JsonValue {
         "alpha": r.alpha,
         "confidence": 1.0 - r.alpha,
         "min_effect": r.min_effect,
-        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor or the length-weighted spread of its runs' intervals; Holm-Bonferroni over the metrics tested",
+        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor and, with fewer than 3 runs, the length-weighted spread of its runs' intervals; Holm-Bonferroni over the metrics tested",
         "noise_floor": Metric::ALL.iter().map(|m| (m.key().to_string(), JsonValue::from(m.noise_floor()))).collect::<serde_json::Map<_, _>>(),
         "runs": r.runs_text(),
         "metrics": metrics,
