@@ -128,11 +128,14 @@ fn judge_saved() {
     println!("{}", tables(&dir));
 }
 
-/// One comparison's verdict per metric, and p50's B / A interval and A's p50 (µs).
+/// One comparison's verdict per metric ("not judged" with why: disturbed, too wide), p50's
+/// B / A interval, A's p50 (µs), and each metric's spread between runs (the standard deviation
+/// of the logarithm of its runs' values, of both sides pooled).
 struct Judged {
     verdicts: Vec<(String, String)>,
     p50_ci: Option<(f64, f64)>,
     a_p50_us: Option<f64>,
+    spread: Vec<(String, f64)>,
 }
 
 impl Judged {
@@ -166,9 +169,61 @@ fn judge(dir: &Path) -> Judged {
         let ci = m["ratio_ci"].as_array()?;
         Some((ci[0].as_f64()?, ci[1].as_f64()?))
     });
-    let verdicts =
-        metrics.iter().map(|m| (m["metric"].as_str().unwrap().to_string(), m["verdict"].as_str().unwrap().to_string()));
-    Judged { verdicts: verdicts.collect(), p50_ci, a_p50_us: p50.and_then(|m| m["a"]["summary"].as_f64()) }
+    let verdicts = metrics.iter().map(|m| (m["metric"].as_str().unwrap().to_string(), verdict(m)));
+    let spread = metrics.iter().filter(|m| m["metric"] != "error_rate").filter_map(|m| {
+        let sd = pooled_log_sd(&[&m["a"]["runs"], &m["b"]["runs"]])?;
+        Some((m["metric"].as_str().unwrap().to_string(), sd))
+    });
+    Judged {
+        verdicts: verdicts.collect(),
+        p50_ci,
+        a_p50_us: p50.and_then(|m| m["a"]["summary"].as_f64()),
+        spread: spread.collect(),
+    }
+}
+
+/// A metric's verdict, "not judged" with the kind of why.
+fn verdict(m: &Value) -> String {
+    let v = m["verdict"].as_str().unwrap();
+    let why = m["why"].as_str().unwrap_or("");
+    match v {
+        "not judged" if why.contains("cannot rule out") => "not judged (too wide)".into(),
+        "not judged" if why.contains("merged from") => "not judged (merged)".into(),
+        "not judged" => "not judged (disturbed)".into(),
+        _ => v.into(),
+    }
+}
+
+/// The standard deviation of the logarithms of each side's values about its own mean, pooled.
+fn pooled_log_sd(sides: &[&Value]) -> Option<f64> {
+    let (mut squares, mut df) = (0.0, 0.0);
+    for side in sides {
+        let logs: Vec<f64> =
+            side.as_array()?.iter().filter_map(Value::as_f64).filter(|x| *x > 0.0).map(f64::ln).collect();
+        if logs.len() < 2 {
+            continue;
+        }
+        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+        squares += logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+        df += logs.len() as f64 - 1.0;
+    }
+    (df > 0.0).then(|| (squares / df).sqrt())
+}
+
+/// "p50 0.31 (0.12-0.52)": each metric's spread between runs, median (min-max) over tries.
+fn spreads(judged: &[Judged]) -> String {
+    let mut by_metric: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for j in judged {
+        for (m, sd) in &j.spread {
+            by_metric.entry(m).or_default().push(*sd);
+        }
+    }
+    let text = |(m, sds): (&&str, &Vec<f64>)| {
+        let mut sds = sds.clone();
+        sds.sort_by(f64::total_cmp);
+        format!("{m} {:.3} ({:.3}-{:.3})", sds[sds.len() / 2], sds[0], sds[sds.len() - 1])
+    };
+    by_metric.iter().map(text).collect::<Vec<_>>().join(", ")
 }
 
 /// The tries kept under `dir/set`, in order.
@@ -209,6 +264,7 @@ fn tables(dir: &Path) -> String {
     let single: Vec<Judged> = tries(dir, "single").iter().map(|t| judge(t)).collect();
     let called = single.iter().filter(|j| j.called()).count();
     writeln!(out, "| one run a side, A/A | {} | {called} | | | {} |", single.len(), counts(&single)).unwrap();
+    let mut spread_lines = vec![];
     let mut sets = vec![0.0];
     sets.extend(shifts());
     for shift in sets {
@@ -229,15 +285,21 @@ fn tables(dir: &Path) -> String {
         let ci: Vec<String> =
             judged.iter().filter_map(|j| j.p50_ci).map(|(l, h)| format!("[{l:.3}, {h:.3}]")).collect();
         let what = if shift == 0.0 { "A/A".to_string() } else { format!("B +{}%", shift * 100.0) };
+        let runs = (1..).take_while(|i| tries(dir, &format!("shift{shift}"))[0].join(format!("a{i}.json")).exists());
         writeln!(
             out,
             "| `--runs {}`, {what} | {} | {called} | {found} | {held} | {}; p50 B / A {} |",
-            env_or("RUNS", 5usize),
+            runs.count(),
             judged.len(),
             counts(&judged),
             ci.join(" ")
         )
         .unwrap();
+        spread_lines.push(format!("{what}: {}", spreads(&judged)));
+    }
+    writeln!(out, "\nSpread between runs (sd of the logarithm, median (min-max) over tries):").unwrap();
+    for line in spread_lines {
+        writeln!(out, "- {line}").unwrap();
     }
     out
 }
