@@ -9,13 +9,16 @@
 #   ROUNDS=3 SHIFT_ROUNDS=3 bench/compare_tables.sh   # a shorter look
 #   MEASURE_DIR=DIR bench/compare_tables.sh --judge   # the tables again from DIR's kept files
 #
-# Environment (see tests/compare_measure.rs): HOGS, ROUNDS, SHIFT_ROUNDS, SHIFTS, RUNS, RUN_FOR,
+# Environment (see tests/compare_measure.rs): RPCMETER_BIN (default: a release build), HOGS, ROUNDS, SHIFT_ROUNDS, SHIFTS, RUNS, RUN_FOR,
 # CONCURRENCY, MEASURE_DIR (kept; default a new directory under /tmp). Prints markdown tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-build_rpcmeter
-export RPCMETER_BIN="$PWD/$rpcmeter" HOGS="${HOGS:-0}"
+if [[ -z ${RPCMETER_BIN:-} ]]; then
+  build_rpcmeter
+  RPCMETER_BIN="$PWD/$rpcmeter"
+fi
+export RPCMETER_BIN HOGS="${HOGS:-0}"
 export MEASURE_DIR="${MEASURE_DIR:-$(mktemp -d /tmp/compare-tables.XXXXXX)}"
 test=measure_tables
 [[ ${1:-} == --judge ]] && test=judge_saved
