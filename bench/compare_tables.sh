@@ -4,8 +4,9 @@
 # exact delay (20 ms), with HOGS busy-loop CPU hogs beside the client (default 0: the quiet
 # table; the busy one used 2). Check `uptime` first: the quiet table wants load average < 1.
 #
-#   bench/compare_tables.sh                # quiet table: 10 rounds, --runs 5, 3 s runs (~30 min)
-#   HOGS=2 bench/compare_tables.sh         # the busy table
+#   bench/compare_tables.sh                # quiet table: 10 rounds, --runs 5 of 10 s (~80 min)
+#   SHIFTS=0.10 bench/compare_tables.sh    # only A/A and +10 % (~45 min)
+#   HOGS=2 RUN_FOR=3s bench/compare_tables.sh   # the busy table of docs/compare.md (~25 min)
 #   ROUNDS=3 SHIFT_ROUNDS=3 bench/compare_tables.sh   # a shorter look
 #   MEASURE_DIR=DIR bench/compare_tables.sh --judge   # the tables again from DIR's kept files
 #

@@ -10,8 +10,8 @@
 //! `judge_saved` can judge them again with another build's compare (RPCMETER_BIN) without
 //! running anything. Environment (defaults): RPCMETER_BIN (this build's binary), MEASURE_DIR
 //! (a new directory under the system's temporary one), HOGS (2), ROUNDS (10), SHIFT_ROUNDS
-//! (5: rounds that also try the shifts), SHIFTS (0.05,0.10,0.20), RUNS (5), RUN_FOR (3s),
-//! CONCURRENCY (8).
+//! (ROUNDS: rounds that also try the shifts), SHIFTS (0.05,0.10,0.20), RUNS (5), RUN_FOR
+//! (10s, compare --runs' default), CONCURRENCY (8).
 use serde_json::Value;
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -64,7 +64,7 @@ impl Drop for Hogs {
 fn run_flags() -> Vec<String> {
     let proto = echo_proto().display().to_string();
     let concurrency = env_or("CONCURRENCY", 8usize).to_string();
-    let run_for = std::env::var("RUN_FOR").unwrap_or_else(|_| "3s".into());
+    let run_for = std::env::var("RUN_FOR").unwrap_or_else(|_| "10s".into());
     let flags = ["--plaintext", "--no-save", "--proto", &proto, "--call", "EchoService/echo"];
     let more = ["-d", r#"{"content":"hi"}"#, "-c", &concurrency, "-z", &run_for, "--no-server-stats"];
     flags.iter().chain(&more).map(|s| s.to_string()).collect()
@@ -94,7 +94,8 @@ fn measure_tables() {
     let dir = std::env::var_os("MEASURE_DIR")
         .map_or_else(|| std::env::temp_dir().join(format!("compare-measure-{}", std::process::id())), PathBuf::from);
     std::fs::create_dir_all(&dir).unwrap();
-    let (rounds, shift_rounds) = (env_or("ROUNDS", 10usize), env_or("SHIFT_ROUNDS", 5usize));
+    let rounds = env_or("ROUNDS", 10usize);
+    let shift_rounds = env_or("SHIFT_ROUNDS", rounds);
     let base = TestServer::start(Behaviour::Delay(DELAY));
     let shifted: Vec<(f64, TestServer)> =
         shifts().into_iter().map(|s| (s, TestServer::start(Behaviour::Delay(DELAY.mul_f64(1.0 + s))))).collect();
