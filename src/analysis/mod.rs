@@ -96,7 +96,8 @@ fn summarize(
     rows: Vec<IntervalRow>,
     steady: SteadyState,
 ) -> Summary {
-    let m = &r.measured;
+    let (m, sent_only) = with_unsent(r);
+    let m = &m;
     let c = &m.counts;
     Summary {
         meta,
@@ -127,6 +128,7 @@ fn summarize(
         notices: Vec::new(),
         assertions: Vec::new(),
         measured: m.clone(),
+        sent_only,
         intervals: rows,
         interval: plan.interval,
         shard: (!plan.shard.is_whole()).then_some(plan.shard),
@@ -147,6 +149,29 @@ fn summarize(
         backends: r.backends.iter().map(|a| a.to_string()).collect(),
         replay: None,
     }
+}
+
+/// The measured tally with the calls due but never sent in its call latencies (every call's,
+/// OK calls', and the name's or flow's the mix would have picked), each at its lower bound;
+/// and the tally as recorded, of the calls sent only, when there were such calls. An unsent
+/// call did not fail: it waited, so it is among the OK calls' latencies, which `compare`
+/// judges; it made no attempt and was never served, so it is in no other histogram.
+fn with_unsent(r: &Recorded) -> (crate::record::Tally, Option<crate::record::Tally>) {
+    let mut m = r.measured.clone();
+    if r.unsent_latency.is_empty() {
+        return (m, None);
+    }
+    let add = |h: &mut Histogram<u64>, more: &Histogram<u64>| h.add(more).expect("same histogram bounds");
+    add(&mut m.call_latency, &r.unsent_latency);
+    add(&mut m.ok_call_latency, &r.unsent_latency);
+    let shares: Vec<&mut Histogram<u64>> = match m.by_flow.is_empty() {
+        true => m.by_name.iter_mut().map(|n| &mut n.latency).collect(),
+        false => m.by_flow.iter_mut().map(|f| &mut f.share.latency).collect(),
+    };
+    for (share, unsent) in shares.into_iter().zip(&r.unsent_by_pick) {
+        add(share, unsent);
+    }
+    (m, Some(r.measured.clone()))
 }
 
 /// Why the engine stopped, as the result names it.
@@ -351,6 +376,8 @@ pub(crate) mod fixture {
             elapsed: window,
             max_rss_bytes: 10 << 20,
             unsent: 0,
+            unsent_latency: crate::record::shard::new_histogram(),
+            unsent_by_pick: vec![],
             ended: Ended::Completed,
             abandoned: 0,
             backends: vec![],

@@ -158,14 +158,20 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
     let attempts = every("attempt_latency", |h| h.attempt_latency.as_ref())?;
     let service = every("service_time", |h| h.service_time.as_ref())?;
     let lag = every("schedule_lag", |h| h.schedule_lag.as_ref())?;
+    // The calls sent only: each input's own, or its call latency when it sent every due call.
+    let sent_only: Pick = |h| h.sent_call_latency.as_ref().or(Some(&h.call_latency));
+    let any_unsent = inputs.iter().any(|i| i.result.histograms.sent_call_latency.is_some());
+    let sent = if any_unsent { Some(sum("sent_call_latency", sent_only)?) } else { None };
     out.histograms = result::Histograms {
         call_latency: to_text(&calls),
+        sent_call_latency: sent.as_ref().map(to_text),
         ok_call_latency: ok.as_ref().map(to_text),
         attempt_latency: attempts.as_ref().map(to_text),
         service_time: service.as_ref().map(to_text),
         schedule_lag: lag.as_ref().map(to_text),
     };
     out.latency_us = LatencySummary::of_histogram(&calls);
+    out.sent_latency_us = sent.as_ref().map(LatencySummary::of_histogram);
     out.ok_latency_us = ok.as_ref().map(LatencySummary::of_histogram);
     out.attempt_latency_us = attempts.as_ref().map(LatencySummary::of_histogram);
     out.service_time_us = service.as_ref().map(LatencySummary::of_histogram);

@@ -17,6 +17,13 @@ use std::time::{Duration, SystemTime};
 /// The Summary of a result, its latencies summarised again from its histograms.
 pub fn summary(run: &Run) -> anyhow::Result<Summary> {
     let measured = measured(run)?;
+    let sent_only = match &run.histograms.sent_call_latency {
+        Some(text) => Some(Tally {
+            call_latency: from_text(text).map_err(|why| bad_input(format!("histograms.sent_call_latency {why}")))?,
+            ..Tally::default()
+        }),
+        None => None,
+    };
     let duration = seconds(run.duration_s);
     let r = &run.requests;
     let statuses = per_status(&run.statuses);
@@ -55,6 +62,7 @@ pub fn summary(run: &Run) -> anyhow::Result<Summary> {
         throughput_rps: run.throughput_rps,
         ok_rps: run.ok_calls_per_s(),
         latency: Latency::of(&measured.call_latency),
+        sent_only,
         attempt_latency: Latency::of(&measured.attempt_latency),
         service_time: Latency::of(&measured.service_time),
         schedule_lag: run.schedule_lag_us.as_ref().map(|_| Latency::of(&measured.schedule_lag)),

@@ -25,13 +25,19 @@ fn percentile_rows(out: &mut String, l: &Latency) {
     let _ = writeln!(out, "  {:<8} {}", "max", duration(l.max));
 }
 
-/// Open loop: call latency (from the intended send) beside service time (from the actual send).
-fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
-    let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "", "call", "service");
-    for (&(p, v), &(_, w)) in call.percentiles.iter().zip(&service.percentiles) {
-        let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", Statistic::Percentile(p).label(), duration(v), duration(w));
+/// Open loop: call latency (from the intended send) beside service time (from the actual
+/// send), and the calls sent only between them when some due calls were never sent.
+fn percentile_columns(out: &mut String, columns: &[(&str, &Latency)]) {
+    let mut line = |label: &str, cells: Vec<String>| {
+        let cells: Vec<String> = cells.iter().map(|c| format!("{c:>12}")).collect();
+        let _ = writeln!(out, "  {label:<8} {}", cells.join("  "));
+    };
+    line("", columns.iter().map(|(name, _)| name.to_string()).collect());
+    for (i, &(p, _)) in columns[0].1.percentiles.iter().enumerate() {
+        let cells = columns.iter().map(|(_, l)| l.percentiles.get(i).map_or(String::new(), |&(_, v)| duration(v)));
+        line(&Statistic::Percentile(p).label(), cells.collect());
     }
-    let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "max", duration(call.max), duration(service.max));
+    line("max", columns.iter().map(|(_, l)| duration(l.max)).collect());
 }
 
 fn render(s: &Summary) -> String {
@@ -166,13 +172,26 @@ fn percentiles(o: &mut String, s: &Summary) {
     let r = &s.requests;
     let l = &s.latency;
     match s.pacer {
-        Pacer::Open(..) => {
-            let _ = writeln!(
-                o,
-                "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
-            );
-            percentile_pairs(o, l, &s.service_time);
-        }
+        Pacer::Open(..) => match &s.sent_only {
+            None => {
+                let _ = writeln!(
+                    o,
+                    "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
+                );
+                percentile_columns(o, &[("call", l), ("service", &s.service_time)]);
+            }
+            Some(sent) => {
+                let _ = writeln!(
+                    o,
+                    "\nLatency percentiles (call: intended send time to final answer, each of the {} calls never sent \
+                     at its lower bound, the end less its intended send time; sent only: the calls sent; service: \
+                     actual send to final answer):",
+                    r.unsent
+                );
+                let sent = Latency::of(&sent.call_latency);
+                percentile_columns(o, &[("call", l), ("sent only", &sent), ("service", &s.service_time)]);
+            }
+        },
         _ => {
             let _ = writeln!(o, "\nLatency percentiles (call: first send to final answer):");
             percentile_rows(o, l);
