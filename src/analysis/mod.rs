@@ -455,6 +455,40 @@ mod tests {
         assert!(s.messages.is_none(), "unary");
     }
 
+    /// Issue 39: the calls due but never sent join the headline (every call's, OK calls' and
+    /// their flow's latency) at their lower bounds; the calls sent only stay beside it, in the
+    /// result too. A run that sent every due call has no sent-only figures.
+    #[test]
+    fn unsent_calls_join_the_headline_and_the_sent_only_stay_beside() {
+        use crate::record::shard::{new_histogram, FlowTally};
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        r.measured.by_flow = vec![FlowTally::default(), FlowTally::default()];
+        let (mut all, mut first, mut second) = (new_histogram(), new_histogram(), new_histogram());
+        all.record_n(500_000_000, 10).unwrap();
+        first.record_n(500_000_000, 6).unwrap();
+        second.record_n(500_000_000, 4).unwrap();
+        (r.unsent, r.unsent_latency, r.unsent_by_pick) = (10, all, vec![first, second]);
+        let mut s = summary(plan(), r);
+        s.flow_names = vec![("a".into(), vec![]), ("b".into(), vec![])];
+        assert_eq!((s.requests.total, s.requests.unsent, s.latency.count), (100, 10, 110));
+        assert!(s.latency.percentile(99.0) >= Duration::from_millis(500), "{:?}", s.latency);
+        assert_eq!(s.measured.ok_call_latency.len(), 110, "an unsent call did not fail");
+        assert_eq!(s.measured.attempt_latency.len(), 100, "nor was it sent");
+        let sent = s.sent_only.as_ref().expect("sent-only figures beside");
+        assert_eq!(sent.call_latency.len(), 100);
+        assert!(sent.call_latency.max() < 2_000_000);
+        let result = crate::report::json::result(&s);
+        assert_eq!((result.latency_us.count, result.sent_latency_us.as_ref().unwrap().count), (110, 100));
+        let flows = result.flows.unwrap();
+        assert_eq!((flows["a"].latency_us.count, flows["b"].latency_us.count), (6, 4));
+        assert_eq!(flows["a"].sent_latency_us.as_ref().unwrap().count, 0);
+        let back = crate::result::Run::parse(&crate::report::json::result(&s).to_json_pretty()).unwrap();
+        assert_eq!(back.histograms.sent_call_latency, result.histograms.sent_call_latency);
+        // Every due call sent: the headline is the calls sent, nothing beside it.
+        let clean = summary(plan(), recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1)));
+        assert!(clean.sent_only.is_none() && crate::report::json::result(&clean).sent_latency_us.is_none());
+    }
+
     #[test]
     fn the_clients_cost_counts_every_call_and_thread() {
         let mut r = recorded(tally(400, Duration::from_millis(1), 0), Duration::from_secs(1));
