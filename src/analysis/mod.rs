@@ -434,6 +434,18 @@ pub(crate) mod fixture {
     pub fn summary(plan: Plan, recorded: Recorded) -> Summary {
         finish(run(plan, recorded, vec![]))
     }
+
+    /// An open loop of 100 calls of 1 ms sent and `unsent` never sent, each at a lower bound
+    /// of 500 ms.
+    pub fn with_unsent(unsent: u64) -> Summary {
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        let mut bounds = crate::record::shard::new_histogram();
+        bounds.record_n(500_000_000, unsent).unwrap();
+        (r.unsent, r.unsent_latency) = (unsent, bounds);
+        let mut p = plan();
+        p.pacer = Pacer::Open(crate::load::pacer::RateSchedule::constant(200.0), crate::load::pacer::Arrival::Uniform);
+        summary(p, r)
+    }
 }
 
 #[cfg(test)]

@@ -67,6 +67,14 @@ impl Export for Influx {
         for (percent, value) in &l.percentiles {
             fields.push(format!("{}={}", crate::stats::Statistic::Percentile(*percent).key(), nanos(*value)));
         }
+        // Beside the headline (every due call, the unsent at their lower bound): the calls sent only.
+        if let Some(sent) = &s.sent_only {
+            let sent = crate::stats::Latency::of(&sent.call_latency);
+            fields.push(format!("unsent={}i", r.unsent));
+            for (percent, value) in &sent.percentiles {
+                fields.push(format!("sent_{}={}", crate::stats::Statistic::Percentile(*percent).key(), nanos(*value)));
+            }
+        }
         for (code, n) in s.statuses.nonzero() {
             fields.push(format!("status_{}={n}i", status::name(code)));
         }
@@ -119,6 +127,15 @@ impl Export for Influx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Beside the headline (every due call), the calls sent only, when some were never sent.
+    #[test]
+    fn the_sent_only_percentiles_stand_beside_the_headline() {
+        let text = Influx.render(&crate::analysis::fixture::with_unsent(10));
+        let run = text.lines().next().unwrap();
+        assert!(run.contains(",unsent=10i,") && run.contains(",sent_p99="), "{run}");
+        assert!(!Influx.render(&crate::analysis::fixture::with_unsent(0)).contains("sent_p99"));
+    }
 
     #[test]
     fn tags_and_strings_are_escaped() {

@@ -183,6 +183,12 @@ impl Export for Prometheus {
             h.len(),
         );
         summary(&mut out, "rpcmeter_run_latency_seconds", "Call latency percentiles", &labels, &s.latency, h);
+        if let Some(sent) = &s.sent_only {
+            // Beside the headline, which counts the calls never sent at their lower bound.
+            let help = "Open loop: call latency percentiles of the calls sent only";
+            let h = &sent.call_latency;
+            summary(&mut out, "rpcmeter_run_sent_latency_seconds", help, &labels, &crate::stats::Latency::of(h), h);
+        }
         if let Some(lag) = &s.schedule_lag {
             let lag_h = &s.measured.schedule_lag;
             let help = "Open loop: actual minus intended send time";
@@ -377,6 +383,19 @@ mod tests {
         assert_eq!(&counts[..6], &[2, 3, 3, 3, 5, 5]);
         assert_eq!(counts[LATENCY_BUCKETS.iter().position(|&b| b == Duration::from_secs(2)).unwrap()], 5);
         assert_eq!(counts[LATENCY_BUCKETS.iter().position(|&b| b == Duration::from_secs(5)).unwrap()], 6);
+    }
+
+    /// Beside the headline (every due call), the calls sent only, when some were never sent.
+    #[test]
+    fn the_sent_only_percentiles_stand_beside_the_headline() {
+        let text = Prometheus.render(&crate::analysis::fixture::with_unsent(10));
+        assert!(text.contains("rpcmeter_run_latency_seconds_count{"), "{text}");
+        let count =
+            |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{text}")).to_string();
+        assert!(count("rpcmeter_run_latency_seconds_count").ends_with(" 110"), "{text}");
+        assert!(count("rpcmeter_run_sent_latency_seconds_count").ends_with(" 100"), "{text}");
+        let clean = Prometheus.render(&crate::analysis::fixture::with_unsent(0));
+        assert!(!clean.contains("rpcmeter_run_sent_latency_seconds"), "{clean}");
     }
 
     #[test]
