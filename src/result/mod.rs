@@ -22,11 +22,11 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
 /// per check (1.x keyed them "call: expression", so two identical checks were one), and the
 /// call-latency histogram is written once (`histograms.call_latency`, no more `histogram`);
-/// 1.x results still read. 2.1: an open loop's calls due but never sent count in the call
-/// latencies (`latency_us`, `ok_latency_us`, a flow's or a call name's) at their lower bound,
-/// and `sent_latency_us` (with `histograms.sent_call_latency`, a slice's `sent_latency_us`
-/// and `sent_histogram`) keeps the calls sent only.
-pub const SCHEMA_VERSION: &str = "2.1";
+/// 1.x results still read. 2.1 added `elapsed_s`. 2.2: an open loop's calls due but never
+/// sent count in the call latencies (`latency_us`, `ok_latency_us`, a flow's or a call
+/// name's) at their lower bound, and `sent_latency_us` (with `histograms.sent_call_latency`,
+/// a slice's `sent_latency_us` and `sent_histogram`) keeps the calls sent only.
+pub const SCHEMA_VERSION: &str = "2.2";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -62,16 +62,20 @@ pub struct Run {
     pub errors: Vec<ErrorCount>,
     #[serde(default)]
     pub duration_s: f64,
+    /// Wall time of the whole run, connecting and the warm-up included; results written
+    /// before 2.1 lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
     #[serde(default)]
     pub throughput_rps: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok_rps: Option<f64>,
     /// Every call's latency; in an open loop every due call's: one never sent counts at its
-    /// lower bound, the end of the run less its intended send time (2.1; before, it was left out).
+    /// lower bound, the end of the run less its intended send time (2.2; before, it was left out).
     #[serde(default)]
     pub latency_us: LatencySummary,
     /// Open loop with calls due but never sent: the latency of the calls sent only (what
-    /// `latency_us` was before 2.1); absent when every due call was sent (then it is `latency_us`).
+    /// `latency_us` was before 2.2); absent when every due call was sent (then it is `latency_us`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_latency_us: Option<LatencySummary>,
     /// Of the calls that did not fail (latency_us counts failed calls too): those that ended
@@ -674,6 +678,13 @@ impl Run {
         Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
     }
 
+    /// Wall time of the whole run (`elapsed_s`); without it, the measured window and the
+    /// warm-up's.
+    pub fn elapsed(&self) -> Duration {
+        let warmup = self.warmup.as_ref().map_or(0.0, |w| w.duration_s);
+        Duration::try_from_secs_f64(self.elapsed_s.unwrap_or(self.duration_s + warmup)).unwrap_or_default()
+    }
+
     /// OK calls per second of the measured window (`ok_calls_per_s`).
     pub fn ok_calls_per_s(&self) -> f64 {
         ok_calls_per_s(self.requests.ok, self.window())
@@ -685,6 +696,27 @@ impl Run {
         let cpu = Duration::try_from_secs_f64(self.client.as_ref()?.cpu_s).ok()?;
         let warmup = self.warmup.as_ref().map_or(0, |w| w.calls);
         Some(cpu_per_call(cpu, self.requests.total.saturating_add(warmup)))
+    }
+
+    /// The result holds less than its run was asked for (`meta.ended`).
+    pub fn partial(&self) -> bool {
+        self.meta.ended.partial()
+    }
+
+    /// The `--assert` checks that did not hold.
+    pub fn breached(&self) -> Vec<&Checked> {
+        self.assertions.iter().flatten().filter(|a| !a.ok).collect()
+    }
+
+    /// When the run started (`meta.started_at`), when the result says.
+    pub fn started_at(&self) -> Option<std::time::SystemTime> {
+        self.meta.started_at.as_deref().and_then(|t| humantime::parse_rfc3339(t).ok())
+    }
+
+    /// The call-latency histogram (ns); refused in words when the text is not one.
+    pub fn call_histogram(&self) -> Result<hdrhistogram::Histogram<u64>, String> {
+        crate::stats::histogram::from_text(&self.histograms.call_latency)
+            .map_err(|why| format!("histograms.call_latency {why}"))
     }
 
     /// `--shard`: which share of a split load this result is ("I/N").
