@@ -626,6 +626,36 @@ pub fn table(merged: &Run) -> String {
 mod tests {
     use super::*;
 
+    /// Issue 39: the headline (every due call) and the calls sent only each add exactly; an
+    /// input that sent every due call adds its call latency to both.
+    #[test]
+    fn the_sent_only_latencies_add_beside_the_headline() {
+        let input =
+            |label: &str, unsent| Input { label: label.into(), result: crate::analysis::fixture::with_unsent(unsent) };
+        let mut out = Run::default();
+        merge_latencies(&[input("a", 10), input("b", 0)], &mut out).unwrap();
+        assert_eq!((out.latency_us.count, out.sent_latency_us.as_ref().map(|l| l.count)), (210, Some(200)));
+        assert_eq!(from_text(out.histograms.sent_call_latency.as_deref().unwrap()).unwrap().len(), 200);
+        let mut clean = Run::default();
+        merge_latencies(&[input("a", 0), input("b", 0)], &mut clean).unwrap();
+        assert!(clean.sent_latency_us.is_none() && clean.histograms.sent_call_latency.is_none());
+        // Slices alike: a flow's sent-only latencies, or its latency where it has none.
+        let slice = |sent: Option<u64>| {
+            let mut h = new_histogram();
+            h.record_n(1_000_000, 5).unwrap();
+            let mut s = result::Slice { histogram: to_text(&h), ..Default::default() };
+            if let Some(unsent) = sent {
+                s.sent_histogram = Some(to_text(&h));
+                h.record_n(500_000_000, unsent).unwrap();
+                s.histogram = to_text(&h);
+            }
+            std::collections::BTreeMap::from([("f".to_string(), s)])
+        };
+        let (a, b, c) = (slice(None), slice(Some(3)), slice(None));
+        let sum = result::slice::merge_breakdown([("a", &a), ("b", &b), ("c", &c)].into_iter(), &|_| 0.0).unwrap();
+        assert_eq!((sum["f"].latency_us.count, sum["f"].sent_latency_us.as_ref().map(|l| l.count)), (18, Some(15)));
+    }
+
     #[test]
     fn windows_apart_add_and_overlaps_count_once() {
         let u = union(vec![(10.0, 12.0), (0.0, 2.0), (1.0, 3.0), (3.0, 4.0)]);
