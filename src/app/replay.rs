@@ -18,6 +18,8 @@ use std::sync::Arc;
 pub(crate) struct Replaying {
     source: Arc<Source>,
     replay: Replay,
+    /// The mix's streaming calls (by index).
+    streaming: Vec<usize>,
 }
 
 impl Replaying {
@@ -27,11 +29,15 @@ impl Replaying {
         if let Some(why) = self.source.failed() {
             eprintln!("rpcmeter: warning: --replay {}: the rest of the log was not sent: {why}", self.replay.file);
         }
+        // A unary attempt's bytes are counted framed, a stream's messages without their
+        // 5-byte prefix (a retried stream's attempts are taken as one).
         let counts = &measured.counts;
+        let streams: u64 = self.streaming.iter().filter_map(|&i| measured.by_name.get(i)).map(|n| n.calls).sum();
+        let unary_attempts = counts.attempts.saturating_sub(streams);
         Replay {
             recorded: self.source.recorded(),
             payload_bytes_logged: self.source.payload_bytes(),
-            payload_bytes_sent: counts.request_bytes.saturating_sub(5 * counts.attempts),
+            payload_bytes_sent: counts.request_bytes.saturating_sub(5 * unary_attempts),
             ..self.replay
         }
     }
@@ -55,7 +61,14 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
     if let Some(line) = not_sent(&scan, replay, &redactor) {
         eprintln!("rpcmeter: {line}");
     }
-    plan.kind = CallKind::Unary;
+    // The result's messages: every streaming call's together, under the kind that covers them.
+    let streams = |kinds: &[CallKind]| scan.methods.iter().any(|(_, k)| kinds.contains(k));
+    plan.kind = CallKind::of(
+        streams(&[CallKind::ClientStream, CallKind::Bidi]),
+        streams(&[CallKind::ServerStream, CallKind::Bidi]),
+    );
+    // A logged stream's messages leave at their times whatever comes back.
+    plan.stream.bidi = crate::grpc::transport::Bidi::Free;
     if let (Pacer::Open(_, Arrival::Logged), Some(speed)) = (&plan.pacer, replay.speed) {
         // The report's rate: the log's mean, sped up.
         let span = scan.info.span().as_secs_f64();
@@ -70,16 +83,16 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
     let calls: Vec<engine::MixCall> = scan
         .methods
         .iter()
-        .map(|path| engine::MixCall {
+        .map(|(path, kind)| engine::MixCall {
             path: path.parse().expect("the scan kept only methods that parse"),
             requests: empty.clone(),
             rules: None,
-            kind: CallKind::Unary,
+            kind: *kind,
             stream: plan.stream,
         })
         .collect();
     plan.spec.path = calls[0].path.clone();
-    let names = scan.methods.iter().map(|p| (call_name(p), method_name(p))).collect();
+    let names = scan.methods.iter().map(|(p, _)| (call_name(p), method_name(p))).collect();
     let mix = engine::Mix {
         pick: crate::load::workload::Pick::round_robin(&vec![1; calls.len()]),
         calls,
@@ -88,7 +101,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         checks: 0,
         log: Some(source.clone()),
     };
-    let (truncated, streaming, no_request) = scan.skipped();
+    let (truncated, no_request) = scan.info.skipped();
     let replay = Replay {
         file: replay.file.display().to_string(),
         framing: scan.info.framing.as_str().to_string(),
@@ -96,11 +109,12 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         speed: replay.speed,
         calls_in_log: scan.calls,
         skipped_truncated: truncated,
-        skipped_streaming: streaming,
         skipped_no_request: no_request,
         ..Replay::default()
     };
-    Ok((mix, plan, names, Replaying { source, replay }))
+    let streaming =
+        scan.methods.iter().enumerate().filter(|(_, (_, k))| *k != CallKind::Unary).map(|(i, _)| i).collect();
+    Ok((mix, plan, names, Replaying { source, replay, streaming }))
 }
 
 /// One line naming the logged metadata keys that are not sent (never their values).

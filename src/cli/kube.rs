@@ -177,7 +177,11 @@ fn each_shard(args: &KubeArgs, shards: u32, coordinator: &str, join_timeout: &st
         let shard = super::run::nested("kube", &args.run, &extra)?;
         let settings = shard.settings(vec![]).map_err(|e| bad_input(format!("kube --shards {shards}: {e}")))?;
         let plan = &settings.plan;
-        length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
+        let run = match plan.stop.duration {
+            Some(d) => Some(d),
+            None => replay_length(settings.replay.as_ref())?,
+        };
+        length = run.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
     }
     Ok(length)
 }
@@ -299,6 +303,10 @@ fn ship_files(parsed: &super::run::RunArgs) -> anyhow::Result<(Files, Files, Rew
         let bytes = read(data, crate::input::Kind::RequestData, "-D")?;
         let path = files.add(&format!("data/{}", k::base_name(data, "stdin.json")), bytes);
         becomes.push(("data_file", Becomes::Words(vec!["--data-file".into(), at(k::FILES_DIR, &path)])));
+    }
+    if let Some(log) = &parsed.replay.replay {
+        let path = files.add(&format!("replay/{}", k::base_name(log, "replay.binlog")), replay_log(log)?);
+        becomes.push(("replay", Becomes::Words(vec!["--replay".into(), at(k::FILES_DIR, &path)])));
     }
     if let Some(workload) = &parsed.workload {
         let path = ship_workload(workload, &mut files)?;
@@ -509,6 +517,39 @@ fn print(
         .write_all(text.as_bytes())
         .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--replay` FILE's bytes, for the ConfigMap: a log over what one object holds is refused
+/// unread, saying how to replay it instead (every shard reads the whole log).
+fn replay_log(log: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let label = shippable_log(log)?;
+    crate::input::read(log, crate::input::Kind::RequestData, &label)
+}
+
+/// Refuses a `--replay` log kube cannot ship; else the label of its errors.
+fn shippable_log(log: &std::path::Path) -> anyhow::Result<String> {
+    let label = format!("kube run: --replay {}", log.display());
+    let size = std::fs::metadata(log).map_err(|e| bad_input(format!("{label}: cannot read: {e}")))?.len();
+    if !std::fs::metadata(log).is_ok_and(|m| m.is_file()) || size > k::OBJECT_LIMIT.0 {
+        return Err(bad_input(format!(
+            "{label}: {} is more than the {} a ConfigMap holds (or not a regular file): replay a bigger log with run --shards N, or --coordinator and --shard I/N on machines that each hold a copy (docs/replay.md)",
+            crate::input::ByteSize(size),
+            k::OBJECT_LIMIT
+        )));
+    }
+    Ok(label)
+}
+
+/// How long a replay on the log's own schedule lasts (its span / --speed), when it ends with
+/// the log (no -z, no --replay-loop).
+fn replay_length(replay: Option<&crate::replay::source::Settings>) -> anyhow::Result<Option<Duration>> {
+    let Some(replay) = replay.filter(|r| !r.repeat) else { return Ok(None) };
+    let Some(speed) = replay.speed else { return Ok(None) };
+    let label = shippable_log(&replay.file)?;
+    let file = std::fs::File::open(&replay.file).map_err(|e| bad_input(format!("{label}: cannot read: {e}")))?;
+    let info = crate::replay::info::Info::read(std::io::BufReader::new(file), replay.framing, replay.max_entry)
+        .map_err(|why| bad_input(format!("{label}: {why}")))?;
+    Ok(Some(info.span().div_f64(speed)))
 }
 
 /// Ships `--workload` FILE and every `data_file` it names into `files`: the workload under

@@ -28,7 +28,7 @@ use crate::error::{bad_input, run_failed};
 
 mod lean;
 mod stream;
-pub use stream::{Bidi, CallKind, CancelAfter, StreamLimits, StreamObserver};
+pub use stream::{Bidi, CallKind, CancelAfter, Script, StreamLimits, StreamObserver};
 
 /// Where to call, as the user gave it (`HOST:PORT`) plus TLS choices.
 #[derive(Debug, Clone)]

@@ -865,6 +865,10 @@ impl Local {
         let plan = &self.shared.plan;
         // Captures and checks read the answer (a stream's last message): only their calls keep it.
         let keep = plan.keep_responses || which.rules.is_some();
+        if let Some(script) = body.script {
+            let mut observer = Messages { local: self, warmup };
+            return connection.replay(header, script, keep, &mut observer).await;
+        }
         if which.kind == CallKind::Unary {
             return connection.call(header, request, keep).await;
         }
@@ -890,6 +894,8 @@ struct StreamBody<'a> {
     worker: u32,
     /// A flow's values captured so far (its client stream's messages may use them).
     captured: &'a [(String, String)],
+    /// A logged stream's messages and times (`run --replay`).
+    script: Option<&'a crate::grpc::transport::Script>,
 }
 
 /// Records a stream's messages into the worker thread's tally as they pass: counts and
@@ -1176,7 +1182,12 @@ async fn call(
                 slot,
                 (prepared, header),
                 request.clone(),
-                StreamBody { call: ticket, worker, captured: captured.as_deref().map_or(&[], |c| &c[..]) },
+                StreamBody {
+                    call: ticket,
+                    worker,
+                    captured: captured.as_deref().map_or(&[], |c| &c[..]),
+                    script: logged.as_ref().and_then(|c| c.stream.as_deref()),
+                },
                 warmup,
             )
             .await;
