@@ -28,6 +28,10 @@ pub struct Run<'a> {
     pub meta: Meta,
     /// The method's full name, or the words naming a workload.
     pub call: &'a str,
+    /// The kind of the run's calls (a mix of several: unary, its messages not counted apart)
+    /// and, for bidi streams, how their requests wait for responses.
+    pub kind: CallKind,
+    pub bidi: Bidi,
     pub recorded: Recorded,
     pub checks: &'a [Assertion],
     pub rows: Vec<IntervalRow>,
@@ -55,6 +59,8 @@ pub fn finish(run: Run) -> Summary {
         mut plan,
         meta,
         call,
+        kind,
+        bidi,
         mut recorded,
         checks,
         mut rows,
@@ -73,6 +79,7 @@ pub fn finish(run: Run) -> Summary {
         }
     }
     let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
+    summary.messages = messages(kind, bidi, &recorded);
     summary.call_names = call_names;
     summary.flow_names = flow_names;
     summary.check_names = check_names;
@@ -140,7 +147,7 @@ fn summarize(
         elapsed: r.elapsed,
         steady,
         warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
-        messages: messages(plan, r),
+        messages: None,
         call_names: Vec::new(),
         flow_names: Vec::new(),
         check_names: Vec::new(),
@@ -203,17 +210,16 @@ fn warmup(plan: &Plan, r: &Recorded) -> Option<Phase> {
 }
 
 /// Streaming methods: the messages, apart from the streams.
-fn messages(plan: &Plan, r: &Recorded) -> Option<Messages> {
+fn messages(kind: CallKind, bidi: Bidi, r: &Recorded) -> Option<Messages> {
     let (c, m) = (&r.measured.counts, &r.measured);
-    (plan.kind != CallKind::Unary).then(|| Messages {
-        kind: plan.kind,
+    (kind != CallKind::Unary).then(|| Messages {
+        kind,
         sent: c.messages_sent,
         received: c.messages_received,
         sent_per_s: stats::rate(c.messages_sent, r.window),
         received_per_s: stats::rate(c.messages_received, r.window),
-        round_trip: (plan.kind == CallKind::Bidi && plan.stream.bidi == Bidi::PingPong)
-            .then(|| Latency::of(&m.message_latency)),
-        first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
+        round_trip: (kind == CallKind::Bidi && bidi == Bidi::PingPong).then(|| Latency::of(&m.message_latency)),
+        first_message: (kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
     })
 }
 
@@ -278,7 +284,7 @@ fn add_server(s: &mut Summary, server: ServerSide) {
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::*;
-    use crate::grpc::transport::{CallSpec, MessageOptions, StreamLimits, Target};
+    use crate::grpc::transport::Target;
     use crate::load::engine::Ended;
     use crate::load::pacer::Pacer;
     use crate::load::plan::{ShardOf, StopAt};
@@ -290,14 +296,7 @@ pub(crate) mod fixture {
     pub fn plan() -> Plan {
         Plan {
             target: Target::new("192.0.2.1", 50051),
-            spec: CallSpec {
-                path: http::uri::PathAndQuery::from_static("/Echo/echo"),
-                metadata: Default::default(),
-                deadline: None,
-                messages: MessageOptions::default(),
-            },
-            kind: CallKind::Unary,
-            stream: StreamLimits::default(),
+            call: Default::default(),
             pacer: Pacer::Closed,
             workers: 8,
             threads: 2,
@@ -363,6 +362,8 @@ pub(crate) mod fixture {
             plan,
             meta: meta(),
             call: "Echo.echo",
+            kind: CallKind::Unary,
+            bidi: Bidi::PingPong,
             recorded,
             checks: &[],
             rows,

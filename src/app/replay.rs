@@ -5,7 +5,7 @@
 use super::redact::Redactor;
 use super::run::Settings;
 use crate::error::bad_input;
-use crate::grpc::transport::CallKind;
+use crate::grpc::transport::{CallKind, StreamLimits};
 use crate::load::engine;
 use crate::load::pacer::{Arrival, Pacer, RateSchedule};
 use crate::load::plan::Plan;
@@ -37,13 +37,10 @@ impl Replaying {
     }
 }
 
-/// The calls of a replay as the engine and the breakdown take them.
-pub(crate) type Prepared = (engine::Mix, Plan, Vec<(String, String)>, Replaying);
-
-/// The mix, plan and call names (name, method) of a replay, its reader started.
-pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Result<Prepared> {
+/// The mix and plan of a replay, its reader started.
+pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Result<(engine::Mix, Plan, Replaying)> {
     let mut plan = settings.plan.clone();
-    let stream = plan.stream;
+    let stream = settings.stream;
     if stream.count.is_some() || stream.duration.is_some() || !stream.interval.is_zero() {
         return Err(bad_input("--stream-*: a replayed log's calls are sent as they were logged"));
     }
@@ -55,7 +52,6 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
     if let Some(line) = not_sent(&scan, replay, &redactor) {
         eprintln!("rpcmeter: {line}");
     }
-    plan.kind = CallKind::Unary;
     if let (Pacer::Open(_, Arrival::Logged), Some(speed)) = (&plan.pacer, replay.speed) {
         // The report's rate: the log's mean, sped up.
         let span = scan.info.span().as_secs_f64();
@@ -65,27 +61,28 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
     }
     let end = plan.stop.duration.map(|d| plan.warmup.saturating_add(d));
     let secret = Arc::new(move |key: &str| redactor.is_secret(key));
-    let source = Arc::new(Source::start(replay, &scan, &plan.spec, secret, plan.shard, end)?);
     let empty = Arc::new(RequestSource::fixed(crate::grpc::wire::frame(&[])));
     let calls: Vec<engine::MixCall> = scan
         .methods
         .iter()
         .map(|path| engine::MixCall {
+            name: call_name(path),
+            method: method_name(path),
+            schema: None,
             path: path.parse().expect("the scan kept only methods that parse"),
             requests: empty.clone(),
             rules: None,
             kind: CallKind::Unary,
-            stream: plan.stream,
+            stream: StreamLimits::default(),
         })
         .collect();
-    plan.spec.path = calls[0].path.clone();
-    let names = scan.methods.iter().map(|p| (call_name(p), method_name(p))).collect();
+    let spec = plan.call.spec(calls[0].path.clone());
+    let source = Arc::new(Source::start(replay, &scan, &spec, secret, plan.shard, end)?);
     let mix = engine::Mix {
         pick: crate::load::workload::Pick::round_robin(&vec![1; calls.len()]),
         calls,
         named: true,
         flows: Vec::new(),
-        checks: 0,
         log: Some(source.clone()),
     };
     let (truncated, streaming, no_request) = scan.skipped();
@@ -100,7 +97,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         skipped_no_request: no_request,
         ..Replay::default()
     };
-    Ok((mix, plan, names, Replaying { source, replay }))
+    Ok((mix, plan, Replaying { source, replay }))
 }
 
 /// One line naming the logged metadata keys that are not sent (never their values).
