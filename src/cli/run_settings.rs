@@ -1,8 +1,12 @@
 //! `run`'s flags -> `app::run::Settings`: every check of how the flags combine, before the
-//! network is touched. Besides the flags it reads only the workload file (`--workload`),
-//! the memory free (/proc/meminfo, for the calls asked to be in flight at once) and the
-//! clock (`--start-at`, a Poisson seed). It stands in the command line's layer so that `app`
-//! takes typed settings and never reads a flag struct.
+//! network is touched. Not only the flags are read: `settings` reads the workload file
+//! (`--workload`, checked whole here; its data files are read when the run resolves its
+//! calls), the memory free (/proc/meminfo, for the calls asked to be in flight at once), the
+//! cores (std's `available_parallelism`, which reads the cgroup's CPU quota), the clock
+//! (`--start-at`) and the system's random source (a Poisson seed); a coordinated run's
+//! `fingerprint` reads the files its flags name (`FILE_VALUED`) and `credentials` the secret
+//! file. It stands in the command line's layer so that `app` takes typed settings and never
+//! reads a flag struct.
 use super::parse::TargetText;
 use super::run::{self as flags, RunArgs, StagesOf};
 use super::target::{CallArgs, Compression};
@@ -16,9 +20,11 @@ use crate::grpc::{CallOptions, Target};
 use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
 use crate::load::plan::{Plan, ShardOf, StopAt};
 use crate::load::retry::RetryPolicy;
+use crate::load::workload::Workload;
 use crate::record::resource;
 use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
+use crate::sink::details::MetadataColumn;
 use crate::sink::progress::Style as ProgressStyle;
 use crate::stats::assertions;
 use std::io::IsTerminal;
@@ -123,30 +129,10 @@ impl RunArgs {
                 target
             )));
         }
-        let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let replay = args.replay.settings(replay_scheduled(args), &args.redact)?;
-        let call = match (&args.call, &args.workload) {
-            (None, None) if replay.is_some() => {
-                format!("replay {}", replay.as_ref().map(|r| r.file.display().to_string()).unwrap_or_default())
-            }
-            (Some(call), None) => call.clone(),
-            (None, Some(file)) => format!("workload {}", file.display()),
-            (Some(_), Some(_)) => {
-                return Err(bad_input("--call and --workload together: the workload file names each call's method"))
-            }
-            (None, None) => return Err(bad_input("--call METHOD (or --workload FILE) is required")),
-        };
-        if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
-            return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
-        }
-        if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
-            return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
-        }
+        let call = called(args, replay.as_ref())?;
         let checks = args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default();
-        let has_checks = workload.as_ref().is_some_and(|w| w.has_checks());
-        if checks.iter().any(|a| a.metric == assertions::Metric::Checks) && !has_checks {
-            return Err(bad_input("--assert checks...: no [[call]] of a --workload has a check to count"));
-        }
+        let workload = workload(args, &checks)?;
         let data = match (&args.data, &args.data_file) {
             (Some(json), _) => DataSource::Json(json.clone()),
             (None, Some(file)) => DataSource::File(file.clone()),
@@ -170,16 +156,7 @@ impl RunArgs {
                 csv_details: args.csv_details.clone(),
                 hdr_log: args.hdr_log.clone(),
             },
-            csv_metadata: args
-                .csv_details_header
-                .iter()
-                .map(|k| crate::sink::details::MetadataColumn::Header(k.to_ascii_lowercase()))
-                .chain(
-                    args.csv_details_trailer
-                        .iter()
-                        .map(|k| crate::sink::details::MetadataColumn::Trailer(k.to_ascii_lowercase())),
-                )
-                .collect(),
+            csv_metadata: csv_metadata(args),
             checks,
             progress: (!args.quiet).then(|| match std::io::stderr().is_terminal() {
                 true => ProgressStyle::Terminal,
@@ -196,6 +173,43 @@ impl RunArgs {
             coordination,
         })
     }
+}
+
+/// The words naming what the run calls: the method (`--call`), `workload FILE` or `replay FILE`.
+fn called(args: &RunArgs, replay: Option<&crate::replay::source::Settings>) -> anyhow::Result<String> {
+    match (&args.call, &args.workload, replay) {
+        (None, None, Some(replay)) => Ok(format!("replay {}", replay.file.display())),
+        (Some(call), None, _) => Ok(call.clone()),
+        (None, Some(file), _) => Ok(format!("workload {}", file.display())),
+        (Some(_), Some(_), _) => {
+            Err(bad_input("--call and --workload together: the workload file names each call's method"))
+        }
+        (None, None, None) => Err(bad_input("--call METHOD (or --workload FILE) is required")),
+    }
+}
+
+/// `--workload`, read and checked (load/workload.rs), and the flags that go with it or not:
+/// -d/-D (each call gives its own data), --seed, `--assert checks...` (`checks`).
+fn workload(args: &RunArgs, checks: &[assertions::Assertion]) -> anyhow::Result<Option<Workload>> {
+    let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
+    if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
+        return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
+    }
+    if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
+        return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
+    }
+    let has_checks = workload.as_ref().is_some_and(Workload::has_checks);
+    if checks.iter().any(|a| a.metric == assertions::Metric::Checks) && !has_checks {
+        return Err(bad_input("--assert checks...: no [[call]] of a --workload has a check to count"));
+    }
+    Ok(workload)
+}
+
+/// `--csv-details-header` and `--csv-details-trailer`: the metadata columns, keys lowercased.
+fn csv_metadata(args: &RunArgs) -> Vec<MetadataColumn> {
+    let headers = args.csv_details_header.iter().map(|k| MetadataColumn::Header(k.to_ascii_lowercase()));
+    let trailers = args.csv_details_trailer.iter().map(|k| MetadataColumn::Trailer(k.to_ascii_lowercase()));
+    headers.chain(trailers).collect()
 }
 
 fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
