@@ -2,13 +2,14 @@
 //! checks, cli/run_settings.rs): outputs, schema, engine, sinks, reports, verdict. Testable
 //! without clap: build a `Settings` and call `run`.
 use super::outputs::{OutputSettings, Outputs};
-use crate::analysis::{self, Meta, Summary};
+use crate::analysis::{self, Meta};
 use crate::error::{internal, run_failed};
 use crate::grpc::transport::StreamLimits;
 use crate::load::engine;
 use crate::load::plan::{Control, Plan};
 use crate::load::stage::Mix;
 use crate::report::Format;
+use crate::result::Run;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
 use crate::sink::{
     details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress,
@@ -105,16 +106,16 @@ pub fn resolve_method(
 /// (A `--coordinator` shard runs through `coordinator::run_shard` instead.)
 pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode> {
     let mut outputs = Outputs::open(&settings.outputs)?;
-    let (summary, sinks_failed) = measure(&settings, &control, &mut outputs).inspect_err(|e| {
+    let (result, sinks_failed) = measure(&settings, &control, &mut outputs).inspect_err(|e| {
         let target = settings.plan.target.to_string();
         outputs.write_failed_start(settings.name.as_deref(), &settings.call, &target, e)
     })?;
-    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&result);
     problems.extend(outputs.commit());
     // Recorded after the reports, so a history that fails never costs one.
-    record_in_history(settings.history.as_ref(), &crate::report::json::value(&summary), &mut problems);
+    record_in_history(settings.history.as_ref(), &result.to_value(), &mut problems);
     problems.extend(sinks_failed);
-    verdict(&summary, problems)
+    verdict(&result, problems)
 }
 
 /// Records a result in the history. A --history asked for is an output like --export:
@@ -137,7 +138,7 @@ pub fn record_in_history(
 /// One run of a series (a sweep's step, a lab's step): no report written, no progress line,
 /// not recorded in the history; the series reports. `--csv-details` is kept when
 /// `keep_details` (a lab that reads each step's calls), dropped otherwise.
-pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details: bool) -> anyhow::Result<Summary> {
+pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details: bool) -> anyhow::Result<Run> {
     let quiet = OutputSettings {
         format: Format::Table,
         primary: None,
@@ -149,22 +150,22 @@ pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details
     settings.progress = None;
     settings.history = None;
     let mut outputs = Outputs::open(&quiet)?;
-    let (summary, _) = measure(&settings, control, &mut outputs)?;
+    let (result, _) = measure(&settings, control, &mut outputs)?;
     // The step's --csv-details is read by the lab right after: it must be in place.
     if let Some(failed) = outputs.commit().into_iter().next() {
         return Err(failed);
     }
-    Ok(summary)
+    Ok(result)
 }
 
-/// The run itself, up to its `Summary`: schema, engine, sinks, the server's count. Writes no
-/// report (`run` does; `sweep` gathers the summaries of its steps). The second value is a
+/// The run itself, up to its result: schema, engine, sinks, the server's count. Writes no
+/// report (`run` does; `sweep` gathers the results of its steps). The second value is a
 /// side output that failed while the run went on.
 pub fn measure(
     settings: &Settings,
     control: &Arc<Control>,
     outputs: &mut Outputs,
-) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
+) -> anyhow::Result<(Run, Option<anyhow::Error>)> {
     measure_with(settings, control, outputs, Vec::new())
 }
 
@@ -174,7 +175,7 @@ pub fn measure_with(
     control: &Arc<Control>,
     outputs: &mut Outputs,
     extra: Vec<Box<dyn crate::sink::Sink>>,
-) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
+) -> anyhow::Result<(Run, Option<anyhow::Error>)> {
     let Stage { plan, mix, replay } = prepare(settings, control).inspect_err(|_| outputs.discard())?;
     // A workload or a replay is named by the run's words (`workload FILE`), one method by its
     // full name.
@@ -207,7 +208,7 @@ pub fn measure_with(
         arguments: settings.arguments.clone(),
     };
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let mut summary = analysis::finish(analysis::Run {
+    let result = analysis::finish(analysis::Run {
         plan,
         meta,
         call: &call,
@@ -223,9 +224,9 @@ pub fn measure_with(
         floor: settings.floor.then(crate::calibrate::cached),
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
+        replay: replay.map(|r| Box::new(move |measured: &_| r.finish(measured)) as Box<_>),
     });
-    summary.replay = replay.map(|r| r.finish(&summary.measured));
-    Ok((summary, finished.result.err()))
+    Ok((result, finished.result.err()))
 }
 
 /// The run's sinks beside `extra`: the warm-up detector, progress, `--hdr-log`,
@@ -305,18 +306,19 @@ fn prepare(settings: &Settings, control: &Control) -> anyhow::Result<Stage> {
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached
 /// assertion, each output that could not be written.
-pub(crate) fn verdict(summary: &Summary, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
+pub(crate) fn verdict(result: &Run, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
     let mut problems: Vec<String> = Vec::new();
-    let c = &summary.requests;
+    let c = &result.requests;
     if c.total == 0 {
         problems.push("no call was answered".into());
     } else if c.ok == 0 {
-        let statuses: Vec<String> =
-            summary.statuses.nonzero().map(|(code, n)| format!("{} {n}", crate::grpc::status::name(code))).collect();
+        let mut statuses: Vec<(&String, &u64)> = result.statuses.iter().filter(|(_, n)| **n > 0).collect();
+        statuses.sort_by_key(|(name, _)| crate::grpc::status::parse(name).map_or(i32::MAX, |c| c as i32));
+        let statuses: Vec<String> = statuses.iter().map(|(name, n)| format!("{name} {n}")).collect();
         problems.push(format!("every call failed ({})", statuses.join(", ")));
     }
-    for breach in summary.breached() {
-        problems.push(format!("assertion breached: {} (value {})", breach.assertion.text, breach.value));
+    for breach in result.breached() {
+        problems.push(format!("assertion breached: {} (value {})", breach.assertion, breach.value));
     }
     problems.extend(outputs_failed.iter().map(|e| format!("{e:#}")));
     match problems.is_empty() {

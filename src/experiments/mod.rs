@@ -14,7 +14,8 @@ use crate::app::outputs::write_whole;
 use crate::app::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed};
 use crate::load::plan::Control;
-use crate::report::{html, Summary};
+use crate::report::html;
+use crate::result::Run;
 use doc::Doc;
 use servers::{Built, Runtime, Server};
 use std::io::Write as _;
@@ -145,7 +146,7 @@ impl Lab {
     /// One `rpcmeter run` with `flags` against `server`, labelled `label`: its result is
     /// written to DIR/NAME/LABEL.json and shown in the report. A run that failed as a whole
     /// (nothing reachable) is an error; failed calls are results.
-    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Summary> {
+    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Run> {
         let mut argv: Vec<String> = ["rpcmeter run", "--plaintext", "--quiet", "--no-save", "--name", label]
             .iter()
             .map(|s| s.to_string())
@@ -159,14 +160,13 @@ impl Lab {
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
         }
-        let summary = measure_step(settings, &self.control, true)?;
-        self.ran(label, summary.partial());
-        let result = crate::report::json::result(&summary);
+        let result = measure_step(settings, &self.control, true)?;
+        self.ran(label, result.partial());
         let file = self.results.join(format!("{}.json", file_name(label)));
         write_whole(&file, result.to_json_pretty().as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
         self.runs.push(html::of_result(&shown, &result).map_err(crate::error::internal)?);
-        Ok(summary)
+        Ok(result)
     }
 
     /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.
