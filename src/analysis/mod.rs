@@ -97,11 +97,21 @@ pub(crate) fn summary_of(run: Run) -> Summary {
             plan.warmup = length;
         }
     }
+    // Each name with its numbers, paired once, out of the tally that is cloned below.
+    let measured = &mut recorded.measured;
+    let call_shares = paired(call_names, std::mem::take(&mut measured.by_name), no_calls);
+    let flow_shares = paired(flow_names, std::mem::take(&mut measured.by_flow), Default::default);
+    let check_counts = paired(check_names, std::mem::take(&mut measured.checks), Default::default);
+    let addresses = recorded.backends.iter().map(|a| a.to_string()).collect();
+    let backend_shares = paired(addresses, std::mem::take(&mut recorded.measured.by_backend), no_calls);
     let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
     summary.messages = messages(kind, bidi, &recorded);
-    summary.call_names = call_names;
-    summary.flow_names = flow_names;
-    summary.check_names = check_names;
+    summary.call_shares = call_shares;
+    summary.flow_shares = flow_shares;
+    summary.check_counts = check_counts;
+    // An idle backend's tally is a full histogram: an empty one, that grows, stands for it.
+    summary.backend_shares =
+        backend_shares.into_iter().map(|(a, share)| (a, if share.calls > 0 { share } else { no_calls() })).collect();
     summary.notices = notices::notices(&plan, &summary);
     if let Some(floor) = floor {
         add_floor(&mut summary, floor, hiccups);
@@ -165,10 +175,10 @@ fn summarize(
         steady,
         warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
         messages: None,
-        call_names: Vec::new(),
-        flow_names: Vec::new(),
-        check_names: Vec::new(),
-        backends: r.backends.iter().map(|a| a.to_string()).collect(),
+        call_shares: Vec::new(),
+        flow_shares: Vec::new(),
+        check_counts: Vec::new(),
+        backend_shares: Vec::new(),
         replay: None,
     }
 }
