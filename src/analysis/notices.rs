@@ -214,7 +214,7 @@ fn closed_loop(plan: &Plan) -> Option<Notice> {
 /// flows, 7.1%).
 fn behind_schedule(plan: &Plan, s: &Summary) -> Option<Notice> {
     let sends = s.schedule_lag.as_ref().map_or(s.requests.total, |lag| lag.count);
-    let what = if s.flow_names.is_empty() { "calls" } else { "scheduled sends (a flow is one)" };
+    let what = if s.flow_shares.is_empty() { "calls" } else { "scheduled sends (a flow is one)" };
     (plan.pacer.is_open() && sends > 0 && s.late_sends * 100 > sends).then(|| {
         notice(
             NoticeKind::BehindSchedule,
@@ -511,7 +511,7 @@ mod tests {
             count: 2400,
             ..crate::stats::Latency::of(&hdrhistogram::Histogram::new(3).unwrap())
         });
-        s.flow_names = vec![("login".into(), vec!["auth".into(), "get".into()])];
+        s.flow_shares = vec![(("login".into(), vec!["auth".into(), "get".into()]), Default::default())];
         s.late_sends = 170;
         let text = behind_schedule(&open_plan(), &s).unwrap().text;
         assert!(text.starts_with("170 of 2400 scheduled sends (a flow is one) (7.1%)"), "{text}");

@@ -79,10 +79,10 @@ pub fn result(s: &Summary) -> Run {
         messages: s.messages.as_ref().map(|m| messages(m, &s.measured)),
         warmup: s.warmup.as_ref().map(warmup),
         rounds: (!s.rounds.is_empty()).then(|| s.rounds.iter().map(round).collect()),
-        calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration).into_iter().collect()),
-        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
-        checks: (!s.check_names.is_empty()).then(|| checks(s)),
-        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
+        calls_by_name: (!s.call_shares.is_empty()).then(|| calls_by_name(s, s.duration).into_iter().collect()),
+        flows: (!s.flow_shares.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
+        checks: (!s.check_counts.is_empty()).then(|| checks(s)),
+        backends: (!s.backend_shares.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
         replay: s.replay.clone(),
         ..Run::default()
     }
@@ -351,8 +351,8 @@ mod tests {
     fn two_identical_checks_are_two_entries() {
         let measured = fixture::tally(10, Duration::from_millis(1), 0);
         let mut s = fixture::summary(fixture::plan(), fixture::recorded(measured, Duration::from_secs(1)));
-        s.check_names = vec![("get".into(), "status == OK".into()), ("get".into(), "status == OK".into())];
-        s.measured.checks = vec![(3, 0), (0, 4)];
+        let check = || ("get".to_string(), "status == OK".to_string());
+        s.check_counts = vec![(check(), (3, 0)), (check(), (0, 4))];
         let checks = result(&s).checks.unwrap();
         let counts: Vec<(&str, u64, u64)> = checks.iter().map(|c| (c.call.as_str(), c.pass, c.fail)).collect();
         assert_eq!(counts, [("get", 3, 0), ("get", 0, 4)]);

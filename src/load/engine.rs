@@ -6,6 +6,7 @@
 use super::balance::{self, Channel, Dialer};
 use super::logged::{CallLog, LoggedCall};
 use super::plan::{Control, Plan};
+pub use super::stage::{Mix, MixCall, MixFlow};
 use super::workload::Pick;
 use crate::error::run_failed;
 use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
@@ -102,47 +103,6 @@ enum Phase {
     Abort,
 }
 
-/// What the calls of a run send: one method (`--call`), or a workload's weighted mix.
-pub struct Mix {
-    pub calls: Vec<MixCall>,
-    /// Which call each started call makes, from its run-wide start number.
-    pub pick: Pick,
-    /// Record each call name's share apart (a workload), besides the totals.
-    pub named: bool,
-    /// A workload's flows: when there are any, `pick` picks a flow, not a call.
-    pub flows: Vec<MixFlow>,
-    /// The workload's checks, all calls' together (`MixCall::rules` number them).
-    pub checks: usize,
-    /// `run --replay`: each call drawn from the log (its method is a call of the mix).
-    pub log: Option<Arc<dyn CallLog>>,
-}
-
-/// One method of a mix: its wire path, its requests and, for a stream, its limits.
-pub struct MixCall {
-    pub path: http::uri::PathAndQuery,
-    pub requests: Arc<RequestSource>,
-    /// A workload call's captures and checks (None: its answers are not read).
-    pub rules: Option<super::flow::Rules>,
-    pub kind: CallKind,
-    pub stream: StreamLimits,
-}
-
-/// A flow of a workload: its steps (calls of the mix) made in order by one worker.
-pub struct MixFlow {
-    pub steps: Vec<usize>,
-    pub stop_on_check_failure: bool,
-}
-
-impl Mix {
-    /// The one method of `--call` (its path, kind and stream limits are the plan's).
-    pub fn single(plan: &Plan, requests: Arc<RequestSource>) -> Mix {
-        let (path, kind, stream) = (plan.spec.path.clone(), plan.kind, plan.stream);
-        let call = MixCall { path, requests, rules: None, kind, stream };
-        let pick = Pick::round_robin(&[1]);
-        Mix { calls: vec![call], pick, named: false, flows: Vec::new(), checks: 0, log: None }
-    }
-}
-
 /// A call of the mix as the workers use it.
 struct Prepared {
     requests: Arc<RequestSource>,
@@ -218,7 +178,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let slots = Slots {
         names: if mix.named { mix.calls.len() } else { 0 },
         flows: mix.flows.len(),
-        checks: mix.checks,
+        checks: mix.checks(),
         backends: 0,
     };
     let shared = Arc::new(Shared {
@@ -226,7 +186,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
             .calls
             .into_iter()
             .map(|c| Prepared {
-                call: PreparedCall::new(&crate::grpc::CallSpec { path: c.path, ..plan.spec.clone() }),
+                call: PreparedCall::new(&plan.call.spec(c.path)),
                 requests: c.requests,
                 started: AtomicU64::new(0),
                 rules: c.rules,

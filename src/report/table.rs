@@ -629,7 +629,7 @@ mod tests {
     fn by_name_only_for_a_workload() {
         let mut s = run();
         assert_eq!(text(by_name, &s), "");
-        s.call_names = vec![("get".into(), "Kv.Get".into())];
+        s.call_shares = vec![(("get".into(), "Kv.Get".into()), Default::default())];
         let t = text(by_name, &s);
         assert!(
             t.contains("By call name:")
