@@ -56,7 +56,7 @@ pub fn result(s: &Summary) -> Run {
         warnings: Some(
             s.notices
                 .iter()
-                .map(|n| result::Warning { kind: n.kind.as_str().into(), message: n.text.clone() })
+                .map(|n| result::Warning { kind: result::Kind::Known(n.kind), message: n.text.clone() })
                 .collect(),
         ),
         histograms: histograms(&s.measured),

@@ -284,12 +284,62 @@ pub struct Hiccups {
     pub max: f64,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+/// A notice with its kind (`warnings`), so that scripts can act on it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Warning {
     #[serde(default)]
-    pub kind: String,
+    pub kind: Kind,
     #[serde(default)]
     pub message: String,
+}
+
+/// What qualifies the numbers, by kind (`warnings[].kind`), in the words results hold.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    Partial,
+    ClosedLoop,
+    BehindSchedule,
+    ScheduleLag,
+    Unsent,
+    ClientCpu,
+    SharedCores,
+    LittlesLaw,
+    Abandoned,
+    ServerCount,
+    ServerThroughput,
+    WarmUp,
+    NoSteadyState,
+    #[serde(rename = "client_hiccups")]
+    Hiccups,
+    SlowBackend,
+    DownBackend,
+    FailedChecks,
+    FlowsStopped,
+}
+
+/// A warning's kind as read: one this version knows, or the word a newer one wrote (kept
+/// as it is, so the result reads and writes back unchanged).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Kind {
+    Known(NoticeKind),
+    Other(String),
+}
+
+impl Default for Kind {
+    fn default() -> Kind {
+        Kind::Other(String::new())
+    }
+}
+
+impl Kind {
+    pub fn known(&self) -> Option<NoticeKind> {
+        match self {
+            Kind::Known(k) => Some(*k),
+            Kind::Other(_) => None,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
