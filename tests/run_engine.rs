@@ -59,10 +59,14 @@ fn stall_ground_truth(max_in_flight: &str) -> serde_json::Value {
     let seen = format!("p99 {got_p99:.4} s, truth {p99:.4} s; max {got_max:.4} s, truth {max:.4} s");
     assert!(got_p99 > p99 * 0.95 && got_max > max * 0.95, "{seen}");
     // From above, it holds within the client's own hiccups (the time this run was held up),
-    // checked only while those stay under TOO_BUSY: beyond, the answers the stall released
-    // were delayed by more than the hiccups show, and only the bound from below is defended.
+    // checked only while those stay under TOO_BUSY and the cores keep up (`machine_busy`):
+    // beyond, the answers the stall released were delayed by more than the hiccups show (the
+    // client's share of the cores sets how fast it reads 500 of them), and only the bound from
+    // below is defended.
     let hiccup = client_hiccup_max(&r);
-    if hiccup < TOO_BUSY {
+    if let Some(load) = machine_busy() {
+        eprintln!("{seen}: not checked from above, the machine's load is {load}");
+    } else if hiccup < TOO_BUSY {
         let slack = hiccup.as_secs_f64();
         assert!(got_p99 < p99 * 1.05 + slack && got_max < max * 1.05 + slack, "{seen}; hiccups up to {hiccup:?}");
     } else {
@@ -330,6 +334,45 @@ fn interval_rows_add_up_to_the_total() {
     assert!(rows.len() >= 8, "{} intervals of 200 ms in 1.8 s: {seen}", rows.len());
 }
 
+/// A client held up across an interval's end (here frozen whole, SIGSTOP, as a busy machine
+/// deschedules it) hands its calls over late. The collector closed the interval 25 ms after
+/// its end all the same, so the calls of one interval landed in the next and a run at a
+/// steady rate showed an interval without calls (a load of 20 on 2 cores did it to the
+/// steady-state tests). It waits for each thread's hand-over now.
+#[test]
+fn a_client_held_up_at_an_intervals_end_keeps_each_call_in_its_interval() {
+    use std::process::Stdio;
+    let server = TestServer::start(Behaviour::Echo);
+    let mut cmd = run_echo(server.addr, &["--rps", "200", "-z", "3s", "--interval", "250ms", "--format", "json"]);
+    let child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    common::wait::wait_for_count("the first calls", 1, || server.calls());
+    // Freezes of 60 ms, every 110 ms, for 2.2 s of the 3: some of them span an interval's end.
+    for _ in 0..20 {
+        // SAFETY: plain kill(2)s of our own child, still running (not waited for).
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(60));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls: Vec<u64> = r["intervals"].as_array().unwrap().iter().map(|i| u(&i["calls"])).collect();
+    assert_eq!(calls.iter().sum::<u64>(), u(&r["requests"]["total"]));
+    // 50 calls due in each 250 ms; a freeze of 60 ms moves at most 12 of them across an end.
+    // A busy machine may hold the client longer than the interval the collector waits for it
+    // (then it is right to close without it): checked while the client's own hiccups stay
+    // under 200 ms (with a freeze's 60 ms, short of the 250 ms waited).
+    let held = client_hiccup_max(&r);
+    let full = &calls[..calls.len() - 1];
+    assert!(
+        held >= Duration::from_millis(200) || full.iter().all(|&n| n >= 25),
+        "calls per interval: {calls:?}, held up to {held:?}"
+    );
+}
+
 #[test]
 fn open_loop_with_a_count_ends_at_its_last_call_and_keeps_the_rate() {
     let server = TestServer::start(Behaviour::Echo);
@@ -337,9 +380,11 @@ fn open_loop_with_a_count_ends_at_its_last_call_and_keeps_the_rate() {
     let r = json_of(run_echo(server.addr, &["--rps", "20", "-n", "10"]));
     assert_eq!(u(&r["requests"]["total"]), 10);
     assert_eq!(server.calls(), 10);
-    // 10 calls at 20/s span half a second of schedule, even though the last answer is early.
+    // 10 calls at 20/s span half a second of schedule, even though the last answer is early;
+    // a late one (a busy machine) ends the window, at most the slowest call after its time.
     let rps = f(&r["throughput_rps"]);
-    assert!((rps - 20.0).abs() < 1.0, "throughput {rps}");
+    let slowest = f(&r["latency_us"]["max"]) / 1e6;
+    assert!(rps < 21.0 && rps > 10.0 / (0.5f64).max(0.45 + slowest) - 1.0, "throughput {rps}, slowest {slowest} s");
 }
 
 #[test]

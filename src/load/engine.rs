@@ -72,12 +72,16 @@ pub struct Recorded {
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
     Ready(anyhow::Result<()>),
-    /// `home` takes the two tallies back, emptied, for the thread's next hand-over.
+    /// `home` takes the two tallies back, emptied, for the thread's next hand-over. `thread`
+    /// handed over at the end of its interval number `upto` (1 is the first; `u32::MAX` for
+    /// its last hand-over: it holds no interval up any more).
     Delta {
         warmup: Tally,
         measured: Tally,
         last_answer: Option<Instant>,
         home: mpsc::Sender<Tally>,
+        thread: u32,
+        upto: u32,
     },
     Done,
 }
@@ -408,6 +412,8 @@ fn collect(
         Collected { measured: Tally::default(), warmup: Tally::default(), last_answer: start, ended: Ended::Completed };
     let mut interval = Tally::default();
     let mut intervals_closed = 0u32;
+    // Each thread's last hand-over, by the intervals it closed (`Report::Delta::upto`).
+    let mut handed = vec![0u32; threads as usize];
     let mut done = 0;
     // The run's own end (duration limit) starts the drain too. Durations are bounded when
     // the flags are read, so these sums cannot overflow; checked all the same.
@@ -416,7 +422,10 @@ fn collect(
     let mut stopped_by_user = false;
     while done < threads {
         match reports.recv_timeout(Duration::from_millis(20)) {
-            Ok(Report::Delta { warmup, measured, last_answer, home }) => {
+            Ok(Report::Delta { warmup, measured, last_answer, home, thread, upto }) => {
+                if let Some(h) = handed.get_mut(thread as usize) {
+                    *h = upto;
+                }
                 interval.add(&warmup);
                 interval.add(&measured);
                 out.warmup.add(&warmup);
@@ -435,9 +444,14 @@ fn collect(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
-        // Threads hand over at each interval's end; a short grace lets their deltas arrive
-        // before the interval closes, so each lands in the interval it belongs to.
-        if now.saturating_duration_since(start) >= plan.interval * (intervals_closed + 1) + HANDOVER_GRACE {
+        // Threads hand over at each interval's end; the interval closes once every thread has
+        // (after a short grace), so that each call lands in the interval it belongs to. A
+        // thread held up past the end (a busy machine) is waited for up to one more interval:
+        // closing without it moved its calls into the next interval and left this one empty.
+        let closes = plan.interval * (intervals_closed + 1);
+        let all_handed = handed.iter().all(|&upto| upto > intervals_closed);
+        let since = now.saturating_duration_since(start);
+        if since >= closes + HANDOVER_GRACE && (all_handed || since >= closes + plan.interval.max(HANDOVER_GRACE)) {
             intervals_closed += 1;
             emit(sinks, &mut interval, shared, plan.interval * intervals_closed, plan.interval);
         }
@@ -549,11 +563,13 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         let running = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(workers(local.clone(), first)));
         let _stop_waits = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(stop_waits(local.clone())));
         let flusher = async {
+            let mut ends = 0u32;
             let mut tick =
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
             loop {
                 tick.tick().await;
-                if let Some(delta) = local.take_delta() {
+                ends += 1;
+                if let Some(delta) = local.take_delta(index, ends) {
                     let _ = tx.send(delta);
                 }
             }
@@ -563,7 +579,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             _ = flusher => {}
             _ = wait_for(&mut phase, Phase::Abort) => {}
         }
-        let _ = tx.send(local.last_delta());
+        let _ = tx.send(local.last_delta(index));
         let _ = tx.send(Report::Done);
     });
 }
@@ -697,7 +713,7 @@ impl Local {
     /// The tallies since the last hand-over, two spares taking their place; None while the
     /// collector has not sent two back yet (it is behind by an interval: the thread keeps
     /// recording into the tallies it has and hands them over next time, rather than allocate).
-    fn take_delta(&self) -> Option<Report> {
+    fn take_delta(&self, thread: u32, upto: u32) -> Option<Report> {
         let mut spares = self.ready.borrow_mut();
         // Within its capacity: every tally of the thread but its two live ones fits.
         spares.extend(self.spares.try_iter());
@@ -710,15 +726,17 @@ impl Local {
             measured: std::mem::replace(&mut *self.measured.borrow_mut(), spare()),
             last_answer: *self.last_answer.borrow(),
             home: self.home.clone(),
+            thread,
+            upto,
         })
     }
 
     /// The last hand-over, once the calls have ended: waits a moment for the collector's
     /// spares, then makes new ones (nothing is recorded any more).
-    fn last_delta(&self) -> Report {
+    fn last_delta(&self, thread: u32) -> Report {
         let waited = Instant::now() + Duration::from_secs(1);
         loop {
-            if let Some(report) = self.take_delta() {
+            if let Some(report) = self.take_delta(thread, u32::MAX) {
                 return report;
             }
             let left = waited.saturating_duration_since(Instant::now());
