@@ -49,6 +49,8 @@ pub fn result(s: &Summary) -> Run {
         attempt_latency_us: Some(LatencySummary::of(&s.attempt_latency)),
         service_time_us: Some(LatencySummary::of(&s.service_time)),
         schedule_lag_us: s.schedule_lag.as_ref().map(LatencySummary::of),
+        request_bytes: Some(s.measured.counts.request_bytes),
+        response_bytes: Some(s.measured.counts.response_bytes),
         late_sends: Some(s.late_sends),
         late_wakeups: Some(s.late_wakeups),
         client: Some(client(&s.client)),

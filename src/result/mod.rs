@@ -22,8 +22,8 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
 /// per check (1.x keyed them "call: expression", so two identical checks were one), and the
 /// call-latency histogram is written once (`histograms.call_latency`, no more `histogram`);
-/// 1.x results still read. 2.1 added `elapsed_s`.
-pub const SCHEMA_VERSION: &str = "2.1";
+/// 1.x results still read. 2.1 added `elapsed_s`; 2.2 `request_bytes` and `response_bytes`.
+pub const SCHEMA_VERSION: &str = "2.2";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -79,6 +79,13 @@ pub struct Run {
     pub service_time_us: Option<LatencySummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_lag_us: Option<LatencySummary>,
+    /// The measured calls' bytes on the wire as gRPC messages: sent as framed (each message's
+    /// 5-byte header included, every attempt's), received as the messages' payloads. Absent
+    /// from results written before 2.2 and from merged ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
