@@ -9,80 +9,7 @@ use crate::stats::steady::Steadiness;
 use crate::units;
 use std::time::Duration;
 
-/// What qualifies the numbers, by kind, so that scripts can act on it (JSON `warnings`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoticeKind {
-    Partial,
-    ClosedLoop,
-    BehindSchedule,
-    ScheduleLag,
-    Unsent,
-    ClientCpu,
-    SharedCores,
-    LittlesLaw,
-    Abandoned,
-    ServerCount,
-    ServerThroughput,
-    WarmUp,
-    NoSteadyState,
-    Hiccups,
-    SlowBackend,
-    DownBackend,
-    FailedChecks,
-    FlowsStopped,
-}
-
-impl NoticeKind {
-    /// Every kind, so that a kind read back from a result (`merge`, `report`) is found by name.
-    pub const ALL: [NoticeKind; 18] = [
-        NoticeKind::Partial,
-        NoticeKind::ClosedLoop,
-        NoticeKind::BehindSchedule,
-        NoticeKind::ScheduleLag,
-        NoticeKind::Unsent,
-        NoticeKind::ClientCpu,
-        NoticeKind::SharedCores,
-        NoticeKind::LittlesLaw,
-        NoticeKind::Abandoned,
-        NoticeKind::ServerCount,
-        NoticeKind::ServerThroughput,
-        NoticeKind::WarmUp,
-        NoticeKind::NoSteadyState,
-        NoticeKind::Hiccups,
-        NoticeKind::SlowBackend,
-        NoticeKind::DownBackend,
-        NoticeKind::FailedChecks,
-        NoticeKind::FlowsStopped,
-    ];
-
-    /// The kind a result names `text` (its JSON `warnings[].kind`).
-    pub fn named(text: &str) -> Option<NoticeKind> {
-        NoticeKind::ALL.into_iter().find(|k| k.as_str() == text)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NoticeKind::Partial => "partial",
-            NoticeKind::ClosedLoop => "closed_loop",
-            NoticeKind::BehindSchedule => "behind_schedule",
-            NoticeKind::ScheduleLag => "schedule_lag",
-            NoticeKind::Unsent => "unsent",
-            NoticeKind::ClientCpu => "client_cpu",
-            NoticeKind::SharedCores => "shared_cores",
-            NoticeKind::LittlesLaw => "littles_law",
-            NoticeKind::Abandoned => "abandoned",
-            NoticeKind::ServerCount => "server_count",
-            NoticeKind::ServerThroughput => "server_throughput",
-            NoticeKind::WarmUp => "warm_up",
-            NoticeKind::NoSteadyState => "no_steady_state",
-            NoticeKind::Hiccups => "client_hiccups",
-            NoticeKind::SlowBackend => "slow_backend",
-            NoticeKind::DownBackend => "down_backend",
-            NoticeKind::FailedChecks => "failed_checks",
-            NoticeKind::FlowsStopped => "flows_stopped",
-        }
-    }
-}
+pub use crate::result::NoticeKind;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notice {
@@ -606,44 +533,5 @@ mod tests {
         assert!(!hiccups_stand_out(us(500), us(100)), "within 500 µs of the floor");
         assert!(!hiccups_stand_out(us(1_900), us(1_000)), "under twice the floor");
         assert!(hiccups_stand_out(us(2_100), us(1_000)));
-    }
-}
-
-#[cfg(test)]
-mod every_kind {
-    use super::NoticeKind;
-
-    /// ALL holds every kind once: a kind added to the enum but not to ALL would read back
-    /// from a merged result as another kind. The match has no wildcard, so a new variant
-    /// fails to compile here until it is placed.
-    #[test]
-    fn all_holds_every_kind_once() {
-        for kind in NoticeKind::ALL {
-            let placed = match kind {
-                NoticeKind::Partial
-                | NoticeKind::ClosedLoop
-                | NoticeKind::BehindSchedule
-                | NoticeKind::ScheduleLag
-                | NoticeKind::Unsent
-                | NoticeKind::ClientCpu
-                | NoticeKind::SharedCores
-                | NoticeKind::LittlesLaw
-                | NoticeKind::Abandoned
-                | NoticeKind::ServerCount
-                | NoticeKind::ServerThroughput
-                | NoticeKind::WarmUp
-                | NoticeKind::NoSteadyState
-                | NoticeKind::Hiccups
-                | NoticeKind::SlowBackend
-                | NoticeKind::DownBackend
-                | NoticeKind::FailedChecks
-                | NoticeKind::FlowsStopped => kind,
-            };
-            assert_eq!(NoticeKind::named(placed.as_str()), Some(kind));
-        }
-        let mut names: Vec<_> = NoticeKind::ALL.iter().map(|k| k.as_str()).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), NoticeKind::ALL.len());
     }
 }

@@ -50,6 +50,8 @@ pub fn result(s: &Summary) -> Run {
         attempt_latency_us: Some(LatencySummary::of(&s.attempt_latency)),
         service_time_us: Some(LatencySummary::of(&s.service_time)),
         schedule_lag_us: s.schedule_lag.as_ref().map(LatencySummary::of),
+        request_bytes: Some(s.measured.counts.request_bytes),
+        response_bytes: Some(s.measured.counts.response_bytes),
         late_sends: Some(s.late_sends),
         late_wakeups: Some(s.late_wakeups),
         client: Some(client(&s.client)),
@@ -57,7 +59,7 @@ pub fn result(s: &Summary) -> Run {
         warnings: Some(
             s.notices
                 .iter()
-                .map(|n| result::Warning { kind: n.kind.as_str().into(), message: n.text.clone() })
+                .map(|n| result::Warning { kind: result::Kind::Known(n.kind), message: n.text.clone() })
                 .collect(),
         ),
         histograms: result::Histograms {

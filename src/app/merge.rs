@@ -301,13 +301,10 @@ fn merge_checks<'a>(lists: impl Iterator<Item = &'a [result::CheckCount]>) -> Ve
 /// One input's row under `shards`: its client, whether it was the bottleneck, its slice.
 fn shard_part(i: &Input) -> result::ShardPart {
     let r = &i.result;
-    use crate::analysis::NoticeKind::{BehindSchedule, ClientCpu, Unsent};
+    use crate::result::NoticeKind::{BehindSchedule, ClientCpu, Unsent};
     // The notices that say the client, not the server, held the rate back.
-    let bottleneck = r
-        .warnings
-        .iter()
-        .flatten()
-        .any(|w| matches!(crate::analysis::NoticeKind::named(&w.kind), Some(ClientCpu | BehindSchedule | Unsent)));
+    let bottleneck =
+        r.warnings.iter().flatten().any(|w| matches!(w.kind.known(), Some(ClientCpu | BehindSchedule | Unsent)));
     let whole = r.whole();
     result::ShardPart {
         input: i.label.clone(),

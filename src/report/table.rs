@@ -449,7 +449,7 @@ fn server(o: &mut String, r: &Run) {
 /// The machine's floor.
 fn floor(o: &mut String, r: &Run) {
     match &r.calibration {
-        Some(serde_json::Value::Null) => {
+        Some(c) if c.is_null() => {
             let _ = writeln!(
                 o,
                 "Floor: this machine is not calibrated (`rpcmeter calibrate` measures it once, in seconds)"
