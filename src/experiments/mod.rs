@@ -144,8 +144,10 @@ impl Lab {
 
     /// One `rpcmeter run` with `flags` against `server`, labelled `label`: its result is
     /// written to DIR/NAME/LABEL.json and shown in the report. A run that failed as a whole
-    /// (nothing reachable) is an error; failed calls are results.
-    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Summary> {
+    /// (nothing reachable) is an error; failed calls are results. `None`: the lab was
+    /// interrupted before the step ran (while it resolved its schema, say): the step was not
+    /// run, as `sweep` counts such a step, and the lab goes on to its write-up.
+    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Option<Summary>> {
         let mut argv: Vec<String> = ["rpcmeter run", "--plaintext", "--quiet", "--no-save", "--name", label]
             .iter()
             .map(|s| s.to_string())
@@ -159,14 +161,18 @@ impl Lab {
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
         }
-        let summary = measure_step(settings, &self.control, true)?;
+        let summary = match measure_step(settings, &self.control, true) {
+            Ok(summary) => summary,
+            Err(_) if self.interrupted() => return Ok(None),
+            Err(e) => return Err(e),
+        };
         self.ran(label, summary.partial());
         let result = crate::report::json::result(&summary);
         let file = self.results.join(format!("{}.json", file_name(label)));
         write_whole(&file, result.to_json_pretty().as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
         self.runs.push(html::of_result(&shown, &result).map_err(crate::error::internal)?);
-        Ok(summary)
+        Ok(Some(summary))
     }
 
     /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.
