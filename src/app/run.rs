@@ -281,6 +281,9 @@ pub fn measure_with(
         server: stats.and_then(|probe| probe.read(&paths)),
     });
     summary.replay = replaying.map(|r| r.finish(&summary.measured));
+    // The peak is read again once the analysis has run: what it holds (a thousand backends'
+    // shares, say) is the client's memory too, and the reports are written from it.
+    summary.client.max_rss_bytes = summary.client.max_rss_bytes.max(crate::record::resource::usage().max_rss_bytes);
     Ok((summary, finished.result.err()))
 }
 
