@@ -237,9 +237,7 @@ fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
     let mut only = TestServer::start(Behaviour::Echo);
     let cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
     let handle = std::thread::spawn(move || cmd_output(cmd));
-    while only.calls() < 20 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait::wait_for_count("calls on the only backend", 20, || only.calls());
     only.kill();
     let table = handle.join().unwrap();
     let cells = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();

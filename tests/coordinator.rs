@@ -153,10 +153,7 @@ fn a_shard_killed_mid_run_leaves_a_partial_merge_naming_it() {
             shard(server.addr, index, 3, &extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
         })
         .collect();
-    let until = Instant::now() + Duration::from_secs(20);
-    while server.calls() < 100 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::wait_for_count("100 calls of the shards", 100, || server.calls());
     others[1].kill().unwrap();
     let out = first.wait_with_output().unwrap();
     let said = said.join().unwrap();

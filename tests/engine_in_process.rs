@@ -82,10 +82,14 @@ fn every_call_of_a_total_is_recorded_once_and_finished_into_a_summary() {
         floor: None,
         hiccups: None,
         server: None,
+        replay: None,
     });
     assert_eq!((summary.requests.total, summary.requests.ok, summary.requests.failed), (300, 300, 0));
-    assert!(summary.throughput_rps > 0.0 && summary.latency.max >= summary.latency.min);
-    assert!(summary.notices.iter().any(|n| n.kind == rpcmeter::analysis::NoticeKind::ClosedLoop));
+    let at = |stat| summary.latency_us.micros(stat).unwrap();
+    use rpcmeter::stats::Statistic;
+    assert!(summary.throughput_rps > 0.0 && at(Statistic::Max) >= at(Statistic::Min));
+    let kinds: Vec<&str> = summary.warnings.iter().flatten().map(|w| w.kind.as_str()).collect();
+    assert!(kinds.contains(&rpcmeter::analysis::NoticeKind::ClosedLoop.as_str()), "{kinds:?}");
 }
 
 #[test]

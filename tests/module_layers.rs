@@ -85,3 +85,13 @@ fn only_main_imports_the_command_line() {
         graph.iter().filter(|(m, names)| *m != "cli" && names.contains("cli")).map(|(m, _)| m).collect();
     assert!(importers.is_empty(), "these modules import cli (flags are read there, and only there): {importers:?}");
 }
+
+/// Reports render a result (`result::Run`): they know nothing of how it was measured, so
+/// that a run, a merge and a file read back render alike (issue 38).
+#[test]
+fn reports_import_neither_the_engine_nor_its_recording() {
+    let graph = imports();
+    let report = graph.get("report").expect("src/report was read");
+    let below: Vec<&str> = ["load", "record"].into_iter().filter(|m| report.contains(*m)).collect();
+    assert!(below.is_empty(), "report imports {below:?}: it renders result::Run alone");
+}

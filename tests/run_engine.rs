@@ -50,12 +50,24 @@ fn stall_ground_truth(max_in_flight: &str) -> serde_json::Value {
     let p99 = truth[(0.99 * n as f64).ceil() as usize - 1];
     let max = truth[n as usize - 1];
 
-    let calls = u(&r["requests"]["total"]);
-    assert!(calls.abs_diff(n) <= 2, "open loop sent {calls} calls, expected {n}");
+    // Every call due is sent, or counted as never sent (a starved client falls behind).
+    let (calls, unsent) = (u(&r["requests"]["total"]), u(&r["requests"]["unsent"]));
+    assert!((calls + unsent).abs_diff(n) <= 2, "open loop sent {calls} calls and {unsent} never, expected {n}");
     let got_p99 = f(&r["latency_us"]["p99"]) / 1e6;
     let got_max = f(&r["latency_us"]["max"]) / 1e6;
-    assert!((got_p99 - p99).abs() / p99 < 0.05, "p99 {got_p99:.4} s, truth {p99:.4} s");
-    assert!((got_max - max).abs() / max < 0.05, "max {got_max:.4} s, truth {max:.4} s");
+    // A busy machine only adds time, never takes it: from below, the truth holds always.
+    let seen = format!("p99 {got_p99:.4} s, truth {p99:.4} s; max {got_max:.4} s, truth {max:.4} s");
+    assert!(got_p99 > p99 * 0.95 && got_max > max * 0.95, "{seen}");
+    // From above, it holds within the client's own hiccups (the time this run was held up),
+    // checked only while those stay under TOO_BUSY: beyond, the answers the stall released
+    // were delayed by more than the hiccups show, and only the bound from below is defended.
+    let hiccup = client_hiccup_max(&r);
+    if hiccup < TOO_BUSY {
+        let slack = hiccup.as_secs_f64();
+        assert!(got_p99 < p99 * 1.05 + slack && got_max < max * 1.05 + slack, "{seen}; hiccups up to {hiccup:?}");
+    } else {
+        eprintln!("{seen}: not checked from above, the client was held up to {hiccup:?}");
+    }
     assert_eq!(r["mode"], "open");
     // Service time (actual send to answer) never exceeds the latency from the intended time.
     let service_p99 = f(&r["service_time_us"]["p99"]) / 1e6;
@@ -105,10 +117,14 @@ fn closed_loop_hides_the_stall_and_says_so() {
     let server = TestServer::start(Behaviour::StallAt { at: 200, stall: Duration::from_secs(1) });
     let r = json_of(run_echo(server.addr, &["-c", "4", "-z", "3s"]));
     assert_accounted(&r);
-    // Four workers wait through the stall once each: a handful of slow calls among thousands,
-    // so p99 stays far below the second that an open loop would show.
+    // Four workers wait through the stall once each: a handful of slow calls among hundreds
+    // (625 at a load of 25 on 2 cores, thousands on a quiet machine), above the 99th
+    // percentile, so p99 stays far below the second that an open loop would show: under
+    // 100 ms, plus the client's own hiccups on a busy machine, and never a stalled call.
+    assert!(u(&r["requests"]["total"]) >= 400, "{r}");
     assert!(f(&r["latency_us"]["max"]) > 900_000.0, "{r}");
-    assert!(f(&r["latency_us"]["p99"]) < 100_000.0, "{r}");
+    let bound = (0.1 + client_hiccup_max(&r).as_secs_f64()).min(0.9);
+    assert!(f(&r["latency_us"]["p99"]) < bound * 1e6, "p99 not under {bound} s: {r}");
     let notices = r["notices"].to_string();
     assert!(notices.contains("coordinated omission"), "{notices}");
 }
@@ -150,10 +166,18 @@ fn warmup_is_measured_apart_and_excluded() {
     let r = json_of(run_echo(server.addr, &["--rps", "200", "--warmup", "1s", "-z", "2s"]));
     let warm = u(&r["warmup"]["calls"]);
     let measured = u(&r["requests"]["total"]);
-    assert!(warm.abs_diff(200) <= 2, "warm-up calls {warm}");
-    assert!(measured.abs_diff(400) <= 2, "measured calls {measured}");
+    // Each call due is in its phase, or never sent (a starved client falls behind).
+    let unsent = u(&r["requests"]["unsent"]);
+    assert!((warm + measured + unsent).abs_diff(600) <= 2, "{warm} warm-up, {measured} measured, {unsent} never sent");
+    if unsent == 0 {
+        assert!(warm.abs_diff(200) <= 2, "warm-up calls {warm}");
+        assert!(measured.abs_diff(400) <= 2, "measured calls {measured}");
+    }
     assert_eq!(server.calls(), warm + measured);
-    assert!((f(&r["duration_s"]) - 2.0).abs() < 0.2, "{}", r["duration_s"]);
+    // The measured window is the 2 s of schedule after the warm-up, to its last answer: that
+    // comes at most the slowest call's latency after the schedule's end (0.8 s at a load of 25).
+    let (duration, slowest) = (f(&r["duration_s"]), f(&r["latency_us"]["max"]) / 1e6);
+    assert!(duration > 1.8 && duration < 2.2 + slowest, "{duration} s, the slowest call {slowest} s");
 }
 
 #[test]
@@ -283,29 +307,27 @@ fn per_call_csv_and_hdr_log_are_streamed() {
 #[test]
 fn interval_rows_add_up_to_the_total() {
     let server = TestServer::start(Behaviour::Echo);
-    let mut cmd = run_echo(server.addr, &["--rps", "1000", "-z", "1500ms", "--interval", "200ms", "--warmup", "300ms"]);
-    let out = cmd.args(["--format", "csv"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut rows = csv::Reader::from_reader(text.as_bytes());
-    let header = rows.headers().unwrap().clone();
-    let calls_at = header.iter().position(|h| h == "calls").unwrap();
-    let phase_at = header.iter().position(|h| h == "phase").unwrap();
-    let (mut warm, mut measured, mut n) = (0u64, 0u64, 0);
-    for row in rows.records() {
-        let row = row.unwrap();
-        let calls: u64 = row[calls_at].parse().unwrap();
-        if &row[phase_at] == "warmup" {
-            warm += calls
-        } else {
-            measured += calls
+    // The JSON's interval rows: the rows --format csv prints (report/csv.rs writes the same
+    // series), beside the totals they must add up to.
+    let args = ["--rps", "1000", "-z", "1500ms", "--interval", "200ms", "--warmup", "300ms"];
+    let r = json_of(run_echo(server.addr, &args));
+    let rows = r["intervals"].as_array().unwrap_or_else(|| panic!("no interval rows: {r}"));
+    let (mut warm, mut measured) = (0u64, 0u64);
+    for row in rows {
+        match row["phase"].as_str() {
+            Some("warmup") => warm += u(&row["calls"]),
+            Some("measured") => measured += u(&row["calls"]),
+            phase => panic!("phase {phase:?}: {row}"),
         }
-        n += 1;
     }
-    // Every call in exactly one interval: 1800 calls due in 1.8 s, none lost or counted twice.
-    assert_eq!(warm + measured, server.calls(), "{text}");
-    assert!((warm + measured).abs_diff(1800) <= 2, "{text}");
-    assert!(n >= 8, "{n} intervals of 200 ms in 1.8 s: {text}");
+    let seen = serde_json::to_string_pretty(rows).unwrap();
+    // Every call in exactly one interval, none lost or counted twice.
+    assert_eq!(warm + measured, server.calls(), "{seen}");
+    // 1800 calls due in 1.8 s: each sent, or counted as never sent (a starved client falls
+    // behind: at a load of 20 on 2 cores it sent 1467).
+    let unsent = u(&r["requests"]["unsent"]);
+    assert!((warm + measured + unsent).abs_diff(1800) <= 2, "{unsent} never sent: {seen}");
+    assert!(rows.len() >= 8, "{} intervals of 200 ms in 1.8 s: {seen}", rows.len());
 }
 
 #[test]
@@ -356,12 +378,19 @@ fn schedule_lag_of_a_stall_is_named_slot_wait_not_a_busy_client() {
     let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "1500ms", "--max-in-flight", "20"]));
     assert_accounted(&r);
     let lag = schedule_lag_warning(&r).unwrap_or_else(|| panic!("no schedule lag warning: {}", r["warnings"]));
-    assert!(lag.contains("slot wait") && lag.contains("20 in-flight slots"), "{lag}");
-    assert!(!lag.contains("descheduled"), "{lag}");
     let (slot, wakeup) = (u(&r["late_sends"]), u(&r["late_wakeups"]));
-    // A loaded machine wakes the client late too (the sends before and after the stall); the
-    // stall's are most.
-    assert!(slot >= 100 && slot > wakeup, "late sends: {slot} waiting for a slot, {wakeup} by wake-ups");
+    // The stall's waits are counted as slot waits whatever the machine does: the server holds
+    // them, not the client.
+    assert!(slot >= 100, "late sends: {slot} waiting for a slot, {wakeup} by wake-ups: {lag}");
+    // The warning names the larger cause. On a quiet machine that is the stall's slot wait;
+    // a busy one (a load of 20 on 2 cores) also wakes the client late on hundreds of sends
+    // before and after the stall, and then the warning rightly says so, with the slot waits.
+    if slot >= wakeup {
+        assert!(lag.contains("is slot wait") && lag.contains("20 in-flight slots"), "{lag}");
+        assert!(!lag.contains("descheduled"), "{lag}");
+    } else {
+        assert!(lag.contains("is late wake-ups") && lag.contains(&format!("{slot} waited for a slot")), "{lag}");
+    }
 }
 
 #[test]
@@ -370,10 +399,19 @@ fn schedule_lag_without_a_stall_blames_no_slot() {
     let server = TestServer::start(Behaviour::Echo);
     let r = json_of(run_echo(server.addr, &["--rps", "500", "-z", "1s"]));
     assert_accounted(&r);
-    // A loaded machine may wake the client late (then the warning says so); slots never ran out.
-    assert_eq!(u(&r["late_sends"]), 0, "{}", r["warnings"]);
-    if let Some(lag) = schedule_lag_warning(&r) {
-        assert!(lag.contains("late wake-ups") && !lag.contains("slot wait"), "{lag}");
+    // A loaded machine may wake the client late (then the warning says so); slots never ran
+    // out. Unless its calls took half a second: all 256 slots busy means 256 calls sent and
+    // unanswered, due 2 ms apart, so the oldest was by then 510 ms past its intended time (a
+    // load of 20 on 2 cores took that long: the server shares the cores).
+    let (slot, wakeup) = (u(&r["late_sends"]), u(&r["late_wakeups"]));
+    let slowest = f(&r["latency_us"]["max"]) / 1e6;
+    if slowest < 0.51 {
+        assert_eq!(slot, 0, "no call took 510 ms (the slowest {slowest} s): {}", r["warnings"]);
+    }
+    if let Some(lag) = schedule_lag_warning(&r).filter(|_| wakeup > slot) {
+        assert!(lag.contains("is late wake-ups") && lag.contains(&format!("{slot} waited for a slot")), "{lag}");
+    } else if let Some(lag) = schedule_lag_warning(&r) {
+        assert!(lag.contains("is slot wait") && slowest >= 0.51, "{lag}: the slowest call {slowest} s");
     }
 }
 
@@ -434,10 +472,16 @@ fn per_call_details_carry_the_open_loops_intended_send_times() {
     // A loaded machine may leave the last calls unsent; those sent are the schedule's first.
     assert!(rows.len() >= 100, "{} calls", rows.len());
     rows.sort();
-    // The schedule itself: 1/500 s apart exactly, across both threads.
+    // The schedule itself: 1/500 s apart exactly, across both threads. A call due but never
+    // sent (a thread held up past the end while the other sent its later ticket) leaves a
+    // gap of whole steps; no more of them than the run counts as never sent.
+    let mut skipped = 0;
     for pair in rows.windows(2) {
-        assert_eq!(pair[1].0 - pair[0].0, 2_000_000, "intended times {} and {}", pair[0].0, pair[1].0);
+        let gap = pair[1].0 - pair[0].0;
+        assert!(gap > 0 && gap % 2_000_000 == 0, "intended times {} and {}", pair[0].0, pair[1].0);
+        skipped += (gap / 2_000_000 - 1) as u64;
     }
+    assert!(skipped <= u(&r["requests"]["unsent"]), "{skipped} due calls skipped: {}", r["requests"]);
     // No call leaves before its time (the two clocks are read apart: 50 µs of slack).
     for (due, sent) in &rows {
         assert!(sent + 50_000 >= *due, "sent at {sent}, due at {due}");

@@ -21,9 +21,21 @@ fn local_shards_split_the_load_and_merge_exactly() {
     for s in shards {
         assert_eq!(s["calls"], 267, "{s}");
     }
-    // Together they kept the whole rate: the union of their windows is about 801/400 s.
+    // Together they kept the whole rate: their windows overlap as one, of about 801/400 s.
+    let windows = r["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 1, "the shards ran apart: {windows:?}");
     let rps = r["throughput_rps"].as_f64().unwrap();
-    assert!((rps - 400.0).abs() < 20.0, "{rps} calls/s");
+    let window = windows[0]["duration_s"].as_f64().unwrap();
+    assert!((rps - 801.0 / window).abs() < 1.0, "{rps} calls/s over {window} s");
+    // About: the window ends at the last answer, late on a busy machine (367 calls/s at a
+    // load of 25 on 2 cores); checked while no shard was held up beyond TOO_BUSY.
+    let held = shards.iter().map(client_hiccup_max).max().unwrap();
+    if held < TOO_BUSY {
+        assert!((rps - 400.0).abs() < 20.0, "{rps} calls/s; shards held up to {held:?}");
+    } else {
+        assert!(rps < 420.0, "{rps} calls/s");
+        eprintln!("{rps} calls/s, not checked against 400: a shard was held up {held:?}");
+    }
 }
 
 #[test]
@@ -115,10 +127,13 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
             cmd.spawn().unwrap()
         })
         .collect();
-    let mut logs = String::new();
+    let (mut logs, mut windows) = (String::new(), Vec::new());
     for pod in pods {
         let out = pod.wait_with_output().unwrap();
         assert!(out.status.success());
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let started = humantime::parse_rfc3339(r["meta"]["started_at"].as_str().unwrap()).unwrap();
+        windows.push((started, started + std::time::Duration::from_secs_f64(r["duration_s"].as_f64().unwrap())));
         logs += &String::from_utf8_lossy(&out.stdout);
         logs += "rpcmeter: error: a stray line from a failed pod\n";
     }
@@ -132,8 +147,20 @@ fn kube_prints_an_indexed_job_and_pod_logs_merge() {
     let merged: serde_json::Value = serde_json::from_slice(&merge.wait_with_output().unwrap().stdout).unwrap();
     assert_eq!(merged["requests"]["total"], 200);
     assert_eq!(server.calls(), 200);
+    // Two shards started together keep the whole rate: the merged run lasts from the first
+    // window's start to the last one's end, each placed where its pod started. (Not 200
+    // calls/s to 5% on a busy machine: a late last answer lengthens a pod's own window, and
+    // a pod that comes up after --start-at starts late.)
     let rps = merged["throughput_rps"].as_f64().unwrap();
-    assert!((rps - 200.0).abs() < 10.0, "two shards started together keep the whole rate: {rps}");
+    let from = windows.iter().map(|w| w.0).min().unwrap();
+    let to = windows.iter().map(|w| w.1).max().unwrap();
+    let union = to.duration_since(from).unwrap().as_secs_f64();
+    assert!((rps - 200.0 / union).abs() < 2.0, "{rps} calls/s merged, over windows {windows:?}");
+    assert!(rps <= 200.0 + 2.0, "{rps} calls/s merged, over windows {windows:?}");
+    // Each window starts at --start-at (written to the millisecond), or later for a late pod.
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(start.parse::<f64>().unwrap());
+    let at = at - std::time::Duration::from_millis(2);
+    assert!(windows.iter().all(|w| w.0 >= at), "windows {windows:?} before --start-at {start}");
     assert!(merged["notices"].to_string().contains("left out"), "{}", merged["notices"]);
 }
 
@@ -172,9 +199,8 @@ fn signalled(signal: i32) -> (std::process::Child, TestServer, tempfile::TempDir
     let tmp = tempfile::tempdir().unwrap();
     let mut cmd = run_echo(server.addr, &["--shards", "2", "--rps", "200", "-z", "30s", "--format", "json"]);
     let mut parent = cmd.env("TMPDIR", tmp.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    // The shards start together about 3 s after the parent.
-    assert!(within(std::time::Duration::from_secs(15), || server.calls() > 0), "the shards never called");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The shards start together about 3 s after the parent; a second of their load is 200 calls.
+    wait::wait_for_count("a second of the shards' load", 200, || server.calls());
     assert_eq!(shards_of(server.addr).len(), 2, "two shards run");
     // SAFETY: a plain kill(2) of our own child.
     assert_eq!(unsafe { libc::kill(parent.id() as i32, signal) }, 0);
@@ -247,7 +273,13 @@ fn a_shards_window_starts_at_its_start_time() {
     // started_at is written to the millisecond.
     let at = at - std::time::Duration::from_millis(1);
     let off = started.duration_since(at).unwrap_or_else(|e| panic!("{:?} before --start-at", e.duration()));
-    assert!(off < std::time::Duration::from_millis(500), "{off:?} after --start-at");
+    // Nor after its first call reached the server: on time, that is --start-at itself; a
+    // shard whose process came up after --start-at (2 s is not always enough on a starved
+    // machine) starts at once, and its window with it.
+    let (first, _) = server.contents()[0].clone();
+    let first = std::time::SystemTime::now() - first.elapsed() + std::time::Duration::from_millis(1);
+    let late = first.duration_since(at).unwrap_or_default();
+    assert!(started <= first, "{off:?} after --start-at, its first call {late:?} after it");
 }
 
 /// Each shard reads the lab server's Stats, which count every shard's calls: one shard's
@@ -297,9 +329,16 @@ fn local_shards_judge_the_assertions_once_on_the_merged_run() {
         let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
         (out.status.code(), stderr, r)
     };
+    // Judged on the merged rate (99.5 calls/s on a quiet machine), not each shard's 50: the
+    // verdict and its value are the merged run's, whatever rate a busy machine kept.
     let (code, stderr, r) = judged("rps>=80");
-    assert_eq!(code, Some(0), "{stderr}");
-    assert_eq!(r["assertions"][0]["ok"], true, "{}", r["assertions"]);
+    let rps = r["throughput_rps"].as_f64().unwrap();
+    let value = r["assertions"][0]["value"].as_str().unwrap_or_else(|| panic!("{}", r["assertions"]));
+    let judged_rps: f64 = value.split_whitespace().next().unwrap().parse().unwrap_or_else(|e| panic!("{value}: {e}"));
+    assert!((judged_rps - rps).abs() < 0.01, "judged {value}, merged {rps} calls/s");
+    assert_eq!(code, Some(if rps >= 80.0 { 0 } else { 1 }), "{stderr}");
+    assert_eq!(r["assertions"][0]["ok"], rps >= 80.0, "{}", r["assertions"]);
+    assert_eq!(r["assertions"].as_array().unwrap().len(), 1, "{}", r["assertions"]);
     let (code, stderr, r) = judged("rps>=150");
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("assertion breached: rps>=150"), "{stderr}");

@@ -1,11 +1,13 @@
 //! Analysis: what a run's recording means, worked out once when the run is finished
 //! (`finish`): the summary's numbers, the steady state and the warm-up cut out of the result,
-//! the assertions checked, the notices, the server's count cross-checked. Renderers
-//! (src/report) only print what this leaves in the `Summary`; nothing here prints.
+//! the assertions checked, the notices, the server's count cross-checked. What it leaves is
+//! the typed result (`result::Run`, made by `to_result`), the one model every format
+//! (src/report), merge, compare and the history read; nothing here prints.
 pub mod cross_check;
 pub mod notices;
 pub mod steady;
 mod summary;
+pub mod to_result;
 
 pub use notices::{Notice, NoticeKind};
 pub use steady::{SteadyState, NOT_JUDGED};
@@ -45,18 +47,34 @@ pub struct Run<'a> {
     pub hiccups: Option<&'a Histogram<u64>>,
     /// The server's count, when the target serves the lab's Stats.
     pub server: Option<ServerSide>,
+    /// `run --replay`: what the result says of the log, from what the run measured.
+    pub replay: Option<FinishReplay<'a>>,
 }
 
-/// The run's `Summary`, every analysis applied once, in this order: the steady state found
-/// and (`--warmup auto`) the warm-up cut; the numbers; the assertions; the notices; the
-/// floor's; the server's.
-pub fn finish(run: Run) -> Summary {
+/// `run --replay`: the replay's section of the result, made from what the run measured.
+pub type FinishReplay<'a> = Box<dyn FnOnce(&crate::record::Tally) -> crate::result::replay::Replay + 'a>;
+
+/// The run's typed result, every analysis applied once, in this order: the steady state
+/// found and (`--warmup auto`) the warm-up cut; the numbers; the notices; the floor's; the
+/// server's; the assertions, checked on the result as a merged result's are (`check`).
+pub fn finish(mut run: Run) -> crate::result::Run {
+    let checks = run.checks;
+    let replay = run.replay.take();
+    let summary = summary_of(run);
+    let mut result = to_result::result(&summary);
+    result.replay = replay.map(|finish| finish(&summary.measured));
+    result.assertions = Some(checked(&result, checks, &summary.measured.call_latency));
+    result
+}
+
+/// The run's `Summary`: everything `finish` works out but the assertions.
+pub(crate) fn summary_of(run: Run) -> Summary {
     let Run {
         mut plan,
         meta,
         call,
         mut recorded,
-        checks,
+        checks: _,
         mut rows,
         early,
         call_names,
@@ -65,6 +83,7 @@ pub fn finish(run: Run) -> Summary {
         floor,
         hiccups,
         server,
+        replay: _,
     } = run;
     let steady = steady::steady_state(&rows, plan.interval);
     if let Some(early) = early {
@@ -76,7 +95,6 @@ pub fn finish(run: Run) -> Summary {
     summary.call_names = call_names;
     summary.flow_names = flow_names;
     summary.check_names = check_names;
-    summary.assertions = check(&summary, checks);
     summary.notices = notices::notices(&plan, &summary);
     if let Some(floor) = floor {
         add_floor(&mut summary, floor, hiccups);
@@ -125,7 +143,6 @@ fn summarize(
         rounds: r.rounds.iter().map(|&took| Round { took, rps: stats::rate(plan.workers as u64, took) }).collect(),
         client: client(plan, r),
         notices: Vec::new(),
-        assertions: Vec::new(),
         measured: m.clone(),
         intervals: rows,
         interval: plan.interval,
@@ -229,28 +246,35 @@ fn errors(r: &Recorded) -> Vec<ErrorKind> {
     kinds
 }
 
-/// Every `--assert` against a summary (a merged run's, read back from its result).
-pub fn check(s: &Summary, checks: &[Assertion]) -> Vec<Checked> {
-    checks.iter().map(|a| checked(s, a)).collect()
+/// Every `--assert` against a result read back (a merged one): its latencies from its
+/// call-latency histogram, refused when that is not one.
+pub fn check(run: &crate::result::Run, checks: &[Assertion]) -> anyhow::Result<Vec<crate::result::Checked>> {
+    let latency = match checks.iter().any(|a| matches!(a.metric, Metric::Latency(_))) {
+        true => crate::stats::histogram::from_text(&run.histograms.call_latency)
+            .map_err(|why| crate::error::bad_input(format!("histograms.call_latency {why}")))?,
+        false => Histogram::new(3).expect("3 significant digits are valid"),
+    };
+    Ok(checked(run, checks, &latency))
 }
 
-/// One `--assert` against the summary.
-fn checked(s: &Summary, a: &Assertion) -> Checked {
-    let value = value(s, a.metric);
-    Checked { assertion: a.clone(), value, ok: a.holds(value) }
-}
-
-fn value(s: &Summary, metric: Metric) -> Value {
-    match metric {
+/// Every `--assert` against a result and its call latencies (ns).
+fn checked(run: &crate::result::Run, checks: &[Assertion], latency: &Histogram<u64>) -> Vec<crate::result::Checked> {
+    let r = &run.requests;
+    let value = |metric: Metric| match metric {
         Metric::Checks => {
-            let (pass, fail) = s.measured.checks.iter().fold((0, 0), |(p, f), c| (p + c.0, f + c.1));
+            let (pass, fail) = run.checks.iter().flatten().fold((0, 0), |(p, f), c| (p + c.pass, f + c.fail));
             Value::Fraction(if pass + fail == 0 { 0.0 } else { pass as f64 / (pass + fail) as f64 })
         }
-        Metric::ErrorRate if s.requests.total == 0 => Value::Fraction(0.0),
-        Metric::ErrorRate => Value::Fraction(s.requests.failed as f64 / s.requests.total as f64),
-        Metric::Rps => Value::PerSecond(s.throughput_rps),
-        Metric::Latency(stat) => Value::Latency(stat.of(&s.measured.call_latency)),
-    }
+        Metric::ErrorRate if r.total == 0 => Value::Fraction(0.0),
+        Metric::ErrorRate => Value::Fraction(r.failed as f64 / r.total as f64),
+        Metric::Rps => Value::PerSecond(run.throughput_rps),
+        Metric::Latency(stat) => Value::Latency(stat.of(latency)),
+    };
+    let one = |a: &Assertion| {
+        let v = value(a.metric);
+        crate::result::Checked { assertion: a.text.clone(), value: v.to_string(), ok: a.holds(v) }
+    };
+    checks.iter().map(one).collect()
 }
 
 /// The machine's floor (None: never calibrated) and the client's hiccups during the run,
@@ -373,6 +397,7 @@ pub(crate) mod fixture {
             floor: None,
             hiccups: None,
             server: None,
+            replay: None,
         }
     }
 
@@ -405,7 +430,7 @@ pub(crate) mod fixture {
     }
 
     pub fn summary(plan: Plan, recorded: Recorded) -> Summary {
-        finish(run(plan, recorded, vec![]))
+        summary_of(run(plan, recorded, vec![]))
     }
 }
 
@@ -455,7 +480,7 @@ mod tests {
         let mut run = run(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)), vec![]);
         run.checks = &checks;
         let s = finish(run);
-        let ok: Vec<bool> = s.assertions.iter().map(|a| a.ok).collect();
+        let ok: Vec<bool> = s.assertions.iter().flatten().map(|a| a.ok).collect();
         assert_eq!(ok, [false, true], "10% failed; 500 calls/s");
         assert_eq!(s.breached().len(), 1);
     }
@@ -467,7 +492,7 @@ mod tests {
         p.warmup_auto = true;
         let mut run = run(p, recorded, rows);
         run.early = Some(&early);
-        let s = finish(run);
+        let s = summary_of(run);
         // PELT may judge a level or two late; never early, never not at all.
         let Steadiness::Steady { from } = s.steady.verdict else { panic!("{:?}", s.steady) };
         assert!((4..=6).contains(&from), "{:?}", s.steady);
@@ -484,7 +509,7 @@ mod tests {
     #[test]
     fn without_warmup_auto_the_warmup_stays_in_and_a_notice_says_so() {
         let (recorded, rows, _) = warming_up(4, 12);
-        let s = finish(run(plan(), recorded, rows));
+        let s = summary_of(run(plan(), recorded, rows));
         assert_eq!(s.requests.total, 1600);
         assert!(s.warmup.is_none());
         assert!(s.notices.iter().any(|n| n.kind == NoticeKind::WarmUp), "{:?}", s.notices);

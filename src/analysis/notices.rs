@@ -568,7 +568,7 @@ mod tests {
     #[test]
     fn steadiness_is_not_judged_without_an_ok_call() {
         let (r, rows, _) = warming_up(4, 12);
-        let mut s = crate::analysis::finish(run(plan(), r, rows));
+        let mut s = crate::analysis::summary_of(run(plan(), r, rows));
         assert_eq!(steadiness(&plan(), &s).unwrap().kind, NoticeKind::WarmUp);
         s.requests.ok = 0;
         assert!(steadiness(&plan(), &s).is_none());

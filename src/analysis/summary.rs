@@ -7,7 +7,6 @@ use crate::grpc::transport::CallKind;
 use crate::load::pacer::{Pacer, Stages};
 use crate::record::intervals::IntervalRow;
 use crate::result::Ended;
-use crate::stats::assertions::{Assertion, Value};
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;
 use std::time::{Duration, SystemTime};
@@ -69,13 +68,6 @@ pub struct Phase {
 pub struct Round {
     pub took: Duration,
     pub rps: f64,
-}
-
-#[derive(Debug, Clone)]
-pub struct Checked {
-    pub assertion: Assertion,
-    pub value: Value,
-    pub ok: bool,
 }
 
 /// What the server counted (the lab's Stats), beside what the client counted.
@@ -143,7 +135,6 @@ pub struct Summary {
     pub rounds: Vec<Round>,
     pub client: Client,
     pub notices: Vec<Notice>,
-    pub assertions: Vec<Checked>,
     /// The measured histograms (ns) and counts: what `--format json` carries so that runs
     /// merge exactly.
     pub measured: crate::record::Tally,
@@ -243,9 +234,5 @@ impl Summary {
 
     pub fn partial(&self) -> bool {
         self.ended.partial()
-    }
-
-    pub fn breached(&self) -> Vec<&Checked> {
-        self.assertions.iter().filter(|a| !a.ok).collect()
     }
 }

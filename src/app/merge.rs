@@ -368,7 +368,7 @@ pub fn render(merged: &Run, format: crate::report::Format) -> anyhow::Result<Str
     Ok(match format {
         Format::Json => merged.to_json_pretty(),
         Format::Table => table(merged),
-        other => other.exporter().render(&crate::report::of_result::summary(merged)?),
+        other => other.exporter().render(merged),
     })
 }
 

@@ -2,7 +2,8 @@
 //! The primary report is always written first; a side output that fails is named and makes
 //! the exit code 1 without costing the others.
 use crate::error::{bad_input, output_failed};
-use crate::report::{Format, Summary};
+use crate::report::Format;
+use crate::result::Run;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -78,9 +79,9 @@ impl Outputs {
     /// Writes the primary report, then every export. Returns the errors of what failed, each
     /// naming its file; the primary's failure does not stop the exports. `commit` puts them
     /// in place.
-    pub fn write_reports(&mut self, summary: &Summary) -> Vec<anyhow::Error> {
+    pub fn write_reports(&mut self, result: &Run) -> Vec<anyhow::Error> {
         let mut failed = Vec::new();
-        let primary = self.settings.format.exporter().render(summary);
+        let primary = self.settings.format.exporter().render(result);
         let written = match self.settings.primary.clone() {
             Some(path) => self.write_file(&path, &primary),
             None => std::io::stdout()
@@ -90,7 +91,7 @@ impl Outputs {
         };
         failed.extend(written.err());
         for (format, path) in self.settings.exports.clone() {
-            failed.extend(self.write_file(&path, &format.exporter().render(summary)).err());
+            failed.extend(self.write_file(&path, &format.exporter().render(result)).err());
         }
         failed
     }

@@ -2,12 +2,13 @@
 //! checks, cli/run_settings.rs): outputs, schema, engine, sinks, reports, verdict. Testable
 //! without clap: build a `Settings` and call `run`.
 use super::outputs::{OutputSettings, Outputs};
-use crate::analysis::{self, Meta, Summary};
+use crate::analysis::{self, Meta};
 use crate::error::{bad_input, internal, run_failed};
 use crate::grpc::transport::{Bidi, CallKind, CancelAfter, StreamLimits};
 use crate::load::engine;
 use crate::load::plan::{Control, Plan};
 use crate::report::Format;
+use crate::result::Run;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
 use crate::sink::{
     details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress,
@@ -163,16 +164,16 @@ pub fn resolve_method(
 /// (A `--coordinator` shard runs through `coordinator::run_shard` instead.)
 pub fn run(settings: Settings, control: Arc<Control>) -> anyhow::Result<ExitCode> {
     let mut outputs = Outputs::open(&settings.outputs)?;
-    let (summary, sinks_failed) = measure(&settings, &control, &mut outputs).inspect_err(|e| {
+    let (result, sinks_failed) = measure(&settings, &control, &mut outputs).inspect_err(|e| {
         let target = settings.plan.target.to_string();
         outputs.write_failed_start(settings.name.as_deref(), &settings.call, &target, e)
     })?;
-    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&summary);
+    let mut problems: Vec<anyhow::Error> = outputs.write_reports(&result);
     problems.extend(outputs.commit());
     // Recorded after the reports, so a history that fails never costs one.
-    record_in_history(settings.history.as_ref(), &crate::report::json::value(&summary), &mut problems);
+    record_in_history(settings.history.as_ref(), &result.to_value(), &mut problems);
     problems.extend(sinks_failed);
-    verdict(&summary, problems)
+    verdict(&result, problems)
 }
 
 /// Records a result in the history. A --history asked for is an output like --export:
@@ -195,7 +196,7 @@ pub fn record_in_history(
 /// One run of a series (a sweep's step, a lab's step): no report written, no progress line,
 /// not recorded in the history; the series reports. `--csv-details` is kept when
 /// `keep_details` (a lab that reads each step's calls), dropped otherwise.
-pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details: bool) -> anyhow::Result<Summary> {
+pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details: bool) -> anyhow::Result<Run> {
     let quiet = OutputSettings {
         format: Format::Table,
         primary: None,
@@ -207,22 +208,22 @@ pub fn measure_step(mut settings: Settings, control: &Arc<Control>, keep_details
     settings.progress = None;
     settings.history = None;
     let mut outputs = Outputs::open(&quiet)?;
-    let (summary, _) = measure(&settings, control, &mut outputs)?;
+    let (result, _) = measure(&settings, control, &mut outputs)?;
     // The step's --csv-details is read by the lab right after: it must be in place.
     if let Some(failed) = outputs.commit().into_iter().next() {
         return Err(failed);
     }
-    Ok(summary)
+    Ok(result)
 }
 
-/// The run itself, up to its `Summary`: schema, engine, sinks, the server's count. Writes no
-/// report (`run` does; `sweep` gathers the summaries of its steps). The second value is a
+/// The run itself, up to its result: schema, engine, sinks, the server's count. Writes no
+/// report (`run` does; `sweep` gathers the results of its steps). The second value is a
 /// side output that failed while the run went on.
 pub fn measure(
     settings: &Settings,
     control: &Arc<Control>,
     outputs: &mut Outputs,
-) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
+) -> anyhow::Result<(Run, Option<anyhow::Error>)> {
     measure_with(settings, control, outputs, Vec::new())
 }
 
@@ -232,7 +233,7 @@ pub fn measure_with(
     control: &Arc<Control>,
     outputs: &mut Outputs,
     extra: Vec<Box<dyn crate::sink::Sink>>,
-) -> anyhow::Result<(Summary, Option<anyhow::Error>)> {
+) -> anyhow::Result<(Run, Option<anyhow::Error>)> {
     let (method, mix, plan, mut breakdown) = prepare(settings, control).inspect_err(|_| outputs.discard())?;
     let replaying = breakdown.replay.take();
     // A replay's calls have no schema: it names its calls by their methods' paths.
@@ -265,7 +266,7 @@ pub fn measure_with(
     paths.sort_unstable();
     paths.dedup();
     let call = if names.is_empty() { single } else { &settings.call };
-    let mut summary = analysis::finish(analysis::Run {
+    let result = analysis::finish(analysis::Run {
         plan,
         meta,
         call,
@@ -279,12 +280,15 @@ pub fn measure_with(
         floor: settings.floor.then(crate::calibrate::cached),
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
+        replay: replaying.map(|r| Box::new(move |measured: &_| r.finish(measured)) as Box<_>),
     });
-    summary.replay = replaying.map(|r| r.finish(&summary.measured));
+    let mut result = result;
     // The peak is read again once the analysis has run: what it holds (a thousand backends'
     // shares, say) is the client's memory too, and the reports are written from it.
-    summary.client.max_rss_bytes = summary.client.max_rss_bytes.max(crate::record::resource::usage().max_rss_bytes);
-    Ok((summary, finished.result.err()))
+    if let Some(client) = result.client.as_mut() {
+        client.max_rss_bytes = client.max_rss_bytes.max(crate::record::resource::usage().max_rss_bytes);
+    }
+    Ok((result, finished.result.err()))
 }
 
 /// The run's sinks beside `extra`: the warm-up detector, progress, `--hdr-log`,
@@ -449,18 +453,19 @@ fn workload_mix(
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached
 /// assertion, each output that could not be written.
-pub(crate) fn verdict(summary: &Summary, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
+pub(crate) fn verdict(result: &Run, outputs_failed: Vec<anyhow::Error>) -> anyhow::Result<ExitCode> {
     let mut problems: Vec<String> = Vec::new();
-    let c = &summary.requests;
+    let c = &result.requests;
     if c.total == 0 {
         problems.push("no call was answered".into());
     } else if c.ok == 0 {
-        let statuses: Vec<String> =
-            summary.statuses.nonzero().map(|(code, n)| format!("{} {n}", crate::grpc::status::name(code))).collect();
+        let mut statuses: Vec<(&String, &u64)> = result.statuses.iter().filter(|(_, n)| **n > 0).collect();
+        statuses.sort_by_key(|(name, _)| crate::grpc::status::parse(name).map_or(i32::MAX, |c| c as i32));
+        let statuses: Vec<String> = statuses.iter().map(|(name, n)| format!("{name} {n}")).collect();
         problems.push(format!("every call failed ({})", statuses.join(", ")));
     }
-    for breach in summary.breached() {
-        problems.push(format!("assertion breached: {} (value {})", breach.assertion.text, breach.value));
+    for breach in result.breached() {
+        problems.push(format!("assertion breached: {} (value {})", breach.assertion, breach.value));
     }
     problems.extend(outputs_failed.iter().map(|e| format!("{e:#}")));
     match problems.is_empty() {

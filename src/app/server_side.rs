@@ -2,10 +2,10 @@
 //! `rpcmeter.lab.v1.Stats`, `run` reads them before and after the run and takes the
 //! difference (never resets them: others may be reading them too). A target without them is
 //! simply not cross-checked.
+use crate::analysis::ServerSide;
 use crate::grpc::wire::frame;
 use crate::grpc::{CallSpec, Connection, Connector, Target};
 use crate::lab::proto::lab::{StatsReply, StatsRequest};
-use crate::report::ServerSide;
 use prost::Message;
 use std::time::Duration;
 

@@ -3,7 +3,9 @@ use super::outputs::WholeFile;
 use super::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed, run_failed};
 use crate::load::plan::Control;
-use crate::report::{Format, Summary};
+use crate::report::Format;
+use crate::result::Run;
+use crate::stats::Statistic;
 use crate::units;
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,12 +46,12 @@ pub struct SweepOutput {
 /// A step that ran: its result, and whether it was cut short (Ctrl-C, SIGTERM).
 struct Done {
     step: Step,
-    summary: Summary,
+    result: Run,
 }
 
 impl Done {
     fn partial(&self) -> bool {
-        self.summary.partial()
+        self.result.partial()
     }
 }
 
@@ -71,15 +73,15 @@ pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOut
         // A step that cannot run (the target went away) ends the sweep; the steps before it
         // are still reported.
         match measure_step(settings, &control, false) {
-            Ok(summary) => {
+            Ok(result) => {
                 eprintln!(
                     "sweep: {} {}: {:.1} calls/s ({:.1} OK/s)",
                     step.label,
-                    if summary.partial() { "interrupted" } else { "done" },
-                    summary.throughput_rps,
-                    summary.ok_rps
+                    if result.partial() { "interrupted" } else { "done" },
+                    result.throughput_rps,
+                    result.ok_calls_per_s()
                 );
-                done.push(Done { step, summary });
+                done.push(Done { step, result });
             }
             // Stopped while the step was starting: it did not run.
             Err(_) if control.interrupts.load(Relaxed) > 0 && !done.is_empty() => not_run.push(step.label),
@@ -105,8 +107,8 @@ pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOut
         _ => std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?,
     }
     // As `run`: a sweep in which no call succeeded measured no service, whatever its table says.
-    let answered: u64 = done.iter().map(|d| d.summary.requests.total).sum();
-    let ok: u64 = done.iter().map(|d| d.summary.requests.ok).sum();
+    let answered: u64 = done.iter().map(|d| d.result.requests.total).sum();
+    let ok: u64 = done.iter().map(|d| d.result.requests.ok).sum();
     match failed_step {
         Some(why) => Err(run_failed(format!("sweep: step {why}"))),
         None if ok == 0 => Err(run_failed(format!("sweep: no call of any step succeeded ({answered} failed)"))),
@@ -138,7 +140,7 @@ fn no_knee(last: Option<(&str, u64, u64)>) -> String {
 }
 
 fn knee_points(done: &[Done]) -> Vec<(f64, bool)> {
-    done.iter().map(|d| (d.summary.ok_rps, d.partial())).collect()
+    done.iter().map(|d| (d.result.ok_calls_per_s(), d.partial())).collect()
 }
 
 fn json(done: &[Done], not_run: &[String], interrupted: bool, failed_step: Option<&str>) -> String {
@@ -149,7 +151,7 @@ fn json(done: &[Done], not_run: &[String], interrupted: bool, failed_step: Optio
                 "step": d.step.label,
                 "load": d.step.load,
                 "partial": d.partial(),
-                "result": crate::report::json::result(&d.summary),
+                "result": &d.result,
             })
         })
         .collect();
@@ -171,20 +173,21 @@ fn table(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String
         "step", "calls", "calls/s", "OK/s", "server/s", "p50", "p99", "failed", "unsent", "retries", "ended"
     );
     for d in done {
-        let s = &d.summary;
+        let s = &d.result;
+        let latency = |p: f64| s.latency_us.get(Statistic::Percentile(p)).map_or("-".into(), units::duration);
         let server = s.server.as_ref().and_then(|v| v.throughput_rps).map_or("-".to_string(), |r| format!("{r:.1}"));
         o += &format!(
             "{:<16} {:>9} {:>12.1} {:>12.1} {:>12} {:>10} {:>10} {:>9} {:>9} {:>8}  {}\n",
             d.step.label,
             s.requests.total,
             s.throughput_rps,
-            s.ok_rps,
+            s.ok_calls_per_s(),
             server,
-            units::duration(s.latency.percentile(50.0)),
-            units::duration(s.latency.percentile(99.0)),
+            latency(50.0),
+            latency(99.0),
             s.requests.failed,
-            s.requests.unsent,
-            s.requests.retries,
+            s.requests.unsent.unwrap_or(0),
+            s.requests.retries.unwrap_or(0),
             if d.partial() { "PARTIAL (interrupted; not in the knee)" } else { "whole" }
         );
     }
@@ -192,7 +195,7 @@ fn table(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String
         o += &format!("{label:<16} not run\n");
     }
     let unsent: Vec<&str> =
-        done.iter().filter(|d| d.summary.requests.unsent > 0).map(|d| d.step.label.as_str()).collect();
+        done.iter().filter(|d| d.result.requests.unsent.unwrap_or(0) > 0).map(|d| d.step.label.as_str()).collect();
     if !unsent.is_empty() {
         o += &format!(
             "\nUnsent calls at {}: the rate was not kept there (calls due but never sent; not in calls or failed)\n",
@@ -210,7 +213,9 @@ fn table(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String
         None if points.iter().all(|p| p.1) => "\nKnee: none: no step ran to its end\n".to_string(),
         None => {
             let last = done.iter().rev().find(|d| !d.partial());
-            no_knee(last.map(|d| (d.step.label.as_str(), d.summary.requests.total, d.summary.requests.unsent)))
+            no_knee(
+                last.map(|d| (d.step.label.as_str(), d.result.requests.total, d.result.requests.unsent.unwrap_or(0))),
+            )
         }
     };
     if let Some(why) = failed_step {

@@ -5,7 +5,8 @@
 //! get missed the version its own put had just made, per mode and number of clients.
 use super::servers::{Built, Runtime, Server};
 use super::{line_plot, Lab};
-use crate::report::Summary;
+use crate::result::Run;
+use crate::stats::Statistic;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -86,25 +87,25 @@ struct Measured {
     failed: u64,
 }
 
-/// The step's numbers out of its summary: the get's checks, the get's and the flow's shares.
-fn measured(s: &Summary) -> Measured {
-    let check = |text: &str| s.checks().into_iter().find(|c| c.0 == "get" && c.1 == text).map(|c| (c.2, c.3));
-    let (pass, stale) = check(NOT_STALE).unwrap_or_default();
-    let not_exact = check(EXACT).map_or(0, |c| c.1);
-    let p50 = |h: &hdrhistogram::Histogram<u64>| crate::stats::Latency::of(h).percentile(50.0);
-    let get = s.by_name().into_iter().find(|n| n.0 == "get").map(|n| p50(&n.2.latency)).unwrap_or_default();
-    let flow = s.by_flow().into_iter().next().map(|f| f.2);
-    let secs = s.duration.as_secs_f64();
-    let flows = flow.as_ref().map_or(0, |f| f.ok());
+/// The step's numbers out of its result: the get's checks, the get's and the flow's slices.
+fn measured(r: &Run) -> Measured {
+    let check = |text: &str| r.checks.iter().flatten().find(|c| c.call == "get" && c.expression == text);
+    let (pass, stale) = check(NOT_STALE).map_or((0, 0), |c| (c.pass, c.fail));
+    let not_exact = check(EXACT).map_or(0, |c| c.fail);
+    let p50 = |s: &crate::result::Slice| s.latency_us.get(Statistic::Percentile(50.0)).unwrap_or_default();
+    let get = r.calls_by_name.as_ref().and_then(|n| n.get("get")).map(p50).unwrap_or_default();
+    let flow = r.flows.iter().flatten().next().map(|f| f.1);
+    let secs = r.duration_s;
+    let flows = flow.map_or(0, |f| f.requests.ok);
     Measured {
         flows,
         checked: pass + stale,
         stale,
         not_exact,
         get_p50: get,
-        flow_p50: flow.as_ref().map_or(Duration::ZERO, |f| p50(&f.share.latency)),
+        flow_p50: flow.map_or(Duration::ZERO, p50),
         flows_per_s: if secs > 0.0 { flows as f64 / secs } else { 0.0 },
-        failed: s.requests.failed,
+        failed: r.requests.failed,
     }
 }
 

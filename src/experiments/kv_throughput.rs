@@ -8,7 +8,8 @@
 use super::servers::{Built, Runtime, Server};
 use super::{line_plot, Lab};
 use crate::app::sweep::knee;
-use crate::report::Summary;
+use crate::result::Run;
+use crate::stats::Statistic;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ const CONFIGS: [Config; 5] = [
 
 struct Point {
     clients: u32,
-    summary: Summary,
+    summary: Run,
     /// The write-up's client-side figure computed from every call (trace runs only).
     exact_client_side: Option<f64>,
 }
@@ -123,10 +124,10 @@ fn step_table(lab: &mut Lab, results: &[(&Config, Vec<Point>)]) {
                 p.exact_client_side.map_or("–".into(), |x| format!("{x:.0}")),
                 format!("{:.0}", s.throughput_rps),
                 s.server.as_ref().and_then(|v| v.throughput_rps).map_or("–".into(), |x| format!("{x:.0}")),
-                format!("{:.3}", s.latency.percentile(50.0).as_secs_f64() * 1e3),
-                format!("{:.3}", s.latency.percentile(99.0).as_secs_f64() * 1e3),
+                format!("{:.3}", s.latency_us.micros(Statistic::Percentile(50.0)).unwrap_or(0.0) / 1e3),
+                format!("{:.3}", s.latency_us.micros(Statistic::Percentile(99.0)).unwrap_or(0.0) / 1e3),
                 s.requests.failed.to_string(),
-                format!("{:.1}", s.client.cpu_per_call.as_secs_f64() * 1e6),
+                format!("{:.1}", s.cpu_per_call().unwrap_or_default().as_secs_f64() * 1e6),
             ]);
         }
     }
@@ -198,8 +199,8 @@ fn figures(lab: &mut Lab, results: &[(&Config, Vec<Point>)]) {
 }
 
 /// The write-up's client-side throughput from a summary: 1 / mean call latency.
-fn client_side(s: &Summary) -> f64 {
-    let mean = s.latency.mean.as_secs_f64();
+fn client_side(s: &Run) -> f64 {
+    let mean = s.latency_us.get(Statistic::Mean).unwrap_or_default().as_secs_f64();
     if mean > 0.0 {
         1.0 / mean
     } else {

@@ -14,7 +14,8 @@ use crate::app::outputs::write_whole;
 use crate::app::run::{measure_step, Settings};
 use crate::error::{bad_input, output_failed};
 use crate::load::plan::Control;
-use crate::report::{html, Summary};
+use crate::report::html;
+use crate::result::Run;
 use doc::Doc;
 use servers::{Built, Runtime, Server};
 use std::io::Write as _;
@@ -147,7 +148,7 @@ impl Lab {
     /// (nothing reachable) is an error; failed calls are results. `None`: the lab was
     /// interrupted before the step ran (while it resolved its schema, say): the step was not
     /// run, as `sweep` counts such a step, and the lab goes on to its write-up.
-    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Option<Summary>> {
+    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Option<Run>> {
         let mut argv: Vec<String> = ["rpcmeter run", "--plaintext", "--quiet", "--no-save", "--name", label]
             .iter()
             .map(|s| s.to_string())
@@ -161,18 +162,17 @@ impl Lab {
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
         }
-        let summary = match measure_step(settings, &self.control, true) {
-            Ok(summary) => summary,
+        let result = match measure_step(settings, &self.control, true) {
+            Ok(result) => result,
             Err(_) if self.interrupted() => return Ok(None),
             Err(e) => return Err(e),
         };
-        self.ran(label, summary.partial());
-        let result = crate::report::json::result(&summary);
+        self.ran(label, result.partial());
         let file = self.results.join(format!("{}.json", file_name(label)));
         write_whole(&file, result.to_json_pretty().as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
         self.runs.push(html::of_result(&shown, &result).map_err(crate::error::internal)?);
-        Ok(Some(summary))
+        Ok(Some(result))
     }
 
     /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.

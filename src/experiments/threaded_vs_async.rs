@@ -8,7 +8,9 @@
 use super::servers::{Runtime, Server};
 use super::{line_plot, Lab};
 use crate::record::resource::rss_bytes_of;
-use crate::report::{rmeter, Summary};
+use crate::report::rmeter;
+use crate::result::Run;
+use crate::stats::Statistic;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -77,7 +79,7 @@ struct Step {
     model: &'static str,
     method: &'static str,
     tasks: u32,
-    summary: Summary,
+    summary: Run,
 }
 
 /// The write-up's retry count (docs/experiments.md, "Threaded vs async servers": every row
@@ -195,7 +197,7 @@ fn method_section(lab: &mut Lab, method: &str, steps: &[Step]) {
             let points = steps
                 .iter()
                 .filter(|s| s.method == method && s.model == m.label)
-                .map(|s| (s.tasks as f64, s.summary.ok_rps));
+                .map(|s| (s.tasks as f64, s.summary.ok_calls_per_s()));
             (m.label.to_string(), points.collect::<Vec<_>>())
         })
         .filter(|(_, p)| !p.is_empty())
@@ -234,25 +236,27 @@ fn memory_section(lab: &mut Lab, memory: &[(String, Vec<(f64, f64)>)]) {
 
 fn row(s: &Step) -> Vec<String> {
     let m = &s.summary;
-    let a = &m.attempt_statuses;
-    let rejected = a.get(Code::ResourceExhausted);
-    let other = a.total() - a.get(Code::Ok) - rejected - a.get(Code::Unavailable);
-    let clean = other == 0 && a.get(Code::Unavailable) == 0;
-    let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e3);
+    let count = |code: Code| m.attempt_statuses.get(crate::grpc::status::name(code)).copied().unwrap_or(0);
+    let rejected = count(Code::ResourceExhausted);
+    let all: u64 = m.attempt_statuses.values().sum();
+    let other = all - count(Code::Ok) - rejected - count(Code::Unavailable);
+    let clean = other == 0 && count(Code::Unavailable) == 0;
+    let ms = |stat: Statistic| format!("{:.0}", m.latency_us.micros(stat).unwrap_or(0.0) / 1e3);
+    let exhausted = m.requests.retry_exhausted.unwrap_or(0);
     vec![
         s.model.to_string(),
         s.tasks.to_string(),
         m.loop_per_worker.map_or("-".into(), |n| n.to_string()),
-        format!("{:.2}s", m.duration.as_secs_f64()),
+        format!("{:.2}s", m.duration_s),
         m.requests.ok.to_string(),
-        m.requests.retry_exhausted.to_string(),
-        m.requests.retries.to_string(),
-        if clean { write_up_retries(rejected, m.requests.retry_exhausted).to_string() } else { "–".into() },
+        exhausted.to_string(),
+        m.requests.retries.unwrap_or(0).to_string(),
+        if clean { write_up_retries(rejected, exhausted).to_string() } else { "–".into() },
         rejected.to_string(),
         m.server.as_ref().map_or("–".into(), |v| v.rejected.to_string()),
         other.to_string(),
-        format!("{:.2}", m.ok_rps),
-        format!("{}/{}/{}", ms(m.latency.mean), ms(m.latency.max), ms(m.latency.min)),
+        format!("{:.2}", m.ok_calls_per_s()),
+        format!("{}/{}/{}", ms(Statistic::Mean), ms(Statistic::Max), ms(Statistic::Min)),
     ]
 }
 
@@ -268,7 +272,7 @@ fn findings(steps: &[Step]) -> Vec<String> {
             steps
                 .iter()
                 .filter(|s| s.method == method && s.model == model)
-                .map(|s| s.summary.ok_rps)
+                .map(|s| s.summary.ok_calls_per_s())
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
         };
         for family in ["rpcmeter", "python", "ruby"] {
@@ -284,7 +288,12 @@ fn findings(steps: &[Step]) -> Vec<String> {
         .iter()
         .filter_map(|s| {
             let server = s.summary.server.as_ref()?.rejected;
-            let client = s.summary.attempt_statuses.get(Code::ResourceExhausted);
+            let client = s
+                .summary
+                .attempt_statuses
+                .get(crate::grpc::status::name(Code::ResourceExhausted))
+                .copied()
+                .unwrap_or(0);
             (server != client)
                 .then(|| format!("{} {} {} tasks: client {client}, server {server}", s.model, s.method, s.tasks))
         })

@@ -131,7 +131,7 @@ fn burst_rounds(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Siz
     let Some(summary) = lab.measure(&label, &server, &flags)? else { return Ok(None) };
     Ok(Some(Rounds {
         pairing: format!("rpcmeter client → {} server", runtime.name()),
-        took: summary.rounds.iter().map(|r| r.took).collect(),
+        took: summary.rounds.iter().flatten().map(|r| Duration::from_secs_f64(r.took_ms.max(0.0) / 1e3)).collect(),
         failed: summary.requests.failed,
     }))
 }
@@ -158,15 +158,17 @@ fn open_loop_row(
     );
     let label = format!("rpcmeter-to-{}-open-loop", runtime.name());
     let Some(summary) = lab.measure(&label, &server, &flags)? else { return Ok(None) };
-    let first = summary.intervals.iter().find(|i| i.calls > 0).map(|i| i.p99);
+    let us = |us: f64| Duration::from_nanos((us.max(0.0) * 1e3).round() as u64);
+    let first = summary.intervals.iter().flatten().find(|i| i.calls > 0).map(|i| us(i.p99_us));
+    let steady = summary.steady_state.clone().unwrap_or_default();
     Ok(Some(vec![
         format!("{} server", runtime.name()),
         format!("{} calls/s for {}", s.open_rate, humantime::format_duration(s.open_for)),
         first.map_or("–".into(), ms),
-        ms(summary.latency.percentile(99.0)),
-        match summary.steady.after {
-            Some(after) => format!("steady after {:.2} s", after.as_secs_f64()),
-            None => crate::report::json::verdict(summary.steady.verdict).to_string(),
+        ms(summary.latency_us.get(crate::stats::Statistic::Percentile(99.0)).unwrap_or_default()),
+        match steady.steady_after_s {
+            Some(after) => format!("steady after {after:.2} s"),
+            None => steady.verdict,
         },
         summary.requests.failed.to_string(),
     ]))

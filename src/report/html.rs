@@ -103,8 +103,7 @@ pub fn parse(file: &str, json: &str) -> Result<Run, String> {
 
 /// What the report shows of a result (a run's, a merge's, a slice's).
 pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
-    let histogram = crate::record::shard::from_text(&r.histograms.call_latency)
-        .map_err(|why| format!("histograms.call_latency {why}"))?;
+    let histogram = r.call_histogram()?;
     let mut statuses: Vec<(String, u64)> =
         r.statuses.iter().filter(|s| *s.1 > 0).map(|(k, n)| (k.clone(), *n)).collect();
     statuses.sort_by_key(|s| std::cmp::Reverse(s.1));
@@ -306,9 +305,8 @@ const H: f64 = 320.0;
 pub struct Page;
 
 impl super::Export for Page {
-    fn render(&self, summary: &super::Summary) -> String {
-        let json = super::Export::render(&super::json::Json, summary);
-        match parse("run", &json) {
+    fn render(&self, run: &crate::result::Run) -> String {
+        match of_result("run", run) {
             Ok(run) => render(&[run]),
             // The JSON is rpcmeter's own: a failure here is a bug, shown rather than hidden.
             Err(why) => format!("<!DOCTYPE html>\n<p>rpcmeter could not draw this run: {}</p>\n", esc(&why)),

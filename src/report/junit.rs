@@ -5,8 +5,8 @@
 //! fails when no call was answered or every call failed, so a run without `--assert` still
 //! says whether it worked. Written whenever the run measured, breached or not; a run that
 //! could not start writes one errored testcase instead (`failed_to_start`).
-use super::{Export, Summary};
-use crate::stats::assertions::Comparison;
+use super::Export;
+use crate::result::{Checked, Run};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -28,15 +28,6 @@ fn xml(text: &str) -> String {
         }
     }
     out
-}
-
-fn symbol(c: Comparison) -> &'static str {
-    match c {
-        Comparison::Less => "<",
-        Comparison::LessOrEqual => "<=",
-        Comparison::Greater => ">",
-        Comparison::GreaterOrEqual => ">=",
-    }
 }
 
 /// One testcase: its name and, when it failed, the failure's message.
@@ -107,43 +98,50 @@ fn suite_name(name: Option<&str>, call: &str, target: &str) -> String {
 }
 
 impl Export for Junit {
-    fn render(&self, s: &Summary) -> String {
-        let r = &s.requests;
-        let answered = match (r.total, r.ok) {
+    fn render(&self, r: &Run) -> String {
+        let q = &r.requests;
+        let answered = match (q.total, q.ok) {
             (0, _) => Some("no call was answered".to_string()),
             (total, 0) => Some(format!("every call failed ({total} calls)")),
             _ => None,
         };
         let mut cases = vec![Case { name: "calls answered".into(), failure: answered }];
-        for a in &s.assertions {
-            let failure = (!a.ok).then(|| {
-                let text = &a.assertion.text;
-                // The metric's name as written: what stands before the comparison.
-                let metric = text.split(['<', '>']).next().unwrap_or(text).trim();
-                let bound = text[metric.len()..].trim_start().trim_start_matches(['<', '>', '=']).trim();
-                format!("measured {metric} = {}, bound {metric} {} {bound}", a.value, symbol(a.assertion.comparison))
-            });
-            cases.push(Case { name: a.assertion.text.clone(), failure });
-        }
-        let calls = r.total.to_string();
-        let throughput = format!("{:.1}", s.throughput_rps);
+        cases.extend(r.assertions.iter().flatten().map(case));
+        let calls = q.total.to_string();
+        let throughput = format!("{:.1}", r.throughput_rps);
         let properties = [
-            ("target", s.target.as_str()),
-            ("call", s.call.as_str()),
+            ("target", r.target.as_str()),
+            ("call", r.call.as_str()),
             ("calls", &calls),
             ("throughput_rps", &throughput),
-            ("ended", s.ended.as_str()),
+            ("ended", r.meta.ended.as_str()),
         ];
-        let started = humantime::format_rfc3339_seconds(s.meta.started_at).to_string();
+        let started = r.meta.started_at.as_deref().and_then(|t| humantime::parse_rfc3339(t).ok());
+        let started = started.map_or_else(String::new, |t| humantime::format_rfc3339_seconds(t).to_string());
         document(
-            &suite_name(s.meta.name.as_deref(), &s.call, &s.target),
-            s.elapsed,
+            &suite_name(r.meta.name.as_deref(), &r.call, &r.target),
+            r.elapsed(),
             &started,
             &properties,
             &cases,
             None,
         )
     }
+}
+
+/// One `--assert` as a testcase; a breached one fails naming what was measured against the
+/// bound, both as the assertion wrote them.
+fn case(a: &Checked) -> Case {
+    let text = &a.assertion;
+    let failure = (!a.ok).then(|| {
+        // The metric's name as written: what stands before the comparison.
+        let metric = text.split(['<', '>']).next().unwrap_or(text).trim();
+        let rest = text[metric.len()..].trim_start();
+        let bound = rest.trim_start_matches(['<', '>', '=']);
+        let symbol = rest[..rest.len() - bound.len()].trim();
+        format!("measured {metric} = {}, bound {metric} {symbol} {}", a.value, bound.trim())
+    });
+    Case { name: text.clone(), failure }
 }
 
 /// The report of a run that failed before it measured anything (target unreachable, no such

@@ -1,5 +1,5 @@
-//! Reports: the `Summary` that src/analysis finished from a run's result, rendered by one
-//! `Export` per format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
+//! Reports: the typed result (`result::Run`) that src/analysis finished from a run, or that
+//! merge or a file holds, rendered by one `Export` per format (one file each). Measuring and printing stay apart, as hyperfine keeps them: nothing
 //! here measures, and units (µs, MiB) appear only in the renderers (through `crate::units`).
 pub mod breakdown;
 pub mod csv;
@@ -7,19 +7,13 @@ pub mod html;
 pub mod influx;
 pub mod json;
 pub mod junit;
-pub mod of_result;
 pub mod printable;
 pub mod prometheus;
 pub mod rmeter;
 pub mod svg;
 pub mod table;
 
-// The summary is the analysis's (src/analysis); renderers take it from here as before.
-pub use crate::analysis::{
-    Checked, Client, ErrorKind, Messages, Meta, Notice, NoticeKind, Phase, Requests, Round, ServerSide, SteadyState,
-    Summary, NOT_JUDGED,
-};
-use crate::load::pacer::{Arrival, Pacer};
+use crate::result::Run;
 
 /// The report formats; each is one `Export`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -40,7 +34,7 @@ pub enum Format {
 
 /// Renders a whole run as one document.
 pub trait Export {
-    fn render(&self, summary: &Summary) -> String;
+    fn render(&self, run: &Run) -> String;
 }
 
 impl Format {
@@ -58,23 +52,10 @@ impl Format {
     }
 }
 
-/// The mode as words: "closed loop, 8 workers".
-pub fn describe_load(s: &Summary) -> String {
-    match &s.pacer {
-        Pacer::Open(rate, Arrival::Uniform) => {
-            format!("open loop at {} calls/s, at most {} in flight", rate, s.concurrency)
-        }
-        Pacer::Open(rate, Arrival::Poisson { seed }) => format!(
-            "open loop, Poisson arrivals (seed {seed}) at {} calls/s, at most {} in flight",
-            rate, s.concurrency
-        ),
-        Pacer::Open(rate, Arrival::Logged) => {
-            format!("open loop on the log's schedule (mean {rate} calls/s), at most {} in flight", s.concurrency)
-        }
-        Pacer::Burst { .. } => format!("bursts of {}", s.concurrency),
-        Pacer::Closed => match &s.active_workers {
-            Some(stages) => format!("closed loop, {} workers, active in stages {stages}", s.concurrency),
-            None => format!("closed loop, {} workers", s.concurrency),
-        },
-    }
+/// A histogram a result holds (ns), as text. What reaches a renderer was made by a run or a
+/// merge (which reads every input's histograms, refusing what is no histogram) or read by
+/// `report` (which refuses the same): one that is not reads as empty, not as a panic.
+pub(crate) fn histogram(text: &str) -> hdrhistogram::Histogram<u64> {
+    crate::stats::histogram::from_text(text)
+        .unwrap_or_else(|_| hdrhistogram::Histogram::new(3).expect("3 significant digits are valid"))
 }

@@ -8,10 +8,12 @@
 //! The format is written by hand: it is a few line shapes (`# HELP`, `# TYPE`, `name{labels}
 //! value`), and the crates that write it want their own metric objects filled one observation
 //! at a time, while ours come as HDR histograms and counters already summed.
-use super::{Export, Summary};
+use super::{histogram, Export};
 use crate::grpc::status;
-use crate::load::pacer::Pacer;
+use crate::result::{LatencySummary, Run, Slice};
+use crate::stats::Statistic;
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -129,13 +131,9 @@ pub fn histogram_sum(h: &Histogram<u64>) -> Duration {
     Duration::from_secs_f64((h.mean() * h.len() as f64 / 1e9).max(0.0))
 }
 
-/// The run's mode as a label value.
-pub fn mode(pacer: &Pacer) -> &'static str {
-    match pacer {
-        Pacer::Burst { .. } => "burst",
-        p if p.is_open() => "open",
-        _ => "closed",
-    }
+/// The run's mode as a label value (a merge of mixed modes: its first).
+pub fn mode(r: &Run) -> &str {
+    r.mode.split(", ").next().unwrap_or_default()
 }
 
 /// A label name from free text (a `--tag` key): letters, digits and `_`, not starting with a digit.
@@ -148,157 +146,156 @@ pub fn label_name(text: &str) -> String {
 }
 
 impl Export for Prometheus {
-    fn render(&self, s: &Summary) -> String {
+    fn render(&self, r: &Run) -> String {
         let tags: Vec<(String, String)> =
-            s.meta.tags.iter().map(|(k, v)| (format!("tag_{}", label_name(k)), v.clone())).collect();
+            r.meta.tags.iter().map(|(k, v)| (format!("tag_{}", label_name(k)), v.clone())).collect();
         let mut labels: Vec<(&str, &str)> = vec![
-            ("name", s.meta.name.as_deref().unwrap_or("")),
-            ("call", &s.call),
-            ("target", &s.target),
-            ("mode", mode(&s.pacer)),
-            ("end_reason", s.ended.as_str()),
+            ("name", r.meta.name.as_deref().unwrap_or("")),
+            ("call", &r.call),
+            ("target", &r.target),
+            ("mode", mode(r)),
+            ("end_reason", r.meta.ended.as_str()),
         ];
         labels.extend(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let r = &s.requests;
-        let h = &s.measured.call_latency;
         let mut out = Exposition::default();
-        out.gauge("rpcmeter_run_count", "Measured calls answered", &labels, r.total as f64)
-            .gauge("rpcmeter_run_errors", "Measured calls that did not end OK", &labels, r.failed as f64)
-            .gauge("rpcmeter_run_retries", "Attempts beyond the first of each call", &labels, r.retries as f64)
-            .gauge("rpcmeter_run_duration_seconds", "The measured window", &labels, s.duration.as_secs_f64())
-            .gauge("rpcmeter_run_rps", "Calls per second of the measured window", &labels, s.throughput_rps)
-            .gauge("rpcmeter_run_average_seconds", "Mean call latency", &labels, s.latency.mean.as_secs_f64())
-            .gauge("rpcmeter_run_fastest_seconds", "Fastest call", &labels, s.latency.min.as_secs_f64())
-            .gauge("rpcmeter_run_slowest_seconds", "Slowest call", &labels, s.latency.max.as_secs_f64());
-        out.family("rpcmeter_run_calls", "gauge", "Measured calls by final gRPC status");
-        for (code, n) in s.statuses.nonzero() {
-            out.sample("rpcmeter_run_calls", &with(&labels, ("status", status::name(code))), n as f64);
-        }
-        out.histogram(
-            "rpcmeter_run_histogram_seconds",
-            "Call latency, fixed log-spaced buckets",
-            &labels,
-            &bucket_counts(h),
-            histogram_sum(h),
-            h.len(),
-        );
-        summary(&mut out, "rpcmeter_run_latency_seconds", "Call latency percentiles", &labels, &s.latency, h);
-        if let Some(lag) = &s.schedule_lag {
-            let lag_h = &s.measured.schedule_lag;
-            let help = "Open loop: actual minus intended send time";
-            summary(&mut out, "rpcmeter_run_schedule_lag_seconds", help, &labels, lag, lag_h);
-        }
-        if let Some(m) = &s.messages {
-            out.gauge("rpcmeter_run_messages_sent", "Streaming: request messages sent", &labels, m.sent as f64)
-                .gauge(
-                    "rpcmeter_run_messages_received",
-                    "Streaming: response messages received",
-                    &labels,
-                    m.received as f64,
-                )
-                .gauge(
-                    "rpcmeter_run_messages_sent_per_second",
-                    "Streaming: messages sent per second",
-                    &labels,
-                    m.sent_per_s,
-                )
-                .gauge(
-                    "rpcmeter_run_messages_received_per_second",
-                    "Streaming: messages received per second",
-                    &labels,
-                    m.received_per_s,
-                );
-            if let Some(round_trip) = &m.round_trip {
-                let help = "Bidi ping-pong: a request message to its response";
-                let h = &s.measured.message_latency;
-                summary(&mut out, "rpcmeter_run_round_trip_seconds", help, &labels, round_trip, h);
-            }
-            if let Some(first) = &m.first_message {
-                let help = "Server streams: the stream's start to its first message";
-                summary(
-                    &mut out,
-                    "rpcmeter_run_first_message_seconds",
-                    help,
-                    &labels,
-                    first,
-                    &s.measured.first_message,
-                );
-            }
-        }
-        let c = &s.client;
-        out.gauge("rpcmeter_run_client_cpu_seconds", "The client's user+system CPU time", &labels, c.cpu.as_secs_f64())
-            .gauge(
-                "rpcmeter_run_client_max_rss_bytes",
-                "The client's peak resident memory",
-                &labels,
-                c.max_rss_bytes as f64,
-            );
-        if !s.assertions.is_empty() {
-            out.family("rpcmeter_run_assertion_ok", "gauge", "1 when the --assert check held, else 0");
-            for a in &s.assertions {
-                let held = if a.ok { 1.0 } else { 0.0 };
-                out.sample("rpcmeter_run_assertion_ok", &with(&labels, ("assertion", &a.assertion.text)), held);
-            }
-        }
-        // --workload: each call name's calls by status and its latency percentiles.
-        let names = s.by_name();
-        if !names.is_empty() {
-            let shares: Vec<_> = names.iter().map(|(name, _, share)| (*name, share)).collect();
-            let help = "--workload: measured calls of each name by final status";
-            calls_by_status(&mut out, "rpcmeter_run_name_calls", help, &labels, "call_name", &shares);
-            let latencies: Vec<_> = shares.iter().map(|(name, share)| (*name, &share.latency)).collect();
-            let help = "--workload: call latency percentiles of each name";
-            quantiles(&mut out, "rpcmeter_run_name_latency_seconds", help, &labels, "call_name", &latencies);
-        }
-        // --workload flows: whole flows by how they ended, and their latency percentiles.
-        let flows = s.by_flow();
-        if !flows.is_empty() {
-            let help = "--workload: measured flows of each flow by outcome (ok, a failed status, stopped by a check, a capture error)";
-            out.family("rpcmeter_run_flows", "gauge", help);
-            for (name, _, flow) in &flows {
-                let mut outcomes: Vec<(&str, u64)> = vec![("ok", flow.ok())];
-                let failed_status = flow.share.calls - flow.share.statuses.get(tonic::Code::Ok);
-                outcomes.extend([
-                    ("failed_status", failed_status),
-                    ("stopped_by_check", flow.stopped_by_check),
-                    ("capture_error", flow.capture_errors),
-                ]);
-                for (outcome, n) in outcomes {
-                    let labels = [with(&labels, ("flow", name)), vec![("outcome", outcome)]].concat();
-                    out.sample("rpcmeter_run_flows", &labels, n as f64);
-                }
-            }
-            let help = "--workload: latency percentiles of each flow, from its start to its last answer";
-            let latencies: Vec<_> = flows.iter().map(|(name, _, flow)| (*name, &flow.share.latency)).collect();
-            quantiles(&mut out, "rpcmeter_run_flow_latency_seconds", help, &labels, "flow", &latencies);
-        }
-        let checks = s.checks();
-        if !checks.is_empty() {
-            out.family("rpcmeter_run_checks", "gauge", "--workload: each check's results (pass, fail)");
-            for (position, (call, text, pass, fail)) in checks.iter().enumerate() {
-                // The check's place in the workload: two identical checks are two series.
-                let position = position.to_string();
-                for (result, n) in [("pass", pass), ("fail", fail)] {
-                    let labels = [
-                        with(&labels, ("call_name", call)),
-                        vec![("check", text), ("position", &position), ("result", result)],
-                    ]
-                    .concat();
-                    out.sample("rpcmeter_run_checks", &labels, *n as f64);
-                }
-            }
-        }
+        run_families(&mut out, r, &labels);
+        messages(&mut out, r, &labels);
+        client_and_assertions(&mut out, r, &labels);
+        names_and_flows(&mut out, r, &labels);
+        checks(&mut out, r, &labels);
         // Targets broken down by backend: each address's calls by status and its latency.
-        let backends = s.by_backend();
-        if !backends.is_empty() {
-            let shares: Vec<_> = backends.iter().map(|(addr, share)| (*addr, share)).collect();
+        if let Some(backends) = &r.backends {
             let help = "Measured calls answered by each backend, by final status";
-            calls_by_status(&mut out, "rpcmeter_run_backend_calls", help, &labels, "backend", &shares);
-            let latencies: Vec<_> = shares.iter().map(|(addr, share)| (*addr, &share.latency)).collect();
+            calls_by_status(&mut out, "rpcmeter_run_backend_calls", help, &labels, "backend", backends);
             let help = "Call latency percentiles of each backend";
-            quantiles(&mut out, "rpcmeter_run_backend_latency_seconds", help, &labels, "backend", &latencies);
+            quantiles(&mut out, "rpcmeter_run_backend_latency_seconds", help, &labels, "backend", backends);
         }
         out.finish()
+    }
+}
+
+/// The whole run's gauges, calls by status, and its call latency (histogram and summary)
+/// and, open loop, schedule lag.
+fn run_families(out: &mut Exposition, r: &Run, labels: &Labels) {
+    let q = &r.requests;
+    let l = r.latency_us.latency();
+    let h = histogram(&r.histograms.call_latency);
+    out.gauge("rpcmeter_run_count", "Measured calls answered", labels, q.total as f64)
+        .gauge("rpcmeter_run_errors", "Measured calls that did not end OK", labels, q.failed as f64)
+        .gauge("rpcmeter_run_retries", "Attempts beyond the first of each call", labels, q.retries.unwrap_or(0) as f64)
+        .gauge("rpcmeter_run_duration_seconds", "The measured window", labels, r.duration_s)
+        .gauge("rpcmeter_run_rps", "Calls per second of the measured window", labels, r.throughput_rps)
+        .gauge("rpcmeter_run_average_seconds", "Mean call latency", labels, l.mean.as_secs_f64())
+        .gauge("rpcmeter_run_fastest_seconds", "Fastest call", labels, l.min.as_secs_f64())
+        .gauge("rpcmeter_run_slowest_seconds", "Slowest call", labels, l.max.as_secs_f64());
+    out.family("rpcmeter_run_calls", "gauge", "Measured calls by final gRPC status");
+    for (name, n) in r.statuses.iter().filter(|(_, n)| **n > 0) {
+        out.sample("rpcmeter_run_calls", &with(labels, ("status", name)), *n as f64);
+    }
+    out.histogram(
+        "rpcmeter_run_histogram_seconds",
+        "Call latency, fixed log-spaced buckets",
+        labels,
+        &bucket_counts(&h),
+        histogram_sum(&h),
+        h.len(),
+    );
+    summary(out, "rpcmeter_run_latency_seconds", "Call latency percentiles", labels, &r.latency_us, &h);
+    if let Some(lag) = &r.schedule_lag_us {
+        let lag_h = histogram(r.histograms.schedule_lag.as_deref().unwrap_or_default());
+        let help = "Open loop: actual minus intended send time";
+        summary(out, "rpcmeter_run_schedule_lag_seconds", help, labels, lag, &lag_h);
+    }
+}
+
+/// Streaming methods: messages each way, their rates, and their latencies.
+fn messages(out: &mut Exposition, r: &Run, labels: &Labels) {
+    let Some(m) = &r.messages else { return };
+    out.gauge("rpcmeter_run_messages_sent", "Streaming: request messages sent", labels, m.sent as f64)
+        .gauge("rpcmeter_run_messages_received", "Streaming: response messages received", labels, m.received as f64)
+        .gauge("rpcmeter_run_messages_sent_per_second", "Streaming: messages sent per second", labels, m.sent_per_s)
+        .gauge(
+            "rpcmeter_run_messages_received_per_second",
+            "Streaming: messages received per second",
+            labels,
+            m.received_per_s,
+        );
+    if let Some(round_trip) = &m.round_trip_us {
+        let help = "Bidi ping-pong: a request message to its response";
+        let h = histogram(m.round_trip_histogram.as_deref().unwrap_or_default());
+        summary(out, "rpcmeter_run_round_trip_seconds", help, labels, round_trip, &h);
+    }
+    if let Some(first) = &m.first_message_us {
+        let help = "Server streams: the stream's start to its first message";
+        let h = histogram(m.first_message_histogram.as_deref().unwrap_or_default());
+        summary(out, "rpcmeter_run_first_message_seconds", help, labels, first, &h);
+    }
+}
+
+/// The client's own CPU and memory, and each `--assert` as 1 (held) or 0.
+fn client_and_assertions(out: &mut Exposition, r: &Run, labels: &Labels) {
+    let c = r.client.clone().unwrap_or_default();
+    out.gauge("rpcmeter_run_client_cpu_seconds", "The client's user+system CPU time", labels, c.cpu_s).gauge(
+        "rpcmeter_run_client_max_rss_bytes",
+        "The client's peak resident memory",
+        labels,
+        c.max_rss_bytes as f64,
+    );
+    let assertions = r.assertions.as_deref().unwrap_or_default();
+    if !assertions.is_empty() {
+        out.family("rpcmeter_run_assertion_ok", "gauge", "1 when the --assert check held, else 0");
+        for a in assertions {
+            let held = if a.ok { 1.0 } else { 0.0 };
+            out.sample("rpcmeter_run_assertion_ok", &with(labels, ("assertion", &a.assertion)), held);
+        }
+    }
+}
+
+/// `--workload`: each call name's calls by status and latency; each flow's by how it ended.
+fn names_and_flows(out: &mut Exposition, r: &Run, labels: &Labels) {
+    if let Some(names) = &r.calls_by_name {
+        let help = "--workload: measured calls of each name by final status";
+        calls_by_status(out, "rpcmeter_run_name_calls", help, labels, "call_name", names);
+        let help = "--workload: call latency percentiles of each name";
+        quantiles(out, "rpcmeter_run_name_latency_seconds", help, labels, "call_name", names);
+    }
+    let Some(flows) = &r.flows else { return };
+    let help =
+        "--workload: measured flows of each flow by outcome (ok, a failed status, stopped by a check, a capture error)";
+    out.family("rpcmeter_run_flows", "gauge", help);
+    for (name, flow) in flows {
+        let (stopped_by_check, capture_errors) = flow.stopped();
+        let ok_status = flow.statuses.get(status::name(tonic::Code::Ok)).copied().unwrap_or(0);
+        let outcomes = [
+            ("ok", flow.requests.ok),
+            ("failed_status", flow.requests.total.saturating_sub(ok_status)),
+            ("stopped_by_check", stopped_by_check),
+            ("capture_error", capture_errors),
+        ];
+        for (outcome, n) in outcomes {
+            let labels = [with(labels, ("flow", name)), vec![("outcome", outcome)]].concat();
+            out.sample("rpcmeter_run_flows", &labels, n as f64);
+        }
+    }
+    let help = "--workload: latency percentiles of each flow, from its start to its last answer";
+    quantiles(out, "rpcmeter_run_flow_latency_seconds", help, labels, "flow", flows);
+}
+
+/// `--workload` checks: each one's passes and failures, by its place in the workload.
+fn checks(out: &mut Exposition, r: &Run, labels: &Labels) {
+    let Some(checks) = r.checks.as_ref().filter(|c| !c.is_empty()) else { return };
+    out.family("rpcmeter_run_checks", "gauge", "--workload: each check's results (pass, fail)");
+    for (position, c) in checks.iter().enumerate() {
+        // The check's place in the workload: two identical checks are two series.
+        let position = position.to_string();
+        for (result, n) in [("pass", c.pass), ("fail", c.fail)] {
+            let labels = [
+                with(labels, ("call_name", &c.call)),
+                vec![("check", &c.expression), ("position", &position), ("result", result)],
+            ]
+            .concat();
+            out.sample("rpcmeter_run_checks", &labels, n as f64);
+        }
     }
 }
 
@@ -309,13 +306,13 @@ fn calls_by_status(
     help: &str,
     labels: &Labels,
     key: &str,
-    shares: &[(&str, &crate::record::shard::NameTally)],
+    slices: &BTreeMap<String, Slice>,
 ) {
     out.family(family, "gauge", help);
-    for (name, share) in shares {
-        for (code, n) in share.statuses.nonzero() {
-            let labels = [with(labels, (key, name)), vec![("status", status::name(code))]].concat();
-            out.sample(family, &labels, n as f64);
+    for (name, slice) in slices {
+        for (status, n) in slice.statuses.iter().filter(|(_, n)| **n > 0) {
+            let labels = [with(labels, (key, name)), vec![("status", status)]].concat();
+            out.sample(family, &labels, *n as f64);
         }
     }
 }
@@ -327,14 +324,15 @@ fn quantiles(
     help: &str,
     labels: &Labels,
     key: &str,
-    latencies: &[(&str, &Histogram<u64>)],
+    slices: &BTreeMap<String, Slice>,
 ) {
     out.family(family, "gauge", help);
-    for (name, latency) in latencies {
+    for (name, slice) in slices {
+        let latency = histogram(&slice.histogram);
         for p in [50.0, 90.0, 99.0] {
             let q = number(p / 100.0);
             let labels = [with(labels, (key, name)), vec![("quantile", &q)]].concat();
-            let value = crate::stats::Statistic::Percentile(p).of(latency);
+            let value = Statistic::Percentile(p).of(&latency);
             out.sample(family, &labels, value.as_secs_f64());
         }
     }
@@ -346,11 +344,11 @@ fn summary(
     name: &str,
     help: &str,
     labels: &Labels,
-    latency: &crate::stats::Latency,
+    latency: &LatencySummary,
     h: &Histogram<u64>,
 ) {
     out.family(name, "summary", help);
-    for (percent, value) in &latency.percentiles {
+    for (percent, value) in &latency.latency().percentiles {
         let q = number(percent / 100.0);
         out.sample(name, &with(labels, ("quantile", &q)), value.as_secs_f64());
     }
@@ -368,7 +366,7 @@ mod tests {
         assert_eq!(LATENCY_BUCKETS[2], Duration::from_micros(50));
         assert_eq!(LATENCY_BUCKETS[20], Duration::from_secs(50));
         assert!(LATENCY_BUCKETS.windows(2).all(|w| w[0] < w[1]));
-        let mut h = crate::record::shard::new_histogram();
+        let mut h = Histogram::<u64>::new(3).unwrap();
         for us in [5u64, 10, 11, 150, 150, 3_000_000] {
             h.record(us * 1000).unwrap();
         }

@@ -1,20 +1,21 @@
 //! `--format table`: the human report: summary, percentiles, a latency histogram,
 //! statuses and errors, the client's own cost and the notices that qualify the numbers.
 use super::breakdown::Kind;
-use super::{describe_load, Export, Summary};
+use super::{histogram, Export};
 use crate::grpc::status;
-use crate::load::pacer::Pacer;
-use crate::stats::steady::Steadiness;
+use crate::result::{LatencySummary, Run};
 use crate::stats::{Latency, Statistic};
 use crate::units::{bytes, duration};
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::time::Duration;
 
 pub struct Table;
 
 impl Export for Table {
-    fn render(&self, s: &Summary) -> String {
-        render(s)
+    fn render(&self, r: &Run) -> String {
+        render(r)
     }
 }
 
@@ -34,16 +35,16 @@ fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
     let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "max", duration(call.max), duration(service.max));
 }
 
-fn render(s: &Summary) -> String {
+fn render(r: &Run) -> String {
     let mut o = String::new();
-    let sections: [fn(&mut String, &Summary); 20] = [
+    let sections: [fn(&mut String, &Run); 20] = [
         header,
         summary,
         messages,
         warmup,
         percentiles,
         schedule_lag,
-        histogram,
+        latency_histogram,
         rounds,
         steady_state,
         by_name,
@@ -59,21 +60,21 @@ fn render(s: &Summary) -> String {
         verdicts,
     ];
     for section in sections {
-        section(&mut o, s);
+        section(&mut o, r);
     }
     o
 }
 
 /// The target, the call, the load and whether the result is partial.
-fn header(o: &mut String, s: &Summary) {
+fn header(o: &mut String, r: &Run) {
     let _ = writeln!(
         o,
         "{} {}  ({}, {} connection(s)){}",
-        short_target(&s.target),
-        s.call,
-        describe_load(s),
-        s.connections,
-        if s.partial() { "  [PARTIAL]" } else { "" }
+        short_target(&r.target),
+        r.call,
+        r.load,
+        r.connections,
+        if r.partial() { "  [PARTIAL]" } else { "" }
     );
 }
 
@@ -90,21 +91,31 @@ fn short_target(target: &str) -> std::borrow::Cow<'_, str> {
     format!("{},… ({} addresses)", parts[..LISTED_ADDRESSES].join(","), parts.len()).into()
 }
 
+/// A latency as the table writes it; "-" when the result has none.
+fn at(l: &LatencySummary, stat: Statistic) -> String {
+    l.get(stat).map_or_else(|| "-".into(), duration)
+}
+
 /// Calls, the measured window, throughput and latency in one line each.
-fn summary(o: &mut String, s: &Summary) {
-    let r = &s.requests;
+fn summary(o: &mut String, r: &Run) {
+    let q = &r.requests;
     let _ = writeln!(o, "\nSummary:");
     let _ = writeln!(
         o,
         "  Calls:       {} (ok {}, failed {}), attempts {}, retries {}, out of retries {}",
-        r.total, r.ok, r.failed, r.attempts, r.retries, r.retry_exhausted
+        q.total,
+        q.ok,
+        q.failed,
+        q.attempts.unwrap_or(0),
+        q.retries.unwrap_or(0),
+        q.retry_exhausted.unwrap_or(0)
     );
-    if r.unsent > 0 {
-        let _ = writeln!(o, "  Unsent:      {} calls due before the end were never sent", r.unsent);
+    if let Some(unsent) = q.unsent.filter(|n| *n > 0) {
+        let _ = writeln!(o, "  Unsent:      {unsent} calls due before the end were never sent");
     }
-    let _ = writeln!(o, "  Duration:    {:.2} s", s.duration.as_secs_f64());
-    let _ = writeln!(o, "  Throughput:  {:.1} calls/s ({:.1} ok/s)", s.throughput_rps, s.ok_rps);
-    let l = &s.latency;
+    let _ = writeln!(o, "  Duration:    {:.2} s", r.duration_s);
+    let _ = writeln!(o, "  Throughput:  {:.1} calls/s ({:.1} ok/s)", r.throughput_rps, r.ok_calls_per_s());
+    let l = r.latency_us.latency();
     let _ = writeln!(
         o,
         "  Latency:     min {}, mean {}, stdev {}, max {}",
@@ -116,198 +127,183 @@ fn summary(o: &mut String, s: &Summary) {
 }
 
 /// Streaming methods: the messages, apart from the streams.
-fn messages(o: &mut String, s: &Summary) {
-    if let Some(m) = &s.messages {
-        let _ = writeln!(
-            o,
-            "  Messages:    {} sent ({:.1}/s), {} received ({:.1}/s); each call is a stream ({}), its latency the stream's duration",
-            m.sent,
-            m.sent_per_s,
-            m.received,
-            m.received_per_s,
-            m.kind.as_str()
-        );
-        let line = |name: &str, l: &Latency| {
-            format!(
-                "  {name} p50 {}, p90 {}, p99 {}, max {} ({} messages)",
-                duration(l.percentile(50.0)),
-                duration(l.percentile(90.0)),
-                duration(l.percentile(99.0)),
-                duration(l.max),
-                l.count
-            )
-        };
-        if let Some(l) = &m.round_trip {
-            let _ = writeln!(o, "{}", line("Round trip:  ", l));
-        }
-        if let Some(l) = &m.first_message {
-            let _ = writeln!(o, "{}", line("First msg:   ", l));
-        }
+fn messages(o: &mut String, r: &Run) {
+    let Some(m) = &r.messages else { return };
+    let _ = writeln!(
+        o,
+        "  Messages:    {} sent ({:.1}/s), {} received ({:.1}/s); each call is a stream ({}), its latency the stream's duration",
+        m.sent, m.sent_per_s, m.received, m.received_per_s, m.kind
+    );
+    let line = |name: &str, l: &LatencySummary| {
+        let p = |p: f64| at(l, Statistic::Percentile(p));
+        let (p50, p90, p99, max) = (p(50.0), p(90.0), p(99.0), at(l, Statistic::Max));
+        format!("  {name} p50 {p50}, p90 {p90}, p99 {p99}, max {max} ({} messages)", l.count)
+    };
+    if let Some(l) = &m.round_trip_us {
+        let _ = writeln!(o, "{}", line("Round trip:  ", l));
+    }
+    if let Some(l) = &m.first_message_us {
+        let _ = writeln!(o, "{}", line("First msg:   ", l));
     }
 }
 
 /// The warm-up, shown apart.
-fn warmup(o: &mut String, s: &Summary) {
-    if let Some(w) = &s.warmup {
+fn warmup(o: &mut String, r: &Run) {
+    if let Some(w) = &r.warmup {
         let _ = writeln!(
             o,
             "  Warm-up:     {:.2} s, {} calls, {:.1} calls/s, p50 {}, p99 {} (excluded from the result)",
-            w.duration.as_secs_f64(),
+            w.duration_s,
             w.calls,
             w.throughput_rps,
-            duration(w.latency.percentile(50.0)),
-            duration(w.latency.percentile(99.0))
+            at(&w.latency_us, Statistic::Percentile(50.0)),
+            at(&w.latency_us, Statistic::Percentile(99.0))
         );
     }
 }
 
 /// Latency percentiles: call beside service time in open loop; each attempt when retried.
-fn percentiles(o: &mut String, s: &Summary) {
-    let r = &s.requests;
-    let l = &s.latency;
-    match s.pacer {
-        Pacer::Open(..) => {
+fn percentiles(o: &mut String, r: &Run) {
+    let l = r.latency_us.latency();
+    match (super::prometheus::mode(r), &r.service_time_us) {
+        ("open", Some(service)) => {
             let _ = writeln!(
                 o,
                 "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
             );
-            percentile_pairs(o, l, &s.service_time);
+            percentile_pairs(o, &l, &service.latency());
         }
         _ => {
             let _ = writeln!(o, "\nLatency percentiles (call: first send to final answer):");
-            percentile_rows(o, l);
+            percentile_rows(o, &l);
         }
     }
-    if r.retries > 0 {
+    if let (Some(1..), Some(attempts)) = (r.requests.retries, &r.attempt_latency_us) {
         let _ = writeln!(o, "\nAttempt latency percentiles (each attempt alone):");
-        percentile_rows(o, &s.attempt_latency);
+        percentile_rows(o, &attempts.latency());
     }
 }
 
 /// Open loop: how late sends left, and why.
-fn schedule_lag(o: &mut String, s: &Summary) {
-    if let Some(lag) = &s.schedule_lag {
+fn schedule_lag(o: &mut String, r: &Run) {
+    if let Some(lag) = &r.schedule_lag_us {
         let _ = writeln!(
             o,
             "\nSchedule lag (actual - intended send): p50 {}, p99 {}, max {}; sends more than 1 ms behind \
              schedule: {} waiting for an in-flight slot, {} late by the client's wake-up",
-            duration(lag.percentile(50.0)),
-            duration(lag.percentile(99.0)),
-            duration(lag.max),
-            s.late_sends,
-            s.late_wakeups
+            at(lag, Statistic::Percentile(50.0)),
+            at(lag, Statistic::Percentile(99.0)),
+            at(lag, Statistic::Max),
+            r.late_sends.unwrap_or(0),
+            r.late_wakeups.unwrap_or(0)
         );
     }
 }
 
 /// The call latency histogram.
-fn histogram(o: &mut String, s: &Summary) {
-    if !s.measured.call_latency.is_empty() {
+fn latency_histogram(o: &mut String, r: &Run) {
+    let h = histogram(&r.histograms.call_latency);
+    if !h.is_empty() {
         let _ = writeln!(o, "\nLatency histogram (log scale: each bar's upper bound is a fixed ratio above the last):");
-        bars(o, &s.measured.call_latency);
+        bars(o, &h);
     }
 }
 
 /// Bursts: each round, and which were warm-up.
-fn rounds(o: &mut String, s: &Summary) {
-    if !s.rounds.is_empty() {
-        let _ = writeln!(o, "\nRounds:");
-        let warm = match s.warm_rounds {
-            Some(Steadiness::Steady { from }) => from,
-            _ => 0,
-        };
-        for (i, round) in s.rounds.iter().enumerate() {
-            let tag = if i < warm { "  (warm-up)" } else { "" };
-            let _ = writeln!(o, "  Took: {:.3} ms  RPS: {:.1}{tag}", round.took.as_secs_f64() * 1e3, round.rps);
-        }
-        let verdict = match s.warm_rounds {
-            Some(Steadiness::Steady { from: 0 }) => "steady from the first round".to_string(),
-            Some(Steadiness::Steady { from }) => format!("the first {from} round(s) were warm-up, steady after"),
-            Some(Steadiness::NoSteadyState) => "no steady state: the rounds' times were still changing".to_string(),
-            _ => "too few rounds to tell warm-up from steady state".to_string(),
-        };
-        let _ = writeln!(o, "  Rounds: {verdict}");
+fn rounds(o: &mut String, r: &Run) {
+    let Some(rounds) = r.rounds.as_ref().filter(|r| !r.is_empty()) else { return };
+    let _ = writeln!(o, "\nRounds:");
+    let steady = r.warm_rounds.as_deref() == Some("steady");
+    let warm = if steady { r.warmup_rounds.unwrap_or(0) as usize } else { 0 };
+    for (i, round) in rounds.iter().enumerate() {
+        let tag = if i < warm { "  (warm-up)" } else { "" };
+        let _ = writeln!(o, "  Took: {:.3} ms  RPS: {:.1}{tag}", round.took_ms, round.rps);
     }
+    let verdict = match (r.warm_rounds.as_deref(), warm) {
+        (Some("steady"), 0) => "steady from the first round".to_string(),
+        (Some("steady"), from) => format!("the first {from} round(s) were warm-up, steady after"),
+        (Some("no steady state"), _) => "no steady state: the rounds' times were still changing".to_string(),
+        _ => "too few rounds to tell warm-up from steady state".to_string(),
+    };
+    let _ = writeln!(o, "  Rounds: {verdict}");
 }
 
 /// The steady-state verdict on the interval series.
-fn steady_state(o: &mut String, s: &Summary) {
-    let r = &s.requests;
+fn steady_state(o: &mut String, r: &Run) {
+    let s = r.steady_state.clone().unwrap_or_default();
+    let after = s.steady_after_s.and_then(|s| Duration::try_from_secs_f64(s).ok());
     let _ = writeln!(
         o,
         "\nSteady state ({} intervals of p50 latency): {}",
-        s.steady.intervals,
-        match (s.steady.verdict, s.steady.after) {
-            _ if r.ok == 0 => super::NOT_JUDGED.to_string(),
-            (Steadiness::Steady { .. }, Some(after)) if after.is_zero() => "steady from the start".to_string(),
-            (Steadiness::Steady { .. }, Some(after)) => format!("steady after {:.1} s", after.as_secs_f64()),
-            (Steadiness::NoSteadyState, _) => "no steady state reached".to_string(),
-            (Steadiness::TooShort, _) => "too few intervals to judge".to_string(),
+        s.intervals,
+        match (s.verdict.as_str(), after) {
+            _ if r.requests.ok == 0 => crate::analysis::NOT_JUDGED.to_string(),
+            ("steady", Some(after)) if after.is_zero() => "steady from the start".to_string(),
+            ("steady", Some(after)) => format!("steady after {:.1} s", after.as_secs_f64()),
+            ("no steady state", _) => "no steady state reached".to_string(),
+            ("too short to judge" | "", _) => "too few intervals to judge".to_string(),
             _ => "not judged: an interval had no calls".to_string(),
         }
     );
 }
 
 /// `--workload`: one row per call name.
-fn by_name(o: &mut String, s: &Summary) {
-    breakdown(o, s, Kind::Names);
+fn by_name(o: &mut String, r: &Run) {
+    breakdown(o, r, Kind::Names);
 }
 
 /// `run --replay`: per call name, the log's own numbers (latency on the logger's side) beside
 /// the run's.
-fn recorded_vs_replayed(o: &mut String, s: &Summary) {
-    let Some(replay) = &s.replay else { return };
+fn recorded_vs_replayed(o: &mut String, r: &Run) {
+    let Some(replay) = &r.replay else { return };
     let _ = writeln!(o, "\nRecorded (the log: {}) vs replayed:", super::printable::printable(&replay.file));
     let row = |o: &mut String, cells: [&str; 7]| {
         let [name, calls, p50, p99, recorded, replayed, statuses] = cells;
         let _ = writeln!(o, "  {name:<24} {calls:>13} {p50:>21} {p99:>21}  {recorded} -> {replayed}{statuses}");
     };
     row(o, ["name", "calls rec/now", "p50 rec/now", "p99 rec/now", "statuses rec", "now", ""]);
-    let statuses = |counts: &mut dyn Iterator<Item = (String, u64)>| {
-        counts.map(|(name, n)| format!("{name} {n}")).collect::<Vec<_>>().join(", ")
+    let statuses = |counts: &BTreeMap<String, u64>| {
+        in_code_order(counts).map(|(name, n)| format!("{name} {n}")).collect::<Vec<_>>().join(", ")
     };
-    for (name, _, share) in s.by_name() {
+    for (name, now) in r.calls_by_name.iter().flatten() {
         let recorded = replay.recorded.get(name).cloned().unwrap_or_default();
-        let now = crate::stats::Latency::of(&share.latency);
         let pair = |p: f64| {
-            let rec = recorded.latency_us.get(Statistic::Percentile(p)).map_or("-".into(), duration);
-            let now = if share.calls == 0 { "-".into() } else { duration(now.percentile(p)) };
+            let stat = Statistic::Percentile(p);
+            let rec = at(&recorded.latency_us, stat);
+            let now = if now.requests.total == 0 { "-".into() } else { at(&now.latency_us, stat) };
             format!("{rec}/{now}")
         };
-        let calls = format!("{}/{}", recorded.requests.total, share.calls);
-        let rec = statuses(&mut recorded.statuses.clone().into_iter());
-        let now =
-            statuses(&mut share.statuses.nonzero().map(|(code, n)| (crate::grpc::status::name(code).to_string(), n)));
+        let calls = format!("{}/{}", recorded.requests.total, now.requests.total);
         let name = super::printable::printable(name).to_string();
-        row(o, [&name, &calls, &pair(50.0), &pair(99.0), &rec, &now, ""]);
+        row(o, [&name, &calls, &pair(50.0), &pair(99.0), &statuses(&recorded.statuses), &statuses(&now.statuses), ""]);
     }
 }
 
 /// `--workload` flows: one row per flow.
-fn by_flow(o: &mut String, s: &Summary) {
-    breakdown(o, s, Kind::Flows);
+fn by_flow(o: &mut String, r: &Run) {
+    breakdown(o, r, Kind::Flows);
 }
 
 /// One breakdown, as merge's table and the HTML report print it (report::breakdown).
-fn breakdown(o: &mut String, s: &Summary, kind: Kind) {
-    let slices = super::json::slices(s, kind);
-    o.push_str(&super::breakdown::text(kind, slices.iter().map(|(name, slice)| (name.as_str(), slice))));
+fn breakdown(o: &mut String, r: &Run, kind: Kind) {
+    let slices = r.breakdown(kind.key()).into_iter().flatten();
+    o.push_str(&super::breakdown::text(kind, slices.map(|(name, slice)| (name.as_str(), slice))));
 }
 
 /// How much of a check's `CALL: EXPRESSION` the table prints.
 const CHECK_CHARS: usize = 80;
 
 /// `--workload` checks: passes and failures of each.
-fn checks(o: &mut String, s: &Summary) {
-    if !s.check_names.is_empty() {
-        let _ = writeln!(o, "\nChecks:");
-        for (call, text, pass, fail) in s.checks() {
-            let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
-            // A check's expected value may be a whole body: the line shows its start.
-            let label = format!("{call}: {text}");
-            let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
-            let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
-        }
+fn checks(o: &mut String, r: &Run) {
+    let Some(checks) = r.checks.as_ref().filter(|c| !c.is_empty()) else { return };
+    let _ = writeln!(o, "\nChecks:");
+    for c in checks {
+        let (pass, fail) = (c.pass, c.fail);
+        let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
+        // A check's expected value may be a whole body: the line shows its start.
+        let label = format!("{}: {}", c.call, c.expression);
+        let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
+        let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
     }
 }
 
@@ -317,105 +313,98 @@ const GATHERED_IDLE_BACKENDS: usize = 5;
 /// Targets broken down by backend: one row per address. The text table keeps its own rows
 /// (idle backends gathered, calls that found no backend in a row of their own, so the column
 /// adds up); the merge table and the HTML page draw backends through `breakdown`.
-fn by_backend(o: &mut String, s: &Summary) {
-    if !s.backends.is_empty() {
-        let _ = writeln!(o, "\nBy backend:");
-        let row = |o: &mut String, cells: [&str; 6]| {
-            let [addr, requests, failed, p50, p99, max] = cells;
-            let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
+fn by_backend(o: &mut String, r: &Run) {
+    let Some(backends) = r.backends.as_ref().filter(|b| !b.is_empty()) else { return };
+    let _ = writeln!(o, "\nBy backend:");
+    let row = |o: &mut String, cells: [&str; 6]| {
+        let [addr, requests, failed, p50, p99, max] = cells;
+        let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
+    };
+    row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
+    let mut placed = 0;
+    // Many backends that took no call (a long list, most of it down) are one row.
+    let idle = backends.values().filter(|s| s.requests.total == 0).count();
+    let gather = idle > GATHERED_IDLE_BACKENDS;
+    for (addr, s) in backends {
+        let calls = s.requests.total;
+        if gather && calls == 0 {
+            continue;
+        }
+        placed += calls;
+        // A backend that took no call has no latency to show.
+        let [p50, p99, max] = match calls {
+            0 => ["-", "-", "-"].map(String::from),
+            _ => [Statistic::Percentile(50.0), Statistic::Percentile(99.0), Statistic::Max]
+                .map(|st| at(&s.latency_us, st)),
         };
-        row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
-        let mut placed = 0;
-        let backends = s.by_backend();
-        // Many backends that took no call (a long list, most of it down) are one row.
-        let idle = backends.iter().filter(|(_, share)| share.calls == 0).count();
-        let gather = idle > GATHERED_IDLE_BACKENDS;
-        for (addr, share) in backends {
-            if gather && share.calls == 0 {
-                continue;
-            }
-            let l = crate::stats::Latency::of(&share.latency);
-            let failed = share.calls - share.statuses.get(tonic::Code::Ok);
-            placed += share.calls;
-            let (calls, failed) = (share.calls.to_string(), failed.to_string());
-            // A backend that took no call has no latency to show.
-            let [p50, p99, max] = match share.calls {
-                0 => ["-", "-", "-"].map(String::from),
-                _ => [l.percentile(50.0), l.percentile(99.0), l.max].map(duration),
-            };
-            row(o, [addr, &calls, &failed, &p50, &p99, &max]);
-        }
-        if gather {
-            row(o, [&format!("({idle} backends)"), "0", "0", "-", "-", "-"]);
-        }
-        // Calls that found no ready backend failed in none: their row makes the column add up.
-        let unplaced = s.requests.total.saturating_sub(placed).to_string();
-        if unplaced != "0" {
-            row(o, ["(no ready backend)", &unplaced, &unplaced, "-", "-", "-"]);
-        }
+        row(o, [addr, &calls.to_string(), &s.requests.failed.to_string(), &p50, &p99, &max]);
+    }
+    if gather {
+        row(o, [&format!("({idle} backends)"), "0", "0", "-", "-", "-"]);
+    }
+    // Calls that found no ready backend failed in none: their row makes the column add up.
+    let unplaced = r.requests.total.saturating_sub(placed).to_string();
+    if unplaced != "0" {
+        row(o, ["(no ready backend)", &unplaced, &unplaced, "-", "-", "-"]);
     }
 }
 
+/// Counts by status name, in the order of the statuses' codes (OK first), none of 0.
+fn in_code_order(counts: &BTreeMap<String, u64>) -> impl Iterator<Item = (&str, u64)> {
+    let mut all: Vec<(&str, u64)> = counts.iter().filter(|(_, n)| **n > 0).map(|(k, n)| (k.as_str(), *n)).collect();
+    all.sort_by_key(|(name, _)| status::parse(name).map_or(i32::MAX, |c| c as i32));
+    all.into_iter()
+}
+
 /// Statuses per call, and per attempt when retried.
-fn statuses(o: &mut String, s: &Summary) {
-    let r = &s.requests;
+fn statuses(o: &mut String, r: &Run) {
     let _ = writeln!(o, "\nStatus (per call):");
-    for (code, n) in s.statuses.nonzero() {
-        let _ = writeln!(o, "  {:<20} {n}", status::name(code));
+    for (name, n) in in_code_order(&r.statuses) {
+        let _ = writeln!(o, "  {name:<20} {n}");
     }
-    if r.retries > 0 {
+    if r.requests.retries.unwrap_or(0) > 0 {
         let _ = writeln!(o, "Status (per attempt):");
-        for (code, n) in s.attempt_statuses.nonzero() {
-            let _ = writeln!(o, "  {:<20} {n}", status::name(code));
+        for (name, n) in in_code_order(&r.attempt_statuses) {
+            let _ = writeln!(o, "  {name:<20} {n}");
         }
     }
 }
 
 /// Failed calls by status and message, the ten most frequent.
-fn errors(o: &mut String, s: &Summary) {
-    if !s.errors.is_empty() {
+fn errors(o: &mut String, r: &Run) {
+    if !r.errors.is_empty() {
         let _ = writeln!(o, "\nErrors (per call, by the server's message):");
-        for e in s.errors.iter().take(10) {
-            let _ = writeln!(
-                o,
-                "  {:>9}  {}: {}",
-                e.count,
-                status::name(e.status),
-                super::printable::printable(&e.message)
-            );
+        for e in r.errors.iter().take(10) {
+            let _ = writeln!(o, "  {:>9}  {}: {}", e.count, e.status, super::printable::printable(&e.message));
         }
-        if s.errors.len() > 10 {
-            let _ = writeln!(o, "  ... {} more kinds (all in --format json)", s.errors.len() - 10);
+        if r.errors.len() > 10 {
+            let _ = writeln!(o, "  ... {} more kinds (all in --format json)", r.errors.len() - 10);
         }
     }
 }
 
-/// The client's own CPU, memory and hiccups.
-fn client_cost(o: &mut String, s: &Summary) {
-    let c = &s.client;
+/// The client's own CPU, memory and hiccups (a merged result's clients are each input's).
+fn client_cost(o: &mut String, r: &Run) {
+    let Some(c) = &r.client else { return };
     let _ = writeln!(
         o,
         "\nClient cost: CPU {:.3} s ({}/call, {:.0}% of {} thread(s)), max RSS {}",
-        c.cpu.as_secs_f64(),
-        duration(c.cpu_per_call),
+        c.cpu_s,
+        duration(r.cpu_per_call().unwrap_or_default()),
         c.utilization * 100.0,
         c.threads,
         bytes(c.max_rss_bytes)
     );
-    if let Some(h) = c.hiccups {
-        let _ = writeln!(
-            o,
-            "Client hiccups (1 ms sleep overshoot): p50 {} p99 {} max {}",
-            duration(h.p50),
-            duration(h.p99),
-            duration(h.max)
-        );
+    if let Some(h) = &c.hiccup_us {
+        let us = |v: f64| duration(Duration::from_nanos((v * 1e3).round() as u64));
+        let _ =
+            writeln!(o, "Client hiccups (1 ms sleep overshoot): p50 {} p99 {} max {}", us(h.p50), us(h.p99), us(h.max));
     }
 }
 
 /// The server's own count, when it serves the lab's Stats.
-fn server(o: &mut String, s: &Summary) {
-    if let Some(server) = &s.server {
+fn server(o: &mut String, r: &Run) {
+    if let Some(server) = &r.server {
         let rps = server.throughput_rps.map_or(String::new(), |r| format!(", {r:.1} calls/s"));
         let _ = writeln!(
             o,
@@ -424,45 +413,47 @@ fn server(o: &mut String, s: &Summary) {
             server.ok,
             server.failed,
             server.rejected,
-            server.cpu.as_secs_f64(),
+            server.cpu_s,
             bytes(server.rss_bytes)
         );
-        if !server.echo_spin.is_zero() {
+        if server.echo_spin_us > 0 {
             let _ = writeln!(
                 o,
                 "  Server's CPU includes its spin: a network thread stays awake {} after each echo call (serve --spin)",
-                duration(server.echo_spin)
+                duration(Duration::from_micros(server.echo_spin_us))
             );
         }
-        if s.messages.is_some() {
+        if r.messages.is_some() {
             let _ = writeln!(o, "  Server's messages: {} in, {} out", server.messages_in, server.messages_out);
         }
     }
 }
 
 /// The machine's floor.
-fn floor(o: &mut String, s: &Summary) {
-    match &s.floor {
-        Some(Some(c)) => {
-            let _ = writeln!(o, "Floor: {}", crate::calibrate::floor_line(c));
-        }
-        Some(None) => {
+fn floor(o: &mut String, r: &Run) {
+    match &r.calibration {
+        Some(serde_json::Value::Null) => {
             let _ = writeln!(
                 o,
                 "Floor: this machine is not calibrated (`rpcmeter calibrate` measures it once, in seconds)"
             );
+        }
+        Some(c) => {
+            if let Ok(c) = serde_json::from_value::<crate::calibrate::Calibration>(c.clone()) {
+                let _ = writeln!(o, "Floor: {}", crate::calibrate::floor_line(&c));
+            }
         }
         None => {}
     }
 }
 
 /// Assertions, then the notices that qualify the numbers.
-fn verdicts(o: &mut String, s: &Summary) {
-    for a in &s.assertions {
-        let _ = writeln!(o, "Assert {}: {} ({})", a.assertion.text, if a.ok { "ok" } else { "BREACHED" }, a.value);
+fn verdicts(o: &mut String, r: &Run) {
+    for a in r.assertions.iter().flatten() {
+        let _ = writeln!(o, "Assert {}: {} ({})", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
-    for n in &s.notices {
-        let _ = writeln!(o, "Note: {}", n.text);
+    for n in &r.notices {
+        let _ = writeln!(o, "Note: {n}");
     }
 }
 
@@ -499,25 +490,28 @@ fn bars(o: &mut String, h: &Histogram<u64>) {
 mod tests {
     use super::*;
     use crate::analysis::fixture::{self, plan, recorded, tally, warming_up};
-    use crate::analysis::{ErrorKind, Messages, Round, ServerSide};
+    use crate::analysis::to_result::result;
+    use crate::analysis::{ErrorKind, Messages, Round, ServerSide, Summary};
     use crate::grpc::transport::CallKind;
+    use crate::load::pacer::Pacer;
     use crate::result::Ended;
-    use std::time::Duration;
+    use crate::stats::steady::Steadiness;
 
     /// 1000 calls of 2 ms over 2 s, every tenth UNAVAILABLE.
     fn run() -> Summary {
         fixture::summary(plan(), recorded(tally(1000, Duration::from_millis(2), 10), Duration::from_secs(2)))
     }
 
-    fn text(section: fn(&mut String, &Summary), s: &Summary) -> String {
+    /// A section of the result of `s` (the summary as the analysis leaves it).
+    fn text(section: fn(&mut String, &Run), s: &Summary) -> String {
         let mut o = String::new();
-        section(&mut o, s);
+        section(&mut o, &result(s));
         o
     }
 
     #[test]
     fn every_section_in_order() {
-        let all = render(&run());
+        let all = render(&result(&run()));
         let at = |needle: &str| all.find(needle).unwrap_or_else(|| panic!("no {needle:?} in\n{all}"));
         let order = ["Summary:", "Latency percentiles", "Latency histogram", "Steady state", "Status (per call)"];
         let places: Vec<usize> = order.iter().map(|n| at(n)).collect();
@@ -566,7 +560,7 @@ mod tests {
         let (r, rows, early) = warming_up(4, 12);
         let mut first = fixture::run(plan(), r, rows);
         first.early = Some(&early);
-        let s = crate::analysis::finish(first);
+        let s = crate::analysis::summary_of(first);
         assert!(text(warmup, &s).contains("(excluded from the result)"));
     }
 
@@ -586,7 +580,7 @@ mod tests {
         assert_eq!(text(schedule_lag, &s), "");
         s.schedule_lag = Some(s.latency.clone());
         assert!(text(schedule_lag, &s).starts_with("\nSchedule lag"));
-        let bars = text(histogram, &s);
+        let bars = text(latency_histogram, &s);
         assert_eq!(bars.lines().filter(|l| l.contains('|')).count(), 12, "{bars}");
     }
 

@@ -22,8 +22,8 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
 /// per check (1.x keyed them "call: expression", so two identical checks were one), and the
 /// call-latency histogram is written once (`histograms.call_latency`, no more `histogram`);
-/// 1.x results still read.
-pub const SCHEMA_VERSION: &str = "2.0";
+/// 1.x results still read. 2.1 added `elapsed_s`.
+pub const SCHEMA_VERSION: &str = "2.1";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -59,6 +59,10 @@ pub struct Run {
     pub errors: Vec<ErrorCount>,
     #[serde(default)]
     pub duration_s: f64,
+    /// Wall time of the whole run, connecting and the warm-up included; results written
+    /// before 2.1 lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
     #[serde(default)]
     pub throughput_rps: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -660,6 +664,13 @@ impl Run {
         Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
     }
 
+    /// Wall time of the whole run (`elapsed_s`); without it, the measured window and the
+    /// warm-up's.
+    pub fn elapsed(&self) -> Duration {
+        let warmup = self.warmup.as_ref().map_or(0.0, |w| w.duration_s);
+        Duration::try_from_secs_f64(self.elapsed_s.unwrap_or(self.duration_s + warmup)).unwrap_or_default()
+    }
+
     /// OK calls per second of the measured window (`ok_calls_per_s`).
     pub fn ok_calls_per_s(&self) -> f64 {
         ok_calls_per_s(self.requests.ok, self.window())
@@ -671,6 +682,27 @@ impl Run {
         let cpu = Duration::try_from_secs_f64(self.client.as_ref()?.cpu_s).ok()?;
         let warmup = self.warmup.as_ref().map_or(0, |w| w.calls);
         Some(cpu_per_call(cpu, self.requests.total.saturating_add(warmup)))
+    }
+
+    /// The result holds less than its run was asked for (`meta.ended`).
+    pub fn partial(&self) -> bool {
+        self.meta.ended.partial()
+    }
+
+    /// The `--assert` checks that did not hold.
+    pub fn breached(&self) -> Vec<&Checked> {
+        self.assertions.iter().flatten().filter(|a| !a.ok).collect()
+    }
+
+    /// When the run started (`meta.started_at`), when the result says.
+    pub fn started_at(&self) -> Option<std::time::SystemTime> {
+        self.meta.started_at.as_deref().and_then(|t| humantime::parse_rfc3339(t).ok())
+    }
+
+    /// The call-latency histogram (ns); refused in words when the text is not one.
+    pub fn call_histogram(&self) -> Result<hdrhistogram::Histogram<u64>, String> {
+        crate::stats::histogram::from_text(&self.histograms.call_latency)
+            .map_err(|why| format!("histograms.call_latency {why}"))
     }
 
     /// `--shard`: which share of a split load this result is ("I/N").

@@ -71,6 +71,32 @@ impl LatencySummary {
         LatencySummary::of(&Latency::of(h))
     }
 
+    /// The summary in the model's units again (the inverse of `of`): each statistic to the
+    /// ns it was written from; one the summary lacks is zero, and percentiles are the
+    /// reported ones it has.
+    pub fn latency(&self) -> Latency {
+        let at = |stat: Statistic| self.get_ns(stat).unwrap_or_default();
+        let percentiles = crate::stats::REPORTED_PERCENTILES
+            .iter()
+            .filter_map(|&p| Some((p, self.get_ns(Statistic::Percentile(p))?)))
+            .collect();
+        Latency {
+            count: self.count,
+            min: at(Statistic::Min),
+            mean: at(Statistic::Mean),
+            stdev: at(Statistic::Stdev),
+            max: at(Statistic::Max),
+            percentiles,
+        }
+    }
+
+    /// A statistic rounded to the ns (`units::micros` writes ns / 1000), None when absent or
+    /// not a latency.
+    fn get_ns(&self, stat: Statistic) -> Option<Duration> {
+        let us = self.micros(stat).filter(|us| us.is_finite() && *us >= 0.0 && *us < 1e15)?;
+        Some(Duration::from_nanos((us * 1e3).round() as u64))
+    }
+
     /// A statistic in µs, when the summary has it.
     pub fn micros(&self, stat: Statistic) -> Option<f64> {
         self.stats.get(&stat.key()).copied()

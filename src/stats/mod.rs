@@ -3,6 +3,7 @@
 pub mod assertions;
 pub mod compare;
 pub mod describe;
+pub mod histogram;
 pub mod steady;
 
 use hdrhistogram::Histogram;

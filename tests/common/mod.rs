@@ -281,3 +281,16 @@ pub fn assert_accounted(r: &serde_json::Value) {
     let sum: u64 = r["statuses"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(total, sum, "{r}");
 }
+
+/// The longest the run's client was held up beyond a 1 ms sleep (`client.hiccup_us.max`, its
+/// own jHiccup-style meter; zero when the run did not measure it): how busy the machine was
+/// for this run, measured by the run itself.
+pub fn client_hiccup_max(r: &serde_json::Value) -> Duration {
+    let us = r["client"]["hiccup_us"]["max"].as_f64().unwrap_or(0.0);
+    Duration::from_secs_f64(us / 1e6)
+}
+
+/// Beyond this hiccup, a run's timing truth is not checked from above: the machine was busy
+/// enough to delay a burst of answers by far more than its hiccups show (a 2-core machine at a
+/// load of 22 held 500 answers released together 1.3 s, with hiccups of at most 0.23 s).
+pub const TOO_BUSY: Duration = Duration::from_millis(100);

@@ -901,23 +901,13 @@ pub fn judge(merged: &mut Run, checks: &[Assertion]) -> anyhow::Result<Vec<Strin
     if checks.is_empty() {
         return Ok(Vec::new());
     }
-    let summary = crate::report::of_result::summary(merged)?;
-    let checked = crate::analysis::check(&summary, checks);
+    let checked = crate::analysis::check(merged, checks)?;
     let breaches = checked
         .iter()
         .filter(|c| !c.ok)
-        .map(|c| format!("assertion breached: {} (value {})", c.assertion.text, c.value));
-    let breaches = breaches.collect();
-    merged.assertions = Some(
-        checked
-            .iter()
-            .map(|c| crate::result::Checked {
-                assertion: c.assertion.text.clone(),
-                value: c.value.to_string(),
-                ok: c.ok,
-            })
-            .collect(),
-    );
+        .map(|c| format!("assertion breached: {} (value {})", c.assertion, c.value))
+        .collect();
+    merged.assertions = Some(checked);
     Ok(breaches)
 }
 
@@ -992,17 +982,17 @@ pub fn run_shard(
     let to_hub: Box<dyn crate::sink::Sink> = Box::new(ToHub(client.clone()));
     let measured = super::run::measure_with(&settings, &control, &mut outputs, vec![to_hub]);
     let mut problems = outputs.commit();
-    let summary = match measured {
-        Ok((summary, sinks_failed)) => {
+    let result = match measured {
+        Ok((result, sinks_failed)) => {
             problems.extend(sinks_failed);
             // The result says which run it is a shard of: `merge` of such files checks it.
-            let mut value = crate::report::json::value(&summary);
+            let mut value = result.to_value();
             value["meta"]["fingerprint"] = fingerprint;
             let delivered = client.deliver(&value);
             if let (None, Err(e)) = (&hub, &delivered) {
                 // The hub is gone: this shard's result is printed here instead.
                 let mut here = Outputs::open(&OutputSettings { csv_details: None, hdr_log: None, ..settings.outputs })?;
-                problems.extend(here.write_reports(&summary));
+                problems.extend(here.write_reports(&result));
                 problems.extend(here.commit());
                 let problems: Vec<String> = problems.iter().map(|p| format!("{p:#}")).collect();
                 return Err(run_failed(format!(
@@ -1010,7 +1000,7 @@ pub fn run_shard(
                     problems.iter().map(|p| format!("; {p}")).collect::<String>()
                 )));
             }
-            Some(summary)
+            Some(result)
         }
         Err(e) => {
             client.fail(&format!("{e:#}"));
@@ -1022,12 +1012,12 @@ pub fn run_shard(
         }
     };
     let Some(hub) = hub else {
-        let summary = summary.expect("a shard without a result has returned");
+        let result = result.expect("a shard without a result has returned");
         eprintln!(
             "rpcmeter: shard {index}/{count}: {} calls measured, result given to the coordinator at {addr}",
-            summary.requests.total
+            result.requests.total
         );
-        return super::run::verdict(&summary, problems);
+        return super::run::verdict(&result, problems);
     };
     let outcome = hub.join().map_err(|_| crate::error::internal("the coordinator's thread panicked"))??;
     let end = Conclusion {
