@@ -12,7 +12,7 @@ const MAX_NANOS: u64 = 3_600_000_000_000;
 
 pub fn new_histogram() -> Histogram<u64> {
     // 3 significant digits over 1 ns..1 h: fixed size, so recording never resizes.
-    Histogram::new_with_bounds(1, MAX_NANOS, 2).expect("static histogram bounds are valid")
+    Histogram::new_with_bounds(1, MAX_NANOS, 3).expect("static histogram bounds are valid")
 }
 
 /// A backend's latency histogram: 2 significant digits (1%) over the same range, 36 KiB of
