@@ -19,7 +19,8 @@ pub fn new_histogram() -> Histogram<u64> {
 /// counts instead of 264 KiB. Every histogram's counts are written when it is made
 /// (hdrhistogram's `resize` fills them with zeros), so each is resident from the start, and a
 /// run's tallies hold one per backend: with 1000 addresses the 3-digit ones took 264 MB per
-/// tally and 1.9 GB at the peak of a debug build's run (docs/design.md, "Where memory goes").
+/// tally and 1.9 GB at the peak of a debug build's run (docs/design.md, "Recording: no allocation
+/// on the call path", Backends).
 pub fn new_backend_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_NANOS, 2).expect("static histogram bounds are valid")
 }
