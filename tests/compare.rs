@@ -368,6 +368,40 @@ fn several_runs_a_side_are_judged_on_the_spread_between_them() {
 }
 
 #[test]
+fn with_several_runs_a_side_their_spread_is_the_noise_not_their_intervals_swings() {
+    // Runs whose p50 agree to 1.5 % from one to the next while their 1 s intervals swing by
+    // ±30 % (a busy machine's bursts, within each run alike). The swings are in each run's
+    // value and so in the spread between runs; counted again as each run's own noise, they
+    // left a 15 % slower B "not judged" with 5 runs a side.
+    let dir = tempfile::tempdir().unwrap();
+    let swinging = |r: &mut Value| {
+        for (i, row) in r["intervals"].as_array_mut().unwrap().iter_mut().enumerate() {
+            let k = if i % 2 == 0 { 0.7 } else { 1.3 };
+            row["p50_us"] = json!(row["p50_us"].as_f64().unwrap() * k);
+        }
+    };
+    let side = |name: &str, p50_us: f64, seed: u64| -> Vec<PathBuf> {
+        (0..5)
+            .map(|i| write_edited(dir.path(), &format!("{name}{i}"), Level { p50_us, ..BASE }, 10, seed + i, swinging))
+            .collect()
+    };
+    let judge = |a: &[PathBuf], b: &[PathBuf]| -> Value {
+        let mut args: Vec<&std::ffi::OsStr> = vec![os("--format=json"), os("--metric=p50")];
+        args.extend(a.iter().map(|p| p.as_os_str()));
+        args.push(os("--"));
+        args.extend(b.iter().map(|p| p.as_os_str()));
+        let (code, stdout, stderr) = compare(&args);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let a = side("a", BASE.p50_us, 200);
+    let slower = judge(&a, &side("slower", BASE.p50_us * 1.15, 210));
+    assert_eq!(metric(&slower, "p50")["verdict"], "regression", "{slower}");
+    let same = judge(&a, &side("same", BASE.p50_us, 220));
+    assert_eq!(metric(&same, "p50")["verdict"], "no change", "{same}");
+}
+
+#[test]
 fn bad_files_and_flags_exit_2_naming_the_problem() {
     let dir = tempfile::tempdir().unwrap();
     let a = write_result(dir.path(), "a", BASE, 30, 7);

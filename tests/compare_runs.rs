@@ -137,3 +137,42 @@ fn compare_runs_makes_interleaved_runs_keeps_them_and_judges_them() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("give the two targets"), "{stderr}");
 }
+
+#[test]
+fn a_run_whose_client_was_stopped_for_a_second_is_never_judged_against_a_clean_one() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["-c", "2", "-z", "4s", "--no-server-stats"];
+    let clean = dir.path().join("clean.json");
+    std::fs::write(&clean, json_of(run_echo(server.addr, &args)).to_string()).unwrap();
+
+    // The same run, its client stopped for 1 s (SIGSTOP, then SIGCONT) once it is calling.
+    let mut cmd = run_echo(server.addr, &args);
+    cmd.args(["--format", "json"]).stdout(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let before = server.calls();
+    common::wait::wait_for_count("the run's calls", before + 100, || server.calls());
+    let pid = Pid::from_child(&child);
+    kill_process(pid, Signal::STOP).unwrap();
+    // The disturbance itself, not a wait for an event: the client stands still this long.
+    std::thread::sleep(Duration::from_secs(1));
+    kill_process(pid, Signal::CONT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stopped = dir.path().join("stopped.json");
+    std::fs::write(&stopped, &out.stdout).unwrap();
+
+    // Either side, never a verdict on what the freeze touches: not judged, naming the run.
+    for (a, b) in [(&clean, &stopped), (&stopped, &clean)] {
+        let (code, stdout, stderr) = compare(&[a.as_os_str(), b.as_os_str(), os("--fail-on-regression")]);
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        let named = format!("{}: the client stood still for ", stopped.display());
+        assert!(stderr.contains(&format!("warning: {named}")), "{stderr}");
+        for label in ["throughput", "p50 latency", "p99 latency"] {
+            let line = row(&stdout, label);
+            assert!(line.contains("not judged: ") && line.contains(&named), "{label}: {stdout}");
+        }
+        assert!(stderr.contains("not judged: throughput"), "{stderr}");
+    }
+}

@@ -59,10 +59,14 @@ fn stall_ground_truth(max_in_flight: &str) -> serde_json::Value {
     let seen = format!("p99 {got_p99:.4} s, truth {p99:.4} s; max {got_max:.4} s, truth {max:.4} s");
     assert!(got_p99 > p99 * 0.95 && got_max > max * 0.95, "{seen}");
     // From above, it holds within the client's own hiccups (the time this run was held up),
-    // checked only while those stay under TOO_BUSY: beyond, the answers the stall released
-    // were delayed by more than the hiccups show, and only the bound from below is defended.
+    // checked only while those stay under TOO_BUSY and the cores keep up (`machine_busy`):
+    // beyond, the answers the stall released were delayed by more than the hiccups show (the
+    // client's share of the cores sets how fast it reads 500 of them), and only the bound from
+    // below is defended.
     let hiccup = client_hiccup_max(&r);
-    if hiccup < TOO_BUSY {
+    if let Some(load) = machine_busy() {
+        eprintln!("{seen}: not checked from above, the machine's load is {load}");
+    } else if hiccup < TOO_BUSY {
         let slack = hiccup.as_secs_f64();
         assert!(got_p99 < p99 * 1.05 + slack && got_max < max * 1.05 + slack, "{seen}; hiccups up to {hiccup:?}");
     } else {
@@ -110,6 +114,73 @@ fn a_tiny_run_makes_no_bottleneck_verdict() {
     let r = json_of(run_echo(server.addr, &["-n", "5"]));
     let notices = r["notices"].as_array().unwrap();
     assert!(!notices.iter().any(|n| n.as_str().unwrap().contains("bottleneck")), "{notices:?}");
+}
+
+/// Issue 39: an open loop whose server stalls past the end of the run counts the calls it
+/// never sent in its headline latency, each at its lower bound (the end minus its intended
+/// send time), and prints the sent-only figures beside it under their own name. (Before: the
+/// unsent calls were left out, and p99 was that of the fast calls sent before the stall.)
+#[test]
+fn calls_never_sent_count_in_the_headline_latency_at_their_lower_bound() {
+    // The 2 calls in flight through the stall are answered within the drain.
+    let r = unsent_at_their_lower_bound("5s");
+    assert_eq!(r["meta"]["ended"], "completed");
+}
+
+/// As above with a drain that runs out before the stall does: the schedule still ran to its
+/// end, so what it never sent is unsent and in the percentiles (before: 0 unsent, and p99 of
+/// the calls answered before the stall).
+#[test]
+fn a_drain_that_ran_out_counts_its_unsent_calls_too() {
+    let r = unsent_at_their_lower_bound("300ms");
+    assert_eq!(r["meta"]["ended"], "drain timed out");
+    assert_eq!(u(&r["requests"]["abandoned"]), 2, "{}", r["requests"]);
+}
+
+/// 200 calls/s for 2 s with 2 slots; call 301 (t = 1.5 s) stalls all handling for 3 s: the
+/// calls due after it never leave. Checks the headline against the calls' lower bounds and
+/// the sent-only figures beside it (JSON and table); returns the result.
+fn unsent_at_their_lower_bound(drain: &str) -> serde_json::Value {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    let (rate, due, end) = (200.0, 400u64, 2.0);
+    let server = TestServer::start(Behaviour::StallAt { at: 301, stall: Duration::from_secs(3) });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let export = format!("json={}", file.display());
+    let mut cmd = run_echo(
+        server.addr,
+        &["--rps", "200", "-z", "2s", "--max-in-flight", "2", "--drain", drain, "--export", &export],
+    );
+    cmd.args(["--format", "table"]);
+    let (_, table, stderr) = outcome(cmd);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_accounted(&r);
+    // The server's count is the truth of what was sent; the schedule's, of what was due.
+    let q = &r["requests"];
+    let (sent, unsent) = (u(&q["total"]) + u(&q["abandoned"]), u(&q["unsent"]));
+    assert_eq!(sent, server.calls(), "{q}");
+    assert_eq!(sent + unsent, due, "{q}");
+    assert!(unsent >= 50, "the stall left {unsent} calls unsent");
+    // Lower bounds: call k is due at k/rate; one never sent had waited end - k/rate when the
+    // run ended (a sent one, at least 0).
+    let mut bound: Vec<f64> = (0..due).map(|k| if k < sent { 0.0 } else { end - k as f64 / rate }).collect();
+    bound.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let answered = u(&q["total"]);
+    let p99_bound = bound[(0.99 * (answered + unsent) as f64).ceil() as usize - 1 + (due - answered - unsent) as usize];
+    let p99 = f(&r["latency_us"]["p99"]) / 1e6;
+    assert!(p99 >= p99_bound * 0.999, "p99 {p99:.4} s below the lower bound {p99_bound:.4} s");
+    assert_eq!(u(&r["latency_us"]["count"]), answered + unsent, "every due call in the headline but those abandoned");
+    // The sent-only figures, beside it under their own name, and in the table.
+    let sent_only = &r["sent_latency_us"];
+    assert_eq!(u(&sent_only["count"]), answered, "{r}");
+    assert!(f(&sent_only["p99"]) <= f(&r["latency_us"]["p99"]), "{sent_only}");
+    let header =
+        table.lines().find(|l| l.contains("call") && l.contains("sent only")).unwrap_or_else(|| panic!("{table}"));
+    assert!(header.find("call") < header.find("sent only"), "{header}");
+    let p99_row = table.lines().find(|l| l.trim_start().starts_with("p99 ")).unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(p99_row.split_whitespace().count(), 1 + 3 * 2, "p99, call, sent only, service: {p99_row}");
+    r
 }
 
 #[test]
@@ -330,6 +401,45 @@ fn interval_rows_add_up_to_the_total() {
     assert!(rows.len() >= 8, "{} intervals of 200 ms in 1.8 s: {seen}", rows.len());
 }
 
+/// A client held up across an interval's end (here frozen whole, SIGSTOP, as a busy machine
+/// deschedules it) hands its calls over late. The collector closed the interval 25 ms after
+/// its end all the same, so the calls of one interval landed in the next and a run at a
+/// steady rate showed an interval without calls (a load of 20 on 2 cores did it to the
+/// steady-state tests). It waits for each thread's hand-over now.
+#[test]
+fn a_client_held_up_at_an_intervals_end_keeps_each_call_in_its_interval() {
+    use std::process::Stdio;
+    let server = TestServer::start(Behaviour::Echo);
+    let mut cmd = run_echo(server.addr, &["--rps", "200", "-z", "3s", "--interval", "250ms", "--format", "json"]);
+    let child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    common::wait::wait_for_count("the first calls", 1, || server.calls());
+    // Freezes of 60 ms, every 110 ms, for 2.2 s of the 3: some of them span an interval's end.
+    for _ in 0..20 {
+        // SAFETY: plain kill(2)s of our own child, still running (not waited for).
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(60));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls: Vec<u64> = r["intervals"].as_array().unwrap().iter().map(|i| u(&i["calls"])).collect();
+    assert_eq!(calls.iter().sum::<u64>(), u(&r["requests"]["total"]));
+    // 50 calls due in each 250 ms; a freeze of 60 ms moves at most 12 of them across an end.
+    // A busy machine may hold the client longer than the interval the collector waits for it
+    // (then it is right to close without it): checked while the client's own hiccups stay
+    // under 200 ms (with a freeze's 60 ms, short of the 250 ms waited).
+    let held = client_hiccup_max(&r);
+    let full = &calls[..calls.len() - 1];
+    assert!(
+        held >= Duration::from_millis(200) || full.iter().all(|&n| n >= 25),
+        "calls per interval: {calls:?}, held up to {held:?}"
+    );
+}
+
 #[test]
 fn open_loop_with_a_count_ends_at_its_last_call_and_keeps_the_rate() {
     let server = TestServer::start(Behaviour::Echo);
@@ -337,9 +447,11 @@ fn open_loop_with_a_count_ends_at_its_last_call_and_keeps_the_rate() {
     let r = json_of(run_echo(server.addr, &["--rps", "20", "-n", "10"]));
     assert_eq!(u(&r["requests"]["total"]), 10);
     assert_eq!(server.calls(), 10);
-    // 10 calls at 20/s span half a second of schedule, even though the last answer is early.
+    // 10 calls at 20/s span half a second of schedule, even though the last answer is early;
+    // a late one (a busy machine) ends the window, at most the slowest call after its time.
     let rps = f(&r["throughput_rps"]);
-    assert!((rps - 20.0).abs() < 1.0, "throughput {rps}");
+    let slowest = f(&r["latency_us"]["max"]) / 1e6;
+    assert!(rps < 21.0 && rps > 10.0 / (0.5f64).max(0.45 + slowest) - 1.0, "throughput {rps}, slowest {slowest} s");
 }
 
 #[test]

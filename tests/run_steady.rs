@@ -24,8 +24,9 @@ fn steady_state(behaviour: Behaviour) -> Option<(serde_json::Value, String)> {
 }
 
 /// Whether the run's verdict can be checked against the server's truth, whose levels are
-/// milliseconds apart. Not when the client was held up beyond TOO_BUSY (its own hiccups): a
-/// load of 20 on 2 cores moved the p50 of whole intervals by more than that. Nor when an
+/// milliseconds apart. Not when the client was held up beyond TOO_BUSY (its own hiccups), nor
+/// on a machine with more runnable tasks than cores (`machine_busy`): a load of 20 on 2 cores
+/// moved the p50 of whole intervals by more than that, with hiccups under 100 ms. Nor when an
 /// interval holds no calls: a client held up past a whole interval (over 0.6 s at that load)
 /// hands its calls over in the next one, and the verdict rightly refuses to read such a
 /// series; it must then name the empty interval that is really in the rows.
@@ -40,6 +41,10 @@ fn judged(r: &serde_json::Value, rows: &str) -> bool {
     let held = client_hiccup_max(r);
     if held >= TOO_BUSY {
         eprintln!("not judged ({s}), the client was held up {held:?} (a busy machine):\n{rows}");
+        return false;
+    }
+    if let Some(load) = machine_busy() {
+        eprintln!("not judged ({s}), the machine's load is {load}:\n{rows}");
         return false;
     }
     true

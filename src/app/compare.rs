@@ -42,6 +42,11 @@ pub const MAX_FAILED_FOR_LATENCY: f64 = 0.01;
 /// stall (Poisson: a quiet run has none with probability e^-10, 5e-5).
 pub const STALL_EXPECTED_CALLS: f64 = 10.0;
 
+/// A client that stood still this share of the measured time or longer froze: a closed loop
+/// loses that share of its calls, an open loop delays that share of its calls by up to the
+/// freeze, as large as the noise floor assumed of throughput ([`Metric::noise_floor`]).
+pub const FREEZE_SHARE: f64 = 0.02;
+
 /// Everything a comparison needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -155,10 +160,12 @@ const LATENCY_METRICS: &[Metric] = &[Metric::P50, Metric::P99];
 
 /// A run's disturbances, from its own result: a client held up well beyond the calibrated
 /// floor (its `client_hiccups` warning: latency and, in a closed loop, throughput hold the
-/// stall), calls due but never sent (the rate was not kept), sends late by the client's own
-/// wake-ups beyond the calibrated timer floor (slot waits are the target's doing and are
-/// not counted), and a merge (its shards ran at once and it keeps no interval series, so
-/// nothing in it measures how it varies from run to run).
+/// stall), a client that froze once ([`client_freeze`]), calls due but never sent (the rate
+/// was not kept), sends late by the client's own wake-ups beyond the calibrated timer floor
+/// (slot waits are the target's doing and are not counted), and a merge: its shards ran at
+/// once under the same conditions, so their spread is not the spread from run to run
+/// (docs/compare.md: the shards of one run agreed on p50 to 2 % where runs moved it x2), and
+/// it keeps no interval series.
 fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
     let mut out = Vec::new();
     let warned = |kind: &str| run.warnings.iter().flatten().any(|w| w.kind == kind);
@@ -167,6 +174,18 @@ fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
         let stall = max.map_or(String::new(), |m| format!(" (a 1 ms sleep overshot by up to {})", units::duration(m)));
         out.push(Disturbance {
             why: format!("the client was held up{stall}, well beyond the calibrated floor (client_hiccups)"),
+            touches: CLIENT_METRICS,
+            client: true,
+        });
+    }
+    if let Some(freeze) = client_freeze(run) {
+        out.push(Disturbance {
+            why: format!(
+                "the client stood still for {} (its longest hiccup: a 1 ms sleep overshot by that much), {}% of \
+                 the measured time",
+                units::duration(freeze),
+                percent(freeze.as_secs_f64() / run.duration_s)
+            ),
             touches: CLIENT_METRICS,
             client: true,
         });
@@ -195,14 +214,23 @@ fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
     if merged_from > 0 {
         out.push(Disturbance {
             why: format!(
-                "merged from {merged_from} results: its shards ran at once and it keeps no interval series, so \
-                 nothing in it measures how it varies from run to run"
+                "merged from {merged_from} results: its shards ran at once under the same conditions, so their \
+                 spread is not how a run varies from the next, and it keeps no interval series"
             ),
             touches: CLIENT_METRICS,
             client: false,
         });
     }
     out
+}
+
+/// The longest hiccup of a run's client (`client.hiccup_us.max`: its threads stood still that
+/// long, stopped or starved) when it is at least [`FREEZE_SHARE`] of the measured time. A
+/// freeze is one stall, so the hiccups' p99 (the `client_hiccups` warning) misses it: a client
+/// stopped for 1 s of 4 overshot a 1 ms sleep by 1.04 s once in 2156 sleeps, p99 7 ms.
+fn client_freeze(run: &Run) -> Option<Duration> {
+    let max = micros(run.client.as_ref()?.hiccup_us.as_ref()?.max, "").ok()?;
+    (run.duration_s > 0.0 && max.as_secs_f64() >= FREEZE_SHARE * run.duration_s).then_some(max)
 }
 
 /// The schedule lag p99 of a run whose late sends were mostly the client's own late wake-ups
@@ -791,9 +819,10 @@ impl MetricComparison {
     }
 }
 
-/// Each side's noise per run for `metric`: the stated floor, the spread within its runs
-/// (with its degrees of freedom when that won), or for the error rate the binomial noise at
-/// the rate of both sides pooled.
+/// Each side's noise per run for `metric`, the least `mean_shift` takes beside the spread it
+/// measures between the runs: the stated floor and, with fewer than [`MIN_RUNS_FOR_SPREAD`]
+/// runs, the spread within them (with its degrees of freedom when that won); for the error
+/// rate the binomial noise at the rate of both sides pooled.
 fn noise(metric: Metric, runs: &[RunResult], a: &[RunResult], b: &[RunResult]) -> (f64, Option<f64>) {
     if !metric.relative() {
         // A side at 0 % still has noise: the rate of both sides pooled.
@@ -801,6 +830,16 @@ fn noise(metric: Metric, runs: &[RunResult], a: &[RunResult], b: &[RunResult]) -
         let p = if calls == 0 { 0.0 } else { failed as f64 / calls as f64 };
         let least_calls = runs.iter().map(|r| r.calls).min().unwrap_or(0).max(1) as f64;
         return (metric.noise_floor().max((p * (1.0 - p) / least_calls).sqrt()), None);
+    }
+    if runs.len() >= MIN_RUNS_FOR_SPREAD {
+        // The spread between the runs is measured (`mean_shift`), and it holds whatever moved a
+        // run's value, its intervals' swings included: the intervals' spread, a stand-in for
+        // it with fewer runs, would count them again, a run's worth each (an interval's p50
+        // swings more than a run's). Issue 39's busy machine: it widened `--runs 5`'s p50
+        // intervals by 18 % in the logarithm (median of 40 tries; one A/A [0.28, 4.44] where
+        // the runs' own spread gave [0.60, 2.10]). The floor and the runs' sampling error stay.
+        let sampling = runs.iter().map(|r| r.sampling_error(metric).powi(2)).sum::<f64>() / runs.len() as f64;
+        return (metric.noise_floor().max(sampling.sqrt()), None);
     }
     // The runs' typical spread (root mean square): one chaotic run of several must not set the
     // noise of all; its value is in the spread between runs anyway. A spread from a few
@@ -962,10 +1001,14 @@ impl Report {
                 percent_sd(Metric::P99),
             );
         } else {
-            s +=
+            s += if self.a.len().min(self.b.len()) >= MIN_RUNS_FOR_SPREAD {
+                " Each side's noise per run is the spread between its runs, at least the floor"
+            } else {
                 " Each side's noise per run is the largest of the spread between its runs, the spread within them and \
-                  the floor (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine \
-                  over time is not taken for one of B.";
+                 the floor"
+            };
+            s += " (docs/design.md, \"compare\"); interleave A's and B's runs so that a change of the machine over \
+                  time is not taken for one of B.";
         }
         let matters: Vec<String> =
             self.metrics.iter().map(|m| format!("{} {}", m.metric.label(), m.amount(m.matters))).collect();
@@ -1262,7 +1305,7 @@ pub fn to_json(r: &Report) -> JsonValue {
         "alpha": r.alpha,
         "confidence": 1.0 - r.alpha,
         "min_effect": r.min_effect,
-        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor or the length-weighted spread of its runs' intervals; Holm-Bonferroni over the metrics tested",
+        "test": "Welch's t over run values (logarithms of throughput and latency), each side's noise at least its floor and, with fewer than 3 runs, the length-weighted spread of its runs' intervals; Holm-Bonferroni over the metrics tested",
         "noise_floor": Metric::ALL.iter().map(|m| (m.key().to_string(), JsonValue::from(m.noise_floor()))).collect::<serde_json::Map<_, _>>(),
         "runs": r.runs_text(),
         "metrics": metrics,

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 pub const DEFAULT_RUNS: &str = "5";
 
 /// Each run's length when the run flags set none (`-z`, `-n`): docs/compare.md says why.
-pub const DEFAULT_RUN_LENGTH: &str = "3s";
+pub const DEFAULT_RUN_LENGTH: &str = "10s";
 
 /// What to run, checked.
 #[derive(Debug, Clone, PartialEq)]

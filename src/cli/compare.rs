@@ -56,7 +56,7 @@ pub struct CompareArgs {
     pub slice: Option<(String, String)>,
     /// Make the runs: run A and B alternately N times each (A B B A A B ...) with the run flags
     /// after `--`, then compare them: `compare --runs 5 TARGET_A TARGET_B -- -c 8 -z 3s ...`.
-    /// The two arguments are then targets; a run without -z or -n runs 3s [default N: 5]
+    /// The two arguments are then targets; a run without -z or -n runs 10s [default N: 5]
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = crate::app::interleave::DEFAULT_RUNS,
           value_parser = parse_runs)]
     pub runs: Option<usize>,

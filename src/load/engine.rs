@@ -12,11 +12,12 @@ use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
 use crate::grpc::{Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
-use crate::record::shard::Slots;
+use crate::record::shard::{nanos, new_histogram, Slots};
 use crate::record::{CallRecord, Feed, Tally};
 use crate::schema::RequestSource;
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use hdrhistogram::Histogram;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -60,6 +61,11 @@ pub struct Recorded {
     /// Open loop ended by -z: calls due before the end that were never sent (the client or
     /// the in-flight limit could not keep the rate).
     pub unsent: u64,
+    /// Their latencies' lower bounds (the end less each one's intended send time), and those
+    /// by the index the mix's `pick` would have given each (a call name, or a flow; empty for
+    /// one method): what analysis adds to the headline percentiles.
+    pub unsent_latency: Histogram<u64>,
+    pub unsent_by_pick: Vec<Histogram<u64>>,
     pub ended: Ended,
     /// Calls started but never answered (abandoned at a hard stop).
     pub abandoned: u64,
@@ -72,12 +78,16 @@ pub struct Recorded {
 #[allow(clippy::large_enum_variant)] // sent once per interval: a Box would buy nothing
 enum Report {
     Ready(anyhow::Result<()>),
-    /// `home` takes the two tallies back, emptied, for the thread's next hand-over.
+    /// `home` takes the two tallies back, emptied, for the thread's next hand-over. `thread`
+    /// handed over at the end of its interval number `upto` (1 is the first; `u32::MAX` for
+    /// its last hand-over: it holds no interval up any more).
     Delta {
         warmup: Tally,
         measured: Tally,
         last_answer: Option<Instant>,
         home: mpsc::Sender<Tally>,
+        thread: u32,
+        upto: u32,
     },
     Done,
 }
@@ -312,15 +322,19 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let window_end = collected.last_answer.max(slot_end.unwrap_or(start)).min(finished);
     let ran = window_end.saturating_duration_since(start);
     let warmup_window = plan.warmup.min(ran);
-    let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
-        (Some(d), None, Ended::Completed) => match logged.and_then(|log| log.due_before_end()) {
-            Some(due) => due.saturating_sub(sent),
+    // A drain that ran out still ran the whole schedule: what it never sent is as unsent.
+    let (unsent, unsent_latency, unsent_by_pick) = match (plan.stop.duration, plan.stop.total, collected.ended) {
+        (_, _, Ended::Interrupted) | (None, _, _) | (_, Some(_), _) => (0, new_histogram(), Vec::new()),
+        (Some(d), None, _) => match logged.and_then(|log| log.due_before_end()) {
+            // A log's times are not kept: its unsent calls are counted, not in the percentiles.
+            Some(due) => (due.saturating_sub(sent), new_histogram(), Vec::new()),
             None => {
-                let due = schedule.due_by(plan.warmup.saturating_add(d));
-                due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
+                let end = plan.warmup.saturating_add(d);
+                let due = schedule.due_by(end).map_or(sent, |due| plan.shard.local_due(due).max(sent));
+                let (latency, by_pick) = unsent_bounds(&shared, &mut schedule, sent..due, end);
+                (due - sent, latency, by_pick)
             }
         },
-        _ => 0,
     };
     Ok(Recorded {
         started_at,
@@ -330,6 +344,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
         elapsed: finished - start,
         unsent,
+        unsent_latency,
+        unsent_by_pick,
         max_rss_bytes: usage_after.max_rss_bytes,
         ended: collected.ended,
         abandoned: shared.started.load(Relaxed) - shared.completed.load(Relaxed),
@@ -337,6 +353,40 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         warmup: collected.warmup,
         backends: if shared.dialer.addresses.by_backend { shared.dialer.addresses.known() } else { Vec::new() },
     })
+}
+
+/// The lower bounds of the calls of `unsent` (this shard's tickets, due before `end` but never
+/// sent), in one histogram and by what the mix would have picked for each (the number a call
+/// starts with is its ticket's when every earlier one started).
+fn unsent_bounds(
+    shared: &Shared,
+    schedule: &mut super::pacer::Cursor,
+    unsent: std::ops::Range<u64>,
+    end: Duration,
+) -> (Histogram<u64>, Vec<Histogram<u64>>) {
+    let mut all = new_histogram();
+    let picks = if shared.flows.is_empty() {
+        if shared.named {
+            shared.calls.len()
+        } else {
+            0
+        }
+    } else {
+        shared.flows.len()
+    };
+    let mut by_pick = vec![new_histogram(); picks];
+    let lowest = |d: Duration| Duration::from_nanos(all.lowest_equivalent(nanos(d)));
+    let mut runs = Vec::new();
+    schedule.unsent_bounds(unsent, &shared.plan.shard, end, lowest, |first, n, bound| runs.push((first, n, bound)));
+    for (first, n, bound) in runs {
+        let _ = all.record_n(nanos(bound), n);
+        if picks > 0 {
+            shared.pick.counts(first, n, |i, count| {
+                let _ = by_pick[i].record_n(nanos(bound), count);
+            });
+        }
+    }
+    (all, by_pick)
 }
 
 /// Sets its flag when dropped: a helper thread's stop, whichever way `run` returns.
@@ -416,6 +466,8 @@ fn collect(
         Collected { measured: Tally::default(), warmup: Tally::default(), last_answer: start, ended: Ended::Completed };
     let mut interval = Tally::default();
     let mut intervals_closed = 0u32;
+    // Each thread's last hand-over, by the intervals it closed (`Report::Delta::upto`).
+    let mut handed = vec![0u32; threads as usize];
     let mut done = 0;
     // The run's own end (duration limit) starts the drain too. Durations are bounded when
     // the flags are read, so these sums cannot overflow; checked all the same.
@@ -424,7 +476,10 @@ fn collect(
     let mut stopped_by_user = false;
     while done < threads {
         match reports.recv_timeout(Duration::from_millis(20)) {
-            Ok(Report::Delta { warmup, measured, last_answer, home }) => {
+            Ok(Report::Delta { warmup, measured, last_answer, home, thread, upto }) => {
+                if let Some(h) = handed.get_mut(thread as usize) {
+                    *h = upto;
+                }
                 interval.add(&warmup);
                 interval.add(&measured);
                 out.warmup.add(&warmup);
@@ -443,9 +498,14 @@ fn collect(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
-        // Threads hand over at each interval's end; a short grace lets their deltas arrive
-        // before the interval closes, so each lands in the interval it belongs to.
-        if now.saturating_duration_since(start) >= plan.interval * (intervals_closed + 1) + HANDOVER_GRACE {
+        // Threads hand over at each interval's end; the interval closes once every thread has
+        // (after a short grace), so that each call lands in the interval it belongs to. A
+        // thread held up past the end (a busy machine) is waited for up to one more interval:
+        // closing without it moved its calls into the next interval and left this one empty.
+        let closes = plan.interval * (intervals_closed + 1);
+        let all_handed = handed.iter().all(|&upto| upto > intervals_closed);
+        let since = now.saturating_duration_since(start);
+        if since >= closes + HANDOVER_GRACE && (all_handed || since >= closes + plan.interval.max(HANDOVER_GRACE)) {
             intervals_closed += 1;
             emit(sinks, &mut interval, shared, plan.interval * intervals_closed, plan.interval);
         }
@@ -557,11 +617,13 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
         let running = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(workers(local.clone(), first)));
         let _stop_waits = tokio_util::task::AbortOnDropHandle::new(tokio::task::spawn_local(stop_waits(local.clone())));
         let flusher = async {
+            let mut ends = 0u32;
             let mut tick =
                 tokio::time::interval_at(tokio::time::Instant::from_std(start) + plan.interval, plan.interval);
             loop {
                 tick.tick().await;
-                if let Some(delta) = local.take_delta() {
+                ends += 1;
+                if let Some(delta) = local.take_delta(index, ends) {
                     let _ = tx.send(delta);
                 }
             }
@@ -571,7 +633,7 @@ fn worker_thread(index: u32, shared: Arc<Shared>, mut phase: watch::Receiver<Pha
             _ = flusher => {}
             _ = wait_for(&mut phase, Phase::Abort) => {}
         }
-        let _ = tx.send(local.last_delta());
+        let _ = tx.send(local.last_delta(index));
         let _ = tx.send(Report::Done);
     });
 }
@@ -705,7 +767,7 @@ impl Local {
     /// The tallies since the last hand-over, two spares taking their place; None while the
     /// collector has not sent two back yet (it is behind by an interval: the thread keeps
     /// recording into the tallies it has and hands them over next time, rather than allocate).
-    fn take_delta(&self) -> Option<Report> {
+    fn take_delta(&self, thread: u32, upto: u32) -> Option<Report> {
         let mut spares = self.ready.borrow_mut();
         // Within its capacity: every tally of the thread but its two live ones fits.
         spares.extend(self.spares.try_iter());
@@ -718,15 +780,17 @@ impl Local {
             measured: std::mem::replace(&mut *self.measured.borrow_mut(), spare()),
             last_answer: *self.last_answer.borrow(),
             home: self.home.clone(),
+            thread,
+            upto,
         })
     }
 
     /// The last hand-over, once the calls have ended: waits a moment for the collector's
     /// spares, then makes new ones (nothing is recorded any more).
-    fn last_delta(&self) -> Report {
+    fn last_delta(&self, thread: u32) -> Report {
         let waited = Instant::now() + Duration::from_secs(1);
         loop {
-            if let Some(report) = self.take_delta() {
+            if let Some(report) = self.take_delta(thread, u32::MAX) {
                 return report;
             }
             let left = waited.saturating_duration_since(Instant::now());

@@ -294,3 +294,15 @@ pub fn client_hiccup_max(r: &serde_json::Value) -> Duration {
 /// enough to delay a burst of answers by far more than its hiccups show (a 2-core machine at a
 /// load of 22 held 500 answers released together 1.3 s, with hiccups of at most 0.23 s).
 pub const TOO_BUSY: Duration = Duration::from_millis(100);
+
+/// The machine's load (the 1-minute average of runnable tasks, /proc/loadavg) when it is
+/// above its number of cores: a run's timing then depends on its share of them, which no
+/// client measure bounds (a stalled server's 500 answers released together took 0.4 s more to
+/// read with the client's hiccups under 62 ms, at a load of 22 on 2 cores). None when the
+/// cores keep up, or the load cannot be read.
+pub fn machine_busy() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    (load > cores).then_some(load)
+}
