@@ -241,7 +241,10 @@ fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
     // The only backend dies during the run: the calls after find no ready backend, and the
     // table gives them a row, so that its rows add up to the total.
     let mut only = TestServer::start(Behaviour::Echo);
-    let cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("run.html");
+    let mut cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
+    cmd.arg("--export").arg(format!("html={}", page.display()));
     let handle = std::thread::spawn(move || cmd_output(cmd));
     wait::wait_for_count("calls on the only backend", 20, || only.calls());
     only.kill();
@@ -254,6 +257,10 @@ fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
     let placed: u64 = cells(backend)[1].parse().unwrap();
     assert!(none > 0 && cells(row)[3] == cells(row)[4], "{row}");
     assert!(total.contains(&format!("Calls:       {} ", none + placed)), "{total}\n{backend}\n{row}");
+    // The HTML report's By backend table has the row too (it had none).
+    let html = std::fs::read_to_string(&page).unwrap();
+    let row = format!("<tr><td>(no ready backend)</td><td class=\"n\">{none}</td><td class=\"n bad\">{none}</td>");
+    assert!(html.contains(&row), "{}", html.split("<table class=\"backends\">").nth(1).unwrap_or(&html));
 }
 
 /// The table a run printed, whatever its exit code.

@@ -226,6 +226,12 @@ pub fn measure_with(
         server: stats.and_then(|probe| probe.read(&paths)),
         replay: replay.map(|r| Box::new(move |measured: &_, calls: &_| r.finish(measured, calls)) as Box<_>),
     });
+    let mut result = result;
+    // The peak is read again once the analysis has run: what it holds (a thousand backends'
+    // shares, say) is the client's memory too, and the reports are written from it.
+    if let Some(client) = result.client.as_mut() {
+        client.max_rss_bytes = client.max_rss_bytes.max(crate::record::resource::usage().max_rss_bytes);
+    }
     Ok((result, finished.result.err()))
 }
 

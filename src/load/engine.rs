@@ -129,6 +129,10 @@ struct Shared {
     dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
     tickets: AtomicU64,
+    /// Poisson arrivals: scheduled sends leave in the tickets' order (`Turn`), and this many
+    /// have.
+    in_order: bool,
+    sends_in_order: AtomicU64,
     measured_tickets: AtomicU64,
     started: AtomicU64,
     completed: AtomicU64,
@@ -168,6 +172,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let connector = if unary { connector.unary_only() } else { connector };
     let connector = Arc::new(connector.beside_local_tasks());
     let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
+    let in_order =
+        matches!(plan.pacer, super::pacer::Pacer::Open(_, super::pacer::Arrival::Poisson { .. })) && mix.log.is_none();
     // The resolver (a dns:/// target) ends with the run, however it ends.
     let resolving = StopOnDrop(Arc::new(AtomicBool::new(false)));
     if addresses.dns {
@@ -203,6 +209,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
         details,
         tickets: AtomicU64::new(0),
+        in_order,
+        sends_in_order: AtomicU64::new(0),
         measured_tickets: AtomicU64::new(0),
         started: AtomicU64::new(0),
         completed: AtomicU64::new(0),
@@ -961,6 +969,15 @@ async fn worker(local: Rc<Local>, id: u32) {
                 Origin::Intended { due, slot_wait: Duration::ZERO }
             }
         };
+        // Poisson arrivals: the earlier tickets' sends go first (`Turn`), and the claims of -n
+        // below follow the tickets' order.
+        let turn = match intended.is_some() && shared.in_order {
+            true => match Turn::wait(shared, ticket).await {
+                Some(turn) => Some(turn),
+                None => break,
+            },
+            false => None,
+        };
         let warmup = send_at < warmup_end;
         if let (false, Some(n)) = (warmup, plan.stop.total) {
             let claimed = shared.measured_tickets.fetch_add(1, Relaxed) + 1;
@@ -979,8 +996,8 @@ async fn worker(local: Rc<Local>, id: u32) {
             local.more_workers.notify_one();
         }
         let answered = match shared.flows.is_empty() {
-            true => call(&local, (id, ticket, slot), which, origin, warmup, None, logged).await.0,
-            false => flow(&local, (id, ticket, slot), which, origin, warmup).await,
+            true => call(&local, (id, ticket, slot), which, (origin, turn), warmup, None, logged).await.0,
+            false => flow(&local, (id, ticket, slot), which, (origin, turn), warmup).await,
         };
         freed = local.full().then_some(answered);
         idle.free();
@@ -1035,6 +1052,39 @@ impl Drop for Idle<'_> {
     }
 }
 
+/// Poisson arrivals: the turn of the scheduled send of ticket k, which comes once tickets
+/// 0..k have been sent, and passes to k+1 when dropped. Threads (and a thread's workers)
+/// race from their wake-ups to their sends: two sends due microseconds apart (a Poisson
+/// process has many such gaps) left in the wrong order 1.6% of the time with 2 threads,
+/// and the sends' gaps failed the exponential law they are drawn from. Uniform sends are
+/// 1/rate apart and keep their race (and its cost) out of the hot path.
+struct Turn<'a> {
+    sends: &'a AtomicU64,
+    next: u64,
+}
+
+impl<'a> Turn<'a> {
+    /// Waits for ticket `ticket`'s turn: at once when the earlier sends have left (they were
+    /// due before it, which is past), else yielding until they have (the thread's other tasks
+    /// run meanwhile). None when the run stops sending first: the send is not made, as one
+    /// still waiting for its time is not.
+    async fn wait(shared: &'a Shared, ticket: u64) -> Option<Turn<'a>> {
+        while shared.sends_in_order.load(Acquire) < ticket {
+            if shared.stopping.load(Relaxed) {
+                return None;
+            }
+            tokio::task::yield_now().await;
+        }
+        Some(Turn { sends: &shared.sends_in_order, next: ticket + 1 })
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.sends.store(self.next, Release);
+    }
+}
+
 /// Where a call's latency starts.
 #[derive(Clone, Copy)]
 enum Origin {
@@ -1049,7 +1099,13 @@ enum Origin {
 /// A workload's flow: its steps in order, each leaving when the previous answer came,
 /// the captures of each feeding the later ones. Its latency runs from its start (the
 /// intended one in an open loop) to its last answer; returns when that came.
-async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin, warmup: bool) -> Instant {
+async fn flow(
+    local: &Local,
+    at: (u32, u64, usize),
+    which: usize,
+    (origin, mut turn): (Origin, Option<Turn<'_>>),
+    warmup: bool,
+) -> Instant {
     use crate::record::shard::FlowEnd;
     let flow = &local.shared.flows[which];
     let start = match origin {
@@ -1060,7 +1116,7 @@ async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin
     let (mut answered, mut end) = (start, FlowEnd::Status(Code::Ok));
     for (i, &step) in flow.steps.iter().enumerate() {
         let origin = if i == 0 { origin } else { Origin::Sent };
-        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured), None).await;
+        let (at, step) = call(local, at, step, (origin, turn.take()), warmup, Some(&mut captured), None).await;
         answered = at;
         end = match step {
             Step::Answered { status, .. } if status != Code::Ok => FlowEnd::Status(status),
@@ -1094,7 +1150,7 @@ async fn call(
     local: &Local,
     (worker, ticket, slot): (u32, u64, usize),
     which: usize,
-    origin: Origin,
+    (origin, turn): (Origin, Option<Turn<'_>>),
     warmup: bool,
     captured: Option<&mut super::flow::Captured>,
     logged: Option<LoggedCall>,
@@ -1124,6 +1180,8 @@ async fn call(
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
+    // The send's clocks are read: the next ticket's send may go.
+    drop(turn);
     let start = match origin {
         Origin::Sent => first_send,
         Origin::Intended { due, slot_wait } => {

@@ -457,8 +457,10 @@ fn latency_cell(us: Option<f64>) -> String {
     us.filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
 }
 
-/// One breakdown's table (report::breakdown's rows); none without rows.
-fn breakdown_table(kind: Kind, slices: &[(String, Slice)]) -> String {
+/// One breakdown's table (report::breakdown's rows); none without rows. `total`: the run's
+/// calls, which backends' rows add up to with a row for those that found no ready backend
+/// (as the text table has).
+fn breakdown_table(kind: Kind, slices: &[(String, Slice)], total: u64) -> String {
     let rows = super::breakdown::rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)));
     if rows.is_empty() {
         return String::new();
@@ -487,6 +489,15 @@ fn breakdown_table(kind: Kind, slices: &[(String, Slice)]) -> String {
             latency_cell(r.max_us),
         );
     }
+    let unplaced = total.saturating_sub(rows.iter().map(|r| r.total).sum());
+    if kind == Kind::Backends && unplaced > 0 {
+        let detail = detail.map_or(String::new(), |_| "<td></td>".to_string());
+        let _ = write!(
+            s,
+            "<tr><td>(no ready backend)</td>{detail}<td class=\"n\">{unplaced}</td><td class=\"n bad\">{unplaced}</td>\
+             <td class=\"n\">–</td><td class=\"n\">–</td><td class=\"n\">–</td></tr>"
+        );
+    }
     s + "</table>\n"
 }
 
@@ -498,7 +509,7 @@ const ERROR_ROWS: usize = 20;
 fn status_tables(r: &Run) -> String {
     let mut s = String::new();
     for (kind, slices) in [(Kind::Names, &r.by_name), (Kind::Flows, &r.flows), (Kind::Backends, &r.backends)] {
-        s.push_str(&breakdown_table(kind, slices));
+        s.push_str(&breakdown_table(kind, slices, r.total));
         if kind == Kind::Names && !r.recorded.is_empty() {
             s.push_str(&recorded_vs_replayed(r));
         }
