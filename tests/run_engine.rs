@@ -116,6 +116,73 @@ fn a_tiny_run_makes_no_bottleneck_verdict() {
     assert!(!notices.iter().any(|n| n.as_str().unwrap().contains("bottleneck")), "{notices:?}");
 }
 
+/// Issue 39: an open loop whose server stalls past the end of the run counts the calls it
+/// never sent in its headline latency, each at its lower bound (the end minus its intended
+/// send time), and prints the sent-only figures beside it under their own name. (Before: the
+/// unsent calls were left out, and p99 was that of the fast calls sent before the stall.)
+#[test]
+fn calls_never_sent_count_in_the_headline_latency_at_their_lower_bound() {
+    // The 2 calls in flight through the stall are answered within the drain.
+    let r = unsent_at_their_lower_bound("5s");
+    assert_eq!(r["meta"]["ended"], "completed");
+}
+
+/// As above with a drain that runs out before the stall does: the schedule still ran to its
+/// end, so what it never sent is unsent and in the percentiles (before: 0 unsent, and p99 of
+/// the calls answered before the stall).
+#[test]
+fn a_drain_that_ran_out_counts_its_unsent_calls_too() {
+    let r = unsent_at_their_lower_bound("300ms");
+    assert_eq!(r["meta"]["ended"], "drain timed out");
+    assert_eq!(u(&r["requests"]["abandoned"]), 2, "{}", r["requests"]);
+}
+
+/// 200 calls/s for 2 s with 2 slots; call 301 (t = 1.5 s) stalls all handling for 3 s: the
+/// calls due after it never leave. Checks the headline against the calls' lower bounds and
+/// the sent-only figures beside it (JSON and table); returns the result.
+fn unsent_at_their_lower_bound(drain: &str) -> serde_json::Value {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    let (rate, due, end) = (200.0, 400u64, 2.0);
+    let server = TestServer::start(Behaviour::StallAt { at: 301, stall: Duration::from_secs(3) });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let export = format!("json={}", file.display());
+    let mut cmd = run_echo(
+        server.addr,
+        &["--rps", "200", "-z", "2s", "--max-in-flight", "2", "--drain", drain, "--export", &export],
+    );
+    cmd.args(["--format", "table"]);
+    let (_, table, stderr) = outcome(cmd);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_accounted(&r);
+    // The server's count is the truth of what was sent; the schedule's, of what was due.
+    let q = &r["requests"];
+    let (sent, unsent) = (u(&q["total"]) + u(&q["abandoned"]), u(&q["unsent"]));
+    assert_eq!(sent, server.calls(), "{q}");
+    assert_eq!(sent + unsent, due, "{q}");
+    assert!(unsent >= 50, "the stall left {unsent} calls unsent");
+    // Lower bounds: call k is due at k/rate; one never sent had waited end - k/rate when the
+    // run ended (a sent one, at least 0).
+    let mut bound: Vec<f64> = (0..due).map(|k| if k < sent { 0.0 } else { end - k as f64 / rate }).collect();
+    bound.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let answered = u(&q["total"]);
+    let p99_bound = bound[(0.99 * (answered + unsent) as f64).ceil() as usize - 1 + (due - answered - unsent) as usize];
+    let p99 = f(&r["latency_us"]["p99"]) / 1e6;
+    assert!(p99 >= p99_bound * 0.999, "p99 {p99:.4} s below the lower bound {p99_bound:.4} s");
+    assert_eq!(u(&r["latency_us"]["count"]), answered + unsent, "every due call in the headline but those abandoned");
+    // The sent-only figures, beside it under their own name, and in the table.
+    let sent_only = &r["sent_latency_us"];
+    assert_eq!(u(&sent_only["count"]), answered, "{r}");
+    assert!(f(&sent_only["p99"]) <= f(&r["latency_us"]["p99"]), "{sent_only}");
+    let header =
+        table.lines().find(|l| l.contains("call") && l.contains("sent only")).unwrap_or_else(|| panic!("{table}"));
+    assert!(header.find("call") < header.find("sent only"), "{header}");
+    let p99_row = table.lines().find(|l| l.trim_start().starts_with("p99 ")).unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(p99_row.split_whitespace().count(), 1 + 3 * 2, "p99, call, sent only, service: {p99_row}");
+    r
+}
+
 #[test]
 fn closed_loop_hides_the_stall_and_says_so() {
     let server = TestServer::start(Behaviour::StallAt { at: 200, stall: Duration::from_secs(1) });

@@ -242,6 +242,37 @@ weight = 1
     assert_eq!(r["calls_by_name"]["db"]["requests"]["total"], 20);
 }
 
+/// Issue 39: a flow due but never started counts in its flow's latency at its lower bound
+/// (the end less its intended start), the flows started only beside it (before: left out).
+#[test]
+fn a_flow_due_but_never_started_counts_in_its_latency_at_its_lower_bound() {
+    // Each Db call sleeps 200 ms: 2 flows in flight of 400 ms each cannot keep 50 flows/s.
+    let server = lab(LabConfig { db_sleep: Duration::from_millis(200), ..LabConfig::default() });
+    let addr = server.local_addr().to_string();
+    let text = r#"
+[[call]]
+name = "db"
+method = "rpcmeter.lab.v1.TestService/Db"
+data = { rows = 1 }
+
+[[flow]]
+name = "twice"
+steps = ["db", "db"]
+weight = 1
+"#;
+    let (_dir, file) = workload(text);
+    let r = run_json(&addr, &file, &["--rps", "50", "-z", "1s", "--max-in-flight", "2"]);
+    let flow = &r["flows"]["twice"];
+    let (started, unsent) = (total(flow), r["requests"]["unsent"].as_u64().unwrap());
+    assert!(unsent >= 20 && started + unsent == 50, "{started} flows started, {unsent} not: {}", r["requests"]);
+    assert_eq!(flow["latency_us"]["count"].as_u64(), Some(started + unsent), "{flow}");
+    assert_eq!(flow["sent_latency_us"]["count"].as_u64(), Some(started), "{flow}");
+    // Flow k is due at k/50 s; the first never started had waited 1 s - started/50 at the end.
+    let bound = 1.0 - started as f64 / 50.0;
+    let max = flow["latency_us"]["max"].as_f64().unwrap() / 1e6;
+    assert!(max >= bound * 0.999, "max {max} s below the first unstarted flow's bound {bound} s");
+}
+
 #[test]
 fn flows_and_checks_reach_every_format_and_merge_adds_them() {
     let server = lab(LabConfig::default());

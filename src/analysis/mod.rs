@@ -117,7 +117,8 @@ fn summarize(
     rows: Vec<IntervalRow>,
     steady: SteadyState,
 ) -> Summary {
-    let m = &r.measured;
+    let (m, sent_only) = with_unsent(r);
+    let m = &m;
     let c = &m.counts;
     Summary {
         meta,
@@ -147,6 +148,7 @@ fn summarize(
         client: client(plan, r),
         notices: Vec::new(),
         measured: m.clone(),
+        sent_only,
         intervals: rows,
         interval: plan.interval,
         shard: (!plan.shard.is_whole()).then_some(plan.shard),
@@ -167,6 +169,29 @@ fn summarize(
         backends: r.backends.iter().map(|a| a.to_string()).collect(),
         replay: None,
     }
+}
+
+/// The measured tally with the calls due but never sent in its call latencies (every call's,
+/// OK calls', and the name's or flow's the mix would have picked), each at its lower bound;
+/// and the tally as recorded, of the calls sent only, when there were such calls. An unsent
+/// call did not fail: it waited, so it is among the OK calls' latencies, which `compare`
+/// judges; it made no attempt and was never served, so it is in no other histogram.
+fn with_unsent(r: &Recorded) -> (crate::record::Tally, Option<crate::record::Tally>) {
+    let mut m = r.measured.clone();
+    if r.unsent_latency.is_empty() {
+        return (m, None);
+    }
+    let add = |h: &mut Histogram<u64>, more: &Histogram<u64>| h.add(more).expect("same histogram bounds");
+    add(&mut m.call_latency, &r.unsent_latency);
+    add(&mut m.ok_call_latency, &r.unsent_latency);
+    let shares: Vec<&mut Histogram<u64>> = match m.by_flow.is_empty() {
+        true => m.by_name.iter_mut().map(|n| &mut n.latency).collect(),
+        false => m.by_flow.iter_mut().map(|f| &mut f.share.latency).collect(),
+    };
+    for (share, unsent) in shares.into_iter().zip(&r.unsent_by_pick) {
+        add(share, unsent);
+    }
+    (m, Some(r.measured.clone()))
 }
 
 /// Why the engine stopped, as the result names it.
@@ -377,6 +402,8 @@ pub(crate) mod fixture {
             elapsed: window,
             max_rss_bytes: 10 << 20,
             unsent: 0,
+            unsent_latency: crate::record::shard::new_histogram(),
+            unsent_by_pick: vec![],
             ended: Ended::Completed,
             abandoned: 0,
             backends: vec![],
@@ -434,6 +461,18 @@ pub(crate) mod fixture {
     pub fn summary(plan: Plan, recorded: Recorded) -> Summary {
         summary_of(run(plan, recorded, vec![]))
     }
+
+    /// The result of an open loop of 100 calls of 1 ms sent and `unsent` never sent, each at
+    /// a lower bound of 500 ms.
+    pub fn with_unsent(unsent: u64) -> crate::result::Run {
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        let mut bounds = crate::record::shard::new_histogram();
+        bounds.record_n(500_000_000, unsent).unwrap();
+        (r.unsent, r.unsent_latency) = (unsent, bounds);
+        let mut p = plan();
+        p.pacer = Pacer::Open(crate::load::pacer::RateSchedule::constant(200.0), crate::load::pacer::Arrival::Uniform);
+        finish(run(p, r, vec![]))
+    }
 }
 
 #[cfg(test)]
@@ -453,6 +492,40 @@ mod tests {
         assert_eq!((s.errors[0].status, s.errors[0].count), (Code::Unavailable, 100));
         assert!(s.warmup.is_none(), "no warm-up planned, none shown");
         assert!(s.messages.is_none(), "unary");
+    }
+
+    /// Issue 39: the calls due but never sent join the headline (every call's, OK calls' and
+    /// their flow's latency) at their lower bounds; the calls sent only stay beside it, in the
+    /// result too. A run that sent every due call has no sent-only figures.
+    #[test]
+    fn unsent_calls_join_the_headline_and_the_sent_only_stay_beside() {
+        use crate::record::shard::{new_histogram, FlowTally};
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        r.measured.by_flow = vec![FlowTally::default(), FlowTally::default()];
+        let (mut all, mut first, mut second) = (new_histogram(), new_histogram(), new_histogram());
+        all.record_n(500_000_000, 10).unwrap();
+        first.record_n(500_000_000, 6).unwrap();
+        second.record_n(500_000_000, 4).unwrap();
+        (r.unsent, r.unsent_latency, r.unsent_by_pick) = (10, all, vec![first, second]);
+        let mut s = summary(plan(), r);
+        s.flow_names = vec![("a".into(), vec![]), ("b".into(), vec![])];
+        assert_eq!((s.requests.total, s.requests.unsent, s.latency.count), (100, 10, 110));
+        assert!(s.latency.percentile(99.0) >= Duration::from_millis(500), "{:?}", s.latency);
+        assert_eq!(s.measured.ok_call_latency.len(), 110, "an unsent call did not fail");
+        assert_eq!(s.measured.attempt_latency.len(), 100, "nor was it sent");
+        let sent = s.sent_only.as_ref().expect("sent-only figures beside");
+        assert_eq!(sent.call_latency.len(), 100);
+        assert!(sent.call_latency.max() < 2_000_000);
+        let result = to_result::result(&s);
+        assert_eq!((result.latency_us.count, result.sent_latency_us.as_ref().unwrap().count), (110, 100));
+        let flows = result.flows.unwrap();
+        assert_eq!((flows["a"].latency_us.count, flows["b"].latency_us.count), (6, 4));
+        assert_eq!(flows["a"].sent_latency_us.as_ref().unwrap().count, 0);
+        let back = crate::result::Run::parse(&to_result::result(&s).to_json_pretty()).unwrap();
+        assert_eq!(back.histograms.sent_call_latency, result.histograms.sent_call_latency);
+        // Every due call sent: the headline is the calls sent, nothing beside it.
+        let clean = summary(plan(), recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1)));
+        assert!(clean.sent_only.is_none() && to_result::result(&clean).sent_latency_us.is_none());
     }
 
     #[test]

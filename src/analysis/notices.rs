@@ -257,7 +257,8 @@ fn unsent(plan: &Plan, s: &Summary) -> Option<Notice> {
             NoticeKind::Unsent,
             format!(
                 "{} calls were due before the end but never sent: the rate was not kept (the client or \
-             --max-in-flight {} could not keep up); they are not in the totals",
+             --max-in-flight {} could not keep up); they are not in the totals, but are in the latency \
+             percentiles at their lower bound (the end less their intended send time; sent only: beside)",
                 s.requests.unsent, plan.workers
             ),
         )

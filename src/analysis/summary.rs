@@ -136,8 +136,13 @@ pub struct Summary {
     pub client: Client,
     pub notices: Vec<Notice>,
     /// The measured histograms (ns) and counts: what `--format json` carries so that runs
-    /// merge exactly.
+    /// merge exactly. Open loop: the call latencies (every call's, OK calls', each name's or
+    /// flow's) count the calls due but never sent too, each at its lower bound (the end less
+    /// its intended send time): every due call is in the headline (issue 39).
     pub measured: crate::record::Tally,
+    /// When some calls were due but never sent: the tally as recorded, of the calls sent only
+    /// (the figures shown beside the headline as "sent only"); None when every due call was sent.
+    pub sent_only: Option<crate::record::Tally>,
     /// One row per interval (`--format csv`).
     pub intervals: Vec<IntervalRow>,
     /// The length of a full interval.

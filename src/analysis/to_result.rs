@@ -45,6 +45,7 @@ pub fn result(s: &Summary) -> Run {
         throughput_rps: s.throughput_rps,
         ok_rps: Some(s.ok_rps),
         latency_us: LatencySummary::of(&s.latency),
+        sent_latency_us: s.sent_only.as_ref().map(|t| LatencySummary::of_histogram(&t.call_latency)),
         ok_latency_us: Some(LatencySummary::of_histogram(&s.measured.ok_call_latency)),
         attempt_latency_us: Some(LatencySummary::of(&s.attempt_latency)),
         service_time_us: Some(LatencySummary::of(&s.service_time)),
@@ -59,7 +60,10 @@ pub fn result(s: &Summary) -> Run {
                 .map(|n| result::Warning { kind: n.kind.as_str().into(), message: n.text.clone() })
                 .collect(),
         ),
-        histograms: histograms(&s.measured),
+        histograms: result::Histograms {
+            sent_call_latency: s.sent_only.as_ref().map(|t| to_text(&t.call_latency)),
+            ..histograms(&s.measured)
+        },
         interval_s: Some(units::secs(s.interval)),
         intervals: Some(s.intervals.iter().map(interval_row).collect()),
         rps_target: open.as_ref().map(|(rate, _)| rate.clone()),
@@ -163,6 +167,7 @@ fn client(c: &super::Client) -> result::Client {
 fn histograms(m: &crate::record::Tally) -> result::Histograms {
     result::Histograms {
         call_latency: to_text(&m.call_latency),
+        sent_call_latency: None,
         ok_call_latency: Some(to_text(&m.ok_call_latency)),
         attempt_latency: Some(to_text(&m.attempt_latency)),
         service_time: Some(to_text(&m.service_time)),
@@ -243,22 +248,31 @@ fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::Interval
 
 /// `--workload`: each call name's slice (merge adds them).
 fn calls_by_name(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
+    let sent = |i: usize| s.sent_only.as_ref().and_then(|t| t.by_name.get(i)).map(|n| &n.latency);
     s.by_name()
         .into_iter()
-        .map(|(name, method, share)| {
-            let slice = Slice { method: Some(method.into()), ..slice(&share, window) };
+        .enumerate()
+        .map(|(i, (name, method, share))| {
+            let slice = Slice { method: Some(method.into()), ..sent_beside(slice(&share, window), sent(i)) };
             (name.to_owned(), slice)
         })
         .collect()
 }
 
+/// A slice with its sent-only latencies, when some of its calls (flows) were due but never sent.
+fn sent_beside(slice: Slice, sent: Option<&hdrhistogram::Histogram<u64>>) -> Slice {
+    Slice { sent_latency_us: sent.map(LatencySummary::of_histogram), sent_histogram: sent.map(to_text), ..slice }
+}
+
 /// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
 /// answer), with its steps and the flows a check or a capture ended early.
 fn flows(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
+    let sent = |i: usize| s.sent_only.as_ref().and_then(|t| t.by_flow.get(i)).map(|f| &f.share.latency);
     s.by_flow()
         .into_iter()
-        .map(|(name, steps, flow)| {
-            let mut slice = slice(&flow.share, window);
+        .enumerate()
+        .map(|(i, (name, steps, flow))| {
+            let mut slice = sent_beside(slice(&flow.share, window), sent(i));
             let (total, ok) = (flow.share.calls, flow.ok());
             slice.requests = result::Counts { total, ok, failed: total - ok };
             slice.steps = Some(steps.to_vec());

@@ -158,14 +158,20 @@ fn merge_latencies(inputs: &[Input], out: &mut Run) -> anyhow::Result<()> {
     let attempts = every("attempt_latency", |h| h.attempt_latency.as_ref())?;
     let service = every("service_time", |h| h.service_time.as_ref())?;
     let lag = every("schedule_lag", |h| h.schedule_lag.as_ref())?;
+    // The calls sent only: each input's own, or its call latency when it sent every due call.
+    let sent_only: Pick = |h| h.sent_call_latency.as_ref().or(Some(&h.call_latency));
+    let any_unsent = inputs.iter().any(|i| i.result.histograms.sent_call_latency.is_some());
+    let sent = if any_unsent { Some(sum("sent_call_latency", sent_only)?) } else { None };
     out.histograms = result::Histograms {
         call_latency: to_text(&calls),
+        sent_call_latency: sent.as_ref().map(to_text),
         ok_call_latency: ok.as_ref().map(to_text),
         attempt_latency: attempts.as_ref().map(to_text),
         service_time: service.as_ref().map(to_text),
         schedule_lag: lag.as_ref().map(to_text),
     };
     out.latency_us = LatencySummary::of_histogram(&calls);
+    out.sent_latency_us = sent.as_ref().map(LatencySummary::of_histogram);
     out.ok_latency_us = ok.as_ref().map(LatencySummary::of_histogram);
     out.attempt_latency_us = attempts.as_ref().map(LatencySummary::of_histogram);
     out.service_time_us = service.as_ref().map(LatencySummary::of_histogram);
@@ -619,6 +625,36 @@ pub fn table(merged: &Run) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 39: the headline (every due call) and the calls sent only each add exactly; an
+    /// input that sent every due call adds its call latency to both.
+    #[test]
+    fn the_sent_only_latencies_add_beside_the_headline() {
+        let input =
+            |label: &str, unsent| Input { label: label.into(), result: crate::analysis::fixture::with_unsent(unsent) };
+        let mut out = Run::default();
+        merge_latencies(&[input("a", 10), input("b", 0)], &mut out).unwrap();
+        assert_eq!((out.latency_us.count, out.sent_latency_us.as_ref().map(|l| l.count)), (210, Some(200)));
+        assert_eq!(from_text(out.histograms.sent_call_latency.as_deref().unwrap()).unwrap().len(), 200);
+        let mut clean = Run::default();
+        merge_latencies(&[input("a", 0), input("b", 0)], &mut clean).unwrap();
+        assert!(clean.sent_latency_us.is_none() && clean.histograms.sent_call_latency.is_none());
+        // Slices alike: a flow's sent-only latencies, or its latency where it has none.
+        let slice = |sent: Option<u64>| {
+            let mut h = new_histogram();
+            h.record_n(1_000_000, 5).unwrap();
+            let mut s = result::Slice { histogram: to_text(&h), ..Default::default() };
+            if let Some(unsent) = sent {
+                s.sent_histogram = Some(to_text(&h));
+                h.record_n(500_000_000, unsent).unwrap();
+                s.histogram = to_text(&h);
+            }
+            std::collections::BTreeMap::from([("f".to_string(), s)])
+        };
+        let (a, b, c) = (slice(None), slice(Some(3)), slice(None));
+        let sum = result::slice::merge_breakdown([("a", &a), ("b", &b), ("c", &c)].into_iter(), &|_| 0.0).unwrap();
+        assert_eq!((sum["f"].latency_us.count, sum["f"].sent_latency_us.as_ref().map(|l| l.count)), (18, Some(15)));
+    }
 
     #[test]
     fn windows_apart_add_and_overlaps_count_once() {

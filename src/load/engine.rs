@@ -12,11 +12,12 @@ use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
 use crate::grpc::{Connector, PreparedCall, Reply};
 use crate::record::intervals::Interval;
 use crate::record::resource;
-use crate::record::shard::Slots;
+use crate::record::shard::{nanos, new_histogram, Slots};
 use crate::record::{CallRecord, Feed, Tally};
 use crate::schema::RequestSource;
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use hdrhistogram::Histogram;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -60,6 +61,11 @@ pub struct Recorded {
     /// Open loop ended by -z: calls due before the end that were never sent (the client or
     /// the in-flight limit could not keep the rate).
     pub unsent: u64,
+    /// Their latencies' lower bounds (the end less each one's intended send time), and those
+    /// by the index the mix's `pick` would have given each (a call name, or a flow; empty for
+    /// one method): what analysis adds to the headline percentiles.
+    pub unsent_latency: Histogram<u64>,
+    pub unsent_by_pick: Vec<Histogram<u64>>,
     pub ended: Ended,
     /// Calls started but never answered (abandoned at a hard stop).
     pub abandoned: u64,
@@ -308,15 +314,19 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let window_end = collected.last_answer.max(slot_end.unwrap_or(start)).min(finished);
     let ran = window_end.saturating_duration_since(start);
     let warmup_window = plan.warmup.min(ran);
-    let unsent = match (plan.stop.duration, plan.stop.total, collected.ended) {
-        (Some(d), None, Ended::Completed) => match logged.and_then(|log| log.due_before_end()) {
-            Some(due) => due.saturating_sub(sent),
+    // A drain that ran out still ran the whole schedule: what it never sent is as unsent.
+    let (unsent, unsent_latency, unsent_by_pick) = match (plan.stop.duration, plan.stop.total, collected.ended) {
+        (_, _, Ended::Interrupted) | (None, _, _) | (_, Some(_), _) => (0, new_histogram(), Vec::new()),
+        (Some(d), None, _) => match logged.and_then(|log| log.due_before_end()) {
+            // A log's times are not kept: its unsent calls are counted, not in the percentiles.
+            Some(due) => (due.saturating_sub(sent), new_histogram(), Vec::new()),
             None => {
-                let due = schedule.due_by(plan.warmup.saturating_add(d));
-                due.map_or(0, |due| plan.shard.local_due(due).saturating_sub(sent))
+                let end = plan.warmup.saturating_add(d);
+                let due = schedule.due_by(end).map_or(sent, |due| plan.shard.local_due(due).max(sent));
+                let (latency, by_pick) = unsent_bounds(&shared, &mut schedule, sent..due, end);
+                (due - sent, latency, by_pick)
             }
         },
-        _ => 0,
     };
     Ok(Recorded {
         started_at,
@@ -326,6 +336,8 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
         elapsed: finished - start,
         unsent,
+        unsent_latency,
+        unsent_by_pick,
         max_rss_bytes: usage_after.max_rss_bytes,
         ended: collected.ended,
         abandoned: shared.started.load(Relaxed) - shared.completed.load(Relaxed),
@@ -333,6 +345,40 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         warmup: collected.warmup,
         backends: if shared.dialer.addresses.by_backend { shared.dialer.addresses.known() } else { Vec::new() },
     })
+}
+
+/// The lower bounds of the calls of `unsent` (this shard's tickets, due before `end` but never
+/// sent), in one histogram and by what the mix would have picked for each (the number a call
+/// starts with is its ticket's when every earlier one started).
+fn unsent_bounds(
+    shared: &Shared,
+    schedule: &mut super::pacer::Cursor,
+    unsent: std::ops::Range<u64>,
+    end: Duration,
+) -> (Histogram<u64>, Vec<Histogram<u64>>) {
+    let mut all = new_histogram();
+    let picks = if shared.flows.is_empty() {
+        if shared.named {
+            shared.calls.len()
+        } else {
+            0
+        }
+    } else {
+        shared.flows.len()
+    };
+    let mut by_pick = vec![new_histogram(); picks];
+    let lowest = |d: Duration| Duration::from_nanos(all.lowest_equivalent(nanos(d)));
+    let mut runs = Vec::new();
+    schedule.unsent_bounds(unsent, &shared.plan.shard, end, lowest, |first, n, bound| runs.push((first, n, bound)));
+    for (first, n, bound) in runs {
+        let _ = all.record_n(nanos(bound), n);
+        if picks > 0 {
+            shared.pick.counts(first, n, |i, count| {
+                let _ = by_pick[i].record_n(nanos(bound), count);
+            });
+        }
+    }
+    (all, by_pick)
 }
 
 /// Sets its flag when dropped: a helper thread's stop, whichever way `run` returns.

@@ -339,6 +339,36 @@ impl Cursor {
     }
 }
 
+impl Cursor {
+    /// Open loop: the lower bounds of a shard's calls due before `end` but never sent (its
+    /// tickets `unsent`, in order): each had waited `end` less its intended time when the run
+    /// ended, and would have waited longer (wrk2 counts every scheduled call; issue 39). They
+    /// come as runs: `each(first, n, bound)` for `n` tickets from `first` whose bounds all lie
+    /// within [`lowest(bound)`, `bound`], one bucket of a histogram. So a million calls unsent
+    /// cost a step per bucket, not per call, and no memory: the schedule says when each was due.
+    pub fn unsent_bounds(
+        &mut self,
+        unsent: std::ops::Range<u64>,
+        shard: &super::plan::ShardOf,
+        end: Duration,
+        lowest: impl Fn(Duration) -> Duration,
+        mut each: impl FnMut(u64, u64, Duration),
+    ) {
+        let mut k = unsent.start;
+        while k < unsent.end {
+            let Some(due) = self.intended(shard.global(k)) else { return };
+            let bound = end.saturating_sub(due);
+            // The calls due by `end - lowest(bound)` (that instant included) have their bounds
+            // in the same bucket; a rounding at the bucket's edge only makes a run shorter.
+            let last = end.saturating_sub(lowest(bound)).saturating_add(Duration::from_nanos(1));
+            let through = self.due_by(last).map_or(unsent.end, |due| shard.local_due(due));
+            let next = through.clamp(k + 1, unsent.end);
+            each(k, next - k, bound);
+            k = next;
+        }
+    }
+}
+
 /// How calls are paced. Closed loop and bursts send as soon as they are allowed to;
 /// open loop sends on a schedule that does not wait for answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -397,6 +427,48 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The unsent calls' lower bounds, a run per bucket, and the same computed call by call:
+    /// one histogram, for a constant rate, stages, Poisson arrivals and a shard of three.
+    #[test]
+    fn unsent_calls_are_counted_at_their_lower_bound_a_bucket_at_a_time() {
+        use crate::load::plan::ShardOf;
+        use crate::record::shard::new_histogram;
+        let end = Duration::from_secs(50);
+        let cases = [
+            (Pacer::Open(RateSchedule::constant(3000.0), Arrival::Uniform), ShardOf::default()),
+            (Pacer::Open(k6_stages(), Arrival::Uniform), ShardOf::default()),
+            (poisson(RateSchedule::constant(2000.0), 5), ShardOf::default()),
+            (Pacer::Open(RateSchedule::constant(3000.0), Arrival::Uniform), ShardOf { index: 1, count: 3 }),
+        ];
+        for (pacer, shard) in cases {
+            let due = shard.local_due(pacer.due_by(end).unwrap());
+            let sent = due / 3;
+            let (mut runs, mut by_runs, mut by_calls) = (0, new_histogram(), new_histogram());
+            let lowest = |d: Duration| Duration::from_nanos(by_runs.lowest_equivalent(d.as_nanos() as u64));
+            let mut recorded = Vec::new();
+            pacer.cursor().unsent_bounds(sent..due, &shard, end, lowest, |first, n, bound| {
+                recorded.push((first, n, bound));
+            });
+            let mut next = sent;
+            for (first, n, bound) in recorded {
+                assert_eq!(first, next, "{pacer:?}: runs follow each other");
+                by_runs.record_n(bound.as_nanos() as u64, n).unwrap();
+                (next, runs) = (first + n, runs + 1);
+            }
+            assert_eq!(next, due, "{pacer:?}: every unsent call");
+            let mut cursor = pacer.cursor();
+            for k in sent..due {
+                let bound = end - cursor.intended(shard.global(k)).unwrap();
+                by_calls.record(bound.as_nanos() as u64).unwrap();
+            }
+            assert_eq!(by_runs, by_calls, "{pacer:?}");
+            // The first unsent call waited longest: two thirds of the schedule's calls are
+            // unsent, so about two thirds of the run (the stages' rate is highest at the end).
+            assert!(by_calls.max() > 10_000_000_000 && by_calls.len() == due - sent, "{pacer:?}");
+            assert!(runs < (due - sent) / 4, "{pacer:?}: {runs} runs for {} calls", due - sent);
+        }
+    }
 
     #[test]
     fn due_by_counts_the_calls_intended_before_a_time() {

@@ -437,6 +437,26 @@ impl Pick {
     }
 }
 
+impl Pick {
+    /// How many of the `n` calls numbered from `first` on each index is picked for: `each(index,
+    /// count)`, an index possibly more than once. A round robin counts whole cycles at once.
+    pub fn counts(&self, first: u64, n: u64, mut each: impl FnMut(usize, u64)) {
+        match self {
+            Pick::RoundRobin(cycle) if cycle.len() > 1 => {
+                let len = cycle.len() as u64;
+                let (whole, rest, at) = (n / len, n % len, first % len);
+                for (i, &picked) in cycle.iter().enumerate() {
+                    // Position i is among the `rest` picks after the whole cycles.
+                    let extra = (i as u64 + len - at) % len < rest;
+                    each(picked as usize, whole + extra as u64);
+                }
+            }
+            Pick::RoundRobin(_) => each(0, n),
+            Pick::Random { .. } => (first..first.saturating_add(n)).for_each(|k| each(self.pick(k), 1)),
+        }
+    }
+}
+
 /// A well-mixed 64-bit hash (SplitMix64's finalizer): a draw per call number, no shared state.
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -465,6 +485,20 @@ mod tests {
         let Pick::RoundRobin(cycle) = &pick else { unreachable!() };
         assert_eq!(cycle, &[1, 0, 1, 1, 0, 1, 1, 1, 0, 1]);
         assert_eq!(counts(&Pick::round_robin(&[5, 1, 1]), 7, 3), vec![5, 1, 1]);
+    }
+
+    /// `Pick::counts` over any stretch of numbers is what picking each one counts.
+    #[test]
+    fn counts_of_a_stretch_are_those_of_each_pick() {
+        for pick in [Pick::round_robin(&[3, 7]), Pick::round_robin(&[1]), Pick::random(&[2, 1, 4], 9)] {
+            for (first, n) in [(0, 0), (0, 25), (7, 3), (13, 1000), (999, 11)] {
+                let mut by_stretch = vec![0; 3];
+                pick.counts(first, n, |i, count| by_stretch[i] += count);
+                let each: Vec<u64> =
+                    (0..3).map(|i| (first..first + n).filter(|&k| pick.pick(k) == i).count() as u64).collect();
+                assert_eq!(by_stretch, each, "{pick:?} from {first}, {n} calls");
+            }
+        }
     }
 
     #[test]

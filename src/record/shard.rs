@@ -241,7 +241,8 @@ pub struct Slots {
     pub backends: usize,
 }
 
-fn nanos(d: Duration) -> u64 {
+/// A latency as a histogram records it: in ns, clamped to what it holds (1 ns to an hour).
+pub fn nanos(d: Duration) -> u64 {
     (d.as_nanos() as u64).clamp(1, MAX_NANOS)
 }
 

@@ -46,8 +46,11 @@ pub struct Run {
     pub total: u64,
     pub ok: u64,
     pub failed: u64,
-    /// Calls due before the end that were never sent (not in `total`).
+    /// Calls due before the end that were never sent (not in `total`; in the latency at
+    /// their lower bound).
     pub unsent: u64,
+    /// Open loop with unsent calls: p50 and p99 of the calls sent only, in µs.
+    pub sent_p50_p99_us: Option<(f64, f64)>,
     /// Stopped before its end (Ctrl-C, a drain that timed out).
     pub partial: bool,
     /// Every call's final status by name, most frequent first.
@@ -140,6 +143,10 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         ok: q.ok,
         failed: q.failed,
         unsent: q.unsent.unwrap_or(0),
+        sent_p50_p99_us: r.sent_latency_us.as_ref().map(|l| {
+            let stat = |key: &str| l.stats.get(key).copied().unwrap_or(0.0);
+            (stat("p50"), stat("p99"))
+        }),
         partial: r.partial,
         statuses,
         errors,
@@ -234,8 +241,12 @@ impl Run {
             out.push("Partial result: the run was stopped before its end.".to_string());
         }
         if self.unsent > 0 {
+            let sent = self.sent_p50_p99_us.map_or(String::new(), |(p50, p99)| {
+                format!("; the calls sent only: p50 {}, p99 {}", latency_us(p50), latency_us(p99))
+            });
             out.push(format!(
-                "{} calls were due before the end but never sent: the rate was not kept (they are not in the totals).",
+                "{} calls were due before the end but never sent: the rate was not kept (they are not in the totals; \
+                 the latency counts each at its lower bound, the end less its intended send time{sent}).",
                 self.unsent
             ));
         }
@@ -1005,8 +1016,10 @@ mod tests {
         v["statuses"] = serde_json::json!({"OK": 999, "UNAVAILABLE": 1});
         v["errors"] = serde_json::json!([{"status": "UNAVAILABLE", "message": "<img src=x> & gone", "count": 1}]);
         v["requests"]["unsent"] = 7.into();
+        v["sent_latency_us"] = serde_json::json!({"count": 993, "p50": 800.0, "p99": 2500.0});
         v["partial"] = true.into();
         let html = render(&[parse("f.json", &v.to_string()).unwrap()]);
+        assert!(html.contains("the calls sent only: p50 800"), "{html}");
         assert!(html.contains("&lt;img src=x&gt; &amp; gone") && !html.contains("<img"), "message not escaped");
         assert!(html.contains("<td>UNAVAILABLE</td>") && html.contains("0.10%"));
         assert!(

@@ -101,6 +101,13 @@ fn fields(r: &Run) -> Vec<String> {
     for (percent, value) in &l.percentiles {
         fields.push(format!("{}={}", Statistic::Percentile(*percent).key(), nanos(*value)));
     }
+    // Beside the headline (every due call, the unsent at their lower bound): the calls sent only.
+    if let Some(sent) = &r.sent_latency_us {
+        fields.push(format!("unsent={}i", q.unsent.unwrap_or(0)));
+        for (percent, value) in &sent.latency().percentiles {
+            fields.push(format!("sent_{}={}", Statistic::Percentile(*percent).key(), nanos(*value)));
+        }
+    }
     for (name, n) in r.statuses.iter().filter(|(_, n)| **n > 0) {
         fields.push(format!("status_{name}={n}i"));
     }
@@ -130,6 +137,16 @@ fn fields(r: &Run) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Beside the headline (every due call), the calls sent only, when some were never sent.
+    #[test]
+    fn the_sent_only_percentiles_stand_beside_the_headline() {
+        let render = |unsent| Influx.render(&crate::analysis::fixture::with_unsent(unsent));
+        let text = render(10);
+        let run = text.lines().next().unwrap();
+        assert!(run.contains(",unsent=10i,") && run.contains(",sent_p99="), "{run}");
+        assert!(!render(0).contains("sent_p99"));
+    }
 
     #[test]
     fn tags_and_strings_are_escaped() {

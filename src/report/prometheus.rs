@@ -201,6 +201,12 @@ fn run_families(out: &mut Exposition, r: &Run, labels: &Labels) {
         h.len(),
     );
     summary(out, "rpcmeter_run_latency_seconds", "Call latency percentiles", labels, &r.latency_us, &h);
+    if let Some(sent) = &r.sent_latency_us {
+        // Beside the headline, which counts the calls never sent at their lower bound.
+        let sent_h = histogram(r.histograms.sent_call_latency.as_deref().unwrap_or_default());
+        let help = "Open loop: call latency percentiles of the calls sent only";
+        summary(out, "rpcmeter_run_sent_latency_seconds", help, labels, sent, &sent_h);
+    }
     if let Some(lag) = &r.schedule_lag_us {
         let lag_h = histogram(r.histograms.schedule_lag.as_deref().unwrap_or_default());
         let help = "Open loop: actual minus intended send time";
@@ -375,6 +381,18 @@ mod tests {
         assert_eq!(&counts[..6], &[2, 3, 3, 3, 5, 5]);
         assert_eq!(counts[LATENCY_BUCKETS.iter().position(|&b| b == Duration::from_secs(2)).unwrap()], 5);
         assert_eq!(counts[LATENCY_BUCKETS.iter().position(|&b| b == Duration::from_secs(5)).unwrap()], 6);
+    }
+
+    /// Beside the headline (every due call), the calls sent only, when some were never sent.
+    #[test]
+    fn the_sent_only_percentiles_stand_beside_the_headline() {
+        let render = |unsent| Prometheus.render(&crate::analysis::fixture::with_unsent(unsent));
+        let text = render(10);
+        let line =
+            |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{text}")).to_string();
+        assert!(line("rpcmeter_run_latency_seconds_count").ends_with(" 110"), "{text}");
+        assert!(line("rpcmeter_run_sent_latency_seconds_count").ends_with(" 100"), "{text}");
+        assert!(!render(0).contains("rpcmeter_run_sent_latency_seconds"));
     }
 
     #[test]

@@ -26,13 +26,19 @@ fn percentile_rows(out: &mut String, l: &Latency) {
     let _ = writeln!(out, "  {:<8} {}", "max", duration(l.max));
 }
 
-/// Open loop: call latency (from the intended send) beside service time (from the actual send).
-fn percentile_pairs(out: &mut String, call: &Latency, service: &Latency) {
-    let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "", "call", "service");
-    for (&(p, v), &(_, w)) in call.percentiles.iter().zip(&service.percentiles) {
-        let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", Statistic::Percentile(p).label(), duration(v), duration(w));
+/// Open loop: call latency (from the intended send) beside service time (from the actual
+/// send), and the calls sent only between them when some due calls were never sent.
+fn percentile_columns(out: &mut String, columns: &[(&str, &Latency)]) {
+    let mut line = |label: &str, cells: Vec<String>| {
+        let cells: Vec<String> = cells.iter().map(|c| format!("{c:>12}")).collect();
+        let _ = writeln!(out, "  {label:<8} {}", cells.join("  "));
+    };
+    line("", columns.iter().map(|(name, _)| name.to_string()).collect());
+    for (i, &(p, _)) in columns[0].1.percentiles.iter().enumerate() {
+        let cells = columns.iter().map(|(_, l)| l.percentiles.get(i).map_or(String::new(), |&(_, v)| duration(v)));
+        line(&Statistic::Percentile(p).label(), cells.collect());
     }
-    let _ = writeln!(out, "  {:<8} {:>12}  {:>12}", "max", duration(call.max), duration(service.max));
+    line("max", columns.iter().map(|(_, l)| duration(l.max)).collect());
 }
 
 fn render(r: &Run) -> String {
@@ -165,13 +171,24 @@ fn warmup(o: &mut String, r: &Run) {
 /// Latency percentiles: call beside service time in open loop; each attempt when retried.
 fn percentiles(o: &mut String, r: &Run) {
     let l = r.latency_us.latency();
-    match (super::prometheus::mode(r), &r.service_time_us) {
-        ("open", Some(service)) => {
+    let sent = r.sent_latency_us.as_ref().map(LatencySummary::latency);
+    match (super::prometheus::mode(r), &r.service_time_us, sent) {
+        ("open", Some(service), None) => {
             let _ = writeln!(
                 o,
                 "\nLatency percentiles (call: intended send time to final answer; service: actual send to final answer):"
             );
-            percentile_pairs(o, &l, &service.latency());
+            percentile_columns(o, &[("call", &l), ("service", &service.latency())]);
+        }
+        ("open", Some(service), Some(sent)) => {
+            let _ = writeln!(
+                o,
+                "\nLatency percentiles (call: intended send time to final answer, each of the {} calls never sent \
+                 at its lower bound, the end less its intended send time; sent only: the calls sent; service: \
+                 actual send to final answer):",
+                r.requests.unsent.unwrap_or(0)
+            );
+            percentile_columns(o, &[("call", &l), ("sent only", &sent), ("service", &service.latency())]);
         }
         _ => {
             let _ = writeln!(o, "\nLatency percentiles (call: first send to final answer):");

@@ -22,8 +22,11 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
 /// per check (1.x keyed them "call: expression", so two identical checks were one), and the
 /// call-latency histogram is written once (`histograms.call_latency`, no more `histogram`);
-/// 1.x results still read. 2.1 added `elapsed_s`.
-pub const SCHEMA_VERSION: &str = "2.1";
+/// 1.x results still read. 2.1 added `elapsed_s`. 2.2: an open loop's calls due but never
+/// sent count in the call latencies (`latency_us`, `ok_latency_us`, a flow's or a call
+/// name's) at their lower bound, and `sent_latency_us` (with `histograms.sent_call_latency`,
+/// a slice's `sent_latency_us` and `sent_histogram`) keeps the calls sent only.
+pub const SCHEMA_VERSION: &str = "2.2";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -67,9 +70,16 @@ pub struct Run {
     pub throughput_rps: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok_rps: Option<f64>,
+    /// Every call's latency; in an open loop every due call's: one never sent counts at its
+    /// lower bound, the end of the run less its intended send time (2.2; before, it was left out).
     #[serde(default)]
     pub latency_us: LatencySummary,
-    /// Of the calls that ended OK only (latency_us counts failed calls too); results written
+    /// Open loop with calls due but never sent: the latency of the calls sent only (what
+    /// `latency_us` was before 2.2); absent when every due call was sent (then it is `latency_us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_latency_us: Option<LatencySummary>,
+    /// Of the calls that did not fail (latency_us counts failed calls too): those that ended
+    /// OK and, in an open loop, those never sent, at their lower bound; results written
     /// before it existed lack it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok_latency_us: Option<LatencySummary>,
@@ -302,8 +312,12 @@ pub struct Checked {
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct Histograms {
+    /// `latency_us`'s: every due call.
     #[serde(default)]
     pub call_latency: String,
+    /// `sent_latency_us`'s: the calls sent only (absent: the same as `call_latency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_call_latency: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok_call_latency: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

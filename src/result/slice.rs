@@ -20,6 +20,12 @@ pub struct Slice {
     /// HdrHistogram text of the latencies (ns), as every result holds them.
     #[serde(default)]
     pub histogram: String,
+    /// Open loop with calls (flows) due but never sent: `latency_us` counts them at their
+    /// lower bound; these are of the ones sent only (absent: the same as `latency_us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_latency_us: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_histogram: Option<String>,
     /// A call name's method (`calls_by_name`): slices of one name merge only when it agrees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
@@ -114,6 +120,8 @@ pub struct SliceSum {
     counts: Counts,
     statuses: BTreeMap<String, u64>,
     latency: Option<Histogram<u64>>,
+    /// The sent-only latencies, once a slice has them (each slice's own, else its latency).
+    sent: Option<Histogram<u64>>,
     /// The first slice's own keys (method, steps, stop counts so far, newer keys).
     first: Option<Slice>,
 }
@@ -146,7 +154,22 @@ impl SliceSum {
         c.failed = c.failed.saturating_add(s.requests.failed);
         add_statuses(&mut self.statuses, &s.statuses);
         let h = from_text(&s.histogram).map_err(|why| format!("histogram {why}"))?;
+        self.add_sent(s, &h)?;
         self.latency.get_or_insert_with(new_histogram).add(&h).map_err(|e| format!("histogram: {e}"))
+    }
+
+    /// A slice's sent-only latencies (its latency when it has none) into their sum, which
+    /// starts with the first slice that has them (with the latencies of the slices before).
+    fn add_sent(&mut self, s: &Slice, latency: &Histogram<u64>) -> Result<(), String> {
+        let own =
+            s.sent_histogram.as_deref().map(from_text).transpose().map_err(|why| format!("sent_histogram {why}"))?;
+        if self.sent.is_none() && own.is_some() {
+            self.sent = Some(self.latency.clone().unwrap_or_else(new_histogram));
+        }
+        match &mut self.sent {
+            Some(sent) => sent.add(own.as_ref().unwrap_or(latency)).map_err(|e| format!("sent_histogram: {e}")),
+            None => Ok(()),
+        }
     }
 
     /// The sum, its throughput by `rate` (calls per second of the window its calls share).
@@ -158,6 +181,8 @@ impl SliceSum {
             statuses: self.statuses,
             latency_us: LatencySummary::of_histogram(&latency),
             histogram: to_text(&latency),
+            sent_latency_us: self.sent.as_ref().map(LatencySummary::of_histogram),
+            sent_histogram: self.sent.as_ref().map(to_text),
             ..self.first.unwrap_or_default()
         }
     }

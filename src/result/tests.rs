@@ -41,7 +41,7 @@ fn keys_of_a_newer_minor_are_kept_and_a_newer_major_refused() {
     assert_eq!(run.to_value(), v);
     v["meta"]["schema_version"] = "3.0".into();
     let refused = Run::from_value(v).unwrap_err().to_string();
-    assert_eq!(refused, "schema version 3.0 is newer than this rpcmeter reads (2.1): upgrade rpcmeter");
+    assert_eq!(refused, "schema version 3.0 is newer than this rpcmeter reads (2.2): upgrade rpcmeter");
 }
 
 #[test]
