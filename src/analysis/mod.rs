@@ -46,8 +46,9 @@ pub struct Run<'a> {
     /// `--workload` checks: each one's (call name, expression).
     pub check_names: Vec<(String, String)>,
     /// The machine's floor: None when left out (`--no-calibrate`), Some(None) when the
-    /// machine was never calibrated; with the client's hiccups during the run.
+    /// machine was never calibrated.
     pub floor: Option<Option<Calibration>>,
+    /// The client's hiccups during the run: measured beside the floor, and over backends.
     pub hiccups: Option<&'a Histogram<u64>>,
     /// The server's count, when the target serves the lab's Stats.
     pub server: Option<ServerSide>,
@@ -111,9 +112,11 @@ pub(crate) fn summary_of(run: Run) -> Summary {
     // An idle backend's tally is a full histogram: an empty one, that grows, stands for it.
     summary.backend_shares =
         backends.into_iter().map(|(a, share)| (a, if share.calls > 0 { share } else { no_calls() })).collect();
+    // Before the notices: the slow-backend judgement weighs the client's own stalls.
+    summary.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
     summary.notices = notices::notices(&plan, &summary);
     if let Some(floor) = floor {
-        add_floor(&mut summary, floor, hiccups);
+        add_floor(&mut summary, floor);
     }
     if let Some(server) = server {
         add_server(&mut summary, server);
@@ -317,10 +320,9 @@ fn checked(run: &crate::result::Run, checks: &[Assertion], latency: &Histogram<u
     checks.iter().map(one).collect()
 }
 
-/// The machine's floor (None: never calibrated) and the client's hiccups during the run,
-/// with a notice when they stand well above the floor's.
-fn add_floor(s: &mut Summary, floor: Option<Calibration>, hiccups: Option<&Histogram<u64>>) {
-    s.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
+/// The machine's floor (None: never calibrated), with a notice when the client's hiccups
+/// during the run stand well above the floor's.
+fn add_floor(s: &mut Summary, floor: Option<Calibration>) {
     if let (Some(run), Some(cal)) = (s.client.hiccups, &floor) {
         s.notices.extend(notices::hiccups(run, cal));
     }

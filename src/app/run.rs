@@ -192,8 +192,10 @@ pub fn measure_with(
         .then(|| super::server_side::StatsProbe::before(&plan.target))
         .flatten();
     let started_at = SystemTime::now();
-    // Beside the floor: the client's own stalls during the run, to compare with it.
-    let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
+    // Beside the floor: the client's own stalls during the run, to compare with it; and over
+    // backends, the noise that a slow backend must stand above (analysis::notices).
+    let hiccups =
+        (settings.floor || plan.target.by_backend()).then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), mix, &mut sinks, control);
     let hiccups = hiccups.and_then(|meter| meter.stop());
     let finished = sinks.finish();
