@@ -5,16 +5,23 @@
 #      the log read whole (the scan) and replayed for 5 s; generated in $TMPDIR, deleted after;
 #   2. a 60 s log at 100 calls/s: --speed 2 (its wall time and window), and --rps 500 -z 10s
 #      (calls sent, drawn from the log as a pool);
-#   3. client CPU per call, $ROUNDS (default 3) interleaved rounds of 20 s at 2000 calls/s: a
-#      replay of a log of those calls against a plain run (--workload) of the same methods.
+#   3. client CPU per call, $ROUNDS (default 5) interleaved rounds of $SECONDS_EACH s (20) at
+#      $RATE calls/s (2000): a replay of a log of those calls against a plain run (--workload)
+#      of the same methods, counted by `perf stat -e instructions:u,task-clock` (user-space
+#      instructions, which the machine's load barely moves), min/median/max and their ratio.
+# PARTS="1 2 3" (default) chooses the parts; RPCMETER_BIN a built binary instead of building.
 # Not a test: numbers for the notes, from a machine shared or not (check `uptime`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIG_GB=${BIG_GB:-2}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
+RATE=${RATE:-2000}
+SECONDS_EACH=${SECONDS_EACH:-20}
 source bench/lib.sh
 [[ -x /usr/bin/time ]] || apt_install time
-build_rpcmeter
+if [[ -n ${RPCMETER_BIN:-} ]]; then rpcmeter=$RPCMETER_BIN; else build_rpcmeter; fi
+PARTS=${PARTS:-1 2 3}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 port=$(free_port)
 "$rpcmeter" serve --addr "127.0.0.1:$port" >"$work/serve.out" 2>&1 &
@@ -25,6 +32,7 @@ run() { "$rpcmeter" run --plaintext --no-save --no-calibrate -q --format json "$
 rss_mib() { awk '/Maximum resident/ { printf "%.1f MiB", $NF / 1024 }' "$1"; }
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
+if part 1; then
 echo "== 1. a ${BIG_GB} GiB log: peak RSS"
 # 4 KiB payloads: about 4.2 KiB of log a call.
 big=$work/big.binlog
@@ -38,6 +46,8 @@ echo "replay-info: $(rss_mib "$work/info.time"), $(awk '/Elapsed/ {print $NF}' "
 echo "run --replay (the scan, then 5 s of its schedule): $(rss_mib "$work/big.time"), $(field "$work/big.json" "r['requests']['total']") calls sent"
 rm -f "$big"
 
+fi
+if part 2; then
 echo "== 2. a 60 s log at 100 calls/s"
 log=$work/minute.binlog
 python3 bench/replay_log.py "$log" 6000 100 100
@@ -48,8 +58,12 @@ echo "--speed 2: $(python3 -c "print(f'{$end - $start:.2f}')") s wall (start-up 
 run --replay "$log" --rps 500 -z 10s >"$work/rps.json"
 echo "--rps 500 -z 10s: $(field "$work/rps.json" "r['requests']['total']") calls sent, unsent $(field "$work/rps.json" "r['requests']['unsent']")"
 
-echo "== 3. client CPU per call, replay vs a plain run of the same methods (2000 calls/s, 20 s)"
-python3 bench/replay_log.py "$work/cpu.binlog" 40000 2000 100
+fi
+if part 3; then
+echo "== 3. client CPU per call, replay vs a plain run of the same methods ($RATE calls/s, $SECONDS_EACH s, $ROUNDS rounds)"
+# Counted by perf (instructions:u, which the machine's load barely moves, and task-clock),
+# start-up included: the replay's scan of its log, the plain run's schema.
+python3 bench/replay_log.py "$work/cpu.binlog" $((RATE * SECONDS_EACH)) "$RATE" 100
 cat >"$work/mix.toml" <<EOF
 [[call]]
 name = "echo"
@@ -64,11 +78,40 @@ weight = 3
 EOF
 "$rpcmeter" protos "$work/protos" >/dev/null
 printf 'import "echo.proto";\nimport "rpcmeter/lab/v1/lab.proto";\n' | sed '1i syntax = "proto3";' >"$work/protos/both.proto"
+counted() { perf stat -x, -e instructions:u,task-clock -o "$1" "$rpcmeter" run --plaintext --no-save --no-calibrate -q --format json "${@:2}" "$addr"; }
 for round in $(seq "$ROUNDS"); do
-  run --replay "$work/cpu.binlog" >"$work/replay.$round.json"
-  run --proto "$work/protos/both.proto" -i "$work/protos" --workload "$work/mix.toml" --rps 2000 -z 20s \
-    >"$work/plain.$round.json"
-  echo "round $round: replay $(field "$work/replay.$round.json" "round(r['client']['cpu_us_per_request'], 2)") µs/call," \
-    "plain $(field "$work/plain.$round.json" "round(r['client']['cpu_us_per_request'], 2)") µs/call" \
-    "(calls $(field "$work/replay.$round.json" "r['requests']['total']") / $(field "$work/plain.$round.json" "r['requests']['total']"))"
+  counted "$work/replay.$round.perf" --replay "$work/cpu.binlog" >"$work/replay.$round.json"
+  counted "$work/plain.$round.perf" --proto "$work/protos/both.proto" -i "$work/protos" \
+    --workload "$work/mix.toml" --rps "$RATE" -z "${SECONDS_EACH}s" >"$work/plain.$round.json"
 done
+# perf's CSV: value,unit,event,...: per call (the result's calls), min/median/max, the ratios.
+# A VM without a PMU ("PMU not available due to virtualization" in dmesg) counts no
+# instructions (perf says <not supported>): then only the CPU time (task-clock) is given.
+python3 - "$work" "$ROUNDS" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def per_call(kind, r):
+    n = json.load(open(f"{work}/{kind}.{r}.json"))["requests"]["total"]
+    counts = {}
+    for line in open(f"{work}/{kind}.{r}.perf"):
+        cells = line.strip().split(",")
+        if len(cells) > 2 and cells[0][:1].isdigit():
+            counts[cells[2].split(":")[0]] = float(cells[0]) / n
+    return counts.get("instructions"), counts["task-clock"] * 1000, n
+rows = {kind: [per_call(kind, r) for r in range(1, rounds + 1)] for kind in ("replay", "plain")}
+show = lambda x, f: "n/a" if x is None else f.format(x)
+for r in range(rounds):
+    (ri, rc, rn), (pi, pc, pn) = rows["replay"][r], rows["plain"][r]
+    print(f"round {r + 1}: replay {show(ri, '{:.0f}')} instructions/call, {rc:.2f} µs CPU/call ({rn} calls); "
+          f"plain {show(pi, '{:.0f}')}, {pc:.2f} ({pn})")
+for at, what, f in ((0, "instructions/call", "{:.0f}"), (1, "CPU µs/call", "{:.2f}")):
+    if any(g[at] is None for got in rows.values() for g in got):
+        print(f"{what}: not counted on this machine")
+        continue
+    for kind, got in rows.items():
+        v = [g[at] for g in got]
+        print(f"{kind}: {what} min/median/max " + "/".join(f.format(x) for x in (min(v), statistics.median(v), max(v))))
+    median = lambda kind: statistics.median(g[at] for g in rows[kind])
+    print(f"replay / plain, median {what}: {median('replay') / median('plain'):.3f}")
+PY
+fi

@@ -123,22 +123,28 @@ fn a_backend_that_dies_leaves_the_rotation_and_rejoins_when_back() {
 #[test]
 fn a_slow_backend_is_named_in_a_warning() {
     let fast = TestServer::start(Behaviour::Echo);
-    let slow = TestServer::start(Behaviour::Delay(Duration::from_millis(20)));
+    // Slower than the client's stalls on a busy machine (a 1 ms sleep overshot by p99 27 ms at
+    // a load of 16 on 2 cores), which a slow backend must stand above.
+    let slow = TestServer::start(Behaviour::Delay(Duration::from_millis(100)));
     let r = json(run(&ipv4(&[&fast, &slow]), &["--lb", "round_robin", "-n", "120", "-c", "4"]));
     let warnings: Vec<&Value> =
         r["warnings"].as_array().unwrap().iter().filter(|w| w["kind"] == "slow_backend").collect();
     assert_eq!(warnings.len(), 1, "{}", r["warnings"]);
     let text = warnings[0]["message"].as_str().unwrap();
     assert!(text.contains(&slow.addr.to_string()), "{text}");
-    // Two equal backends: no warning. Checked while the cores keep up: at a load of 17 on 2
-    // cores one of two equal echo servers had a p50 of 8.3 ms, the other 1.4 ms (the warning
-    // then names a backend that the machine, not the server, slowed).
-    let other = TestServer::start(Behaviour::Echo);
-    let r = json(run(&ipv4(&[&fast, &other]), &["--lb", "round_robin", "-n", "120", "-c", "4"]));
-    let slow_named = r["warnings"].as_array().unwrap().iter().any(|w| w["kind"] == "slow_backend");
-    match common::machine_busy() {
-        Some(load) if slow_named => eprintln!("a slow backend named at a load of {load}: {}", r["warnings"]),
-        _ => assert!(!slow_named, "{}", r["warnings"]),
+}
+
+/// Two equal backends: no warning, however busy the machine. At a load of 17 on 2 cores one of
+/// two equal echo servers had a p50 of 8.3 ms, the other 1.4 ms: the machine, not the server,
+/// slowed it, and the client's stalls (its hiccups) or the other's p90 reach that far.
+#[test]
+fn two_equal_backends_are_not_called_slow() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    for _ in 0..3 {
+        let r = json(run(&ipv4(&[&a, &b]), &["--lb", "round_robin", "-n", "120", "-c", "4"]));
+        assert!(r["client"]["hiccup_us"]["count"].as_u64().is_some_and(|n| n > 0), "{}", r["client"]);
+        let slow_named = r["warnings"].as_array().unwrap().iter().any(|w| w["kind"] == "slow_backend");
+        assert!(!slow_named, "{}\n{}", r["warnings"], r["backends"]);
     }
 }
 
@@ -241,7 +247,10 @@ fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
     // The only backend dies during the run: the calls after find no ready backend, and the
     // table gives them a row, so that its rows add up to the total.
     let mut only = TestServer::start(Behaviour::Echo);
-    let cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("run.html");
+    let mut cmd = run(&format!("ipv4:{}", only.addr), &["--lb", "round_robin", "--rps", "200", "-z", "2s"]);
+    cmd.arg("--export").arg(format!("html={}", page.display()));
     let handle = std::thread::spawn(move || cmd_output(cmd));
     wait::wait_for_count("calls on the only backend", 20, || only.calls());
     only.kill();
@@ -254,6 +263,10 @@ fn a_down_backend_is_named_and_calls_without_a_backend_have_their_row() {
     let placed: u64 = cells(backend)[1].parse().unwrap();
     assert!(none > 0 && cells(row)[3] == cells(row)[4], "{row}");
     assert!(total.contains(&format!("Calls:       {} ", none + placed)), "{total}\n{backend}\n{row}");
+    // The HTML report's By backend table has the row too (it had none).
+    let html = std::fs::read_to_string(&page).unwrap();
+    let row = format!("<tr><td>(no ready backend)</td><td class=\"n\">{none}</td><td class=\"n bad\">{none}</td>");
+    assert!(html.contains(&row), "{}", html.split("<table class=\"backends\">").nth(1).unwrap_or(&html));
 }
 
 /// The table a run printed, whatever its exit code.

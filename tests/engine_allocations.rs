@@ -6,7 +6,7 @@
 //! which the test sees as the engine asks it for the agreed start (`Start::Agreed`).
 mod common;
 use common::*;
-use rpcmeter::grpc::transport::{Addresses, CallKind, CallSpec, Lb, MessageOptions, StreamLimits, Target};
+use rpcmeter::grpc::transport::{Addresses, CallKind, Lb, StreamLimits, Target};
 use rpcmeter::load::engine::{self, Mix, MixCall, MixFlow};
 use rpcmeter::load::pacer::Pacer;
 use rpcmeter::load::plan::{Control, Plan, ShardOf, Start, StopAt};
@@ -79,6 +79,9 @@ fn worker_threads_allocate_nothing_after_the_start_of_a_workload_run() {
     let calls = ["a", "b", "c"]
         .iter()
         .map(|content| MixCall {
+            name: content.to_string(),
+            method: method.full_name().to_owned(),
+            schema: Some(method.clone()),
             path: path.clone(),
             requests: Arc::new(
                 RequestSource::new(&method, &DataSource::Json(format!(r#"{{"content":"{content}"}}"#))).unwrap(),
@@ -89,19 +92,17 @@ fn worker_threads_allocate_nothing_after_the_start_of_a_workload_run() {
         })
         .collect();
     let flows = vec![
-        MixFlow { steps: vec![0, 1], stop_on_check_failure: false },
-        MixFlow { steps: vec![2], stop_on_check_failure: false },
+        MixFlow { name: "ab".into(), steps: vec![0, 1], stop_on_check_failure: false },
+        MixFlow { name: "c".into(), steps: vec![2], stop_on_check_failure: false },
     ];
-    let mix = Mix { calls, pick: Pick::round_robin(&[1, 2]), named: true, flows, checks: 0, log: None };
+    let mix = Mix { calls, pick: Pick::round_robin(&[1, 2]), named: true, flows, log: None };
     let agree = |_: &Control| {
         ARMED.store(true, SeqCst);
         Ok(Instant::now() + Duration::from_millis(20))
     };
     let plan = Plan {
         target,
-        spec: CallSpec { path, metadata: Default::default(), deadline: None, messages: MessageOptions::default() },
-        kind: CallKind::Unary,
-        stream: StreamLimits::default(),
+        call: Default::default(),
         pacer: Pacer::Closed,
         workers: 4,
         threads: 2,

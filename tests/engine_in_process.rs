@@ -2,7 +2,7 @@
 //! is not the point (exact totals, the analysis of what it recorded), in a fraction of a second.
 mod common;
 use common::*;
-use rpcmeter::grpc::transport::{CallKind, CallSpec, MessageOptions, StreamLimits, Target};
+use rpcmeter::grpc::transport::{Bidi, CallKind, StreamLimits, Target};
 use rpcmeter::load::engine::{self, Ended, Mix};
 use rpcmeter::load::pacer::Pacer;
 use rpcmeter::load::plan::{Control, Plan, ShardOf, StopAt};
@@ -18,18 +18,9 @@ fn plan(addr: std::net::SocketAddr, workers: u32, total: u64) -> (Plan, Mix) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let method = runtime.block_on(rpcmeter::schema::resolve_method(&schema, "EchoService/echo", &target)).unwrap();
     let requests = Arc::new(RequestSource::new(&method, &DataSource::Json(r#"{"content":"hi"}"#.into())).unwrap());
-    let path: http::uri::PathAndQuery =
-        format!("/{}/{}", method.parent_service().full_name(), method.name()).parse().unwrap();
     let plan = Plan {
         target,
-        spec: CallSpec {
-            path: path.clone(),
-            metadata: Default::default(),
-            deadline: None,
-            messages: MessageOptions::default(),
-        },
-        kind: CallKind::Unary,
-        stream: StreamLimits::default(),
+        call: Default::default(),
         pacer: Pacer::Closed,
         workers,
         threads: 1,
@@ -45,7 +36,7 @@ fn plan(addr: std::net::SocketAddr, workers: u32, total: u64) -> (Plan, Mix) {
         start: None,
         warmup_auto: false,
     };
-    let mix = Mix::single(&plan, requests);
+    let mix = Mix::single(&method, requests, StreamLimits::default()).unwrap();
     (plan, mix)
 }
 
@@ -72,6 +63,8 @@ fn every_call_of_a_total_is_recorded_once_and_finished_into_a_summary() {
             arguments: vec![],
         },
         call: "EchoService.echo",
+        kind: CallKind::Unary,
+        bidi: Bidi::PingPong,
         recorded,
         checks: &[],
         rows: finished.rows,
@@ -88,8 +81,8 @@ fn every_call_of_a_total_is_recorded_once_and_finished_into_a_summary() {
     let at = |stat| summary.latency_us.micros(stat).unwrap();
     use rpcmeter::stats::Statistic;
     assert!(summary.throughput_rps > 0.0 && at(Statistic::Max) >= at(Statistic::Min));
-    let kinds: Vec<&str> = summary.warnings.iter().flatten().map(|w| w.kind.as_str()).collect();
-    assert!(kinds.contains(&rpcmeter::analysis::NoticeKind::ClosedLoop.as_str()), "{kinds:?}");
+    let kinds: Vec<_> = summary.warnings.iter().flatten().filter_map(|w| w.kind.known()).collect();
+    assert!(kinds.contains(&rpcmeter::result::NoticeKind::ClosedLoop), "{kinds:?}");
 }
 
 #[test]

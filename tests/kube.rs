@@ -687,3 +687,100 @@ fn pod_0_judges_the_merged_run() {
     let (code, stderr) = judged("rps>=150");
     assert_eq!(code, Some(1), "rps>=150 over 100/s: {stderr}");
 }
+
+/// A grpc-go style binary log of `n` echo calls 2 ms apart, call i's request "call i".
+fn echo_log(n: u64) -> Vec<u8> {
+    use rpcmeter::replay::log::Framing;
+    use rpcmeter::replay::proto::grpc_log_entry::{EventType, Payload};
+    use rpcmeter::replay::proto::{ClientHeader, GrpcLogEntry, Message, Trailer};
+    let entry = |call: u64, ns: u64, kind: EventType, payload: Payload| GrpcLogEntry {
+        timestamp: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: ns as i32 }),
+        call_id: call,
+        sequence_id_within_call: 1,
+        r#type: kind as i32,
+        logger: 2,
+        payload_truncated: false,
+        payload: Some(payload),
+        peer: None,
+    };
+    let mut out = Vec::new();
+    for call in 1..=n {
+        let content = format!("call {call}");
+        let mut request = vec![0x0a, content.len() as u8];
+        request.extend(content.as_bytes());
+        let ns = call * 2_000_000;
+        let header = ClientHeader { method_name: "/EchoService/echo".into(), ..Default::default() };
+        let message = Message { length: request.len() as u32, data: request };
+        for e in [
+            entry(call, ns, EventType::ClientHeader, Payload::ClientHeader(header)),
+            entry(call, ns + 10, EventType::ClientMessage, Payload::Message(message)),
+            entry(call, ns + 500_000, EventType::ServerTrailer, Payload::Trailer(Trailer::default())),
+        ] {
+            Framing::Be32.write(&mut out, &e).unwrap();
+        }
+    }
+    out
+}
+
+/// `run --replay`'s log travels in the ConfigMap: the manifest runs under `--simulate` once
+/// the log is gone, each pod sends every other call, and together they send each logged call
+/// once; a log over what a ConfigMap holds is refused in one line.
+#[test]
+fn a_replayed_log_travels_with_the_manifest_and_each_pod_sends_every_nth_call() {
+    let server = TestServer::start(Behaviour::Echo);
+    let here = tempfile::tempdir().unwrap();
+    std::fs::write(here.path().join("calls.binlog"), echo_log(40)).unwrap();
+    let print = |log: &str| {
+        Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+            .current_dir(here.path())
+            .args([
+                "kube",
+                "--output",
+                "json",
+                "--shards",
+                "2",
+                "run",
+                "--plaintext",
+                "--replay",
+                log,
+                "--no-server-stats",
+            ])
+            .arg(server.addr.to_string())
+            .output()
+            .unwrap()
+    };
+    let manifest = print("calls.binlog");
+    assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
+    let job = objects(&manifest.stdout).into_iter().find(|o| o["kind"] == "Job").unwrap();
+    assert!(args_of(&job).iter().any(|a| a.ends_with("/etc/rpcmeter/files/replay/calls.binlog")), "{job}");
+
+    // Over 1 MiB: refused, saying what to do instead.
+    let big = here.path().join("big.binlog");
+    std::fs::write(&big, echo_log(40).repeat(1 + (1 << 20) / echo_log(40).len())).unwrap();
+    let refused = print("big.binlog");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("more than the 1.0 MiB a ConfigMap holds") && stderr.contains("--shards"), "{stderr}");
+    drop(here);
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = elsewhere.path().join("load.yaml");
+    std::fs::write(&file, &manifest.stdout).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(elsewhere.path())
+        .args(["kube", "--output", "json", "--simulate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"]["total"].as_u64(), Some(40), "{merged}");
+    assert_eq!(merged["replay"]["calls_in_log"].as_u64(), Some(40), "{}", merged["replay"]);
+    assert_eq!(merged["replay"]["recorded"]["EchoService/echo"]["requests"]["total"].as_u64(), Some(40));
+    let mut sent: Vec<String> = server.contents().into_iter().map(|(_, c)| c).collect();
+    sent.sort();
+    let mut logged: Vec<String> = (1..=40).map(|i| format!("call {i}")).collect();
+    logged.sort();
+    assert_eq!(sent, logged, "each logged call sent once, by one of the pods");
+}

@@ -160,8 +160,7 @@ fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
         .unwrap();
     // kv-throughput --quick is 20 steps of 1 s, four per server: once the fifth (the first on
     // the second server, whose count starts at 0) has calls answered, four have run and most
-    // have not. A signal while a step still resolves its schema ends the lab with an error
-    // and no write-up (a defect of its own), so the wait is for calls, not the step's line.
+    // have not (a signal while a step still resolves its schema is the test below).
     let mut stderr = wait::Lines::read(child.stderr.take().unwrap());
     let fifth = (0..5).map(|_| stderr.wait_for_line(": rpcmeter run ")).last().unwrap();
     let addr = fifth.rsplit(' ').next().unwrap().to_string();
@@ -176,6 +175,33 @@ fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
     assert!(md.contains("## What it shows\n\nNot drawn: the lab was interrupted"), "{md}");
     let html = std::fs::read_to_string(dir.path().join("kv-throughput.html")).unwrap();
     assert!(html.contains("INTERRUPTED: ") && html.contains("Not drawn"));
+}
+
+/// Ctrl-C as a lab step starts, while it still resolves its schema (the step's line is out,
+/// its run not begun): the step was not run, and the lab writes its INTERRUPTED write-up with
+/// the steps before it (it ended with "interrupted before the run started" and no write-up).
+#[test]
+fn a_lab_interrupted_while_a_step_resolves_its_schema_still_writes_its_write_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
+        .args(["lab", "kv-throughput", "--quick", "--runtimes", "rpcmeter", "--out"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The second step's line is printed just before it resolves its schema by reflection.
+    let mut stderr = wait::Lines::read(child.stderr.take().unwrap());
+    for _ in 0..2 {
+        stderr.wait_for_line(": rpcmeter run ");
+    }
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr.rest());
+    let md = std::fs::read_to_string(dir.path().join("kv-throughput.md")).unwrap();
+    let top: Vec<&str> = md.lines().take(3).collect();
+    assert!(top[2].starts_with("**INTERRUPTED**: ") && top[2].contains("Steps that ran: "), "{md}");
+    assert!(md.contains("## What it shows\n\nNot drawn: the lab was interrupted"), "{md}");
 }
 
 /// A --db the servers cannot use: a scheme they do not know is refused before anything starts

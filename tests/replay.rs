@@ -1,7 +1,11 @@
 //! `run --replay` and `replay-info` on a real binary log: grpc-go's own file sink
 //! (labs/servers/go `--binlog`, GRPC_BINARY_LOG_FILTER='*'), recorded under a known workload
-//! of two methods with varied payloads and a mix of statuses, then replayed against a fresh
-//! server; and broken logs refused in one line.
+//! of two methods with varied payloads and a mix of statuses and, beside it, streams of each
+//! kind, then replayed against a fresh server (itself logging, so the streams' times as it
+//! saw them are compared with the log's); and broken logs refused in one line.
+mod common;
+
+use common::lab_process::LabProcess;
 use rpcmeter::experiments::servers::{self, Built, Runtime, Server};
 use rpcmeter::replay::calls::{Call, Calls, Limits};
 use rpcmeter::replay::log::{Entries, Framing};
@@ -29,6 +33,27 @@ weight = 2
 
 const ECHO: &str = "/EchoService/echo";
 const PUT: &str = "/rpcmeter.lab.v1.Storage/PutValue";
+const UPLOAD: &str = "/rpcmeter.lab.v1.Streaming/Upload";
+const BIDI: &str = "/rpcmeter.lab.v1.Streaming/Echo";
+const SUBSCRIBE: &str = "/rpcmeter.lab.v1.Streaming/Subscribe";
+
+/// Streams recorded beside the workload, one method each, one stream at a time (so that a
+/// method's calls replay in the order they were logged): a client stream and a ping-pong bidi
+/// stream of messages 100 ms apart, and server streams of 4 chunks 20 ms apart.
+const STREAMS: [(&str, &str, &str); 3] = [
+    (
+        "rpcmeter.lab.v1.Streaming/Upload",
+        r#"[{"payload":"aGk=","seq":1},{"payload":"aGVsbG8gd29ybGQ=","seq":2}]"#,
+        "--stream-call-count=4 --stream-interval=100ms",
+    ),
+    (
+        "rpcmeter.lab.v1.Streaming/Echo",
+        r#"[{"payload":"cGluZw==","seq":7}]"#,
+        "--stream-call-count=3 --stream-interval=100ms",
+    ),
+    ("rpcmeter.lab.v1.Streaming/Subscribe", r#"{"count":4,"size":100,"interval_us":20000}"#, "--stream-call-count=4"),
+];
+const SPEED: u32 = 2;
 
 fn rpcmeter() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
@@ -59,16 +84,18 @@ fn go_server() -> Option<Built> {
 /// its own count of calls received, by method.
 fn server_said(rest: &str) -> (Option<PathBuf>, BTreeMap<String, u64>) {
     let log = rest.lines().find_map(|l| l.strip_prefix("binary log: ")).map(PathBuf::from);
-    let received = rest
-        .lines()
-        .filter(|l| l.starts_with('/'))
-        .filter_map(|l| {
-            let cells: Vec<&str> = l.split_whitespace().collect();
-            Some((cells[0].to_string(), cells.get(1)?.parse().ok()?))
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    (log, received)
+    (log, column(rest, 1))
+}
+
+/// A column of the Go server's table by method (1: calls received, 5: messages in), its
+/// methods with calls only.
+fn column(said: &str, at: usize) -> BTreeMap<String, u64> {
+    let row = |l: &str| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        let received: u64 = cells.get(1)?.parse().ok()?;
+        Some((cells[0].to_string(), cells.get(at)?.parse().ok()?)).filter(|_| received > 0)
+    };
+    said.lines().filter(|l| l.starts_with('/')).filter_map(row).collect()
 }
 
 /// Every call of a log, in the order they started.
@@ -99,23 +126,49 @@ fn statuses_of(calls: &[Call], method: &str) -> BTreeMap<String, u64> {
     counts
 }
 
-/// `run --replay log` against a fresh Go server: its result and the server's own count.
-fn replay(built: &Built, log: &Path, dir: &Path, label: &str) -> (Value, BTreeMap<String, u64>, PathBuf) {
-    let server = Server::start(Runtime::Go, built, label, &["--echo-status".into()]).unwrap();
+/// What a replay gave: its result, the server's own count of calls by method, the details'
+/// CSV, all the server said, and the server's own binary log of the replay.
+struct Replayed {
+    result: Value,
+    received: BTreeMap<String, u64>,
+    details: PathBuf,
+    said: String,
+    log: PathBuf,
+}
+
+/// `run --replay log` at --speed 2 against a fresh Go server, itself logging.
+fn replay(built: &Built, log: &Path, dir: &Path, label: &str) -> Replayed {
+    let logging = Built { server: format!("env GRPC_BINARY_LOG_FILTER='*' {}", built.server), client: None };
+    let server = Server::start(Runtime::Go, &logging, label, &["--binlog".into(), "--echo-status".into()]).unwrap();
     let (details, result) = (dir.join(format!("{label}.csv")), dir.join(format!("{label}.json")));
     let mut cmd = rpcmeter();
     cmd.args(["run", "--plaintext", "--no-save", "--no-calibrate", "-q", "--replay"])
         .arg(log)
-        .args(["--speed", "2", "--format", "json", "--csv-details"])
+        .args(["--speed", &SPEED.to_string(), "--format", "json", "--csv-details"])
         .arg(&details)
         .arg("-o")
         .arg(&result)
         .arg(&server.addr);
     let (code, _, stderr) = outcome(cmd);
-    let (_, received) = server_said(&server.stop());
+    let said = server.stop();
+    let (server_log, received) = server_said(&said);
+    let server_log = server_log.expect("the server names its binary log");
+    let kept = dir.join(format!("{label}.server.binlog"));
+    std::fs::copy(&server_log, &kept).unwrap();
+    std::fs::remove_file(&server_log).unwrap();
     assert_eq!(code, Some(0), "{stderr}");
-    let json = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
-    (json, received, details)
+    let result = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    Replayed { result, received, details, said, log: kept }
+}
+
+/// Every time a streaming call's client sent a message or closed its side, since its start:
+/// the log's calls of `method` in the order they started.
+fn stream_times(calls: &[Call], method: &str) -> Vec<Vec<std::time::Duration>> {
+    calls
+        .iter()
+        .filter(|c| c.method == method)
+        .map(|c| c.requests.iter().map(|r| r.at).chain(c.half_close).collect())
+        .collect()
 }
 
 #[test]
@@ -140,7 +193,29 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
         .arg("--workload")
         .arg(&mix)
         .args(["--rps", "400", "-n", "300", &server.addr]);
+    // The streams at the same time, each method's one at a time.
+    let streams: Vec<std::process::Child> = STREAMS
+        .iter()
+        .map(|(method, data, flags)| {
+            let mut stream = rpcmeter();
+            stream
+                .args(["run", "--plaintext", "--no-save", "--no-calibrate", "--no-server-stats", "-q", "--proto"])
+                .arg(&both)
+                .arg("-i")
+                .arg(format!("{},{}", dir.path().display(), protos.display()))
+                .args(["--call", method, "-d", data])
+                .args(flags.split(' '))
+                .args(["-c", "1", "-n", "3"])
+                .arg(&server.addr)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
     run_ok(cmd);
+    for mut stream in streams {
+        assert!(stream.wait().unwrap().success());
+    }
     let (log, recorded_by_server) = server_said(&server.stop());
     let log = log.expect("the server names its binary log");
     let kept = dir.path().join("grpc-go.binlog");
@@ -150,7 +225,10 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
     // The log holds the workload's calls, as the logging server counted them.
     let calls = calls_of(&kept);
     let by_method = count_by_method(&calls);
-    assert_eq!(by_method, BTreeMap::from([(ECHO.to_string(), 200), (PUT.to_string(), 100)]));
+    let streamed = [(UPLOAD, 3), (BIDI, 3), (SUBSCRIBE, 3)].map(|(m, n)| (m.to_string(), n));
+    let mut workload = BTreeMap::from([(ECHO.to_string(), 200), (PUT.to_string(), 100)]);
+    workload.extend(streamed.clone());
+    assert_eq!(by_method, workload);
     assert_eq!(by_method, recorded_by_server);
     assert!(calls.iter().all(|c| Skip::of(c).is_none()), "every call can be sent");
     assert_eq!(statuses_of(&calls, ECHO)["UNAVAILABLE"], 50);
@@ -160,9 +238,15 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
         cmd
     });
     assert!(info.contains("| /EchoService/echo | 200 | OK 150, UNAVAILABLE 50 |"), "{info}");
-    assert!(info.contains("calls: 300 from") && info.contains("4-byte big-endian"), "{info}");
+    assert!(info.contains("calls: 309 from") && info.contains("4-byte big-endian"), "{info}");
 
-    let (result, received, details) = replay(&built, &kept, dir.path(), "replayed");
+    assert!(
+        info.contains("| client streaming | 4.0/1.0 |") && info.contains("| server streaming | 1.0/4.0 |"),
+        "{info}"
+    );
+
+    let replayed = replay(&built, &kept, dir.path(), "replayed");
+    let (result, received, details) = (&replayed.result, &replayed.received, &replayed.details);
     let name = |path: &str| path.trim_start_matches('/').to_string();
     for (method, n) in &by_method {
         let slice = &result["calls_by_name"][name(method)];
@@ -198,7 +282,7 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
     assert_eq!(result["requests"]["unsent"].as_u64(), Some(0));
 
     // Each call was due at its logged offset from the first call, halved (--speed 2), to 1 µs.
-    let text = std::fs::read_to_string(&details).unwrap();
+    let text = std::fs::read_to_string(details).unwrap();
     let mut rows = csv::Reader::from_reader(text.as_bytes());
     let header = rows.headers().unwrap().clone();
     let at = header.iter().position(|h| h == "intended").unwrap();
@@ -208,9 +292,51 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
     logged.sort_unstable();
     assert_eq!(intended.len(), logged.len());
     for (k, (i, l)) in intended.iter().zip(&logged).enumerate() {
-        let (sent, want) = (i - intended[0], (l - logged[0]) / 2);
+        let (sent, want) = (i - intended[0], (l - logged[0]) / SPEED as i128);
         assert!((sent - want).abs() <= 1_000, "call {k}: due at +{sent} ns, logged +{} ns / 2 = {want}", l - logged[0]);
     }
+
+    // Streams: each message of the client and its close as logged, and every answer counted.
+    let client_messages: u64 = calls.iter().filter(|c| !c.is_unary()).map(|c| c.requests.len() as u64).sum();
+    let server_messages: u64 = calls.iter().filter(|c| !c.is_unary()).map(|c| c.responses).sum();
+    assert_eq!((client_messages, server_messages), (3 * 4 + 3 * 3 + 3, 3 + 3 * 3 + 3 * 4));
+    assert_eq!(result["messages"]["sent"].as_u64(), Some(client_messages), "{}", result["messages"]);
+    assert_eq!(result["messages"]["received"].as_u64(), Some(server_messages), "{}", result["messages"]);
+    let messages_in = column(&replayed.said, 5);
+    for (method, _) in &streamed {
+        let logged: u64 = calls.iter().filter(|c| &c.method == method).map(|c| c.requests.len() as u64).sum();
+        assert_eq!(messages_in[method], logged, "{method}: messages the fresh server received");
+    }
+    // The fresh server's log of the replay has each stream's messages and close at the logged
+    // times since the call's start, halved. Each call's times are taken against its own median
+    // deviation (the server logs the call's start when it gets to it, late now and then on a
+    // busy machine). Tolerance, from the log: half its median gap between two messages of a
+    // stream, halved (the test's own interval, 100 ms, makes the gaps; a busy machine makes a
+    // few of them short); the median of the deviations stays within it (a message sent at
+    // once, or not sped up, is a gap off).
+    let again = calls_of(&replayed.log);
+    let mut gaps = Vec::new();
+    let mut deviations = Vec::new();
+    for method in [UPLOAD, BIDI] {
+        let (logged, sent) = (stream_times(&calls, method), stream_times(&again, method));
+        assert_eq!(logged.iter().map(Vec::len).collect::<Vec<_>>(), sent.iter().map(Vec::len).collect::<Vec<_>>());
+        for (logged, sent) in logged.iter().zip(&sent) {
+            let messages = &logged[..logged.len() - 1];
+            gaps.extend(messages.windows(2).map(|w| (w[1] - w[0]) / SPEED));
+            let mut call: Vec<i128> =
+                logged.iter().zip(sent).map(|(l, s)| s.as_nanos() as i128 - (*l / SPEED).as_nanos() as i128).collect();
+            let mut sorted = call.clone();
+            sorted.sort_unstable();
+            let median = sorted[sorted.len() / 2];
+            call.iter_mut().for_each(|d| *d = (*d - median).abs());
+            deviations.extend(call.into_iter().zip(logged).map(|(d, at)| (d, method, *at)));
+        }
+    }
+    gaps.sort_unstable();
+    let tolerance = (gaps[gaps.len() / 2].as_nanos() / 2) as i128;
+    deviations.sort_unstable();
+    let median = deviations[deviations.len() / 2];
+    assert!(median.0 <= tolerance, "median deviation {} ns, tolerance {tolerance}: {deviations:?}", median.0);
 
     // The same entries written varint-delimited, as grpc-java's examples write them.
     let varint = dir.path().join("varint.binlog");
@@ -221,7 +347,8 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
         Framing::Varint.write(&mut out, &entry).unwrap();
     }
     drop(out);
-    let (again, received, _) = replay(&built, &varint, dir.path(), "varint");
+    let again = replay(&built, &varint, dir.path(), "varint");
+    let (again, received) = (&again.result, &again.received);
     assert!(again["replay"]["framing"].as_str().unwrap().starts_with("varint"), "{}", again["replay"]);
     for (method, n) in &by_method {
         assert_eq!(again["calls_by_name"][name(method)]["requests"]["total"].as_u64(), Some(*n), "{method}");
@@ -232,6 +359,12 @@ fn a_log_grpc_go_recorded_replays_method_by_method_with_its_times_and_bytes() {
 
 /// A small log of `n` unary echo calls 1 ms apart, each with `payload` as its request.
 fn small_log(n: u64, truncated: bool) -> Vec<u8> {
+    mixed_log(n, truncated, &[(ECHO, b"\n\x02hi")])
+}
+
+/// A log of `n` unary calls 1 ms apart, of `methods` in turn (each with its request), every
+/// fifth logged UNAVAILABLE, the logged latencies 100 µs to 700 µs.
+fn mixed_log(n: u64, truncated: bool, methods: &[(&str, &[u8])]) -> Vec<u8> {
     use rpcmeter::replay::proto::grpc_log_entry::{EventType, Payload};
     use rpcmeter::replay::proto::{ClientHeader, GrpcLogEntry, Message, Trailer};
     let entry = |call: u64, ns: u64, kind: EventType, payload: Option<Payload>| GrpcLogEntry {
@@ -247,16 +380,15 @@ fn small_log(n: u64, truncated: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for call in 1..=n {
         let ns = call * 1_000_000;
-        let header = ClientHeader { method_name: ECHO.into(), ..Default::default() };
+        let (method, request) = methods[call as usize % methods.len()];
+        let header = ClientHeader { method_name: method.into(), ..Default::default() };
+        let message = Message { length: request.len() as u32, data: request.to_vec() };
+        let status = if call % 5 == 0 { 14 } else { 0 };
+        let trailer = Trailer { status_code: status, ..Default::default() };
         for e in [
             entry(call, ns, EventType::ClientHeader, Some(Payload::ClientHeader(header))),
-            entry(
-                call,
-                ns + 10,
-                EventType::ClientMessage,
-                Some(Payload::Message(Message { length: 4, data: b"\n\x02hi".to_vec() })),
-            ),
-            entry(call, ns + 99, EventType::ServerTrailer, Some(Payload::Trailer(Trailer::default()))),
+            entry(call, ns + 10, EventType::ClientMessage, Some(Payload::Message(message))),
+            entry(call, ns + 100_000 * (call % 7 + 1), EventType::ServerTrailer, Some(Payload::Trailer(trailer))),
         ] {
             Framing::Be32.write(&mut out, &e).unwrap();
         }
@@ -305,4 +437,63 @@ fn truncated_garbage_and_endless_logs_are_refused_in_one_line() {
         &[os("run"), os("--plaintext"), os("--no-save"), os("--replay"), all_cut.as_os_str(), os("127.0.0.1:1")],
         "no call of its 5 can be sent (5 with a message cut",
     );
+}
+
+/// `run --replay` against `addr`, with `args` (--shards): its JSON result, also written to
+/// `out` when given.
+fn replay_json(log: &Path, addr: &str, args: &[&str], out: Option<&Path>) -> Value {
+    let mut cmd = rpcmeter();
+    cmd.args(["run", "--plaintext", "--no-save", "--no-calibrate", "-q", "--format", "json", "--replay"])
+        .arg(log)
+        .args(args)
+        .arg(addr);
+    let text = run_ok(cmd);
+    if let Some(out) = out {
+        std::fs::write(out, &text).unwrap();
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_sharded_replay_and_a_merge_keep_the_logs_own_numbers_method_by_method() {
+    let lab = LabProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mixed.binlog");
+    std::fs::write(&log, mixed_log(40, false, &[(ECHO, b"\n\x02hi"), (PUT, b"\n\x01k\x12\x01v")])).unwrap();
+    let whole = replay_json(&log, &lab.addr, &[], None);
+    let recorded = &whole["replay"]["recorded"];
+    assert_eq!(recorded["EchoService/echo"]["requests"]["total"].as_u64(), Some(20), "{recorded}");
+    assert_eq!(recorded["EchoService/echo"]["statuses"]["UNAVAILABLE"].as_u64(), Some(4), "{recorded}");
+
+    // Two shards, each every other call: merged, the log's numbers are the whole run's.
+    let sharded = replay_json(&log, &lab.addr, &["--shards", "2"], None);
+    assert_eq!(sharded["shards"].as_array().map(Vec::len), Some(2));
+    let merged = &sharded["replay"];
+    assert_eq!(merged["recorded"], *recorded, "{merged}");
+    for key in ["calls_in_log", "payload_bytes_logged", "payload_bytes_sent", "file", "schedule", "speed"] {
+        assert_eq!(merged[key], whole["replay"][key], "{key}");
+    }
+
+    // Two runs merged: counts and bytes added, histograms merged, the one log counted once.
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    replay_json(&log, &lab.addr, &[], Some(&a));
+    replay_json(&log, &lab.addr, &[], Some(&b));
+    let mut cmd = rpcmeter();
+    cmd.args(["merge", "--format", "json"]).arg(&a).arg(&b);
+    let both: Value = serde_json::from_str(&run_ok(cmd)).unwrap();
+    let merged = &both["replay"];
+    assert_eq!(merged["calls_in_log"].as_u64(), Some(40), "{merged}");
+    assert_eq!(
+        merged["payload_bytes_logged"].as_u64().unwrap(),
+        2 * whole["replay"]["payload_bytes_logged"].as_u64().unwrap()
+    );
+    for name in ["EchoService/echo", "rpcmeter.lab.v1.Storage/PutValue"] {
+        let (one, two) = (&recorded[name], &merged["recorded"][name]);
+        assert_eq!(two["requests"]["total"].as_u64(), one["requests"]["total"].as_u64().map(|n| 2 * n), "{name}");
+        assert_eq!(two["requests"]["failed"].as_u64(), one["requests"]["failed"].as_u64().map(|n| 2 * n), "{name}");
+        assert_eq!(two["latency_us"]["count"].as_u64(), one["latency_us"]["count"].as_u64().map(|n| 2 * n), "{name}");
+        for stat in ["min", "p50", "p99", "max"] {
+            assert_eq!(two["latency_us"][stat], one["latency_us"][stat], "{name} {stat}");
+        }
+    }
 }

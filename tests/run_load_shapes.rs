@@ -63,6 +63,44 @@ fn poisson_runs_send_exactly_the_arrivals_of_their_seed() {
     assert_eq!(Some(sent_or_not(&drawn)), due);
 }
 
+/// Poisson sends leave in the schedule's order, whichever of two threads holds each: sorted
+/// by intended time, the actual sends (`--csv-details`' timestamp) never go back. Before,
+/// two sends due microseconds apart raced from their wake-ups, and 1-1.6% left before the
+/// one due ahead of them. (The gaps' law is not asserted: on a shared machine late wake-ups
+/// bunch sends whatever their order.)
+#[test]
+fn poisson_sends_leave_in_the_order_of_their_schedule() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("calls.csv");
+    let args = ["--rps", "500", "--arrival", "poisson", "--seed", "5", "-z", "3s", "--threads", "2"];
+    let mut cmd = run_echo(server.addr, &args);
+    cmd.args(["--connections", "2", "--csv-details"]).arg(&csv);
+    let r = json_of(cmd);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (sent, intended) = (column("timestamp"), column("intended"));
+    let mut sends: Vec<(u64, u64)> = lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            (cells[intended].parse().unwrap(), cells[sent].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(sends.len() as u64, u(&r["requests"]["total"]));
+    assert!(sends.len() > 1000, "{} calls", sends.len());
+    sends.sort_unstable();
+    let behind: Vec<_> = sends.windows(2).filter(|w| w[1].1 < w[0].1).collect();
+    assert!(
+        behind.is_empty(),
+        "{} of {} sends left before the one due ahead: {:?}",
+        behind.len(),
+        sends.len(),
+        &behind[..behind.len().min(3)]
+    );
+}
+
 #[test]
 fn worker_stages_start_and_park_workers() {
     // Each call takes 100 ms, so each active worker answers about 10 calls a second.

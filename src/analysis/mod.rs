@@ -30,6 +30,10 @@ pub struct Run<'a> {
     pub meta: Meta,
     /// The method's full name, or the words naming a workload.
     pub call: &'a str,
+    /// The kind of the run's calls (a mix of several: unary, its messages not counted apart)
+    /// and, for bidi streams, how their requests wait for responses.
+    pub kind: CallKind,
+    pub bidi: Bidi,
     pub recorded: Recorded,
     pub checks: &'a [Assertion],
     pub rows: Vec<IntervalRow>,
@@ -42,8 +46,9 @@ pub struct Run<'a> {
     /// `--workload` checks: each one's (call name, expression).
     pub check_names: Vec<(String, String)>,
     /// The machine's floor: None when left out (`--no-calibrate`), Some(None) when the
-    /// machine was never calibrated; with the client's hiccups during the run.
+    /// machine was never calibrated.
     pub floor: Option<Option<Calibration>>,
+    /// The client's hiccups during the run: measured beside the floor, and over backends.
     pub hiccups: Option<&'a Histogram<u64>>,
     /// The server's count, when the target serves the lab's Stats.
     pub server: Option<ServerSide>,
@@ -51,8 +56,9 @@ pub struct Run<'a> {
     pub replay: Option<FinishReplay<'a>>,
 }
 
-/// `run --replay`: the replay's section of the result, made from what the run measured.
-pub type FinishReplay<'a> = Box<dyn FnOnce(&crate::record::Tally) -> crate::result::replay::Replay + 'a>;
+/// `run --replay`: the replay's section of the result, made from what the run measured and
+/// the calls made of each call of the mix (in the mix's order).
+pub type FinishReplay<'a> = Box<dyn FnOnce(&crate::record::Tally, &[u64]) -> crate::result::replay::Replay + 'a>;
 
 /// The run's typed result, every analysis applied once, in this order: the steady state
 /// found and (`--warmup auto`) the warm-up cut; the numbers; the notices; the floor's; the
@@ -62,7 +68,8 @@ pub fn finish(mut run: Run) -> crate::result::Run {
     let replay = run.replay.take();
     let summary = summary_of(run);
     let mut result = to_result::result(&summary);
-    result.replay = replay.map(|finish| finish(&summary.measured));
+    let calls: Vec<u64> = summary.call_shares.iter().map(|(_, share)| share.calls).collect();
+    result.replay = replay.map(|finish| finish(&summary.measured, &calls));
     result.assertions = Some(checked(&result, checks, &summary.measured.call_latency));
     result
 }
@@ -73,6 +80,8 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         mut plan,
         meta,
         call,
+        kind,
+        bidi,
         mut recorded,
         checks: _,
         mut rows,
@@ -92,12 +101,22 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         }
     }
     let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
-    summary.call_names = call_names;
-    summary.flow_names = flow_names;
-    summary.check_names = check_names;
+    summary.messages = messages(kind, bidi, &recorded);
+    // Each name with its numbers (the unsent calls' among them), paired once.
+    let measured = &mut summary.measured;
+    summary.call_shares = paired(call_names, std::mem::take(&mut measured.by_name), no_calls);
+    summary.flow_shares = paired(flow_names, std::mem::take(&mut measured.by_flow), Default::default);
+    summary.check_counts = paired(check_names, std::mem::take(&mut measured.checks), Default::default);
+    let addresses = recorded.backends.iter().map(|a| a.to_string()).collect();
+    let backends = paired(addresses, std::mem::take(&mut measured.by_backend), no_calls);
+    // An idle backend's tally is a full histogram: an empty one, that grows, stands for it.
+    summary.backend_shares =
+        backends.into_iter().map(|(a, share)| (a, if share.calls > 0 { share } else { no_calls() })).collect();
+    // Before the notices: the slow-backend judgement weighs the client's own stalls.
+    summary.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
     summary.notices = notices::notices(&plan, &summary);
     if let Some(floor) = floor {
-        add_floor(&mut summary, floor, hiccups);
+        add_floor(&mut summary, floor);
     }
     if let Some(server) = server {
         add_server(&mut summary, server);
@@ -159,11 +178,11 @@ fn summarize(
         elapsed: r.elapsed,
         steady,
         warm_rounds: (!r.rounds.is_empty()).then(|| crate::stats::steady::warm_rounds(&r.rounds)),
-        messages: messages(plan, r),
-        call_names: Vec::new(),
-        flow_names: Vec::new(),
-        check_names: Vec::new(),
-        backends: r.backends.iter().map(|a| a.to_string()).collect(),
+        messages: None,
+        call_shares: Vec::new(),
+        flow_shares: Vec::new(),
+        check_counts: Vec::new(),
+        backend_shares: Vec::new(),
         replay: None,
     }
 }
@@ -245,17 +264,16 @@ fn warmup(plan: &Plan, r: &Recorded) -> Option<Phase> {
 }
 
 /// Streaming methods: the messages, apart from the streams.
-fn messages(plan: &Plan, r: &Recorded) -> Option<Messages> {
+fn messages(kind: CallKind, bidi: Bidi, r: &Recorded) -> Option<Messages> {
     let (c, m) = (&r.measured.counts, &r.measured);
-    (plan.kind != CallKind::Unary).then(|| Messages {
-        kind: plan.kind,
+    (kind != CallKind::Unary).then(|| Messages {
+        kind,
         sent: c.messages_sent,
         received: c.messages_received,
         sent_per_s: stats::rate(c.messages_sent, r.window),
         received_per_s: stats::rate(c.messages_received, r.window),
-        round_trip: (plan.kind == CallKind::Bidi && plan.stream.bidi == Bidi::PingPong)
-            .then(|| Latency::of(&m.message_latency)),
-        first_message: (plan.kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
+        round_trip: (kind == CallKind::Bidi && bidi == Bidi::PingPong).then(|| Latency::of(&m.message_latency)),
+        first_message: (kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
     })
 }
 
@@ -302,10 +320,9 @@ fn checked(run: &crate::result::Run, checks: &[Assertion], latency: &Histogram<u
     checks.iter().map(one).collect()
 }
 
-/// The machine's floor (None: never calibrated) and the client's hiccups during the run,
-/// with a notice when they stand well above the floor's.
-fn add_floor(s: &mut Summary, floor: Option<Calibration>, hiccups: Option<&Histogram<u64>>) {
-    s.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
+/// The machine's floor (None: never calibrated), with a notice when the client's hiccups
+/// during the run stand well above the floor's.
+fn add_floor(s: &mut Summary, floor: Option<Calibration>) {
     if let (Some(run), Some(cal)) = (s.client.hiccups, &floor) {
         s.notices.extend(notices::hiccups(run, cal));
     }
@@ -327,7 +344,7 @@ fn add_server(s: &mut Summary, server: ServerSide) {
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::*;
-    use crate::grpc::transport::{CallSpec, MessageOptions, StreamLimits, Target};
+    use crate::grpc::transport::Target;
     use crate::load::engine::Ended;
     use crate::load::pacer::Pacer;
     use crate::load::plan::{ShardOf, StopAt};
@@ -339,14 +356,7 @@ pub(crate) mod fixture {
     pub fn plan() -> Plan {
         Plan {
             target: Target::new("192.0.2.1", 50051),
-            spec: CallSpec {
-                path: http::uri::PathAndQuery::from_static("/Echo/echo"),
-                metadata: Default::default(),
-                deadline: None,
-                messages: MessageOptions::default(),
-            },
-            kind: CallKind::Unary,
-            stream: StreamLimits::default(),
+            call: Default::default(),
             pacer: Pacer::Closed,
             workers: 8,
             threads: 2,
@@ -414,6 +424,8 @@ pub(crate) mod fixture {
             plan,
             meta: meta(),
             call: "Echo.echo",
+            kind: CallKind::Unary,
+            bidi: Bidi::PingPong,
             recorded,
             checks: &[],
             rows,
@@ -505,8 +517,9 @@ mod tests {
         first.record_n(500_000_000, 6).unwrap();
         second.record_n(500_000_000, 4).unwrap();
         (r.unsent, r.unsent_latency, r.unsent_by_pick) = (10, all, vec![first, second]);
-        let mut s = summary(plan(), r);
-        s.flow_names = vec![("a".into(), vec![]), ("b".into(), vec![])];
+        let mut run = run(plan(), r, vec![]);
+        run.flow_names = vec![("a".into(), vec![]), ("b".into(), vec![])];
+        let s = summary_of(run);
         assert_eq!((s.requests.total, s.requests.unsent, s.latency.count), (100, 10, 110));
         assert!(s.latency.percentile(99.0) >= Duration::from_millis(500), "{:?}", s.latency);
         assert_eq!(s.measured.ok_call_latency.len(), 110, "an unsent call did not fail");

@@ -6,9 +6,11 @@ use crate::grpc::status::PerStatus;
 use crate::grpc::transport::CallKind;
 use crate::load::pacer::{Pacer, Stages};
 use crate::record::intervals::IntervalRow;
+use crate::record::shard::{FlowTally, NameTally};
 use crate::result::Ended;
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;
+use hdrhistogram::Histogram;
 use std::time::{Duration, SystemTime};
 use tonic::Code;
 
@@ -164,16 +166,15 @@ pub struct Summary {
     pub warm_rounds: Option<Steadiness>,
     /// Streaming methods: messages, apart from the calls (streams) counted above.
     pub messages: Option<Messages>,
-    /// `--workload`: each call's (name, method), in the mix's order; its results are
-    /// `measured.by_name` at the same index.
-    pub call_names: Vec<(String, String)>,
-    /// `--workload` flows: each one's (name, steps); results in `measured.by_flow`.
-    pub flow_names: Vec<(String, Vec<String>)>,
-    /// `--workload` checks: each one's (call name, expression); results in `measured.checks`.
-    pub check_names: Vec<(String, String)>,
-    /// Targets broken down by backend (docs/targets.md): every address of the run; its
-    /// results are `measured.by_backend` at the same index.
-    pub backends: Vec<String>,
+    /// `--workload`: each call's (name, method) with its measured share, in the mix's order.
+    pub call_shares: Vec<((String, String), NameTally)>,
+    /// `--workload` flows: each one's (name, steps) with its measured share.
+    pub flow_shares: Vec<((String, Vec<String>), FlowTally)>,
+    /// `--workload` checks: each one's (call name, expression) with its passes and failures.
+    pub check_counts: Vec<((String, String), (u64, u64))>,
+    /// Targets broken down by backend (docs/targets.md): every address of the run with its
+    /// measured share.
+    pub backend_shares: Vec<(String, NameTally)>,
     /// `run --replay`: the log, and its own numbers of the calls sent.
     pub replay: Option<crate::result::replay::Replay>,
 }
@@ -193,48 +194,46 @@ pub struct Messages {
     pub first_message: Option<Latency>,
 }
 
+/// Each name with its share, paired once: the engine records the shares in the order of the
+/// names it was given (the resolved stage's, `load::stage::Mix`); a name without a share
+/// (never called) gets `empty`'s.
+pub(crate) fn paired<N, T>(names: Vec<N>, shares: Vec<T>, empty: impl Fn() -> T) -> Vec<(N, T)> {
+    let mut shares = shares.into_iter();
+    names.into_iter().map(|name| (name, shares.next().unwrap_or_else(&empty))).collect()
+}
+
+/// A share that took no call: an empty histogram that grows as needed, not a full one (256
+/// KB each): a thousand idle backends took 256 MB when each was a full one.
+pub(crate) fn no_calls() -> NameTally {
+    NameTally {
+        calls: 0,
+        statuses: Default::default(),
+        latency: Histogram::new(3).expect("3 significant digits are valid"),
+    }
+}
+
 impl Summary {
-    /// `--workload`: each call's name, method and measured share, in the mix's order (a name
-    /// never called has an empty share).
-    pub fn by_name(&self) -> Vec<(&str, &str, crate::record::shard::NameTally)> {
-        self.call_names
-            .iter()
-            .enumerate()
-            .map(|(i, (name, method))| {
-                (name.as_str(), method.as_str(), self.measured.by_name.get(i).cloned().unwrap_or_default())
-            })
-            .collect()
+    /// `--workload`: each call's name, method and measured share, in the mix's order.
+    pub fn by_name(&self) -> Vec<(&str, &str, NameTally)> {
+        self.call_shares.iter().map(|((name, method), share)| (name.as_str(), method.as_str(), share.clone())).collect()
     }
 
     /// `--workload` flows: each flow's name, steps and measured share, in the file's order.
-    pub fn by_flow(&self) -> Vec<(&str, &[String], crate::record::shard::FlowTally)> {
-        let share = |i: usize| self.measured.by_flow.get(i).cloned().unwrap_or_default();
-        self.flow_names.iter().enumerate().map(|(i, (name, steps))| (name.as_str(), &steps[..], share(i))).collect()
+    pub fn by_flow(&self) -> Vec<(&str, &[String], FlowTally)> {
+        self.flow_shares.iter().map(|((name, steps), share)| (name.as_str(), &steps[..], share.clone())).collect()
     }
 
     /// `--workload` checks: each one's call name, expression, passes and failures.
     pub fn checks(&self) -> Vec<(&str, &str, u64, u64)> {
-        let counts = |i: usize| self.measured.checks.get(i).copied().unwrap_or_default();
-        self.check_names
+        self.check_counts
             .iter()
-            .enumerate()
-            .map(|(i, (call, text))| (call.as_str(), text.as_str(), counts(i).0, counts(i).1))
+            .map(|((call, text), (pass, fail))| (call.as_str(), text.as_str(), *pass, *fail))
             .collect()
     }
 
-    /// Each backend's address and measured share, in the order of the run's addresses. A
-    /// backend that took no call gets an empty histogram that grows as needed, not a copy of
-    /// a full one (256 KB each): a thousand idle backends took 256 MB at every call of this.
-    pub fn by_backend(&self) -> Vec<(&str, crate::record::shard::NameTally)> {
-        let share = |i: usize| match self.measured.by_backend.get(i) {
-            Some(tally) if tally.calls > 0 => tally.clone(),
-            _ => crate::record::shard::NameTally {
-                calls: 0,
-                statuses: Default::default(),
-                latency: hdrhistogram::Histogram::new(3).expect("3 significant digits are valid"),
-            },
-        };
-        self.backends.iter().enumerate().map(|(i, addr)| (addr.as_str(), share(i))).collect()
+    /// Each backend's address and measured share, in the order of the run's addresses.
+    pub fn by_backend(&self) -> Vec<(&str, NameTally)> {
+        self.backend_shares.iter().map(|(addr, share)| (addr.as_str(), share.clone())).collect()
     }
 
     pub fn partial(&self) -> bool {

@@ -50,6 +50,8 @@ pub fn result(s: &Summary) -> Run {
         attempt_latency_us: Some(LatencySummary::of(&s.attempt_latency)),
         service_time_us: Some(LatencySummary::of(&s.service_time)),
         schedule_lag_us: s.schedule_lag.as_ref().map(LatencySummary::of),
+        request_bytes: Some(s.measured.counts.request_bytes),
+        response_bytes: Some(s.measured.counts.response_bytes),
         late_sends: Some(s.late_sends),
         late_wakeups: Some(s.late_wakeups),
         client: Some(client(&s.client)),
@@ -57,7 +59,7 @@ pub fn result(s: &Summary) -> Run {
         warnings: Some(
             s.notices
                 .iter()
-                .map(|n| result::Warning { kind: n.kind.as_str().into(), message: n.text.clone() })
+                .map(|n| result::Warning { kind: result::Kind::Known(n.kind), message: n.text.clone() })
                 .collect(),
         ),
         histograms: result::Histograms {
@@ -79,10 +81,10 @@ pub fn result(s: &Summary) -> Run {
         messages: s.messages.as_ref().map(|m| messages(m, &s.measured)),
         warmup: s.warmup.as_ref().map(warmup),
         rounds: (!s.rounds.is_empty()).then(|| s.rounds.iter().map(round).collect()),
-        calls_by_name: (!s.call_names.is_empty()).then(|| calls_by_name(s, s.duration).into_iter().collect()),
-        flows: (!s.flow_names.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
-        checks: (!s.check_names.is_empty()).then(|| checks(s)),
-        backends: (!s.backends.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
+        calls_by_name: (!s.call_shares.is_empty()).then(|| calls_by_name(s, s.duration).into_iter().collect()),
+        flows: (!s.flow_shares.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
+        checks: (!s.check_counts.is_empty()).then(|| checks(s)),
+        backends: (!s.backend_shares.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
         replay: s.replay.clone(),
         ..Run::default()
     }
@@ -351,8 +353,8 @@ mod tests {
     fn two_identical_checks_are_two_entries() {
         let measured = fixture::tally(10, Duration::from_millis(1), 0);
         let mut s = fixture::summary(fixture::plan(), fixture::recorded(measured, Duration::from_secs(1)));
-        s.check_names = vec![("get".into(), "status == OK".into()), ("get".into(), "status == OK".into())];
-        s.measured.checks = vec![(3, 0), (0, 4)];
+        let check = || ("get".to_string(), "status == OK".to_string());
+        s.check_counts = vec![(check(), (3, 0)), (check(), (0, 4))];
         let checks = result(&s).checks.unwrap();
         let counts: Vec<(&str, u64, u64)> = checks.iter().map(|c| (c.call.as_str(), c.pass, c.fail)).collect();
         assert_eq!(counts, [("get", 3, 0), ("get", 0, 4)]);

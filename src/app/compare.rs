@@ -22,7 +22,7 @@
 //! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
 use crate::error::{bad_input, output_failed, run_failed};
 use crate::report::Format;
-use crate::result::Run;
+use crate::result::{NoticeKind, Run};
 use crate::stats::assertions::Value;
 use crate::stats::compare::{mean_shift, MeanShift, Runs, Spread};
 use crate::units;
@@ -168,8 +168,8 @@ const LATENCY_METRICS: &[Metric] = &[Metric::P50, Metric::P99];
 /// it keeps no interval series.
 fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
     let mut out = Vec::new();
-    let warned = |kind: &str| run.warnings.iter().flatten().any(|w| w.kind == kind);
-    if warned("client_hiccups") {
+    let warned = |kind: NoticeKind| run.warnings.iter().flatten().any(|w| w.kind.known() == Some(kind));
+    if warned(NoticeKind::Hiccups) {
         let max = run.client.as_ref().and_then(|c| c.hiccup_us.as_ref()).and_then(|h| micros(h.max, "").ok());
         let stall = max.map_or(String::new(), |m| format!(" (a 1 ms sleep overshot by up to {})", units::duration(m)));
         out.push(Disturbance {

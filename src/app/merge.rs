@@ -113,6 +113,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
         out.messages = Some(merge_messages(inputs, kind, &rate)?);
     }
     merge_breakdowns(inputs, &rate, &mut out)?;
+    out.replay = merge_replay(inputs)?;
     out.shards = Some(inputs.iter().map(shard_part).collect());
     out.notices = notices(inputs, &mixed);
     out.partial = inputs.iter().any(|i| i.result.partial);
@@ -240,6 +241,41 @@ fn merge_breakdowns(inputs: &[Input], rate: &dyn Fn(u64) -> f64, out: &mut Run) 
     Ok(())
 }
 
+/// `run --replay`: the log's own numbers of the calls sent added method by method (counts
+/// added, histograms merged), bytes sent and logged added; what describes a log (its calls,
+/// those not sent) counted once per log (shards of one replay each read the whole log).
+fn merge_replay(inputs: &[Input]) -> anyhow::Result<Option<result::replay::Replay>> {
+    let replays: Vec<(&str, &result::replay::Replay)> =
+        inputs.iter().filter_map(|i| Some((i.label.as_str(), i.result.replay.as_ref()?))).collect();
+    let Some((_, first)) = replays.first() else { return Ok(None) };
+    let recorded = merge_breakdown(replays.iter().map(|(label, r)| (*label, &r.recorded)), &|_| 0.0)
+        .map_err(|(label, name, why)| bad_input(format!("{label}: replay.recorded.{name}.{why}")))?;
+    let mut logs: Vec<(&str, u64)> = Vec::new();
+    let mut out = result::replay::Replay { recorded, ..(*first).clone() };
+    let (mut calls, mut truncated, mut no_request, mut logged, mut sent) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for (_, r) in &replays {
+        logged = logged.saturating_add(r.payload_bytes_logged);
+        sent = sent.saturating_add(r.payload_bytes_sent);
+        if logs.contains(&(r.file.as_str(), r.calls_in_log)) {
+            continue;
+        }
+        logs.push((r.file.as_str(), r.calls_in_log));
+        calls = calls.saturating_add(r.calls_in_log);
+        truncated = truncated.saturating_add(r.skipped_truncated);
+        no_request = no_request.saturating_add(r.skipped_no_request);
+    }
+    let mut files: Vec<&str> = Vec::new();
+    for (file, _) in logs {
+        if !files.contains(&file) {
+            files.push(file);
+        }
+    }
+    out.file = files.join(", ");
+    (out.calls_in_log, out.skipped_truncated, out.skipped_no_request) = (calls, truncated, no_request);
+    (out.payload_bytes_logged, out.payload_bytes_sent) = (logged, sent);
+    Ok(Some(out))
+}
+
 /// Checks added check by check: the n-th check of a call and expression in one input is
 /// the n-th of the same in every other (two identical checks stay two); in first-seen order.
 fn merge_checks<'a>(lists: impl Iterator<Item = &'a [result::CheckCount]>) -> Vec<result::CheckCount> {
@@ -265,13 +301,10 @@ fn merge_checks<'a>(lists: impl Iterator<Item = &'a [result::CheckCount]>) -> Ve
 /// One input's row under `shards`: its client, whether it was the bottleneck, its slice.
 fn shard_part(i: &Input) -> result::ShardPart {
     let r = &i.result;
-    use crate::analysis::NoticeKind::{BehindSchedule, ClientCpu, Unsent};
+    use crate::result::NoticeKind::{BehindSchedule, ClientCpu, Unsent};
     // The notices that say the client, not the server, held the rate back.
-    let bottleneck = r
-        .warnings
-        .iter()
-        .flatten()
-        .any(|w| matches!(crate::analysis::NoticeKind::named(&w.kind), Some(ClientCpu | BehindSchedule | Unsent)));
+    let bottleneck =
+        r.warnings.iter().flatten().any(|w| matches!(w.kind.known(), Some(ClientCpu | BehindSchedule | Unsent)));
     let whole = r.whole();
     result::ShardPart {
         input: i.label.clone(),

@@ -8,7 +8,7 @@
 //! Mann-Whitney U test (`stats::compare`).
 use super::run;
 use crate::error::{internal, output_failed, run_failed};
-use crate::grpc::{CallSpec, Target};
+use crate::grpc::{CallOptions, Target};
 use crate::grpc::{Connection, Connector, PreparedCall};
 use crate::load::plan::Control;
 use crate::ping::{Method, Outcome, Prober};
@@ -45,7 +45,7 @@ pub struct Settings {
     pub data: DataSource,
     pub target: Target,
     /// Each gRPC call's metadata, deadline (`timeout`) and message options.
-    pub spec: CallSpec,
+    pub options: CallOptions,
     pub count: u64,
     pub interval: Duration,
     pub timeout: Duration,
@@ -128,9 +128,7 @@ pub struct Report {
 pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
     let method = run::resolve_method(&settings.schema, &settings.call, &settings.target, control)?;
     let requests = RequestSource::new(&method, &settings.data)?;
-    let mut spec = settings.spec.clone();
-    spec.path = run::path(&method)?;
-    let call = PreparedCall::new(&spec);
+    let call = PreparedCall::new(&settings.options.spec(crate::load::stage::path(&method)?));
     let target = settings.target.clone();
     let address = crate::ping::resolve(&target.host, target.port)
         .map_err(|e| run_failed(format!("ping: cannot resolve {}: {e}", target.host)))?;

@@ -5,7 +5,7 @@
 use super::redact::Redactor;
 use super::run::Settings;
 use crate::error::bad_input;
-use crate::grpc::transport::CallKind;
+use crate::grpc::transport::{Bidi, CallKind, StreamLimits};
 use crate::load::engine;
 use crate::load::pacer::{Arrival, Pacer, RateSchedule};
 use crate::load::plan::Plan;
@@ -18,32 +18,36 @@ use std::sync::Arc;
 pub(crate) struct Replaying {
     source: Arc<Source>,
     replay: Replay,
+    /// The mix's streaming calls (by index).
+    streaming: Vec<usize>,
 }
 
 impl Replaying {
     /// What the result says of the replay, with the log's own numbers of the calls sent and
-    /// the bytes the run (`measured`) sent.
-    pub(crate) fn finish(self, measured: &crate::record::Tally) -> Replay {
+    /// the bytes the run (`measured`) sent; `calls` are the calls made of each method (the
+    /// mix's order).
+    pub(crate) fn finish(self, measured: &crate::record::Tally, calls: &[u64]) -> Replay {
         if let Some(why) = self.source.failed() {
             eprintln!("rpcmeter: warning: --replay {}: the rest of the log was not sent: {why}", self.replay.file);
         }
+        // A unary attempt's bytes are counted framed, a stream's messages without their
+        // 5-byte prefix (a retried stream's attempts are taken as one).
         let counts = &measured.counts;
+        let streams: u64 = self.streaming.iter().filter_map(|&i| calls.get(i)).sum();
+        let unary_attempts = counts.attempts.saturating_sub(streams);
         Replay {
             recorded: self.source.recorded(),
             payload_bytes_logged: self.source.payload_bytes(),
-            payload_bytes_sent: counts.request_bytes.saturating_sub(5 * counts.attempts),
+            payload_bytes_sent: counts.request_bytes.saturating_sub(5 * unary_attempts),
             ..self.replay
         }
     }
 }
 
-/// The calls of a replay as the engine and the breakdown take them.
-pub(crate) type Prepared = (engine::Mix, Plan, Vec<(String, String)>, Replaying);
-
-/// The mix, plan and call names (name, method) of a replay, its reader started.
-pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Result<Prepared> {
+/// The mix and plan of a replay, its reader started.
+pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Result<(engine::Mix, Plan, Replaying)> {
     let mut plan = settings.plan.clone();
-    let stream = plan.stream;
+    let stream = settings.stream;
     if stream.count.is_some() || stream.duration.is_some() || !stream.interval.is_zero() {
         return Err(bad_input("--stream-*: a replayed log's calls are sent as they were logged"));
     }
@@ -55,7 +59,6 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
     if let Some(line) = not_sent(&scan, replay, &redactor) {
         eprintln!("rpcmeter: {line}");
     }
-    plan.kind = CallKind::Unary;
     if let (Pacer::Open(_, Arrival::Logged), Some(speed)) = (&plan.pacer, replay.speed) {
         // The report's rate: the log's mean, sped up.
         let span = scan.info.span().as_secs_f64();
@@ -65,30 +68,32 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
     }
     let end = plan.stop.duration.map(|d| plan.warmup.saturating_add(d));
     let secret = Arc::new(move |key: &str| redactor.is_secret(key));
-    let source = Arc::new(Source::start(replay, &scan, &plan.spec, secret, plan.shard, end)?);
     let empty = Arc::new(RequestSource::fixed(crate::grpc::wire::frame(&[])));
     let calls: Vec<engine::MixCall> = scan
         .methods
         .iter()
-        .map(|path| engine::MixCall {
+        .map(|(path, kind)| engine::MixCall {
+            name: call_name(path),
+            method: method_name(path),
+            schema: None,
             path: path.parse().expect("the scan kept only methods that parse"),
             requests: empty.clone(),
             rules: None,
-            kind: CallKind::Unary,
-            stream: plan.stream,
+            kind: *kind,
+            // A logged stream's messages leave at their times whatever comes back.
+            stream: StreamLimits { bidi: Bidi::Free, ..StreamLimits::default() },
         })
         .collect();
-    plan.spec.path = calls[0].path.clone();
-    let names = scan.methods.iter().map(|p| (call_name(p), method_name(p))).collect();
+    let spec = plan.call.spec(calls[0].path.clone());
+    let source = Arc::new(Source::start(replay, &scan, &spec, secret, plan.shard, end)?);
     let mix = engine::Mix {
         pick: crate::load::workload::Pick::round_robin(&vec![1; calls.len()]),
         calls,
         named: true,
         flows: Vec::new(),
-        checks: 0,
         log: Some(source.clone()),
     };
-    let (truncated, streaming, no_request) = scan.skipped();
+    let (truncated, no_request) = scan.info.skipped();
     let replay = Replay {
         file: replay.file.display().to_string(),
         framing: scan.info.framing.as_str().to_string(),
@@ -96,11 +101,12 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         speed: replay.speed,
         calls_in_log: scan.calls,
         skipped_truncated: truncated,
-        skipped_streaming: streaming,
         skipped_no_request: no_request,
         ..Replay::default()
     };
-    Ok((mix, plan, names, Replaying { source, replay }))
+    let streaming =
+        scan.methods.iter().enumerate().filter(|(_, (_, k))| *k != CallKind::Unary).map(|(i, _)| i).collect();
+    Ok((mix, plan, Replaying { source, replay, streaming }))
 }
 
 /// One line naming the logged metadata keys that are not sent (never their values).

@@ -3,10 +3,11 @@
 //! without clap: build a `Settings` and call `run`.
 use super::outputs::{OutputSettings, Outputs};
 use crate::analysis::{self, Meta};
-use crate::error::{bad_input, internal, run_failed};
-use crate::grpc::transport::{Bidi, CallKind, CancelAfter, StreamLimits};
+use crate::error::{internal, run_failed};
+use crate::grpc::transport::StreamLimits;
 use crate::load::engine;
 use crate::load::plan::{Control, Plan};
+use crate::load::stage::Mix;
 use crate::report::Format;
 use crate::result::Run;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
@@ -47,8 +48,10 @@ pub struct Settings {
     pub data: DataSource,
     pub metadata: http::HeaderMap,
     pub deadline: Option<Duration>,
-    /// The plan but for the method's path, which the schema gives.
     pub plan: Plan,
+    /// The stream flags as given: each streaming call of the run takes them, checked against
+    /// its method's kind once the schema is read (`stage::stream_of`).
+    pub stream: StreamLimits,
     pub outputs: OutputSettings,
     /// `--csv-details-header`/`--csv-details-trailer`: extra columns of `--csv-details`.
     pub csv_metadata: Vec<crate::sink::details::MetadataColumn>,
@@ -68,67 +71,6 @@ pub struct Settings {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// `--coordinator`: this shard meets the others, and shard 0 prints the merged result.
     pub coordination: Option<Coordination>,
-}
-
-/// The method path gRPC puts on the wire.
-pub(crate) fn path(method: &prost_reflect::MethodDescriptor) -> anyhow::Result<http::uri::PathAndQuery> {
-    format!("/{}/{}", method.parent_service().full_name(), method.name())
-        .parse()
-        .map_err(|_| bad_input(format!("--call: {} is not a valid path", method.full_name())))
-}
-
-/// The stream flags checked against the method's kind (a flag that would be ignored is
-/// refused); client and bidi streams without a count or a duration send each record once
-/// (none when -d/-D hold no record: an empty stream).
-fn stream_of(
-    method: &prost_reflect::MethodDescriptor,
-    kind: CallKind,
-    given: StreamLimits,
-    records: u64,
-) -> anyhow::Result<StreamLimits> {
-    let flags = [
-        ("--stream-call-count", given.count.is_some()),
-        ("--stream-call-duration", given.duration.is_some()),
-        ("--stream-interval", !given.interval.is_zero()),
-        ("--cancel-after", given.cancel.is_some()),
-    ];
-    let name = method.full_name();
-    if kind != CallKind::Bidi && given.bidi != Bidi::PingPong {
-        return Err(bad_input(format!("--bidi: {name} is {}, not bidirectional", kind.as_str())));
-    }
-    if kind == CallKind::ServerStream && given.count == Some(0) {
-        return Err(bad_input(format!(
-            "--stream-call-count 0: {name} is server streaming, whose count is the messages received before it is cancelled (--cancel-after begin cancels at once)"
-        )));
-    }
-    if kind == CallKind::ClientStream && given.cancel == Some(CancelAfter::FirstResponse) {
-        return Err(bad_input(format!(
-            "--cancel-after first-response: {name} is client streaming, whose one response ends it"
-        )));
-    }
-    let sends = given.count.is_some_and(|n| n > 0) || given.duration.is_some();
-    if records == 0 && sends {
-        let flag = if given.duration.is_some() { "--stream-call-duration" } else { "--stream-call-count" };
-        return Err(bad_input(format!("{flag}: -d/-D hold no message to send (an empty array or file)")));
-    }
-    let refused = |flag: &str| {
-        bad_input(format!("{flag}: {} is {}; stream flags need a streaming method", method.full_name(), kind.as_str()))
-    };
-    match kind {
-        CallKind::Unary => match flags.iter().find(|(_, set)| *set) {
-            Some((flag, _)) => Err(refused(flag)),
-            None => Ok(given),
-        },
-        CallKind::ServerStream if !given.interval.is_zero() => Err(bad_input(format!(
-            "--stream-interval: {} is server streaming: the server paces its messages (the interval is for client and bidi streams)",
-            method.full_name()
-        ))),
-        CallKind::ServerStream => Ok(given),
-        CallKind::ClientStream | CallKind::Bidi if given.count.is_none() && given.duration.is_none() => {
-            Ok(StreamLimits { count: Some(records), ..given })
-        }
-        CallKind::ClientStream | CallKind::Bidi => Ok(given),
-    }
 }
 
 /// Asks the schema for the method; a Ctrl-C while a server is being asked ends the wait.
@@ -234,20 +176,26 @@ pub fn measure_with(
     outputs: &mut Outputs,
     extra: Vec<Box<dyn crate::sink::Sink>>,
 ) -> anyhow::Result<(Run, Option<anyhow::Error>)> {
-    let (method, mix, plan, mut breakdown) = prepare(settings, control).inspect_err(|_| outputs.discard())?;
-    let replaying = breakdown.replay.take();
-    // A replay's calls have no schema: it names its calls by their methods' paths.
-    let single = method.as_ref().map_or(settings.call.as_str(), |m| m.full_name());
-    let names = &breakdown.calls;
-    let mix_paths: Vec<http::uri::PathAndQuery> = mix.calls.iter().map(|c| c.path.clone()).collect();
-    let mut sinks = sinks(settings, outputs, &plan, method.as_ref(), &breakdown, extra)?;
+    let Stage { plan, mix, replay } = prepare(settings, control).inspect_err(|_| outputs.discard())?;
+    // A workload or a replay is named by the run's words (`workload FILE`), one method by its
+    // full name.
+    let call = if mix.named { settings.call.clone() } else { mix.calls[0].method.clone() };
+    let (call_names, flow_names, check_names) = (mix.call_names(), mix.flow_names(), mix.check_names());
+    let (kind, bidi) = mix.streams();
+    // Two names may call one method (with other data): the server counts it once.
+    let mut paths: Vec<String> = mix.calls.iter().map(|c| c.path.to_string()).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    let mut sinks = sinks(settings, outputs, &plan, &mix, &call, extra)?;
     // The probe reads one server's Stats: no cross-check of a run spread over several.
     let stats = (settings.server_stats && !plan.target.by_backend())
         .then(|| super::server_side::StatsProbe::before(&plan.target))
         .flatten();
     let started_at = SystemTime::now();
-    // Beside the floor: the client's own stalls during the run, to compare with it.
-    let hiccups = settings.floor.then(crate::record::hiccup::HiccupMeter::start).flatten();
+    // Beside the floor: the client's own stalls during the run, to compare with it; and over
+    // backends, the noise that a slow backend must stand above (analysis::notices).
+    let hiccups =
+        (settings.floor || plan.target.by_backend()).then(crate::record::hiccup::HiccupMeter::start).flatten();
     let result = engine::run(plan.clone(), mix, &mut sinks, control);
     let hiccups = hiccups.and_then(|meter| meter.stop());
     let finished = sinks.finish();
@@ -261,27 +209,31 @@ pub fn measure_with(
         tags: settings.tags.clone(),
         arguments: settings.arguments.clone(),
     };
-    let mut paths: Vec<&str> = mix_paths.iter().map(|p| p.as_str()).collect();
-    // Two names may call one method (with other data): the server counts it once.
-    paths.sort_unstable();
-    paths.dedup();
-    let call = if names.is_empty() { single } else { &settings.call };
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let result = analysis::finish(analysis::Run {
         plan,
         meta,
-        call,
+        call: &call,
+        kind,
+        bidi,
         recorded,
         checks: &settings.checks,
         rows: finished.rows,
         early: finished.early.as_ref(),
-        call_names: breakdown.calls,
-        flow_names: breakdown.flows,
-        check_names: breakdown.checks,
+        call_names,
+        flow_names,
+        check_names,
         floor: settings.floor.then(crate::calibrate::cached),
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
-        replay: replaying.map(|r| Box::new(move |measured: &_| r.finish(measured)) as Box<_>),
+        replay: replay.map(|r| Box::new(move |measured: &_, calls: &_| r.finish(measured, calls)) as Box<_>),
     });
+    let mut result = result;
+    // The peak is read again once the analysis has run: what it holds (a thousand backends'
+    // shares, say) is the client's memory too, and the reports are written from it.
+    if let Some(client) = result.client.as_mut() {
+        client.max_rss_bytes = client.max_rss_bytes.max(crate::record::resource::usage().max_rss_bytes);
+    }
     Ok((result, finished.result.err()))
 }
 
@@ -291,13 +243,10 @@ fn sinks(
     settings: &Settings,
     outputs: &mut Outputs,
     plan: &Plan,
-    method: Option<&prost_reflect::MethodDescriptor>,
-    breakdown: &Breakdown,
+    mix: &Mix,
+    call: &str,
     extra: Vec<Box<dyn crate::sink::Sink>>,
 ) -> anyhow::Result<Sinks> {
-    // A replay's calls have no schema: it names its calls by their methods' paths.
-    let single = method.map_or(settings.call.as_str(), |m| m.full_name());
-    let names = &breakdown.calls;
     let mut sinks = Sinks::default();
     for sink in extra {
         sinks.add(sink);
@@ -315,18 +264,14 @@ fn sinks(
     }
     if let Some(path) = &settings.outputs.csv_details {
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
-        // A workload's rows name their call, and read key and version with its own method.
-        let methods = match (&settings.workload, method) {
-            (Some(_), _) | (None, None) => breakdown.methods.clone(),
-            (None, Some(method)) => vec![method.clone()],
-        };
-        let names = (!names.is_empty()).then(|| names.iter().map(|(name, _)| name.clone()).collect());
+        // A workload's rows name their call, and read key and version with its own method (a
+        // replay's calls have no schema: none is read).
+        let methods = mix.calls.iter().filter_map(|c| c.schema.clone()).collect();
+        let names = mix.named.then(|| mix.calls.iter().map(|c| c.name.clone()).collect());
         sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
     }
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();
-        // A workload's label is the file, not its first method.
-        let call = if names.is_empty() { single } else { &settings.call };
         let live = LiveMetrics::start(addr, call, &target, plan.pacer.is_open()).inspect_err(|_| outputs.discard())?;
         eprintln!("rpcmeter: metrics on http://{}/metrics", live.addr);
         if !live.addr.ip().is_loopback() {
@@ -337,112 +282,34 @@ fn sinks(
     Ok(sinks)
 }
 
-/// The run's method (none for a replay), its mix and plan, and what its results are broken down by.
-fn prepare(
-    settings: &Settings,
-    control: &Control,
-) -> anyhow::Result<(Option<prost_reflect::MethodDescriptor>, engine::Mix, Plan, Breakdown)> {
-    if let Some(replay) = &settings.replay {
-        let (mix, plan, calls, replaying) = super::replay::mix(settings, replay)?;
-        return Ok((None, mix, plan, Breakdown { calls, replay: Some(replaying), ..Breakdown::default() }));
-    }
-    if let Some(workload) = &settings.workload {
-        return workload_mix(settings, workload, control).map(|(m, mix, plan, b)| (Some(m), mix, plan, b));
-    }
-    let method = resolve(settings, control)?;
-    let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
-    let mut plan = settings.plan.clone();
-    plan.spec.path = path(&method)?;
-    plan.kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
-    plan.stream = stream_of(&method, plan.kind, plan.stream, requests.records() as u64)?;
-    let mix = engine::Mix::single(&plan, requests);
-    Ok((Some(method), mix, plan, Breakdown::default()))
-}
-
-/// What a workload's results are broken down by, in the mix's order.
-#[derive(Default)]
-struct Breakdown {
-    /// Each call's name and method.
-    calls: Vec<(String, String)>,
-    /// Each flow's name and steps.
-    flows: Vec<(String, Vec<String>)>,
-    /// Each check's call name and expression.
-    checks: Vec<(String, String)>,
-    /// Each call's method.
-    methods: Vec<prost_reflect::MethodDescriptor>,
+/// A run ready to start: its plan, its calls resolved, and for a replay the log's reader.
+struct Stage {
+    plan: Plan,
+    mix: Mix,
     /// `--replay`: the log's reader, for its own numbers once the run is over.
     replay: Option<super::replay::Replaying>,
 }
 
-/// A workload's calls resolved and checked: the mix, its first method (for what needs one
-/// method), the plan, and what its results are broken down by.
-fn workload_mix(
-    settings: &Settings,
-    workload: &crate::load::workload::Workload,
-    control: &Control,
-) -> anyhow::Result<(prost_reflect::MethodDescriptor, engine::Mix, Plan, Breakdown)> {
-    let mut calls = Vec::new();
-    let mut methods = Vec::new();
-    let mut checks = Vec::new();
-    // Every variable the flows capture: a step's templates may name those captured before it.
-    let mut vars: Vec<String> = workload.calls.iter().flat_map(|c| c.captures.iter().map(|c| c.var.clone())).collect();
-    vars.sort_unstable();
-    vars.dedup();
-    for call in &workload.calls {
-        let at = |e: anyhow::Error| {
-            // The schema's messages speak of --call; here the method comes from the file.
-            let why = format!("{e:#}");
-            let why = why.strip_prefix("--call ").map_or(why.clone(), |rest| format!("method {rest}"));
-            bad_input(format!("--workload: call {:?}: {why}", call.name))
-        };
-        let method = resolve_method(&settings.schema, &call.method, &settings.plan.target, control).map_err(at)?;
-        let kind = CallKind::of(method.is_client_streaming(), method.is_server_streaming());
-        let requests = Arc::new(RequestSource::with_vars(&method, &call.data, &vars).map_err(at)?);
-        // Each stream takes the run's stream flags (a client stream, by default, its records).
-        let stream = match kind {
-            CallKind::Unary => settings.plan.stream,
-            _ => stream_of(&method, kind, settings.plan.stream, requests.records() as u64).map_err(at)?,
-        };
-        let rules = crate::load::flow::Rules::new(call, &method, &vars, checks.len())
-            .map_err(|why| bad_input(format!("--workload: call {:?}: {why}", call.name)))?;
-        checks.extend(call.checks.iter().map(|c| (call.name.clone(), c.text.clone())));
-        calls.push(engine::MixCall { path: path(&method)?, requests, rules, kind, stream });
-        methods.push(method);
+/// The run's stage: its calls resolved against the schema (or read from the log).
+fn prepare(settings: &Settings, control: &Control) -> anyhow::Result<Stage> {
+    if let Some(replay) = &settings.replay {
+        let (mix, plan, replaying) = super::replay::mix(settings, replay)?;
+        return Ok(Stage { plan, mix, replay: Some(replaying) });
     }
-    let weights: Vec<u32> = match workload.flows.is_empty() {
-        true => workload.calls.iter().map(|c| c.weight).collect(),
-        false => workload.flows.iter().map(|f| f.weight).collect(),
+    let target = &settings.plan.target;
+    let mix = match &settings.workload {
+        Some(workload) => workload.mix(
+            |method| resolve_method(&settings.schema, method, target, control),
+            settings.stream,
+            settings.pick_seed,
+        )?,
+        None => {
+            let method = resolve(settings, control)?;
+            let requests = Arc::new(RequestSource::new(&method, &settings.data)?);
+            Mix::single(&method, requests, settings.stream)?
+        }
     };
-    let pick = match settings.pick_seed {
-        Some(seed) => crate::load::workload::Pick::random(&weights, seed),
-        None => crate::load::workload::Pick::round_robin(&weights),
-    };
-    let mut plan = settings.plan.clone();
-    plan.spec.path = calls[0].path.clone();
-    plan.kind = CallKind::Unary;
-    // Stream flags need a streaming call in the mix.
-    if calls.iter().all(|c| c.kind == CallKind::Unary) {
-        plan.stream = stream_of(&methods[0], plan.kind, plan.stream, 1)?;
-    }
-    let names = workload.calls.iter().zip(&methods).map(|(c, m)| (c.name.clone(), m.full_name().to_owned())).collect();
-    let flows = workload
-        .flows
-        .iter()
-        .map(|f| engine::MixFlow { steps: f.steps.clone(), stop_on_check_failure: f.stop_on_check_failure })
-        .collect();
-    let mix = engine::Mix { calls, pick, named: true, flows, checks: checks.len(), log: None };
-    let breakdown = Breakdown {
-        calls: names,
-        flows: workload
-            .flows
-            .iter()
-            .map(|f| (f.name.clone(), f.steps.iter().map(|&i| workload.calls[i].name.clone()).collect()))
-            .collect(),
-        checks,
-        methods: methods.clone(),
-        replay: None,
-    };
-    Ok((methods.swap_remove(0), mix, plan, breakdown))
+    Ok(Stage { plan: settings.plan.clone(), mix, replay: None })
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached

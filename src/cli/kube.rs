@@ -177,7 +177,11 @@ fn each_shard(args: &KubeArgs, shards: u32, coordinator: &str, join_timeout: &st
         let shard = super::run::nested("kube", &args.run, &extra)?;
         let settings = shard.settings(vec![]).map_err(|e| bad_input(format!("kube --shards {shards}: {e}")))?;
         let plan = &settings.plan;
-        length = plan.stop.duration.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
+        let run = match plan.stop.duration {
+            Some(d) => Some(d),
+            None => replay_length(settings.replay.as_ref())?,
+        };
+        length = run.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
     }
     Ok(length)
 }
@@ -300,6 +304,10 @@ fn ship_files(parsed: &super::run::RunArgs) -> anyhow::Result<(Files, Files, Rew
         let path = files.add(&format!("data/{}", k::base_name(data, "stdin.json")), bytes);
         becomes.push(("data_file", Becomes::Words(vec!["--data-file".into(), at(k::FILES_DIR, &path)])));
     }
+    if let Some(log) = &parsed.replay.replay {
+        let path = files.add(&format!("replay/{}", k::base_name(log, "replay.binlog")), replay_log(log)?);
+        becomes.push(("replay", Becomes::Words(vec!["--replay".into(), at(k::FILES_DIR, &path)])));
+    }
     if let Some(workload) = &parsed.workload {
         let path = ship_workload(workload, &mut files)?;
         becomes.push(("workload", Becomes::Words(vec!["--workload".into(), at(k::FILES_DIR, &path)])));
@@ -322,72 +330,95 @@ fn ship_files(parsed: &super::run::RunArgs) -> anyhow::Result<(Files, Files, Rew
 /// credentials), the headless Service, the Indexed Job.
 fn build(args: &KubeArgs, run: &Checked, shipped: &Shipped) -> Vec<serde_json::Value> {
     let labels = json!({"app.kubernetes.io/name": "rpcmeter", "app.kubernetes.io/instance": args.name});
-    let meta = |name: &str| json!({"name": name, "labels": labels});
-    let mut objects = Vec::new();
-    let mut volumes = Vec::new();
-    let mut mounts = Vec::new();
+    let Carried { mut objects, volumes, mounts } = carried(args, shipped, &labels);
+    objects.push(service(args, &labels));
+    let pod = pod_spec(args, run, shipped, volumes, mounts, &labels);
+    objects.push(job(args, run, pod, &labels));
+    objects
+}
+
+/// An object's metadata: its name and the run's labels.
+fn meta(name: &str, labels: &serde_json::Value) -> serde_json::Value {
+    json!({"name": name, "labels": labels})
+}
+
+/// What carries the shipped files and secrets to the pods: the objects holding them, and the
+/// pods' volumes and mounts of them.
+struct Carried {
+    objects: Vec<serde_json::Value>,
+    volumes: Vec<serde_json::Value>,
+    mounts: Vec<serde_json::Value>,
+}
+
+/// The ConfigMap of files, the Secret of TLS files (each mounted when there are any), the
+/// Secret of metadata credentials and the coordinator's Secret.
+fn carried(args: &KubeArgs, shipped: &Shipped, labels: &serde_json::Value) -> Carried {
+    let mut carried = Carried { objects: Vec::new(), volumes: Vec::new(), mounts: Vec::new() };
     if !shipped.files.entries.is_empty() {
         let name = format!("{}-files", args.name);
         let (data, binary) = shipped.files.data();
-        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&name)});
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&name, labels)});
         if !data.is_empty() {
             cm["data"] = data.into();
         }
         if !binary.is_empty() {
             cm["binaryData"] = binary.into();
         }
-        objects.push(cm);
-        volumes.push(json!({"name": "files", "configMap": {"name": name, "items": shipped.files.items()}}));
-        mounts.push(json!({"name": "files", "mountPath": k::FILES_DIR, "readOnly": true}));
+        carried.objects.push(cm);
+        carried.volumes.push(json!({"name": "files", "configMap": {"name": name, "items": shipped.files.items()}}));
+        carried.mounts.push(json!({"name": "files", "mountPath": k::FILES_DIR, "readOnly": true}));
     }
     if !shipped.tls.entries.is_empty() {
         let name = format!("{}-tls", args.name);
         let (data, binary) = shipped.tls.data();
         // A Secret's `data` is base64; text goes in `stringData`.
-        let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque"});
+        let mut secret =
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name, labels), "type": "Opaque"});
         if !binary.is_empty() {
             secret["data"] = binary.into();
         }
         if !data.is_empty() {
             secret["stringData"] = data.into();
         }
-        objects.push(secret);
+        carried.objects.push(secret);
         // 0440 with the pod's fsGroup: readable by the non-root user, by no one else.
         let items = shipped.tls.items();
-        volumes.push(json!({"name": "tls", "secret": {"secretName": name, "items": items, "defaultMode": 0o440}}));
-        mounts.push(json!({"name": "tls", "mountPath": k::TLS_DIR, "readOnly": true}));
+        let volume = json!({"name": "tls", "secret": {"secretName": name, "items": items, "defaultMode": 0o440}});
+        carried.volumes.push(volume);
+        carried.mounts.push(json!({"name": "tls", "mountPath": k::TLS_DIR, "readOnly": true}));
     }
+    let secret = |name: String, data: serde_json::Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name, labels), "type": "Opaque", "stringData": data});
     if !shipped.secret_data.is_empty() {
-        let name = format!("{}-metadata", args.name);
-        let data = &shipped.secret_data;
-        objects.push(
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque", "stringData": data}),
-        );
+        carried.objects.push(secret(format!("{}-metadata", args.name), json!(shipped.secret_data)));
     }
-    let name = format!("{}-coordinator", args.name);
     let data = json!({"secret": shipped.coordinator_secret});
-    objects.push(
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(&name), "type": "Opaque", "stringData": data}),
-    );
-    // Headless, and publishing pods before they are ready: pod 0's DNS name exists as soon
-    // as it has an address, which is when the others look for it.
+    carried.objects.push(secret(format!("{}-coordinator", args.name), data));
+    carried
+}
+
+/// The headless Service, publishing pods before they are ready: pod 0's DNS name exists as
+/// soon as it has an address, which is when the others look for it.
+fn service(args: &KubeArgs, labels: &serde_json::Value) -> serde_json::Value {
     let port = args.coordinator_port;
-    objects.push(json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(&args.name),
+        "metadata": meta(&args.name, labels),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": true,
             "selector": labels,
             "ports": [{"name": "coordinator", "port": port, "targetPort": port, "protocol": "TCP"}],
         },
-    }));
-    let pod = pod_spec(args, run, shipped, volumes, mounts, &labels);
-    objects.push(json!({
+    })
+}
+
+/// The Indexed Job: one pod per shard, `pod` their spec.
+fn job(args: &KubeArgs, run: &Checked, pod: serde_json::Value, labels: &serde_json::Value) -> serde_json::Value {
+    json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(&args.name),
+        "metadata": meta(&args.name, labels),
         "spec": {
             "completionMode": "Indexed",
             "completions": run.shards,
@@ -402,8 +433,7 @@ fn build(args: &KubeArgs, run: &Checked, shipped: &Shipped) -> Vec<serde_json::V
             "ttlSecondsAfterFinished": args.ttl.as_secs(),
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
-    }));
-    objects
+    })
 }
 
 /// The pods' spec: one container running the shipped args, non-root as the "restricted"
@@ -509,6 +539,39 @@ fn print(
         .write_all(text.as_bytes())
         .map_err(|e| crate::error::output_failed(std::path::Path::new("-"), e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--replay` FILE's bytes, for the ConfigMap: a log over what one object holds is refused
+/// unread, saying how to replay it instead (every shard reads the whole log).
+fn replay_log(log: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let label = shippable_log(log)?;
+    crate::input::read(log, crate::input::Kind::RequestData, &label)
+}
+
+/// Refuses a `--replay` log kube cannot ship; else the label of its errors.
+fn shippable_log(log: &std::path::Path) -> anyhow::Result<String> {
+    let label = format!("kube run: --replay {}", log.display());
+    let size = std::fs::metadata(log).map_err(|e| bad_input(format!("{label}: cannot read: {e}")))?.len();
+    if !std::fs::metadata(log).is_ok_and(|m| m.is_file()) || size > k::OBJECT_LIMIT.0 {
+        return Err(bad_input(format!(
+            "{label}: {} is more than the {} a ConfigMap holds (or not a regular file): replay a bigger log with run --shards N, or --coordinator and --shard I/N on machines that each hold a copy (docs/replay.md)",
+            crate::input::ByteSize(size),
+            k::OBJECT_LIMIT
+        )));
+    }
+    Ok(label)
+}
+
+/// How long a replay on the log's own schedule lasts (its span / --speed), when it ends with
+/// the log (no -z, no --replay-loop).
+fn replay_length(replay: Option<&crate::replay::source::Settings>) -> anyhow::Result<Option<Duration>> {
+    let Some(replay) = replay.filter(|r| !r.repeat) else { return Ok(None) };
+    let Some(speed) = replay.speed else { return Ok(None) };
+    let label = shippable_log(&replay.file)?;
+    let file = std::fs::File::open(&replay.file).map_err(|e| bad_input(format!("{label}: cannot read: {e}")))?;
+    let info = crate::replay::info::Info::read(std::io::BufReader::new(file), replay.framing, replay.max_entry)
+        .map_err(|why| bad_input(format!("{label}: {why}")))?;
+    Ok(Some(info.span().div_f64(speed)))
 }
 
 /// Ships `--workload` FILE and every `data_file` it names into `files`: the workload under

@@ -64,13 +64,13 @@ impl PingArgs {
         if self.target.unix.is_some() {
             return Err(bad_input("ping: a unix: target has no network round trip to compare with"));
         }
-        let CallParts { target, schema, spec, .. } = self.calls.parts(&self.target, Some(self.timeout))?;
+        let CallParts { target, schema, call, .. } = self.calls.parts(&self.target, Some(self.timeout))?;
         Ok(Settings {
             schema,
             call: self.call.clone(),
             data: DataSource::Json(self.data.clone()),
             target,
-            spec,
+            options: call,
             count: self.count,
             interval: self.interval,
             timeout: self.timeout,

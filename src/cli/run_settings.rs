@@ -1,8 +1,12 @@
 //! `run`'s flags -> `app::run::Settings`: every check of how the flags combine, before the
-//! network is touched. Besides the flags it reads only the workload file (`--workload`),
-//! the memory free (/proc/meminfo, for the calls asked to be in flight at once) and the
-//! clock (`--start-at`, a Poisson seed). It stands in the command line's layer so that `app`
-//! takes typed settings and never reads a flag struct.
+//! network is touched. Not only the flags are read: `settings` reads the workload file
+//! (`--workload`, checked whole here; its data files are read when the run resolves its
+//! calls), the memory free (/proc/meminfo, for the calls asked to be in flight at once), the
+//! cores (std's `available_parallelism`, which reads the cgroup's CPU quota), the clock
+//! (`--start-at`) and the system's random source (a Poisson seed); a coordinated run's
+//! `fingerprint` reads the files its flags name (`FILE_VALUED`) and `credentials` the secret
+//! file. It stands in the command line's layer so that `app` takes typed settings and never
+//! reads a flag struct.
 use super::parse::TargetText;
 use super::run::{self as flags, RunArgs, StagesOf};
 use super::target::{CallArgs, Compression};
@@ -11,14 +15,16 @@ use crate::app::outputs::OutputSettings;
 use crate::app::run::{Coordination, Settings};
 use crate::error::bad_input;
 use crate::grpc::tls::TlsOptions;
-use crate::grpc::transport::{Bidi, CallKind, StreamLimits, KEEPALIVE_TIMEOUT};
-use crate::grpc::{CallSpec, Target};
+use crate::grpc::transport::{Bidi, StreamLimits, KEEPALIVE_TIMEOUT};
+use crate::grpc::{CallOptions, Target};
 use crate::load::pacer::{Arrival, Pacer, RateSchedule, Stages};
-use crate::load::plan::{Plan, StopAt};
+use crate::load::plan::{Plan, ShardOf, StopAt};
 use crate::load::retry::RetryPolicy;
+use crate::load::workload::Workload;
 use crate::record::resource;
 use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
+use crate::sink::details::MetadataColumn;
 use crate::sink::progress::Style as ProgressStyle;
 use crate::stats::assertions;
 use std::io::IsTerminal;
@@ -33,8 +39,8 @@ pub struct CallParts {
     pub target: Target,
     pub metadata: http::HeaderMap,
     pub schema: SchemaSource,
-    /// The call's options but its method's path, which the schema gives.
-    pub spec: CallSpec,
+    /// What goes with each call but its method's path, which the schema gives.
+    pub call: CallOptions,
 }
 
 impl CallArgs {
@@ -94,8 +100,7 @@ impl CallArgs {
                 SchemaSource::Reflection { metadata: reflect }
             }
         };
-        let spec = CallSpec {
-            path: http::uri::PathAndQuery::from_static("/"),
+        let call = CallOptions {
             metadata: metadata.clone(),
             deadline,
             messages: crate::grpc::transport::MessageOptions {
@@ -104,7 +109,7 @@ impl CallArgs {
                 gzip: self.compression == Some(Compression::Gzip),
             },
         };
-        Ok(CallParts { target, metadata, schema, spec })
+        Ok(CallParts { target, metadata, schema, call })
     }
 }
 
@@ -115,7 +120,8 @@ impl RunArgs {
         let args = self;
         let coordination = coordination(args)?;
         let redactor = crate::app::redact::Redactor::new(&args.redact);
-        let CallParts { mut target, metadata, schema, spec } = args.calls.parts(&args.target, args.deadline)?;
+        let CallParts { mut target, metadata, schema, call: options } =
+            args.calls.parts(&args.target, args.deadline)?;
         target.lb = args.lb;
         if target.unix.is_some() && args.lb == crate::grpc::Lb::RoundRobin {
             return Err(bad_input(format!(
@@ -123,30 +129,10 @@ impl RunArgs {
                 target
             )));
         }
-        let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
         let replay = args.replay.settings(replay_scheduled(args), &args.redact)?;
-        let call = match (&args.call, &args.workload) {
-            (None, None) if replay.is_some() => {
-                format!("replay {}", replay.as_ref().map(|r| r.file.display().to_string()).unwrap_or_default())
-            }
-            (Some(call), None) => call.clone(),
-            (None, Some(file)) => format!("workload {}", file.display()),
-            (Some(_), Some(_)) => {
-                return Err(bad_input("--call and --workload together: the workload file names each call's method"))
-            }
-            (None, None) => return Err(bad_input("--call METHOD (or --workload FILE) is required")),
-        };
-        if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
-            return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
-        }
-        if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
-            return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
-        }
+        let call = called(args, replay.as_ref())?;
         let checks = args.assert.as_deref().map(assertions::parse).transpose()?.unwrap_or_default();
-        let has_checks = workload.as_ref().is_some_and(|w| w.calls.iter().any(|c| !c.checks.is_empty()));
-        if checks.iter().any(|a| a.metric == assertions::Metric::Checks) && !has_checks {
-            return Err(bad_input("--assert checks...: no [[call]] of a --workload has a check to count"));
-        }
+        let workload = workload(args, &checks)?;
         let data = match (&args.data, &args.data_file) {
             (Some(json), _) => DataSource::Json(json.clone()),
             (None, Some(file)) => DataSource::File(file.clone()),
@@ -161,7 +147,8 @@ impl RunArgs {
             data,
             metadata,
             deadline: args.deadline,
-            plan: plan(args, target, spec)?,
+            plan: plan(args, target, options)?,
+            stream: stream_flags(args),
             outputs: OutputSettings {
                 format: primary_format(args.format, args.output.as_deref()),
                 primary: args.output.clone(),
@@ -169,16 +156,7 @@ impl RunArgs {
                 csv_details: args.csv_details.clone(),
                 hdr_log: args.hdr_log.clone(),
             },
-            csv_metadata: args
-                .csv_details_header
-                .iter()
-                .map(|k| crate::sink::details::MetadataColumn::Header(k.to_ascii_lowercase()))
-                .chain(
-                    args.csv_details_trailer
-                        .iter()
-                        .map(|k| crate::sink::details::MetadataColumn::Trailer(k.to_ascii_lowercase())),
-                )
-                .collect(),
+            csv_metadata: csv_metadata(args),
             checks,
             progress: (!args.quiet).then(|| match std::io::stderr().is_terminal() {
                 true => ProgressStyle::Terminal,
@@ -195,6 +173,43 @@ impl RunArgs {
             coordination,
         })
     }
+}
+
+/// The words naming what the run calls: the method (`--call`), `workload FILE` or `replay FILE`.
+fn called(args: &RunArgs, replay: Option<&crate::replay::source::Settings>) -> anyhow::Result<String> {
+    match (&args.call, &args.workload, replay) {
+        (None, None, Some(replay)) => Ok(format!("replay {}", replay.file.display())),
+        (Some(call), None, _) => Ok(call.clone()),
+        (None, Some(file), _) => Ok(format!("workload {}", file.display())),
+        (Some(_), Some(_), _) => {
+            Err(bad_input("--call and --workload together: the workload file names each call's method"))
+        }
+        (None, None, None) => Err(bad_input("--call METHOD (or --workload FILE) is required")),
+    }
+}
+
+/// `--workload`, read and checked (load/workload.rs), and the flags that go with it or not:
+/// -d/-D (each call gives its own data), --seed, `--assert checks...` (`checks`).
+fn workload(args: &RunArgs, checks: &[assertions::Assertion]) -> anyhow::Result<Option<Workload>> {
+    let workload = args.workload.as_deref().map(crate::load::workload::read).transpose()?;
+    if workload.is_some() && (args.data.is_some() || args.data_file.is_some()) {
+        return Err(bad_input("-d/-D and --workload together: each [[call]] of the workload gives its own data"));
+    }
+    if args.seed.is_some() && args.arrival.is_none() && workload.is_none() {
+        return Err(bad_input("--seed applies to --arrival poisson or to --workload"));
+    }
+    let has_checks = workload.as_ref().is_some_and(Workload::has_checks);
+    if checks.iter().any(|a| a.metric == assertions::Metric::Checks) && !has_checks {
+        return Err(bad_input("--assert checks...: no [[call]] of a --workload has a check to count"));
+    }
+    Ok(workload)
+}
+
+/// `--csv-details-header` and `--csv-details-trailer`: the metadata columns, keys lowercased.
+fn csv_metadata(args: &RunArgs) -> Vec<MetadataColumn> {
+    let headers = args.csv_details_header.iter().map(|k| MetadataColumn::Header(k.to_ascii_lowercase()));
+    let trailers = args.csv_details_trailer.iter().map(|k| MetadataColumn::Trailer(k.to_ascii_lowercase()));
+    headers.chain(trailers).collect()
 }
 
 fn positive(flag: &str, n: u64) -> anyhow::Result<u64> {
@@ -310,29 +325,84 @@ fn replay_scheduled(args: &RunArgs) -> bool {
 }
 
 /// How the load flags combine into a Plan; every limit that cannot be met is refused here.
-fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+/// In the order each step needs the one before: when it starts and stops, how calls are
+/// paced (and so how many may be in flight), the workers, threads and connections, the ramp.
+fn plan(args: &RunArgs, target: Target, call: CallOptions) -> anyhow::Result<Plan> {
     let shard = args.shard.unwrap_or_default();
-    if let Some(at) = args.start_at {
-        if let Ok(late) = std::time::SystemTime::now().duration_since(at) {
-            return Err(bad_input(format!(
-                "--start-at: the clock is already {:.3} s past it (clocks of the shards' machines must agree)",
-                late.as_secs_f64()
-            )));
-        }
-    }
+    check_start_at(args.start_at)?;
     let connections = positive("--connections", args.connections as u64)? as u32;
     let (warmup, warmup_auto) = match args.warmup {
         Some(super::parse::Warmup::Fixed(d)) => (d, false),
         Some(super::parse::Warmup::Auto) => (Duration::ZERO, true),
         None => (Duration::ZERO, false),
     };
+    let mut stop = stop_at(args, shard, warmup)?;
+    let Paced { pacer, asked, mut active_workers } = paced(args, shard, &mut stop)?;
+    // The log's schedule ends with the log (unless --replay-loop: then -z, -n or Ctrl-C).
+    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() && !replay_scheduled(args) {
+        stop.duration = Some(Duration::from_secs(5));
+    }
+    // No more calls can be in flight than will ever be made: -c 100000 -n 10 runs 10 workers.
+    let workers = match stop.total {
+        Some(n) if warmup.is_zero() => asked.min(n),
+        _ => asked,
+    } as u32;
+    // An open loop starts workers as calls need them; the others are all busy at once, so
+    // their memory must be there from the start.
+    if !pacer.is_open() {
+        check_memory(workers)?;
+    }
+    let threads = threads(args.threads, connections, workers)?;
+    if let Some(ramp) = ramp(args, &stop, shard, workers)? {
+        active_workers = Some(ramp);
+    }
+    if args.interval < Duration::from_millis(10) {
+        return Err(bad_input("--interval must be at least 10ms"));
+    }
+    Ok(Plan {
+        target,
+        call,
+        pacer,
+        workers,
+        threads,
+        connections,
+        stop,
+        warmup,
+        active_workers,
+        retry: RetryPolicy {
+            max_retries: args.max_retries,
+            base: Duration::from_millis(args.retry_ms),
+            jitter: args.retry_jitter,
+            retry_on: args.retry_on.clone(),
+        },
+        interval: args.interval,
+        drain: args.drain,
+        keep_responses: args.csv_details.is_some(),
+        shard,
+        start: args.start_at.map(crate::load::plan::Start::At),
+        warmup_auto,
+    })
+}
+
+/// `--start-at` must lie ahead on this machine's clock.
+fn check_start_at(start_at: Option<SystemTime>) -> anyhow::Result<()> {
+    match start_at.map(|at| SystemTime::now().duration_since(at)) {
+        Some(Ok(late)) => Err(bad_input(format!(
+            "--start-at: the clock is already {:.3} s past it (clocks of the shards' machines must agree)",
+            late.as_secs_f64()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The limits the flags set (-n as this shard's share, --loop, -z); `--stages` last as long
+/// as they do. A burst's total is its rounds' (`paced`); no limit at all is 5 s (`plan`).
+fn stop_at(args: &RunArgs, shard: ShardOf, warmup: Duration) -> anyhow::Result<StopAt> {
     let mut stop = StopAt {
         total: args.total.map(|n| positive("-n/--total", n)).transpose()?.map(|n| shard.share(n)),
         per_worker: args.loop_count.map(|n| positive("--loop", n)).transpose()?,
         duration: args.duration,
     };
-    // --stages: the run lasts as long as they do.
     if let Some(stages) = &args.stages {
         if warmup >= stages.length() {
             return Err(bad_input(format!(
@@ -343,15 +413,72 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
         }
         stop.duration = Some(stages.length() - warmup);
     }
+    Ok(stop)
+}
+
+/// How calls are paced, and what that asks of the workers.
+struct Paced {
+    pacer: Pacer,
+    /// This shard's calls in flight at most: -c, --max-in-flight, the stages' peak, a burst.
+    asked: u64,
+    /// `--stages` of workers: how many are active over time.
+    active_workers: Option<Stages>,
+}
+
+/// The load model the flags choose (open loop, stages of workers, bursts, closed loop); a
+/// burst sets the run's total (`stop`).
+fn paced(args: &RunArgs, shard: ShardOf, stop: &mut StopAt) -> anyhow::Result<Paced> {
+    let open_rate = open_rate(args, shard)?;
+    let (pacer, asked, active_workers) = match (open_rate, args.burst, &args.stages) {
+        (Some((rate, arrival)), _, _) => {
+            let asked = positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?;
+            (Pacer::Open(rate, arrival), asked, None)
+        }
+        (None, None, Some(stages)) => {
+            if let Some((_, n)) = stages.targets().find(|(_, n)| n.fract() != 0.0 || *n > u32::MAX as f64) {
+                return Err(bad_input(format!(
+                    "--stages {stages}: {n} workers is not a whole number up to {}",
+                    u32::MAX
+                )));
+            }
+            let peak = positive("--stages: the most workers of any stage", stages.peak() as u64)?;
+            (Pacer::Closed, peak, Some(stages.clone()))
+        }
+        (None, Some(size), _) => {
+            let size = positive("--burst", size as u64)?;
+            let rounds = positive("--rounds", args.rounds.unwrap_or(1))?;
+            stop.total = Some(
+                size.checked_mul(rounds)
+                    .ok_or_else(|| bad_input("--burst x --rounds is more calls than can be counted"))?,
+            );
+            (Pacer::Burst { size }, size, None)
+        }
+        (None, None, None) => {
+            (Pacer::Closed, positive("-c/--concurrency", args.concurrency.unwrap_or(8) as u64)?, None)
+        }
+    };
+    if stop.total == Some(0) {
+        return Err(bad_input(format!("-n: shard {}/{} has no call of its own", shard.index, shard.count)));
+    }
+    let asked = shard.share(asked);
+    if asked == 0 {
+        return Err(bad_input(format!(
+            "shard {}/{} has no worker of its own: more shards than workers (-c or --max-in-flight)",
+            shard.index, shard.count
+        )));
+    }
+    Ok(Paced { pacer, asked, active_workers })
+}
+
+/// An open loop's rate and arrivals (--rps, --stages of rates, a replayed log's schedule),
+/// or None: the flags that apply only to an open loop are refused without one.
+fn open_rate(args: &RunArgs, shard: ShardOf) -> anyhow::Result<Option<(RateSchedule, Arrival)>> {
     let open_rate = match (&args.rps, &args.stages, args.stages_of) {
+        // The log's schedule: its mean rate is known once it is read (app::replay).
+        _ if replay_scheduled(args) => Some(RateSchedule::constant(1.0)),
         (Some(rate), _, _) => Some(rate.clone()),
         (None, Some(stages), StagesOf::Rate) => Some(RateSchedule::stages(stages.clone())),
         _ => None,
-    };
-    // The log's schedule: its mean rate is known once it is read (app::run).
-    let open_rate = match replay_scheduled(args) {
-        true => Some(RateSchedule::constant(1.0)),
-        false => open_rate,
     };
     if replay_scheduled(args) && args.arrival.is_some() {
         return Err(bad_input(
@@ -380,69 +507,30 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             Arrival::Poisson { seed: args.seed.unwrap_or_else(|| default_seed(args.start_at)) }
         }
     };
-    let mut active_workers = None;
-    let (pacer, asked) = match (open_rate, args.burst, &args.stages) {
-        (Some(rate), _, _) => {
-            (Pacer::Open(rate, arrival), positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?)
-        }
-        (None, None, Some(stages)) => {
-            if let Some((_, n)) = stages.targets().find(|(_, n)| n.fract() != 0.0 || *n > u32::MAX as f64) {
-                return Err(bad_input(format!(
-                    "--stages {stages}: {n} workers is not a whole number up to {}",
-                    u32::MAX
-                )));
-            }
-            let peak = positive("--stages: the most workers of any stage", stages.peak() as u64)?;
-            active_workers = Some(stages.clone());
-            (Pacer::Closed, peak)
-        }
-        (None, Some(size), _) => {
-            let size = positive("--burst", size as u64)?;
-            let rounds = positive("--rounds", args.rounds.unwrap_or(1))?;
-            stop.total = Some(
-                size.checked_mul(rounds)
-                    .ok_or_else(|| bad_input("--burst x --rounds is more calls than can be counted"))?,
-            );
-            (Pacer::Burst { size }, size)
-        }
-        (None, None, None) => (Pacer::Closed, positive("-c/--concurrency", args.concurrency.unwrap_or(8) as u64)?),
-    };
-    if stop.total == Some(0) {
-        return Err(bad_input(format!("-n: shard {}/{} has no call of its own", shard.index, shard.count)));
-    }
-    let asked = shard.share(asked);
-    if asked == 0 {
+    Ok(open_rate.map(|rate| (rate, arrival)))
+}
+
+/// Refuses `workers` calls in flight at once when they would take more than half the memory
+/// this machine has free (`MEMORY_PER_CALL` each).
+fn check_memory(workers: u32) -> anyhow::Result<()> {
+    let Some(available) = resource::memory_available_bytes() else { return Ok(()) };
+    let needed = workers as u64 * MEMORY_PER_CALL;
+    if needed > available / 2 {
         return Err(bad_input(format!(
-            "shard {}/{} has no worker of its own: more shards than workers (-c or --max-in-flight)",
-            shard.index, shard.count
+            "{} calls in flight at once would need about {} MiB, more than half of the {} MiB this machine has free",
+            workers,
+            needed >> 20,
+            available >> 20
         )));
     }
-    // The log's schedule ends with the log (unless --replay-loop: then -z, -n or Ctrl-C).
-    if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() && !replay_scheduled(args) {
-        stop.duration = Some(Duration::from_secs(5));
-    }
-    // No more calls can be in flight than will ever be made: -c 100000 -n 10 runs 10 workers.
-    let workers = match stop.total {
-        Some(n) if warmup.is_zero() => asked.min(n),
-        _ => asked,
-    } as u32;
-    // An open loop starts workers as calls need them; the others are all busy at once, so
-    // their memory must be there from the start.
-    if !pacer.is_open() {
-        if let Some(available) = resource::memory_available_bytes() {
-            let needed = workers as u64 * MEMORY_PER_CALL;
-            if needed > available / 2 {
-                return Err(bad_input(format!(
-                    "{} calls in flight at once would need about {} MiB, more than half of the {} MiB this machine has free",
-                    workers,
-                    needed >> 20,
-                    available >> 20
-                )));
-            }
-        }
-    }
-    // Each thread owns at least one connection and one worker; more would sit idle.
-    let threads = match args.threads {
+    Ok(())
+}
+
+/// `--threads`, or one per connection up to the cores and the workers: each thread owns at
+/// least one connection and one worker; more would sit idle.
+fn threads(asked: Option<u32>, connections: u32, workers: u32) -> anyhow::Result<u32> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let threads = match asked {
         Some(t) => positive("--threads", t as u64)? as u32,
         None => connections.min(cores).min(workers),
     };
@@ -461,57 +549,40 @@ fn plan(args: &RunArgs, target: Target, spec: CallSpec) -> anyhow::Result<Plan> 
             "--connections {connections} is more than the {workers} calls in flight: some would stay idle"
         )));
     }
+    Ok(threads)
+}
+
+/// `--ramp D`: the workers of the whole run (every shard's) from 0 to all of them over D,
+/// which must end before -z does.
+fn ramp(args: &RunArgs, stop: &StopAt, shard: ShardOf, workers: u32) -> anyhow::Result<Option<Stages>> {
     let ramp = args.ramp.unwrap_or_default();
-    if let Some(d) = stop.duration.filter(|d| !ramp.is_zero() && ramp >= *d) {
+    if ramp.is_zero() {
+        return Ok(None);
+    }
+    if let Some(d) = stop.duration.filter(|d| ramp >= *d) {
         return Err(bad_input(format!(
             "--ramp {} is not shorter than -z {}: the last workers would never start",
             humantime::format_duration(ramp),
             humantime::format_duration(d)
         )));
     }
-    // --ramp D: the workers of the whole run (every shard's) from 0 to all of them over D.
-    if !ramp.is_zero() {
-        let whole = if shard.is_whole() { workers } else { args.concurrency.unwrap_or(8) };
-        active_workers = Some(Stages::new(0.0, &[(ramp, whole as f64)]));
-    }
-    if args.interval < Duration::from_millis(10) {
-        return Err(bad_input("--interval must be at least 10ms"));
-    }
-    Ok(Plan {
-        target,
-        spec,
-        // The schema tells the kind; `stream_of` checks the stream flags against it.
-        kind: CallKind::Unary,
-        stream: StreamLimits {
-            count: args.stream_call_count,
-            duration: args.stream_call_duration,
-            interval: args.stream_interval.unwrap_or_default(),
-            bidi: match args.bidi {
-                Some(flags::BidiMode::Free) => Bidi::Free,
-                Some(flags::BidiMode::PingPong) | None => Bidi::PingPong,
-            },
-            cancel: args.cancel_after,
+    let whole = if shard.is_whole() { workers } else { args.concurrency.unwrap_or(8) };
+    Ok(Some(Stages::new(0.0, &[(ramp, whole as f64)])))
+}
+
+/// The stream flags as given; the schema tells each method's kind, against which
+/// `stage::stream_of` checks them.
+fn stream_flags(args: &RunArgs) -> StreamLimits {
+    StreamLimits {
+        count: args.stream_call_count,
+        duration: args.stream_call_duration,
+        interval: args.stream_interval.unwrap_or_default(),
+        bidi: match args.bidi {
+            Some(flags::BidiMode::Free) => Bidi::Free,
+            Some(flags::BidiMode::PingPong) | None => Bidi::PingPong,
         },
-        pacer,
-        workers,
-        threads,
-        connections,
-        stop,
-        warmup,
-        active_workers,
-        retry: RetryPolicy {
-            max_retries: args.max_retries,
-            base: Duration::from_millis(args.retry_ms),
-            jitter: args.retry_jitter,
-            retry_on: args.retry_on.clone(),
-        },
-        interval: args.interval,
-        drain: args.drain,
-        keep_responses: args.csv_details.is_some(),
-        shard,
-        start: args.start_at.map(crate::load::plan::Start::At),
-        warmup_auto,
-    })
+        cancel: args.cancel_after,
+    }
 }
 
 /// The seed of Poisson arrivals when none is given: drawn at random, except for the shards

@@ -218,7 +218,7 @@ fn sweep(
             ]
             .map(String::from)
             .to_vec();
-            let summary = lab.measure(&label, &server, &flags)?;
+            let Some(summary) = lab.measure(&label, &server, &flags)? else { break };
             points.push(Point { clients: n, m: measured(&summary) });
         }
         results.push((config, points));

@@ -99,7 +99,7 @@ fn sweep(
             if config.trace {
                 flags.extend(["--csv-details".to_string(), trace.display().to_string()]);
             }
-            let summary = lab.measure(&label, &server, &flags)?;
+            let Some(summary) = lab.measure(&label, &server, &flags)? else { break };
             let exact_client_side = config.trace.then(|| client_side_from_trace(&trace)).flatten();
             // The trace is one row per call: it has served its purpose.
             let _ = std::fs::remove_file(&trace);

@@ -145,8 +145,10 @@ impl Lab {
 
     /// One `rpcmeter run` with `flags` against `server`, labelled `label`: its result is
     /// written to DIR/NAME/LABEL.json and shown in the report. A run that failed as a whole
-    /// (nothing reachable) is an error; failed calls are results.
-    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Run> {
+    /// (nothing reachable) is an error; failed calls are results. `None`: the lab was
+    /// interrupted before the step ran (while it resolved its schema, say): the step was not
+    /// run, as `sweep` counts such a step, and the lab goes on to its write-up.
+    pub fn measure(&mut self, label: &str, server: &Server, flags: &[String]) -> anyhow::Result<Option<Run>> {
         let mut argv: Vec<String> = ["rpcmeter run", "--plaintext", "--quiet", "--no-save", "--name", label]
             .iter()
             .map(|s| s.to_string())
@@ -160,13 +162,17 @@ impl Lab {
         if let Some(target) = server.target() {
             crate::app::server_side::reset(&target);
         }
-        let result = measure_step(settings, &self.control, true)?;
+        let result = match measure_step(settings, &self.control, true) {
+            Ok(result) => result,
+            Err(_) if self.interrupted() => return Ok(None),
+            Err(e) => return Err(e),
+        };
         self.ran(label, result.partial());
         let file = self.results.join(format!("{}.json", file_name(label)));
         write_whole(&file, result.to_json_pretty().as_bytes()).map_err(|e| output_failed(&file, e))?;
         let shown = format!("{}/{}", self.name, file.file_name().unwrap_or_default().to_string_lossy());
         self.runs.push(html::of_result(&shown, &result).map_err(crate::error::internal)?);
-        Ok(result)
+        Ok(Some(result))
     }
 
     /// Writes DIR/NAME.md and DIR/NAME.html; returns their paths.

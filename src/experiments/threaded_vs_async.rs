@@ -160,7 +160,7 @@ fn measure_model(
             .map(String::from)
             .to_vec();
             let label = format!("{}-{}-{}x{}", model.label.replace(' ', "-"), method.to_lowercase(), tasks, plan.loops);
-            let summary = lab.measure(&label, &server, &flags)?;
+            let Some(summary) = lab.measure(&label, &server, &flags)? else { break };
             steps.push(Step { model: model.label, method, tasks, summary });
         }
     }

@@ -94,8 +94,11 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
         if lab.interrupted() {
             break;
         }
-        rounds.push(burst_rounds(&mut lab, *runtime, built, &s)?);
-        open_rows.push(open_loop_row(&mut lab, *runtime, built, &s)?);
+        // A step not run (interrupted before it started) ends the servers' loop.
+        let Some(burst) = burst_rounds(&mut lab, *runtime, built, &s)? else { break };
+        rounds.push(burst);
+        let Some(open) = open_loop_row(&mut lab, *runtime, built, &s)? else { break };
+        open_rows.push(open);
     }
     if let Some(latch) = latch_client(&mut lab, &ready, &s)? {
         rounds.push(latch);
@@ -120,21 +123,26 @@ pub fn run(mut lab: Lab) -> anyhow::Result<(PathBuf, PathBuf)> {
 const ECHO: [&str; 4] = ["--call", "EchoService/echo", "-d", r#"{"content":"Hello"}"#];
 
 /// The write-up's method on a cold server: rounds of bursts on one connection.
-fn burst_rounds(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Sizes) -> anyhow::Result<Rounds> {
+fn burst_rounds(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Sizes) -> anyhow::Result<Option<Rounds>> {
     let server = Server::start(runtime, built, runtime.name(), &[])?;
     let mut flags: Vec<String> = ECHO.iter().map(|s| s.to_string()).collect();
     flags.extend(["--burst".into(), s.burst.to_string(), "--rounds".into(), s.rounds.to_string()]);
     let label = format!("rpcmeter-to-{}-bursts", runtime.name());
-    let summary = lab.measure(&label, &server, &flags)?;
-    Ok(Rounds {
+    let Some(summary) = lab.measure(&label, &server, &flags)? else { return Ok(None) };
+    Ok(Some(Rounds {
         pairing: format!("rpcmeter client → {} server", runtime.name()),
         took: summary.rounds.iter().flatten().map(|r| Duration::from_secs_f64(r.took_ms.max(0.0) / 1e3)).collect(),
         failed: summary.requests.failed,
-    })
+    }))
 }
 
 /// An open loop on a fresh server: when does its latency settle? One row of the open-loop table.
-fn open_loop_row(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Sizes) -> anyhow::Result<Vec<String>> {
+fn open_loop_row(
+    lab: &mut Lab,
+    runtime: Runtime,
+    built: &servers::Built,
+    s: &Sizes,
+) -> anyhow::Result<Option<Vec<String>>> {
     let server = Server::start(runtime, built, runtime.name(), &[])?;
     let mut flags: Vec<String> = ECHO.iter().map(|s| s.to_string()).collect();
     flags.extend(
@@ -149,11 +157,11 @@ fn open_loop_row(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Si
         .map(String::from),
     );
     let label = format!("rpcmeter-to-{}-open-loop", runtime.name());
-    let summary = lab.measure(&label, &server, &flags)?;
+    let Some(summary) = lab.measure(&label, &server, &flags)? else { return Ok(None) };
     let us = |us: f64| Duration::from_nanos((us.max(0.0) * 1e3).round() as u64);
     let first = summary.intervals.iter().flatten().find(|i| i.calls > 0).map(|i| us(i.p99_us));
     let steady = summary.steady_state.clone().unwrap_or_default();
-    Ok(vec![
+    Ok(Some(vec![
         format!("{} server", runtime.name()),
         format!("{} calls/s for {}", s.open_rate, humantime::format_duration(s.open_for)),
         first.map_or("–".into(), ms),
@@ -163,7 +171,7 @@ fn open_loop_row(lab: &mut Lab, runtime: Runtime, built: &servers::Built, s: &Si
             None => steady.verdict,
         },
         summary.requests.failed.to_string(),
-    ])
+    ]))
 }
 
 /// The write-up's own client, cold, against a server that needs no warm-up: its rounds,

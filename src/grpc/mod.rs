@@ -6,5 +6,5 @@ pub mod transport;
 pub mod wire;
 
 pub use transport::{
-    Addresses, CallSpec, CancelAfter, Connection, Connector, Lb, Metadata, PreparedCall, Reply, Target,
+    Addresses, CallOptions, CallSpec, CancelAfter, Connection, Connector, Lb, Metadata, PreparedCall, Reply, Target,
 };

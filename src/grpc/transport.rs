@@ -28,7 +28,7 @@ use crate::error::{bad_input, run_failed};
 
 mod lean;
 mod stream;
-pub use stream::{Bidi, CallKind, CancelAfter, StreamLimits, StreamObserver};
+pub use stream::{Bidi, CallKind, CancelAfter, Script, StreamLimits, StreamObserver};
 
 /// Where to call, as the user gave it (`HOST:PORT`) plus TLS choices.
 #[derive(Debug, Clone)]
@@ -154,6 +154,22 @@ pub struct CallSpec {
     pub metadata: http::HeaderMap,
     pub deadline: Option<Duration>,
     pub messages: MessageOptions,
+}
+
+/// What goes with every call of a run but its method's path, which the schema gives: a
+/// run's flags make this before any method is known (`CallOptions::spec` adds the path).
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    pub metadata: http::HeaderMap,
+    pub deadline: Option<Duration>,
+    pub messages: MessageOptions,
+}
+
+impl CallOptions {
+    /// The call of the method at `path` with these options.
+    pub fn spec(&self, path: http::uri::PathAndQuery) -> CallSpec {
+        CallSpec { path, metadata: self.metadata.clone(), deadline: self.deadline, messages: self.messages }
+    }
 }
 
 /// How a call's messages travel: the largest sent and received (`--max-msg-size`, gRPC's

@@ -2,6 +2,9 @@
 //! client certificates required (`--tls-client-ca`), or a CA made on the spot for this
 //! machine (`--self-signed DIR`), so that a run can measure what TLS and mTLS cost.
 use crate::error::bad_input;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
 use std::path::{Path, PathBuf};
 use tokio_rustls::rustls::crypto::ring::sign::any_supported_type;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -119,12 +122,33 @@ const CA_DAYS: i64 = 3650;
 /// Never follows a link and never writes over a file it did not make: such a path is one
 /// line, `bad_input`.
 pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-    };
-    let failed = |e: rcgen::Error| bad_input(format!("--self-signed: cannot make the certificates: {e}"));
-    let path_error =
-        |name: &str, what: String| bad_input(format!("--self-signed {}: {what}", dir.join(name).display()));
+    let present = claim(dir)?;
+    let now = time::OffsetDateTime::now_utc();
+    let (issuer, ca_not_after) = ca(dir, &present, now)?;
+    let not_after = now + time::Duration::days(LEAF_DAYS);
+    if ca_not_after < not_after {
+        return Err(path_error(
+            dir,
+            CA,
+            format!("expires before a year from now: remove {CA} and {CA_KEY} to make a new one"),
+        ));
+    }
+    let tls = leaves(dir, &issuer, now, not_after)?;
+    Ok(SelfSigned { dir: dir.to_owned(), tls })
+}
+
+/// A problem with the file `name` of DIR, as one line.
+fn path_error(dir: &Path, name: &str, what: String) -> anyhow::Error {
+    bad_input(format!("--self-signed {}: {what}", dir.join(name).display()))
+}
+
+fn failed(e: rcgen::Error) -> anyhow::Error {
+    bad_input(format!("--self-signed: cannot make the certificates: {e}"))
+}
+
+/// DIR made if missing and claimed: its marker written, unless a file there was not made by
+/// `--self-signed` (or is a link, or not a file). The names of our files already there.
+fn claim(dir: &Path) -> anyhow::Result<Vec<&'static str>> {
     std::fs::create_dir_all(dir).map_err(|e| bad_input(format!("--self-signed {}: {e}", dir.display())))?;
     if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(bad_input(format!(
@@ -137,17 +161,22 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
     for name in [MARKER, CA, CA_KEY].into_iter().chain(LEAVES.map(|(name, _)| name)) {
         match std::fs::symlink_metadata(dir.join(name)) {
             Ok(m) if m.file_type().is_symlink() => {
-                return Err(path_error(name, "is a symbolic link, which --self-signed never follows: remove it".into()))
+                return Err(path_error(
+                    dir,
+                    name,
+                    "is a symbolic link, which --self-signed never follows: remove it".into(),
+                ))
             }
-            Ok(m) if !m.is_file() => return Err(path_error(name, "is not a regular file: remove it".into())),
+            Ok(m) if !m.is_file() => return Err(path_error(dir, name, "is not a regular file: remove it".into())),
             Ok(_) => present.push(name),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(path_error(name, e.to_string())),
+            Err(e) => return Err(path_error(dir, name, e.to_string())),
         }
     }
     let ours = present.contains(&MARKER);
     if let Some(foreign) = present.iter().find(|_| !ours) {
         return Err(path_error(
+            dir,
             foreign,
             format!(
                 "exists, and without {MARKER} beside it --self-signed did not make it (or an older rpcmeter \
@@ -157,22 +186,28 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
     }
     if !ours {
         create_new(&dir.join(MARKER), "made by rpcmeter serve --self-signed, which rewrites the files here\n", false)
-            .map_err(|e| path_error(MARKER, e.to_string()))?;
+            .map_err(|e| path_error(dir, MARKER, e.to_string()))?;
     }
+    Ok(present)
+}
 
-    let now = time::OffsetDateTime::now_utc();
+/// The CA of DIR: the one there (`present`) reused, or a new one written; with its expiry.
+fn ca(
+    dir: &Path,
+    present: &[&str],
+    now: time::OffsetDateTime,
+) -> anyhow::Result<(Issuer<'static, KeyPair>, time::OffsetDateTime)> {
     let days = time::Duration::days;
-    let ca_key_path = dir.join(CA_KEY);
-    let (issuer, ca_not_after) = match (present.contains(&CA), present.contains(&CA_KEY)) {
+    match (present.contains(&CA), present.contains(&CA_KEY)) {
         (true, true) => {
-            let read = |name: &str| read_nofollow(&dir.join(name)).map_err(|e| path_error(name, e.to_string()));
+            let read = |name: &str| read_nofollow(&dir.join(name)).map_err(|e| path_error(dir, name, e.to_string()));
             let (ca_pem, ca_key_pem) = (read(CA)?, read(CA_KEY)?);
             let unusable = |e: rcgen::Error| {
-                path_error(CA, format!("cannot reuse this CA ({e}): remove {CA} and {CA_KEY} to make a new one"))
+                path_error(dir, CA, format!("cannot reuse this CA ({e}): remove {CA} and {CA_KEY} to make a new one"))
             };
             let key = KeyPair::from_pem(&ca_key_pem).map_err(unusable)?;
             let not_after = validity(&ca_pem).ok_or(rcgen::Error::CouldNotParseCertificate).map_err(unusable)?.1;
-            (Issuer::from_ca_cert_pem(&ca_pem, key).map_err(unusable)?, not_after)
+            Ok((Issuer::from_ca_cert_pem(&ca_pem, key).map_err(unusable)?, not_after))
         }
         (false, false) => {
             let mut params = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
@@ -183,29 +218,33 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
             let key = KeyPair::generate().map_err(failed)?;
             let ca = params.self_signed(&key).map_err(failed)?;
             // The key first: a ca.pem without its key could never sign again.
-            create_new(&ca_key_path, &key.serialize_pem(), true).map_err(|e| path_error(CA_KEY, e.to_string()))?;
-            create_new(&dir.join(CA), &ca.pem(), false).map_err(|e| path_error(CA, e.to_string()))?;
-            (Issuer::new(params, key), now + days(CA_DAYS))
+            create_new(&dir.join(CA_KEY), &key.serialize_pem(), true)
+                .map_err(|e| path_error(dir, CA_KEY, e.to_string()))?;
+            create_new(&dir.join(CA), &ca.pem(), false).map_err(|e| path_error(dir, CA, e.to_string()))?;
+            Ok((Issuer::new(params, key), now + days(CA_DAYS)))
         }
         (has_ca, _) => {
             let (there, missing) = if has_ca { (CA, CA_KEY) } else { (CA_KEY, CA) };
-            return Err(path_error(there, format!("has no {missing} beside it: remove it to make a new CA")));
+            Err(path_error(dir, there, format!("has no {missing} beside it: remove it to make a new CA")))
         }
-    };
-    let not_after = now + days(LEAF_DAYS);
-    if ca_not_after < not_after {
-        return Err(path_error(
-            CA,
-            format!("expires before a year from now: remove {CA} and {CA_KEY} to make a new one"),
-        ));
     }
+}
+
+/// The server's and the client's certificates, signed by `issuer`, valid until `not_after`,
+/// written over the last start's; the server's TLS as this server uses it.
+fn leaves(
+    dir: &Path,
+    issuer: &Issuer<'_, KeyPair>,
+    now: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> anyhow::Result<LabTls> {
     let leaf = |names: Vec<String>, name: &str, usage: ExtendedKeyUsagePurpose| {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(names)?;
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![usage];
-        (params.not_before, params.not_after) = (now - days(1), not_after);
-        Ok::<_, rcgen::Error>((params.signed_by(&key, &issuer)?, key))
+        (params.not_before, params.not_after) = (now - time::Duration::days(1), not_after);
+        Ok::<_, rcgen::Error>((params.signed_by(&key, issuer)?, key))
     };
     let names = SERVER_NAMES.iter().map(|n| n.to_string()).collect();
     let (server, server_key) = leaf(names, "rpcmeter lab", ExtendedKeyUsagePurpose::ServerAuth).map_err(failed)?;
@@ -213,14 +252,13 @@ pub fn self_signed(dir: &Path) -> anyhow::Result<SelfSigned> {
         leaf(vec!["rpcmeter client".into()], "rpcmeter client", ExtendedKeyUsagePurpose::ClientAuth).map_err(failed)?;
     let texts = [server.pem(), server_key.serialize_pem(), client.pem(), client_key.serialize_pem()];
     for ((name, secret), text) in LEAVES.iter().zip(&texts) {
-        replace(dir, name, text, *secret).map_err(|e| path_error(name, e.to_string()))?;
+        replace(dir, name, text, *secret).map_err(|e| path_error(dir, name, e.to_string()))?;
     }
-    let tls = LabTls {
+    Ok(LabTls {
         cert_pem: server.pem().into_bytes(),
         key_pem: server_key.serialize_pem().into_bytes(),
         client_ca_pem: None,
-    };
-    Ok(SelfSigned { dir: dir.to_owned(), tls })
+    })
 }
 
 /// A PEM certificate's (not before, not after).

@@ -6,6 +6,7 @@
 use super::balance::{self, Channel, Dialer};
 use super::logged::{CallLog, LoggedCall};
 use super::plan::{Control, Plan};
+pub use super::stage::{Mix, MixCall, MixFlow};
 use super::workload::Pick;
 use crate::error::run_failed;
 use crate::grpc::transport::{CallKind, StreamLimits, StreamObserver};
@@ -102,47 +103,6 @@ enum Phase {
     Abort,
 }
 
-/// What the calls of a run send: one method (`--call`), or a workload's weighted mix.
-pub struct Mix {
-    pub calls: Vec<MixCall>,
-    /// Which call each started call makes, from its run-wide start number.
-    pub pick: Pick,
-    /// Record each call name's share apart (a workload), besides the totals.
-    pub named: bool,
-    /// A workload's flows: when there are any, `pick` picks a flow, not a call.
-    pub flows: Vec<MixFlow>,
-    /// The workload's checks, all calls' together (`MixCall::rules` number them).
-    pub checks: usize,
-    /// `run --replay`: each call drawn from the log (its method is a call of the mix).
-    pub log: Option<Arc<dyn CallLog>>,
-}
-
-/// One method of a mix: its wire path, its requests and, for a stream, its limits.
-pub struct MixCall {
-    pub path: http::uri::PathAndQuery,
-    pub requests: Arc<RequestSource>,
-    /// A workload call's captures and checks (None: its answers are not read).
-    pub rules: Option<super::flow::Rules>,
-    pub kind: CallKind,
-    pub stream: StreamLimits,
-}
-
-/// A flow of a workload: its steps (calls of the mix) made in order by one worker.
-pub struct MixFlow {
-    pub steps: Vec<usize>,
-    pub stop_on_check_failure: bool,
-}
-
-impl Mix {
-    /// The one method of `--call` (its path, kind and stream limits are the plan's).
-    pub fn single(plan: &Plan, requests: Arc<RequestSource>) -> Mix {
-        let (path, kind, stream) = (plan.spec.path.clone(), plan.kind, plan.stream);
-        let call = MixCall { path, requests, rules: None, kind, stream };
-        let pick = Pick::round_robin(&[1]);
-        Mix { calls: vec![call], pick, named: false, flows: Vec::new(), checks: 0, log: None }
-    }
-}
-
 /// A call of the mix as the workers use it.
 struct Prepared {
     requests: Arc<RequestSource>,
@@ -169,6 +129,10 @@ struct Shared {
     dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
     tickets: AtomicU64,
+    /// Poisson arrivals: scheduled sends leave in the tickets' order (`Turn`), and this many
+    /// have.
+    in_order: bool,
+    sends_in_order: AtomicU64,
     measured_tickets: AtomicU64,
     started: AtomicU64,
     completed: AtomicU64,
@@ -246,6 +210,8 @@ fn share(
     let connector = if unary { connector.unary_only() } else { connector };
     let connector = Arc::new(connector.beside_local_tasks());
     let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
+    let in_order =
+        matches!(plan.pacer, super::pacer::Pacer::Open(_, super::pacer::Arrival::Poisson { .. })) && mix.log.is_none();
     let resolving = StopOnDrop(Arc::new(AtomicBool::new(false)));
     if addresses.dns {
         addresses.keep_resolving(plan.target.clone(), resolving.0.clone());
@@ -253,14 +219,14 @@ fn share(
     let slots = Slots {
         names: if mix.named { mix.calls.len() } else { 0 },
         flows: mix.flows.len(),
-        checks: mix.checks,
+        checks: mix.checks(),
         backends: 0,
     };
     let calls = mix
         .calls
         .into_iter()
         .map(|c| Prepared {
-            call: PreparedCall::new(&crate::grpc::CallSpec { path: c.path, ..plan.spec.clone() }),
+            call: PreparedCall::new(&plan.call.spec(c.path)),
             requests: c.requests,
             started: AtomicU64::new(0),
             rules: c.rules,
@@ -279,6 +245,8 @@ fn share(
         dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
         details,
         tickets: AtomicU64::new(0),
+        in_order,
+        sends_in_order: AtomicU64::new(0),
         measured_tickets: AtomicU64::new(0),
         started: AtomicU64::new(0),
         completed: AtomicU64::new(0),
@@ -972,6 +940,10 @@ impl Local {
         let plan = &self.shared.plan;
         // Captures and checks read the answer (a stream's last message): only their calls keep it.
         let keep = plan.keep_responses || which.rules.is_some();
+        if let Some(script) = body.script {
+            let mut observer = Messages { local: self, warmup };
+            return connection.replay(header, script, keep, &mut observer).await;
+        }
         if which.kind == CallKind::Unary {
             return connection.call(header, request, keep).await;
         }
@@ -997,6 +969,8 @@ struct StreamBody<'a> {
     worker: u32,
     /// A flow's values captured so far (its client stream's messages may use them).
     captured: &'a [(String, String)],
+    /// A logged stream's messages and times (`run --replay`).
+    script: Option<&'a crate::grpc::transport::Script>,
 }
 
 /// Records a stream's messages into the worker thread's tally as they pass: counts and
@@ -1105,6 +1079,15 @@ async fn worker(local: Rc<Local>, id: u32) {
                 Origin::Intended { due, slot_wait: Duration::ZERO }
             }
         };
+        // Poisson arrivals: the earlier tickets' sends go first (`Turn`), and the claims of -n
+        // below follow the tickets' order.
+        let turn = match intended.is_some() && shared.in_order {
+            true => match Turn::wait(shared, ticket).await {
+                Some(turn) => Some(turn),
+                None => break,
+            },
+            false => None,
+        };
         let warmup = send_at < warmup_end;
         if let (false, Some(n)) = (warmup, plan.stop.total) {
             let claimed = shared.measured_tickets.fetch_add(1, Relaxed) + 1;
@@ -1123,8 +1106,8 @@ async fn worker(local: Rc<Local>, id: u32) {
             local.more_workers.notify_one();
         }
         let answered = match shared.flows.is_empty() {
-            true => call(&local, (id, ticket, slot), which, origin, warmup, None, logged).await.0,
-            false => flow(&local, (id, ticket, slot), which, origin, warmup).await,
+            true => call(&local, (id, ticket, slot), which, (origin, turn), warmup, None, logged).await.0,
+            false => flow(&local, (id, ticket, slot), which, (origin, turn), warmup).await,
         };
         freed = local.full().then_some(answered);
         idle.free();
@@ -1179,6 +1162,39 @@ impl Drop for Idle<'_> {
     }
 }
 
+/// Poisson arrivals: the turn of the scheduled send of ticket k, which comes once tickets
+/// 0..k have been sent, and passes to k+1 when dropped. Threads (and a thread's workers)
+/// race from their wake-ups to their sends: two sends due microseconds apart (a Poisson
+/// process has many such gaps) left in the wrong order 1.6% of the time with 2 threads,
+/// and the sends' gaps failed the exponential law they are drawn from. Uniform sends are
+/// 1/rate apart and keep their race (and its cost) out of the hot path.
+struct Turn<'a> {
+    sends: &'a AtomicU64,
+    next: u64,
+}
+
+impl<'a> Turn<'a> {
+    /// Waits for ticket `ticket`'s turn: at once when the earlier sends have left (they were
+    /// due before it, which is past), else yielding until they have (the thread's other tasks
+    /// run meanwhile). None when the run stops sending first: the send is not made, as one
+    /// still waiting for its time is not.
+    async fn wait(shared: &'a Shared, ticket: u64) -> Option<Turn<'a>> {
+        while shared.sends_in_order.load(Acquire) < ticket {
+            if shared.stopping.load(Relaxed) {
+                return None;
+            }
+            tokio::task::yield_now().await;
+        }
+        Some(Turn { sends: &shared.sends_in_order, next: ticket + 1 })
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.sends.store(self.next, Release);
+    }
+}
+
 /// Where a call's latency starts.
 #[derive(Clone, Copy)]
 enum Origin {
@@ -1193,7 +1209,13 @@ enum Origin {
 /// A workload's flow: its steps in order, each leaving when the previous answer came,
 /// the captures of each feeding the later ones. Its latency runs from its start (the
 /// intended one in an open loop) to its last answer; returns when that came.
-async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin, warmup: bool) -> Instant {
+async fn flow(
+    local: &Local,
+    at: (u32, u64, usize),
+    which: usize,
+    (origin, mut turn): (Origin, Option<Turn<'_>>),
+    warmup: bool,
+) -> Instant {
     use crate::record::shard::FlowEnd;
     let flow = &local.shared.flows[which];
     let start = match origin {
@@ -1204,7 +1226,7 @@ async fn flow(local: &Local, at: (u32, u64, usize), which: usize, origin: Origin
     let (mut answered, mut end) = (start, FlowEnd::Status(Code::Ok));
     for (i, &step) in flow.steps.iter().enumerate() {
         let origin = if i == 0 { origin } else { Origin::Sent };
-        let (at, step) = call(local, at, step, origin, warmup, Some(&mut captured), None).await;
+        let (at, step) = call(local, at, step, (origin, turn.take()), warmup, Some(&mut captured), None).await;
         answered = at;
         end = match step {
             Step::Answered { status, .. } if status != Code::Ok => FlowEnd::Status(status),
@@ -1238,7 +1260,7 @@ async fn call(
     local: &Local,
     (worker, ticket, slot): (u32, u64, usize),
     which: usize,
-    origin: Origin,
+    (origin, turn): (Origin, Option<Turn<'_>>),
     warmup: bool,
     captured: Option<&mut super::flow::Captured>,
     logged: Option<LoggedCall>,
@@ -1259,6 +1281,8 @@ async fn call(
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
+    // The send's clocks are read: the next ticket's send may go.
+    drop(turn);
     let start = match origin {
         Origin::Sent => first_send,
         Origin::Intended { due, slot_wait } => {
@@ -1277,7 +1301,12 @@ async fn call(
                 slot,
                 (prepared, header),
                 request.clone(),
-                StreamBody { call: ticket, worker, captured: captured.as_deref().map_or(&[], |c| &c[..]) },
+                StreamBody {
+                    call: ticket,
+                    worker,
+                    captured: captured.as_deref().map_or(&[], |c| &c[..]),
+                    script: logged.as_ref().and_then(|c| c.stream.as_deref()),
+                },
                 warmup,
             )
             .await;

@@ -19,10 +19,11 @@ pub type Captured = Vec<(String, String)>;
 /// What one call of a workload does with its answers.
 pub struct Rules {
     captures: Vec<(String, Field)>,
-    checks: Vec<(Field, Compiled)>,
+    /// Each check as written (its name in every report), where it reads and what it tests.
+    checks: Vec<(String, Field, Compiled)>,
     input: MessageDescriptor,
     output: MessageDescriptor,
-    /// Index of this call's first check among the workload's (`Summary::check_names`).
+    /// Index of this call's first check among the workload's (`stage::Mix::check_names`).
     pub first_check: usize,
 }
 
@@ -96,13 +97,18 @@ impl Rules {
             if let (Compiled::Exists, Some((message, path))) = (&test, path) {
                 fields(message, path).map_err(at)?;
             }
-            checks.push((field.clone(), test));
+            checks.push((text.clone(), field.clone(), test));
         }
         Ok(Some(Rules { captures, checks, input, output, first_check }))
     }
 
     pub fn checks(&self) -> usize {
         self.checks.len()
+    }
+
+    /// The checks as written, in order: their names in every report.
+    pub fn check_texts(&self) -> impl Iterator<Item = &str> {
+        self.checks.iter().map(|(text, _, _)| text.as_str())
     }
 
     /// Applies the rules to one answer: each check's pass or fail goes to `record` (by its
@@ -118,7 +124,7 @@ impl Rules {
     ) -> Result<(), String> {
         let ok = reply.status == tonic::Code::Ok;
         let needs = |which: fn(&Field) -> bool| {
-            ok && (self.captures.iter().any(|(_, f)| which(f)) || self.checks.iter().any(|(f, _)| which(f)))
+            ok && (self.captures.iter().any(|(_, f)| which(f)) || self.checks.iter().any(|(_, f, _)| which(f)))
         };
         // A server stream that sent nothing has no response to read.
         let response = needs(|f| matches!(f, Field::Response(_)))
@@ -157,7 +163,7 @@ impl Rules {
                 None => captured.push((var.clone(), value)),
             }
         }
-        for (i, (field, test)) in self.checks.iter().enumerate() {
+        for (i, (_, field, test)) in self.checks.iter().enumerate() {
             let pass = ok
                 && match (test, read(field)) {
                     (Compiled::Exists, Some(Read::Value(_) | Read::Text(_) | Read::Enum(..))) => true,

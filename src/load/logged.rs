@@ -3,6 +3,7 @@
 //! A log's own times make an open loop whose schedule is the log (each call due at its
 //! offset, latency counted from then, calls never sent counted as unsent); without them the
 //! log is a pool of calls paced by the plan's `Pacer`.
+use crate::grpc::transport::Script;
 use crate::grpc::PreparedCall;
 use bytes::Bytes;
 use std::time::Duration;
@@ -16,8 +17,10 @@ pub struct LoggedCall {
     pub which: usize,
     /// Its method and metadata, as sent.
     pub call: PreparedCall,
-    /// The framed request.
+    /// The framed request (a stream's first message, or none: empty).
     pub request: Bytes,
+    /// A streaming call's messages and half-close, at their logged times; None: a unary call.
+    pub stream: Option<Box<Script>>,
     /// The status and latency the log recorded for it, when it has its end.
     pub recorded: Option<(Code, Duration)>,
 }

@@ -6,5 +6,6 @@ pub mod logged;
 pub mod pacer;
 pub mod plan;
 pub mod retry;
+pub mod stage;
 pub mod timer;
 pub mod workload;

@@ -1,8 +1,7 @@
-//! The Plan: everything a run needs, validated. The CLI builds it; the engine only reads it.
+//! The Plan: how a run makes its load, validated. The CLI builds it; the engine only reads it.
 use super::pacer::{Pacer, Stages};
 use super::retry::RetryPolicy;
-use crate::grpc::transport::{CallKind, StreamLimits};
-use crate::grpc::{CallSpec, Target};
+use crate::grpc::{CallOptions, Target};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,13 +106,13 @@ impl std::fmt::Debug for Start {
     }
 }
 
+/// How the load is made: complete when the flags are read, before any schema is asked.
+/// What each call is (its path, kind, stream limits) is the resolved stage's (`stage::Mix`).
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub target: Target,
-    pub spec: CallSpec,
-    /// The method's kind (from the schema); a streaming call's body follows `stream`.
-    pub kind: CallKind,
-    pub stream: StreamLimits,
+    /// What goes with every call but its path (metadata, deadline, message sizes).
+    pub call: CallOptions,
     pub pacer: Pacer,
     /// Closed loop: concurrent workers (`-c`); open loop: most calls in flight; burst: its size.
     pub workers: u32,

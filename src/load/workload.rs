@@ -3,9 +3,15 @@
 //! thread agrees without a lock: smooth weighted round robin (nginx's), exact over every
 //! whole cycle, or a seeded random draw. With `[[flow]]`s, a flow is picked the same way
 //! and runs its steps in order; captures and checks are read here and applied by `flow.rs`.
+use super::flow::Rules;
+use super::stage::{stream_of, Mix, MixCall, MixFlow};
 use crate::error::bad_input;
+use crate::grpc::transport::{CallKind, StreamLimits};
+use crate::schema::RequestSource;
+use prost_reflect::MethodDescriptor;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -269,14 +275,99 @@ fn parse(text: &str, base: &Path) -> Result<Workload, String> {
         calls.push(WorkloadCall { name: entry.name, method: entry.method, data, weight, captures, checks });
     }
     let flows = flows(file.flow, &calls)?;
-    let total: u64 = match flows.is_empty() {
-        true => calls.iter().map(|c| c.weight as u64).sum(),
-        false => flows.iter().map(|f| f.weight as u64).sum(),
-    };
+    let workload = Workload { calls, flows };
+    let total: u64 = workload.weights().iter().map(|&w| w as u64).sum();
     if total > MAX_TOTAL_WEIGHT {
         return Err(format!("the weights add up to {total}, more than {MAX_TOTAL_WEIGHT}; scale them down"));
     }
-    Ok(Workload { calls, flows })
+    Ok(workload)
+}
+
+impl Workload {
+    /// What `Pick` picks by: each flow's weight, or without flows each call's.
+    fn weights(&self) -> Vec<u32> {
+        match self.flows.is_empty() {
+            true => self.calls.iter().map(|c| c.weight).collect(),
+            false => self.flows.iter().map(|f| f.weight).collect(),
+        }
+    }
+
+    /// Whether some call has a check (`--assert checks...` counts them).
+    pub fn has_checks(&self) -> bool {
+        self.calls.iter().any(|c| !c.checks.is_empty())
+    }
+
+    /// The workload resolved, the rest of its checking done against the schema: each call's
+    /// method from `resolve`, its data read, its stream limits (the flags, `given`) and its
+    /// captures and checks checked against the method's kind and messages. Picked by weight
+    /// in smooth round robin, or at random from `seed`.
+    pub fn mix(
+        &self,
+        mut resolve: impl FnMut(&str) -> anyhow::Result<MethodDescriptor>,
+        given: StreamLimits,
+        seed: Option<u64>,
+    ) -> anyhow::Result<Mix> {
+        // Every variable the flows capture: a step's templates may name those captured before it.
+        let mut vars: Vec<String> = self.calls.iter().flat_map(|c| c.captures.iter().map(|c| c.var.clone())).collect();
+        vars.sort_unstable();
+        vars.dedup();
+        let mut calls: Vec<MixCall> = Vec::new();
+        for call in &self.calls {
+            let first_check = calls.iter().filter_map(|c| c.rules.as_ref()).map(Rules::checks).sum();
+            calls.push(call.resolve(&mut resolve, &vars, given, first_check)?);
+        }
+        // Stream flags need a streaming call in the mix.
+        if let (true, Some(method)) = (calls.iter().all(|c| c.kind == CallKind::Unary), &calls[0].schema) {
+            stream_of(method, CallKind::Unary, given, 1)?;
+        }
+        let weights = self.weights();
+        let pick = match seed {
+            Some(seed) => Pick::random(&weights, seed),
+            None => Pick::round_robin(&weights),
+        };
+        let flows = self
+            .flows
+            .iter()
+            .map(|f| MixFlow {
+                name: f.name.clone(),
+                steps: f.steps.clone(),
+                stop_on_check_failure: f.stop_on_check_failure,
+            })
+            .collect();
+        Ok(Mix { calls, pick, named: true, flows, log: None })
+    }
+}
+
+impl WorkloadCall {
+    /// This call of the mix: its method resolved, its requests read, its stream limits and
+    /// rules (its checks numbered from `first_check`) checked against the method.
+    fn resolve(
+        &self,
+        resolve: impl FnOnce(&str) -> anyhow::Result<MethodDescriptor>,
+        vars: &[String],
+        given: StreamLimits,
+        first_check: usize,
+    ) -> anyhow::Result<MixCall> {
+        let at = |e: anyhow::Error| {
+            // The schema's messages speak of --call; here the method comes from the file.
+            let why = format!("{e:#}");
+            let why = why.strip_prefix("--call ").map_or(why.clone(), |rest| format!("method {rest}"));
+            bad_input(format!("--workload: call {:?}: {why}", self.name))
+        };
+        let method = resolve(&self.method).map_err(at)?;
+        let requests = Arc::new(RequestSource::with_vars(&method, &self.data, vars).map_err(at)?);
+        // Each stream takes the run's stream flags (a client stream, by default, its records);
+        // a unary call of a mix with streams ignores them.
+        let given = match method.is_client_streaming() || method.is_server_streaming() {
+            true => given,
+            false => StreamLimits::default(),
+        };
+        let mut call = MixCall::new(&method, requests, given).map_err(at)?;
+        call.rules = Rules::new(self, &method, vars, first_check)
+            .map_err(|why| bad_input(format!("--workload: call {:?}: {why}", self.name)))?;
+        call.name = self.name.clone();
+        Ok(call)
+    }
 }
 
 /// The `[[flow]]`s checked against the calls: every step a call, every call in a flow, and

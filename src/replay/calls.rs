@@ -43,6 +43,9 @@ pub struct Call {
     /// Messages the server sent, and their bytes (as logged: `Message.length`).
     pub responses: u64,
     pub response_bytes: u64,
+    /// When the client closed its side (`ClientHalfClose`), since the call's start; a server's
+    /// log has none for a call whose handler never read to the end (a server stream's).
+    pub half_close: Option<Duration>,
     /// The status and when it came, when the log has the call's end.
     pub end: Option<End>,
     /// The header's metadata was cut at the log's header limit (`payload_truncated`).
@@ -75,9 +78,15 @@ impl Call {
         self.requests.iter().any(|r| r.truncated)
     }
 
-    /// Sent and answered at most one message each way: replayed as a unary call.
+    /// Sent and answered at most one message each way: a unary call's shape.
     pub fn is_unary(&self) -> bool {
         self.requests.len() <= 1 && self.responses <= 1
+    }
+
+    /// When the client's side closed, since the call's start: as logged, else with its last
+    /// message (a server's log lacks it when the handler never read to the end).
+    pub fn closed_after(&self) -> Duration {
+        self.half_close.or_else(|| self.requests.last().map(|r| r.at)).unwrap_or_default()
     }
 
     /// Bytes the client sent, as logged.
@@ -191,6 +200,7 @@ impl<R: BufRead> Calls<R> {
                 requests: Vec::new(),
                 responses: 0,
                 response_bytes: 0,
+                half_close: None,
                 end: None,
                 header_truncated: entry.payload_truncated,
             };
@@ -215,6 +225,7 @@ impl<R: BufRead> Calls<R> {
                 call.responses += 1;
                 call.response_bytes += m.length as u64;
             }
+            (EventType::ClientHalfClose, _) if call.half_close.is_none() => call.half_close = Some(since),
             (EventType::ServerTrailer, payload) if call.end.is_none() => {
                 let status = match payload {
                     Some(Payload::Trailer(t)) => t.status_code,
@@ -260,6 +271,7 @@ mod tests {
             let ids: Vec<u64> = all.iter().map(|c| c.call_id).collect();
             assert_eq!(ids, [1, 2, 3]);
             assert_eq!(all[0].end, Some(End { status: 0, after: Duration::from_nanos(9_000_000) }));
+            assert_eq!(all[0].half_close, Some(Duration::from_nanos(2)));
             assert_eq!(all[1].end.unwrap().status, 14);
             assert_eq!(all[1].requests[0].data, Bytes::from_static(b"bb"));
             assert_eq!(all[2].start, Duration::from_nanos(3_000_000));

@@ -3,6 +3,7 @@
 use super::calls::{Call, Calls, Leftovers, Limits};
 use super::log::{Entries, Framing};
 use super::source::Skip;
+use crate::grpc::transport::CallKind;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -19,8 +20,13 @@ const RATE_ROWS: usize = 20;
 #[derive(Debug, Clone)]
 pub struct Method {
     pub calls: u64,
+    /// Calls with more than one message of the client, and of the server: the method's kind.
+    pub client_streams: u64,
+    pub server_streams: u64,
+    /// Messages of the client and of the server, all calls together.
+    pub client_messages: u64,
+    pub server_messages: u64,
     /// Calls not sent by `run --replay`, each by its first reason (`Skip`).
-    pub streaming: u64,
     pub truncated: u64,
     pub no_request: u64,
     /// Status code -> calls; calls without an end are not in it.
@@ -50,13 +56,22 @@ impl Sizes {
 impl Method {
     /// Calls `run --replay` sends.
     pub fn sendable(&self) -> u64 {
-        self.calls - self.streaming - self.truncated - self.no_request
+        self.calls - self.truncated - self.no_request
+    }
+
+    /// The method's kind, as its calls show it: a call with more than one message of the
+    /// client makes it client streaming, of the server server streaming (both: bidi).
+    pub fn kind(&self) -> CallKind {
+        CallKind::of(self.client_streams > 0, self.server_streams > 0)
     }
 
     fn new() -> Method {
         Method {
             calls: 0,
-            streaming: 0,
+            client_streams: 0,
+            server_streams: 0,
+            client_messages: 0,
+            server_messages: 0,
             truncated: 0,
             no_request: 0,
             statuses: BTreeMap::new(),
@@ -157,8 +172,11 @@ impl Info {
         let m = self.methods.entry(call.method.clone()).or_insert_with(Method::new);
         let seen = m.calls == 0;
         m.calls += 1;
+        m.client_streams += (call.requests.len() > 1) as u64;
+        m.server_streams += (call.responses > 1) as u64;
+        m.client_messages += call.requests.len() as u64;
+        m.server_messages += call.responses;
         match Skip::of(call) {
-            Some(Skip::Streaming) => m.streaming += 1,
             Some(Skip::Truncated) => m.truncated += 1,
             Some(Skip::NoRequest) => m.no_request += 1,
             None => {}
@@ -177,9 +195,9 @@ impl Info {
         Ok(())
     }
 
-    /// Calls not sent by `run --replay`: (truncated, streaming, without a request).
-    pub fn skipped(&self) -> (u64, u64, u64) {
-        self.methods.values().fold((0, 0, 0), |(t, s, n), m| (t + m.truncated, s + m.streaming, n + m.no_request))
+    /// Calls not sent by `run --replay`: (truncated, without a request).
+    pub fn skipped(&self) -> (u64, u64) {
+        self.methods.values().fold((0, 0), |(t, n), m| (t + m.truncated, n + m.no_request))
     }
 
     /// From the first call's start to the last one's.
@@ -203,10 +221,10 @@ impl Info {
             _ => String::new(),
         };
         let _ = writeln!(o, "calls: {} from {first} over {}{rate}", self.calls, duration(span));
-        let (truncated, streaming, none) = self.skipped();
+        let (truncated, none) = self.skipped();
         let _ = writeln!(
             o,
-            "not replayed: {truncated} with a message cut by the log's limit (payload_truncated), {streaming} streaming (more than one message either way), {none} without a request"
+            "not replayed: {truncated} with a message cut by the log's limit (payload_truncated), {none} without a request"
         );
         let l = &self.leftovers;
         let _ = writeln!(
@@ -216,9 +234,9 @@ impl Info {
         );
         let _ = writeln!(
             o,
-            "\n| method | calls | statuses | p50 | p99 | max | request bytes min/mean/max | response bytes mean |"
+            "\n| method | calls | statuses | p50 | p99 | max | request bytes min/mean/max | response bytes mean | kind | messages a call, client/server (mean) |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|");
         for (path, m) in &self.methods {
             let statuses: Vec<String> = m
                 .statuses
@@ -230,9 +248,10 @@ impl Info {
                 false => duration(Duration::from_nanos(m.latency.value_at_quantile(q))),
             };
             let mean = |s: &Sizes| s.sum / m.calls.max(1);
+            let per_call = |n: u64| n as f64 / m.calls.max(1) as f64;
             let _ = writeln!(
                 o,
-                "| {path} | {} | {} | {} | {} | {} | {}/{}/{} | {} |",
+                "| {path} | {} | {} | {} | {} | {} | {}/{}/{} | {} | {} | {:.1}/{:.1} |",
                 m.calls,
                 statuses.join(", "),
                 q(0.5),
@@ -241,7 +260,10 @@ impl Info {
                 m.request_bytes.min,
                 mean(&m.request_bytes),
                 m.request_bytes.max,
-                mean(&m.response_bytes)
+                mean(&m.response_bytes),
+                m.kind().as_str(),
+                per_call(m.client_messages),
+                per_call(m.server_messages)
             );
         }
         if !self.keys.is_empty() {

@@ -9,6 +9,7 @@ use super::calls::{Call, Calls, Limits};
 use super::info::Info;
 use super::log::{Entries, Framing};
 use crate::error::bad_input;
+use crate::grpc::transport::{CallKind, Script};
 use crate::grpc::{CallSpec, PreparedCall};
 use crate::load::logged::{CallLog, LoggedCall};
 use crate::load::plan::ShardOf;
@@ -52,8 +53,6 @@ const TRANSPORT_HEADERS: [&str; 8] =
 pub enum Skip {
     /// A message cut by the log's limit (`payload_truncated`): not what was sent.
     Truncated,
-    /// More than one message either way: streaming calls are not replayed yet.
-    Streaming,
     /// No message of the client in the log (cancelled first, or its entry lost).
     NoRequest,
 }
@@ -62,7 +61,6 @@ impl Skip {
     /// Whether `call` can be sent as it was, and if not, why.
     pub fn of(call: &Call) -> Option<Skip> {
         match () {
-            _ if !call.is_unary() => Some(Skip::Streaming),
             _ if call.requests.is_empty() => Some(Skip::NoRequest),
             _ if call.truncated() => Some(Skip::Truncated),
             _ => None,
@@ -74,8 +72,8 @@ impl Skip {
 #[derive(Debug)]
 pub struct Scan {
     pub info: Info,
-    /// The methods sent, in the mix's order (`LoggedCall::which`).
-    pub methods: Vec<String>,
+    /// The methods sent, in the mix's order (`LoggedCall::which`), and their kinds.
+    pub methods: Vec<(String, CallKind)>,
     /// Calls of the log in all, and those that will be sent.
     pub calls: u64,
     pub sendable: u64,
@@ -90,40 +88,31 @@ impl Scan {
         let info = Info::read(BufReader::with_capacity(1 << 16, file), settings.framing, settings.max_entry)
             .map_err(|why| bad_input(format!("--replay {name}: {why}")))?;
         // A method with any streaming call is streaming: its calls of one message each way too.
-        let methods: Vec<String> = info
+        let methods: Vec<(String, CallKind)> = info
             .methods
             .iter()
-            .filter(|(path, m)| m.streaming == 0 && m.sendable() > 0 && path.parse::<http::uri::PathAndQuery>().is_ok())
-            .map(|(path, _)| path.clone())
+            .filter(|(path, m)| m.sendable() > 0 && path.parse::<http::uri::PathAndQuery>().is_ok())
+            .map(|(path, m)| (path.clone(), m.kind()))
             .collect();
-        let sendable = info.methods.iter().filter(|(p, _)| methods.contains(p)).map(|(_, m)| m.sendable()).sum();
+        let sendable = methods.iter().map(|(p, _)| info.methods[p].sendable()).sum();
         let scan = Scan { calls: info.calls, sendable, methods, info };
         if sendable == 0 {
-            let (truncated, streaming, none) = scan.skipped();
+            let (truncated, none) = scan.info.skipped();
             return Err(bad_input(format!(
-                "--replay {name}: no call of its {} can be sent ({truncated} with a message cut by the log's limit, {streaming} streaming, {none} without a request)",
+                "--replay {name}: no call of its {} can be sent ({truncated} with a message cut by the log's limit, {none} without a request)",
                 scan.calls
             )));
         }
         Ok(scan)
     }
 
-    /// Calls not sent: (with a message cut by the log's limit, of streaming methods, without
-    /// a request); a method's calls are all streaming when one of them is.
-    pub fn skipped(&self) -> (u64, u64, u64) {
-        self.info.methods.values().fold((0, 0, 0), |(t, s, n), m| match m.streaming {
-            0 => (t + m.truncated, s, n + m.no_request),
-            _ => (t, s + m.calls, n),
-        })
-    }
-
     /// One line on what is not sent, when something is not.
     pub fn skipped_line(&self) -> Option<String> {
-        let (truncated, streaming, none) = self.skipped();
-        (truncated + streaming + none > 0).then(|| {
+        let (truncated, none) = self.info.skipped();
+        (truncated + none > 0).then(|| {
             format!(
-                "replay: {} of the log's {} calls are not sent: {truncated} with a message cut by the log's limit (payload_truncated), {streaming} streaming (not replayed yet), {none} without a request",
-                truncated + streaming + none,
+                "replay: {} of the log's {} calls are not sent: {truncated} with a message cut by the log's limit (payload_truncated), {none} without a request",
+                truncated + none,
                 self.calls
             )
         })
@@ -219,7 +208,7 @@ impl Source {
         }
         let reader = Reader {
             settings: settings.clone(),
-            methods: scan.methods.iter().enumerate().map(|(i, m)| (m.clone(), i)).collect(),
+            methods: scan.methods.iter().enumerate().map(|(i, (m, kind))| (m.clone(), (i, *kind))).collect(),
             spec: spec.clone(),
             secret,
             shard,
@@ -232,7 +221,8 @@ impl Source {
             .name("rpcmeter-replay".into())
             .spawn(move || reader.run(file))
             .map_err(|e| crate::error::internal(format!("cannot start the log's reader: {e}")))?;
-        Ok(Source { calls: rx, shared, scheduled: settings.speed.is_some(), methods: scan.methods.clone() })
+        let methods = scan.methods.iter().map(|(path, _)| path.clone()).collect();
+        Ok(Source { calls: rx, shared, scheduled: settings.speed.is_some(), methods })
     }
 
     /// The log's own numbers of the calls sent, by call name (the method's path without its
@@ -296,8 +286,12 @@ impl CallLog for Source {
             return;
         }
         let mut state = self.shared.state.lock().unwrap();
-        // The logged message, framed as it is sent (its bytes are the log's).
-        state.recorded.payload_bytes += call.request.len().saturating_sub(5) as u64;
+        // The logged messages, framed as they are sent (their bytes are the log's).
+        let payload = |framed: &bytes::Bytes| framed.len().saturating_sub(5) as u64;
+        state.recorded.payload_bytes += match &call.stream {
+            Some(script) => script.messages.iter().map(|(_, m)| payload(m)).sum(),
+            None => payload(&call.request),
+        };
         let Some((status, latency)) = call.recorded else { return };
         let Some(r) = state.recorded.by_method.get_mut(call.which) else { return };
         r.counts.total += 1;
@@ -340,13 +334,22 @@ fn loop_period(info: &Info) -> Duration {
     (span + gap).max(Duration::from_micros(1))
 }
 
+/// A logged time divided by `--speed`, to the nanosecond.
+fn scaled(logged: Duration, speed: f64) -> Duration {
+    match speed {
+        1.0 => logged,
+        _ => Duration::from_nanos((logged.as_nanos() as f64 / speed).round() as u64),
+    }
+}
+
 /// A header block, and the logged metadata it was made from.
 type Header = (Vec<(String, bytes::Bytes)>, PreparedCall);
 
 /// The reader thread: the log, call by call, into the channel.
 struct Reader {
     settings: Settings,
-    methods: std::collections::HashMap<String, usize>,
+    /// Each method's place in the mix, and its kind.
+    methods: std::collections::HashMap<String, (usize, CallKind)>,
     spec: CallSpec,
     secret: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     shard: ShardOf,
@@ -382,20 +385,20 @@ impl Reader {
                 if Skip::of(&call).is_some() {
                     continue;
                 }
-                let Some(&which) = self.methods.get(&call.method) else { continue };
+                let Some(&(which, kind)) = self.methods.get(&call.method) else { continue };
                 index += 1;
                 if (index - 1) % self.shard.count as u64 != self.shard.index as u64 {
                     continue;
                 }
                 any = true;
-                let due = self.settings.speed.map(|speed| {
-                    let offset = call.start.saturating_sub(start) + self.period * pass;
-                    match speed {
-                        1.0 => offset,
-                        _ => Duration::from_nanos((offset.as_nanos() as f64 / speed).round() as u64),
-                    }
-                });
-                let logged = self.logged(due, which, &call, &mut headers[which]);
+                let due = self
+                    .settings
+                    .speed
+                    .map(|speed| scaled(call.start.saturating_sub(start) + self.period * pass, speed));
+                let mut logged = self.logged(due, which, &call, &mut headers[which]);
+                if kind != CallKind::Unary {
+                    logged.stream = Some(Box::new(self.script(&call)));
+                }
                 if !self.hand_over(logged) {
                     return Ok(());
                 }
@@ -436,6 +439,18 @@ impl Reader {
         }
     }
 
+    /// A streaming call's messages and close at their logged times since its start, divided
+    /// by `--speed` (a pool keeps them as logged).
+    fn script(&self, call: &Call) -> Script {
+        let speed = self.settings.speed.unwrap_or(1.0);
+        let cancelled = call.end.filter(|end| end.status == Code::Cancelled as u32);
+        Script {
+            messages: call.requests.iter().map(|r| (scaled(r.at, speed), crate::grpc::wire::frame(&r.data))).collect(),
+            close: scaled(call.closed_after(), speed),
+            cancel: cancelled.map(|end| scaled(end.after, speed)),
+        }
+    }
+
     /// The call as the engine sends it; `last`: its method's last header block, reused when
     /// the metadata is the same.
     fn logged(&self, due: Option<Duration>, which: usize, call: &Call, last: &mut Option<Header>) -> LoggedCall {
@@ -455,6 +470,7 @@ impl Reader {
             which,
             call: header,
             request: crate::grpc::wire::frame(&call.requests[0].data),
+            stream: None,
             recorded: call.end.map(|end| (Code::from_i32(end.status as i32), end.after)),
         }
     }

@@ -3,9 +3,10 @@
 //! string that comes from a file is escaped.
 use super::breakdown::Kind;
 use super::svg::{esc, latency_us, num, Axis, Mark, Plot, Scale};
+use crate::result::LatencySummary;
 use crate::result::Slice;
+use crate::stats::Statistic;
 use hdrhistogram::Histogram;
-use serde_json::Value;
 use std::fmt::Write as _;
 
 /// Run colours, in file order (Tableau 10, readable on white and by most colour-blind readers).
@@ -62,7 +63,7 @@ pub struct Run {
     /// OK calls per second.
     pub ok_rps: f64,
     /// `latency_us` as given: p50, p99, p999, ...
-    pub latency_us: serde_json::Map<String, Value>,
+    pub latency_us: LatencySummary,
     pub cpu_us_per_call: Option<f64>,
     pub max_rss_bytes: Option<f64>,
     pub notices: Vec<String>,
@@ -83,14 +84,6 @@ pub struct Run {
     pub checks: Vec<crate::result::CheckCount>,
     /// Targets broken down by backend: `backends` as given, address by address.
     pub backends: Vec<(String, Slice)>,
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 /// Reads one result; the error says what makes it no rpcmeter result (the caller names the file).
@@ -114,7 +107,6 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         r.errors.iter().map(|e| (e.status.clone(), e.message.clone(), e.count)).collect();
     errors.sort_by_key(|e| std::cmp::Reverse(e.2));
     let q = &r.requests;
-    let as_map = |v: Value| v.as_object().cloned().unwrap_or_default();
     let steady = r.steady_state.as_ref();
     let entries = |map: Option<&std::collections::BTreeMap<String, Slice>>| -> Vec<(String, Slice)> {
         map.into_iter().flatten().map(|(name, s)| (name.clone(), s.clone())).collect()
@@ -152,11 +144,11 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         errors,
         throughput_rps: r.throughput_rps,
         ok_rps: r.ok_calls_per_s(),
-        latency_us: as_map(serde_json::to_value(&r.latency_us).unwrap_or_default()),
+        latency_us: r.latency_us.clone(),
         cpu_us_per_call: r.cpu_per_call().map(crate::units::micros),
         max_rss_bytes: r.client.as_ref().map(|c| c.max_rss_bytes as f64),
         notices: r.notices.clone(),
-        messages: r.messages.as_ref().map(|m| messages_line(&serde_json::to_value(m).unwrap_or_default())),
+        messages: r.messages.as_ref().map(messages_line),
         steady: steady.map(|s| s.verdict.clone()).unwrap_or_default(),
         steady_after_s: steady.and_then(|s| s.steady_after_s),
         server_rps: r.server.as_ref().and_then(|s| s.throughput_rps),
@@ -181,20 +173,15 @@ fn interval_point(r: &crate::result::IntervalRow) -> IntervalPoint {
 }
 
 /// "bidi: 20000 sent (4000.0/s), 20000 received (4000.0/s); round trip p50 140 µs, p99 2.1 ms".
-fn messages_line(m: &Value) -> String {
-    let n = |k: &str| m.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+fn messages_line(m: &crate::result::Messages) -> String {
     let mut line = format!(
         "{}: {} sent ({:.1}/s), {} received ({:.1}/s)",
-        m.get("kind").map(text).unwrap_or_default(),
-        n("sent"),
-        n("sent_per_s"),
-        n("received"),
-        n("received_per_s")
+        m.kind, m.sent, m.sent_per_s, m.received, m.received_per_s
     );
-    for (key, what) in [("round_trip_us", "round trip"), ("first_message_us", "first message")] {
-        if let Some(l) = m.get(key) {
-            let p = |k: &str| l.get(k).and_then(Value::as_f64).map_or("–".into(), latency_us);
-            line += &format!("; {what} p50 {}, p99 {}", p("p50"), p("p99"));
+    for (latency, what) in [(&m.round_trip_us, "round trip"), (&m.first_message_us, "first message")] {
+        if let Some(l) = latency {
+            let p = |p: f64| l.micros(Statistic::Percentile(p)).map_or("–".into(), latency_us);
+            line += &format!("; {what} p50 {}, p99 {}", p(50.0), p(99.0));
         }
     }
     line
@@ -276,9 +263,9 @@ impl Run {
         checks.chain(flows).collect()
     }
 
-    /// A `latency_us` key as text (from the file), else from the histogram.
-    fn stat(&self, key: &str, percent: f64) -> String {
-        match self.latency_us.get(key).and_then(Value::as_f64) {
+    /// A percentile of `latency_us` as text (from the file), else from the histogram.
+    fn stat(&self, percent: f64) -> String {
+        match self.latency_us.micros(Statistic::Percentile(percent)) {
             Some(us) => latency_us(us),
             None if self.histogram.is_empty() => "–".into(),
             None => latency_us(self.q_us(percent)),
@@ -413,9 +400,9 @@ fn summary_table(runs: &[Run]) -> String {
             r.throughput_rps,
             if r.ok == 0 && r.total > 0 { "n bad" } else { "n" },
             r.ok_rps,
-            r.stat("p50", 50.0),
-            r.stat("p99", 99.0),
-            r.stat("p999", 99.9),
+            r.stat(50.0),
+            r.stat(99.0),
+            r.stat(99.9),
             r.cpu_us_per_call.map_or("–".into(), latency_us),
             esc(&steady),
             r.notices.len(),
@@ -449,7 +436,7 @@ fn recorded_vs_replayed(r: &Run) -> String {
     for (name, now) in &r.by_name {
         let rec = r.recorded.iter().find(|(n, _)| n == name).map_or(&none, |(_, v)| v);
         let pair = |v: &dyn Fn(&Slice) -> String| format!("{} / {}", v(rec), v(now));
-        let stat = |p: f64| move |v: &Slice| latency_cell(v.latency_us.micros(crate::stats::Statistic::Percentile(p)));
+        let stat = |p: f64| move |v: &Slice| latency_cell(v.latency_us.micros(Statistic::Percentile(p)));
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
@@ -470,8 +457,10 @@ fn latency_cell(us: Option<f64>) -> String {
     us.filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
 }
 
-/// One breakdown's table (report::breakdown's rows); none without rows.
-fn breakdown_table(kind: Kind, slices: &[(String, Slice)]) -> String {
+/// One breakdown's table (report::breakdown's rows); none without rows. `total`: the run's
+/// calls, which backends' rows add up to with a row for those that found no ready backend
+/// (as the text table has).
+fn breakdown_table(kind: Kind, slices: &[(String, Slice)], total: u64) -> String {
     let rows = super::breakdown::rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)));
     if rows.is_empty() {
         return String::new();
@@ -500,6 +489,15 @@ fn breakdown_table(kind: Kind, slices: &[(String, Slice)]) -> String {
             latency_cell(r.max_us),
         );
     }
+    let unplaced = total.saturating_sub(rows.iter().map(|r| r.total).sum());
+    if kind == Kind::Backends && unplaced > 0 {
+        let detail = detail.map_or(String::new(), |_| "<td></td>".to_string());
+        let _ = write!(
+            s,
+            "<tr><td>(no ready backend)</td>{detail}<td class=\"n\">{unplaced}</td><td class=\"n bad\">{unplaced}</td>\
+             <td class=\"n\">–</td><td class=\"n\">–</td><td class=\"n\">–</td></tr>"
+        );
+    }
     s + "</table>\n"
 }
 
@@ -511,7 +509,7 @@ const ERROR_ROWS: usize = 20;
 fn status_tables(r: &Run) -> String {
     let mut s = String::new();
     for (kind, slices) in [(Kind::Names, &r.by_name), (Kind::Flows, &r.flows), (Kind::Backends, &r.backends)] {
-        s.push_str(&breakdown_table(kind, slices));
+        s.push_str(&breakdown_table(kind, slices, r.total));
         if kind == Kind::Names && !r.recorded.is_empty() {
             s.push_str(&recorded_vs_replayed(r));
         }
@@ -703,103 +701,127 @@ fn percentile_plot(id: &str, title: &str, runs: Vec<(usize, &Run)>) -> String {
     p.finish()
 }
 
+/// One run's interval series as plots: throughput, latency, failures, client CPU and memory.
 fn series_plots(i: usize, r: &Run) -> String {
-    let iv = &r.intervals;
-    let mut out = String::new();
-    let t_max = iv.iter().map(|p| p.t_s).fold(0.0, f64::max).max(0.001);
-    let x = || Axis::linear(0.0, t_max, "time since start (s)", num);
-    let shade = |p: &mut Plot| {
+    let series = Series { i, r, iv: &r.intervals };
+    [Series::throughput, Series::latency, Series::errors, Series::cpu, Series::memory]
+        .iter()
+        .map(|plot| {
+            let mut p = plot(&series);
+            if series.iv.is_empty() {
+                p.centered_note("no interval series in this file");
+            }
+            p.finish()
+        })
+        .collect()
+}
+
+/// The interval series of one run (the `i`-th), drawn on a shared time axis.
+struct Series<'a> {
+    i: usize,
+    r: &'a Run,
+    iv: &'a [IntervalPoint],
+}
+
+impl Series<'_> {
+    /// A plot of the series over time, `y` its axis, the warm-up shaded and the steady
+    /// state's start marked.
+    fn plot(&self, id: &str, title: &str, y: Axis) -> Plot {
+        let t_max = self.iv.iter().map(|p| p.t_s).fold(0.0, f64::max).max(0.001);
+        let x = Axis::linear(0.0, t_max, "time since start (s)", num);
+        let mut p = Plot::new(&format!("{id}-{}", self.i), "plot-series", title, W, H, x, y);
         let mut any = false;
-        for w in iv.iter().filter(|p| p.warmup) {
+        for w in self.iv.iter().filter(|p| p.warmup) {
             p.band(w.t_s - w.length_s, w.t_s, "#f0ad4e", 0.25);
             any = true;
         }
         if any {
             p.legend("warm-up", "#f0ad4e", Mark::Area);
         }
-        if let Some(after) = r.steady_after_s.filter(|&a| a > 0.0 && r.ok > 0) {
+        if let Some(after) = self.r.steady_after_s.filter(|&a| a > 0.0 && self.r.ok > 0) {
             p.vline(after, "#2a7", &format!("steady after {} s", num(after)));
         }
-    };
-    let max_of = |f: &dyn Fn(&IntervalPoint) -> f64| iv.iter().map(f).filter(|v| v.is_finite()).fold(0.0, f64::max);
-    let empty = |p: &mut Plot| {
-        if iv.is_empty() {
-            p.centered_note("no interval series in this file");
+        p
+    }
+
+    /// The largest finite value of `f` over the intervals (0 without any).
+    fn max_of(&self, f: &dyn Fn(&IntervalPoint) -> f64) -> f64 {
+        self.iv.iter().map(f).filter(|v| v.is_finite()).fold(0.0, f64::max)
+    }
+
+    fn points(&self, f: &dyn Fn(&IntervalPoint) -> f64) -> Vec<(f64, f64)> {
+        self.iv.iter().map(|p| (p.t_s, f(p))).collect()
+    }
+
+    fn throughput(&self) -> Plot {
+        let y = Axis::linear(0.0, self.max_of(&|p| p.rps).max(1.0) * 1.1, "throughput (calls/s)", num);
+        let mut p = self.plot("ts-rps", "Throughput per interval", y);
+        p.legend_bottom = true;
+        p.line(&self.points(&|p| p.rps), color(self.i), 2.0, false);
+        p.legend("calls/s (attempted)", color(self.i), Mark::Line);
+        if self.iv.iter().any(|p| p.failed > 0.0) {
+            let ok = |p: &IntervalPoint| if p.calls > 0.0 { p.rps * (p.calls - p.failed) / p.calls } else { 0.0 };
+            p.line(&self.points(&ok), "#2a7", 2.0, true);
+            p.legend("OK calls/s", "#2a7", Mark::Dashed);
         }
-    };
-
-    // Throughput.
-    let y = Axis::linear(0.0, max_of(&|p| p.rps).max(1.0) * 1.1, "throughput (calls/s)", num);
-    let mut p = Plot::new(&format!("ts-rps-{i}"), "plot-series", "Throughput per interval", W, H, x(), y);
-    p.legend_bottom = true;
-    shade(&mut p);
-    p.line(&iv.iter().map(|p| (p.t_s, p.rps)).collect::<Vec<_>>(), color(i), 2.0, false);
-    p.legend("calls/s (attempted)", color(i), Mark::Line);
-    if iv.iter().any(|p| p.failed > 0.0) {
-        let ok = |p: &IntervalPoint| if p.calls > 0.0 { p.rps * (p.calls - p.failed) / p.calls } else { 0.0 };
-        p.line(&iv.iter().map(|p| (p.t_s, ok(p))).collect::<Vec<_>>(), "#2a7", 2.0, true);
-        p.legend("OK calls/s", "#2a7", Mark::Dashed);
+        p
     }
-    empty(&mut p);
-    out.push_str(&p.finish());
 
-    // Latency p50 and p99.
-    let y = Axis::linear(0.0, max_of(&|p| p.p99_us).max(1.0) * 1.1, "call latency", latency_us);
-    let mut p = Plot::new(&format!("ts-latency-{i}"), "plot-series", "Latency per interval", W, H, x(), y);
-    shade(&mut p);
-    p.line(&iv.iter().map(|p| (p.t_s, p.p50_us)).collect::<Vec<_>>(), color(i), 2.0, false);
-    p.line(&iv.iter().map(|p| (p.t_s, p.p99_us)).collect::<Vec<_>>(), color(i), 1.6, true);
-    p.legend("p50", color(i), Mark::Line);
-    p.legend("p99", color(i), Mark::Dashed);
-    empty(&mut p);
-    out.push_str(&p.finish());
-
-    // Errors.
-    let failed = max_of(&|p| p.failed);
-    let y = Axis::linear(0.0, failed.max(1.0) * 1.1, "failed calls per interval", num);
-    let mut p = Plot::new(&format!("ts-errors-{i}"), "plot-series", "Failed calls per interval", W, H, x(), y);
-    shade(&mut p);
-    for w in iv.iter().filter(|p| p.failed > 0.0) {
-        let tip = format!("{} failed of {} calls", w.failed, w.calls);
-        p.rect(w.t_s - w.length_s, w.t_s, 0.0, w.failed, "#c0392b", 0.8, Some(&tip));
+    /// Latency p50 and p99.
+    fn latency(&self) -> Plot {
+        let y = Axis::linear(0.0, self.max_of(&|p| p.p99_us).max(1.0) * 1.1, "call latency", latency_us);
+        let mut p = self.plot("ts-latency", "Latency per interval", y);
+        p.line(&self.points(&|p| p.p50_us), color(self.i), 2.0, false);
+        p.line(&self.points(&|p| p.p99_us), color(self.i), 1.6, true);
+        p.legend("p50", color(self.i), Mark::Line);
+        p.legend("p99", color(self.i), Mark::Dashed);
+        p
     }
-    p.legend("failed calls", "#c0392b", Mark::Area);
-    if failed == 0.0 && !iv.is_empty() {
-        p.centered_note("no failed calls");
+
+    fn errors(&self) -> Plot {
+        let failed = self.max_of(&|p| p.failed);
+        let y = Axis::linear(0.0, failed.max(1.0) * 1.1, "failed calls per interval", num);
+        let mut p = self.plot("ts-errors", "Failed calls per interval", y);
+        for w in self.iv.iter().filter(|p| p.failed > 0.0) {
+            let tip = format!("{} failed of {} calls", w.failed, w.calls);
+            p.rect(w.t_s - w.length_s, w.t_s, 0.0, w.failed, "#c0392b", 0.8, Some(&tip));
+        }
+        p.legend("failed calls", "#c0392b", Mark::Area);
+        if failed == 0.0 && !self.iv.is_empty() {
+            p.centered_note("no failed calls");
+        }
+        p
     }
-    empty(&mut p);
-    out.push_str(&p.finish());
 
-    // Client CPU: the delta of the cumulative CPU over each interval's length.
-    let mut last = 0.0;
-    let cpu: Vec<(f64, f64)> = iv
-        .iter()
-        .map(|p| {
-            let pct = (p.client_cpu_total_s - last) / p.length_s * 100.0;
-            last = p.client_cpu_total_s;
-            (p.t_s, if pct.is_finite() { pct.max(0.0) } else { f64::NAN })
-        })
-        .collect();
-    let top = cpu.iter().map(|c| c.1).filter(|v| v.is_finite()).fold(0.0, f64::max);
-    let y = Axis::linear(0.0, top.max(10.0) * 1.1, "client CPU (% of one core)", |v| num(v) + "%");
-    let mut p = Plot::new(&format!("ts-cpu-{i}"), "plot-series", "Client CPU per interval", W, H, x(), y);
-    shade(&mut p);
-    p.line(&cpu, "#555", 2.0, false);
-    p.legend("user+sys CPU / interval length", "#555", Mark::Line);
-    empty(&mut p);
-    out.push_str(&p.finish());
+    /// Client CPU: the delta of the cumulative CPU over each interval's length.
+    fn cpu(&self) -> Plot {
+        let mut last = 0.0;
+        let cpu: Vec<(f64, f64)> = self
+            .iv
+            .iter()
+            .map(|p| {
+                let pct = (p.client_cpu_total_s - last) / p.length_s * 100.0;
+                last = p.client_cpu_total_s;
+                (p.t_s, if pct.is_finite() { pct.max(0.0) } else { f64::NAN })
+            })
+            .collect();
+        let top = cpu.iter().map(|c| c.1).filter(|v| v.is_finite()).fold(0.0, f64::max);
+        let y = Axis::linear(0.0, top.max(10.0) * 1.1, "client CPU (% of one core)", |v| num(v) + "%");
+        let mut p = self.plot("ts-cpu", "Client CPU per interval", y);
+        p.line(&cpu, "#555", 2.0, false);
+        p.legend("user+sys CPU / interval length", "#555", Mark::Line);
+        p
+    }
 
-    // Client memory.
-    let mib = |b: f64| b / (1024.0 * 1024.0);
-    let y = Axis::linear(0.0, mib(max_of(&|p| p.client_rss_bytes)).max(1.0) * 1.1, "client RSS (MiB)", num);
-    let mut p = Plot::new(&format!("ts-rss-{i}"), "plot-series", "Client memory (RSS)", W, H, x(), y);
-    p.legend_bottom = true;
-    shade(&mut p);
-    p.line(&iv.iter().map(|p| (p.t_s, mib(p.client_rss_bytes))).collect::<Vec<_>>(), "#8e44ad", 2.0, false);
-    p.legend("resident set size", "#8e44ad", Mark::Line);
-    empty(&mut p);
-    out.push_str(&p.finish());
-    out
+    fn memory(&self) -> Plot {
+        let mib = |b: f64| b / (1024.0 * 1024.0);
+        let top = mib(self.max_of(&|p| p.client_rss_bytes)).max(1.0) * 1.1;
+        let mut p = self.plot("ts-rss", "Client memory (RSS)", Axis::linear(0.0, top, "client RSS (MiB)", num));
+        p.legend_bottom = true;
+        p.line(&self.points(&|p| mib(p.client_rss_bytes)), "#8e44ad", 2.0, false);
+        p.legend("resident set size", "#8e44ad", Mark::Line);
+        p
+    }
 }
 
 /// A latency axis covering every run's p10..p99.9 (box plot) or min..max (violins).
@@ -945,6 +967,7 @@ fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn result(notice: &str, concurrency: u32) -> String {
         let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();

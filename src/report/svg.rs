@@ -400,6 +400,19 @@ impl Plot {
             self.top,
             self.top + self.plot_height(),
         );
+        // The line and its label are data a legend must not hide: a mark every 8 units down
+        // the line and along the label (a histogram's p99 and p99.9 lines were under it).
+        let mut y = self.top;
+        while y <= self.top + self.plot_height() {
+            self.marks.push((px, y));
+            y += 8.0;
+        }
+        let label_width = label.chars().count() as f64 * 6.4;
+        let mut x = px + 4.0;
+        while x < px + 4.0 + label_width {
+            self.marks.push((x, self.top + 10.0));
+            x += 8.0;
+        }
         if !label.is_empty() {
             let _ = write!(
                 self.body,
@@ -600,6 +613,21 @@ mod tests {
         let mut q = plot();
         q.dot(1.0, 1.0, 4.0, "#000", None);
         assert_eq!(q.legend_place(80.0, 25.0), (q.left + q.plot_width() - 88.0, q.top + 8.0));
+    }
+
+    /// A vertical marker line (a histogram's p99, p99.9) counts as data: the legend leaves
+    /// the top right, where it hid the lines near the right edge.
+    #[test]
+    fn the_legend_does_not_hide_a_marker_line() {
+        let mut p = plot();
+        p.vline(9.0, "#000", "p99");
+        p.vline(9.6, "#000", "p99.9");
+        p.legend("calls", "#000", Mark::Area);
+        let (w, h) = (80.0, 25.0);
+        let (x, _) = p.legend_place(w, h);
+        for line in [9.0, 9.6] {
+            assert!(!(x - 6.0..=x + w + 6.0).contains(&p.px(line)), "legend at x {x} over the line at {}", p.px(line));
+        }
     }
 
     /// A point on the frame (the highest concurrency) is drawn whole; one off the axes is clipped.

@@ -449,7 +449,7 @@ fn server(o: &mut String, r: &Run) {
 /// The machine's floor.
 fn floor(o: &mut String, r: &Run) {
     match &r.calibration {
-        Some(serde_json::Value::Null) => {
+        Some(c) if c.is_null() => {
             let _ = writeln!(
                 o,
                 "Floor: this machine is not calibrated (`rpcmeter calibrate` measures it once, in seconds)"
@@ -629,7 +629,7 @@ mod tests {
     fn by_name_only_for_a_workload() {
         let mut s = run();
         assert_eq!(text(by_name, &s), "");
-        s.call_names = vec![("get".into(), "Kv.Get".into())];
+        s.call_shares = vec![(("get".into(), "Kv.Get".into()), Default::default())];
         let t = text(by_name, &s);
         assert!(
             t.contains("By call name:")

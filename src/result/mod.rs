@@ -26,7 +26,8 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// sent count in the call latencies (`latency_us`, `ok_latency_us`, a flow's or a call
 /// name's) at their lower bound, and `sent_latency_us` (with `histograms.sent_call_latency`,
 /// a slice's `sent_latency_us` and `sent_histogram`) keeps the calls sent only.
-pub const SCHEMA_VERSION: &str = "2.2";
+/// 2.3 added `request_bytes` and `response_bytes`.
+pub const SCHEMA_VERSION: &str = "2.3";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -89,6 +90,13 @@ pub struct Run {
     pub service_time_us: Option<LatencySummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_lag_us: Option<LatencySummary>,
+    /// The measured calls' bytes on the wire as gRPC messages: sent as framed (each message's
+    /// 5-byte header included, every attempt's), received as the messages' payloads. Absent
+    /// from results written before 2.3 and from merged ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,12 +302,62 @@ pub struct Hiccups {
     pub max: f64,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+/// A notice with its kind (`warnings`), so that scripts can act on it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Warning {
     #[serde(default)]
-    pub kind: String,
+    pub kind: Kind,
     #[serde(default)]
     pub message: String,
+}
+
+/// What qualifies the numbers, by kind (`warnings[].kind`), in the words results hold.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    Partial,
+    ClosedLoop,
+    BehindSchedule,
+    ScheduleLag,
+    Unsent,
+    ClientCpu,
+    SharedCores,
+    LittlesLaw,
+    Abandoned,
+    ServerCount,
+    ServerThroughput,
+    WarmUp,
+    NoSteadyState,
+    #[serde(rename = "client_hiccups")]
+    Hiccups,
+    SlowBackend,
+    DownBackend,
+    FailedChecks,
+    FlowsStopped,
+}
+
+/// A warning's kind as read: one this version knows, or the word a newer one wrote (kept
+/// as it is, so the result reads and writes back unchanged).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Kind {
+    Known(NoticeKind),
+    Other(String),
+}
+
+impl Default for Kind {
+    fn default() -> Kind {
+        Kind::Other(String::new())
+    }
+}
+
+impl Kind {
+    pub fn known(&self) -> Option<NoticeKind> {
+        match self {
+            Kind::Known(k) => Some(*k),
+            Kind::Other(_) => None,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]

@@ -23,8 +23,6 @@ pub struct Replay {
     #[serde(default)]
     pub skipped_truncated: u64,
     #[serde(default)]
-    pub skipped_streaming: u64,
-    #[serde(default)]
     pub skipped_no_request: u64,
     /// Message bytes of the calls sent, as the log holds them, and as the run sent them
     /// (gRPC's 5-byte frame header left out; warm-up calls left out of both).

@@ -53,9 +53,33 @@ func (s *stats) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if !counted {
 		return handler(ctx, req)
 	}
+	m.messagesIn.Add(1)
+	ended := s.arrive(m)
+	reply, err := handler(ctx, req)
+	if status.Code(err) == codes.OK {
+		m.messagesOut.Add(1)
+	}
+	ended(err)
+	return reply, err
+}
+
+// countStream is a stream interceptor: every counted stream passes here as one call (its
+// handler counts its messages).
+func (s *stats) countStream(srv any, stream grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	m, counted := s.byPath[info.FullMethod]
+	if !counted {
+		return handler(srv, stream)
+	}
+	ended := s.arrive(m)
+	err := handler(srv, stream)
+	ended(err)
+	return err
+}
+
+// arrive counts a call of m arriving; the function it returns counts how the call ended.
+func (s *stats) arrive(m *methodCounters) func(error) {
 	now := uint64(time.Now().UnixNano())
 	m.received.Add(1)
-	m.messagesIn.Add(1)
 	// The earliest arrival, whichever call gets here first.
 	for first := s.firstArrival.Load(); first == 0 || now < first; first = s.firstArrival.Load() {
 		if s.firstArrival.CompareAndSwap(first, now) {
@@ -68,18 +92,17 @@ func (s *stats) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		}
 	}
 	s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
-	reply, err := handler(ctx, req)
-	switch status.Code(err) {
-	case codes.OK:
-		m.messagesOut.Add(1)
-		m.ok.Add(1)
-	case codes.ResourceExhausted:
-		m.rejected.Add(1)
-	default:
-		m.failed.Add(1)
+	return func(err error) {
+		s.inFlight.Add(-1)
+		switch status.Code(err) {
+		case codes.OK:
+			m.ok.Add(1)
+		case codes.ResourceExhausted:
+			m.rejected.Add(1)
+		default:
+			m.failed.Add(1)
+		}
 	}
-	return reply, err
 }
 
 func (s *stats) Get(context.Context, *labpb.StatsRequest) (*labpb.StatsReply, error) {

@@ -700,6 +700,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         Ok(woke)
     }
 
+    /// One frame of the server's, by its type; true when a call was woken.
     fn frame(
         &mut self,
         state: &mut State,
@@ -712,147 +713,92 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         if self.continuation.is_some() && kind != CONTINUATION {
             return Err("a header block interrupted before its end".to_owned());
         }
-        let key = state.ids.get(&stream).copied();
         match kind {
-            DATA => {
-                if stream == 0 {
-                    return Err("DATA on stream 0".to_owned());
-                }
-                let data = unpad(flags, payload)?;
-                self.unacked += payload.len() as u32;
-                if self.unacked >= CONNECTION_WINDOW / 2 {
-                    window_update(&mut state.out, 0, std::mem::take(&mut self.unacked));
-                    state.wake_driver();
-                }
-                let Some(key) = key else { return Ok(false) };
-                on_data(state, key, data, flags & END_STREAM != 0, payload.len() as u32);
-                Ok(state.streams[key].done)
-            }
-            HEADERS => {
-                let mut block = unpad(flags, payload)?;
-                if flags & PRIORITY != 0 {
-                    block = block.get(5..).ok_or("HEADERS too short for its priority")?;
-                }
-                let end_stream = flags & END_STREAM != 0;
-                if flags & END_HEADERS != 0 {
-                    self.headers(state, stream, end_stream, block)
-                } else {
-                    self.continuation = Some(Continuation { stream, end_stream, block: block.to_vec() });
-                    Ok(false)
-                }
-            }
-            CONTINUATION => {
-                let Some(mut continuation) = self.continuation.take() else {
-                    return Err("CONTINUATION without HEADERS".to_owned());
-                };
-                if continuation.stream != stream {
-                    return Err("CONTINUATION on another stream".to_owned());
-                }
-                continuation.block.extend_from_slice(payload);
-                if continuation.block.len() > MAX_HEADER_BLOCK {
-                    return Err(format!("a header block above {MAX_HEADER_BLOCK} bytes"));
-                }
-                if flags & END_HEADERS == 0 {
-                    self.continuation = Some(continuation);
-                    return Ok(false);
-                }
-                self.headers(state, stream, continuation.end_stream, &continuation.block)
-            }
-            RST_STREAM => {
-                let [a, b, c, d] = payload else { return Err("RST_STREAM of a wrong size".to_owned()) };
-                let Some(key) = key else { return Ok(false) };
-                let reason = h2::Reason::from(u32::from_be_bytes([*a, *b, *c, *d]));
-                let reply = Reply::error(reset_code(reason), format!("stream reset by the server: {reason}"));
-                state.complete(key, Some(reply), None);
-                Ok(true)
-            }
+            DATA => self.data(state, flags, stream, payload),
+            HEADERS => self.headers_frame(state, flags, stream, payload),
+            CONTINUATION => self.continuation(state, flags, stream, payload),
+            RST_STREAM => state.reset(stream, payload),
             SETTINGS if flags & ACK != 0 => Ok(false),
-            SETTINGS => {
-                if !payload.len().is_multiple_of(6) {
-                    return Err("SETTINGS of a wrong size".to_owned());
-                }
-                for setting in payload.chunks(6) {
-                    let value = u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
-                    match u16::from_be_bytes([setting[0], setting[1]]) {
-                        // HEADER_TABLE_SIZE (1) only limits a dynamic table we never use.
-                        3 => state.max_concurrent = value as usize,
-                        4 => {
-                            if value > MAX_STREAM_ID {
-                                return Err("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1".to_owned());
-                            }
-                            let delta = value as i64 - state.peer_initial_window;
-                            state.peer_initial_window = value as i64;
-                            let keys: Vec<usize> = state.ids.values().copied().collect();
-                            for key in keys {
-                                state.streams[key].window += delta;
-                            }
-                        }
-                        5 => {
-                            if !(DEFAULT_MAX_FRAME as u32..=(1 << 24) - 1).contains(&value) {
-                                return Err(format!("SETTINGS_MAX_FRAME_SIZE {value}"));
-                            }
-                            state.peer_max_frame = value as usize;
-                        }
-                        _ => {}
-                    }
-                }
-                frame_head(&mut state.out, 0, SETTINGS, ACK, 0);
-                state.flush_blocked();
-                // The calls waiting for a slot look again: the limit may have grown.
-                for (_, waiter) in state.waiters.drain(..) {
-                    waiter.wake();
-                }
-                state.wake_driver();
-                Ok(false)
-            }
+            SETTINGS => state.settings(payload).map(|()| false),
             PUSH_PROMISE => Err("PUSH_PROMISE, though push is disabled".to_owned()),
-            PING => {
-                let opaque: [u8; 8] = payload.try_into().map_err(|_| "PING of a wrong size")?;
-                if flags & ACK == 0 {
-                    frame_head(&mut state.out, 8, PING, ACK, 0);
-                    state.out.put_slice(&opaque);
-                    state.wake_driver();
-                } else if opaque == HANDSHAKE_PING {
-                    if let Some(handshake) = state.handshake.take() {
-                        let _ = handshake.send(Ok(()));
-                    }
-                } else if opaque == KEEPALIVE_PING {
-                    if let Some(keepalive) = &mut self.keepalive {
-                        keepalive.outstanding = false;
-                        let next = tokio::time::Instant::now() + keepalive.times.every;
-                        keepalive.timer.as_mut().reset(next);
-                    }
-                }
-                Ok(false)
-            }
-            GOAWAY => {
-                let [a, b, c, d, e, f, g, h, debug @ ..] = payload else {
-                    return Err("GOAWAY too short".to_owned());
-                };
-                let last = u32::from_be_bytes([*a, *b, *c, *d]) & MAX_STREAM_ID;
-                let reason = h2::Reason::from(u32::from_be_bytes([*e, *f, *g, *h]));
-                let why = super::goaway_message(reason, &String::from_utf8_lossy(debug));
-                // Streams above `last` were not processed; those below still finish.
-                state.fail_streams(last, &why);
-                state.refuse(&shared.closed, why);
-                state.wake_driver();
-                Ok(true)
-            }
-            WINDOW_UPDATE => {
-                let [a, b, c, d] = payload else { return Err("WINDOW_UPDATE of a wrong size".to_owned()) };
-                let increment = (u32::from_be_bytes([*a, *b, *c, *d]) & MAX_STREAM_ID) as i64;
-                if stream == 0 {
-                    state.window += increment;
-                } else if let Some(key) = key {
-                    state.streams[key].window += increment;
-                }
-                state.flush_blocked();
-                state.wake_driver();
-                Ok(false)
-            }
+            PING => self.ping(state, flags, payload).map(|()| false),
+            GOAWAY => state.goaway(shared, payload).map(|()| true),
+            WINDOW_UPDATE => state.window_update(stream, payload).map(|()| false),
             // PRIORITY and unknown frame types.
             _ => Ok(false),
         }
+    }
+
+    /// DATA: counted against the connection's window (updated at half of it), then given
+    /// to its stream if the stream is still ours; true when that ended the call.
+    fn data(&mut self, state: &mut State, flags: u8, stream: u32, payload: &[u8]) -> Result<bool, String> {
+        if stream == 0 {
+            return Err("DATA on stream 0".to_owned());
+        }
+        let data = unpad(flags, payload)?;
+        self.unacked += payload.len() as u32;
+        if self.unacked >= CONNECTION_WINDOW / 2 {
+            window_update(&mut state.out, 0, std::mem::take(&mut self.unacked));
+            state.wake_driver();
+        }
+        let Some(key) = state.ids.get(&stream).copied() else { return Ok(false) };
+        on_data(state, key, data, flags & END_STREAM != 0, payload.len() as u32);
+        Ok(state.streams[key].done)
+    }
+
+    /// HEADERS: a whole header block, or its first part, which CONTINUATION frames follow.
+    fn headers_frame(&mut self, state: &mut State, flags: u8, stream: u32, payload: &[u8]) -> Result<bool, String> {
+        let mut block = unpad(flags, payload)?;
+        if flags & PRIORITY != 0 {
+            block = block.get(5..).ok_or("HEADERS too short for its priority")?;
+        }
+        let end_stream = flags & END_STREAM != 0;
+        if flags & END_HEADERS != 0 {
+            self.headers(state, stream, end_stream, block)
+        } else {
+            self.continuation = Some(Continuation { stream, end_stream, block: block.to_vec() });
+            Ok(false)
+        }
+    }
+
+    /// CONTINUATION: the next part of the header block under way (at most `MAX_HEADER_BLOCK`).
+    fn continuation(&mut self, state: &mut State, flags: u8, stream: u32, payload: &[u8]) -> Result<bool, String> {
+        let Some(mut continuation) = self.continuation.take() else {
+            return Err("CONTINUATION without HEADERS".to_owned());
+        };
+        if continuation.stream != stream {
+            return Err("CONTINUATION on another stream".to_owned());
+        }
+        continuation.block.extend_from_slice(payload);
+        if continuation.block.len() > MAX_HEADER_BLOCK {
+            return Err(format!("a header block above {MAX_HEADER_BLOCK} bytes"));
+        }
+        if flags & END_HEADERS == 0 {
+            self.continuation = Some(continuation);
+            return Ok(false);
+        }
+        self.headers(state, stream, continuation.end_stream, &continuation.block)
+    }
+
+    /// PING: the server's answered; an answer to ours ends the handshake or the keepalive's wait.
+    fn ping(&mut self, state: &mut State, flags: u8, payload: &[u8]) -> Result<(), String> {
+        let opaque: [u8; 8] = payload.try_into().map_err(|_| "PING of a wrong size")?;
+        if flags & ACK == 0 {
+            frame_head(&mut state.out, 8, PING, ACK, 0);
+            state.out.put_slice(&opaque);
+            state.wake_driver();
+        } else if opaque == HANDSHAKE_PING {
+            if let Some(handshake) = state.handshake.take() {
+                let _ = handshake.send(Ok(()));
+            }
+        } else if opaque == KEEPALIVE_PING {
+            if let Some(keepalive) = &mut self.keepalive {
+                keepalive.outstanding = false;
+                let next = tokio::time::Instant::now() + keepalive.times.every;
+                keepalive.timer.as_mut().reset(next);
+            }
+        }
+        Ok(())
     }
 
     /// A whole header block: decoded always (HPACK's table must follow every block), then
@@ -927,6 +873,90 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             Poll::Ready(Err(e)) => Err(e),
             _ => Ok(()),
         }
+    }
+}
+
+/// The frames that change the connection's state alone (no part of the reader's own).
+impl State {
+    /// RST_STREAM: the stream's call ends with the reset's status; true when it was ours.
+    fn reset(&mut self, stream: u32, payload: &[u8]) -> Result<bool, String> {
+        let [a, b, c, d] = payload else { return Err("RST_STREAM of a wrong size".to_owned()) };
+        let Some(key) = self.ids.get(&stream).copied() else { return Ok(false) };
+        let reason = h2::Reason::from(u32::from_be_bytes([*a, *b, *c, *d]));
+        let reply = Reply::error(reset_code(reason), format!("stream reset by the server: {reason}"));
+        self.complete(key, Some(reply), None);
+        Ok(true)
+    }
+
+    /// SETTINGS: the server's limits taken (streams at once, initial window, frame size) and
+    /// acknowledged; the calls waiting for a slot look again.
+    fn settings(&mut self, payload: &[u8]) -> Result<(), String> {
+        if !payload.len().is_multiple_of(6) {
+            return Err("SETTINGS of a wrong size".to_owned());
+        }
+        for setting in payload.chunks(6) {
+            let value = u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
+            match u16::from_be_bytes([setting[0], setting[1]]) {
+                // HEADER_TABLE_SIZE (1) only limits a dynamic table we never use.
+                3 => self.max_concurrent = value as usize,
+                4 => {
+                    if value > MAX_STREAM_ID {
+                        return Err("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1".to_owned());
+                    }
+                    let delta = value as i64 - self.peer_initial_window;
+                    self.peer_initial_window = value as i64;
+                    let keys: Vec<usize> = self.ids.values().copied().collect();
+                    for key in keys {
+                        self.streams[key].window += delta;
+                    }
+                }
+                5 => {
+                    if !(DEFAULT_MAX_FRAME as u32..=(1 << 24) - 1).contains(&value) {
+                        return Err(format!("SETTINGS_MAX_FRAME_SIZE {value}"));
+                    }
+                    self.peer_max_frame = value as usize;
+                }
+                _ => {}
+            }
+        }
+        frame_head(&mut self.out, 0, SETTINGS, ACK, 0);
+        self.flush_blocked();
+        // The limit may have grown.
+        for (_, waiter) in self.waiters.drain(..) {
+            waiter.wake();
+        }
+        self.wake_driver();
+        Ok(())
+    }
+
+    /// GOAWAY: the streams above the last the server processed fail, those below still
+    /// finish; no new call is taken.
+    fn goaway(&mut self, shared: &Shared, payload: &[u8]) -> Result<(), String> {
+        let [a, b, c, d, e, f, g, h, debug @ ..] = payload else {
+            return Err("GOAWAY too short".to_owned());
+        };
+        let last = u32::from_be_bytes([*a, *b, *c, *d]) & MAX_STREAM_ID;
+        let reason = h2::Reason::from(u32::from_be_bytes([*e, *f, *g, *h]));
+        let why = super::goaway_message(reason, &String::from_utf8_lossy(debug));
+        self.fail_streams(last, &why);
+        self.refuse(&shared.closed, why);
+        self.wake_driver();
+        Ok(())
+    }
+
+    /// WINDOW_UPDATE: the connection's (stream 0) or a stream's send window grows; what
+    /// waited for it may go.
+    fn window_update(&mut self, stream: u32, payload: &[u8]) -> Result<(), String> {
+        let [a, b, c, d] = payload else { return Err("WINDOW_UPDATE of a wrong size".to_owned()) };
+        let increment = (u32::from_be_bytes([*a, *b, *c, *d]) & MAX_STREAM_ID) as i64;
+        if stream == 0 {
+            self.window += increment;
+        } else if let Some(key) = self.ids.get(&stream).copied() {
+            self.streams[key].window += increment;
+        }
+        self.flush_blocked();
+        self.wake_driver();
+        Ok(())
     }
 }
 

@@ -111,6 +111,63 @@ impl SendSchedule {
     }
 }
 
+/// A logged stream as it is sent again (`run --replay`): each time is since the stream opened, the logged one
+/// divided by `--speed`.
+#[derive(Debug, Clone, Default)]
+pub struct Script {
+    /// The client's messages, framed, each with when it leaves.
+    pub messages: Vec<(Duration, Bytes)>,
+    /// When the client closes its side (after its last message).
+    pub close: Duration,
+    /// When the client cancels the stream, when the log ended it CANCELLED (a client's log
+    /// logs its cancel, a server's a CANCELLED status): the stream is reset then.
+    pub cancel: Option<Duration>,
+}
+
+/// What a stream sends while its responses are read as they come.
+trait Sends {
+    /// The next message once its time has come; None once there is none left.
+    async fn next(&mut self) -> Option<Bytes>;
+    /// Waits until our side is to be closed.
+    async fn close(&mut self);
+}
+
+/// The `--stream-*` flags' schedule (`--bidi free`).
+struct Scheduled<'a> {
+    schedule: SendSchedule,
+    message: &'a mut dyn FnMut(u64) -> Bytes,
+}
+
+impl Sends for Scheduled<'_> {
+    async fn next(&mut self) -> Option<Bytes> {
+        let index = self.schedule.next().await?;
+        self.schedule.sent(Instant::now());
+        Some((self.message)(index))
+    }
+
+    /// The schedule's end already waited for the stream's duration.
+    async fn close(&mut self) {}
+}
+
+/// A logged stream's times (`Connection::replay`).
+struct Logged<'a> {
+    opened: Instant,
+    messages: std::slice::Iter<'a, (Duration, Bytes)>,
+    close: Duration,
+}
+
+impl Sends for Logged<'_> {
+    async fn next(&mut self) -> Option<Bytes> {
+        let (at, message) = self.messages.next()?;
+        tokio::time::sleep_until((self.opened + *at).into()).await;
+        Some(message.clone())
+    }
+
+    async fn close(&mut self) {
+        tokio::time::sleep_until((self.opened + self.close).into()).await;
+    }
+}
+
 /// `wait`'s outcome, or None once `until` has passed first.
 async fn within<T>(until: Option<Instant>, wait: impl std::future::Future<Output = T>) -> Option<T> {
     match until {
@@ -253,32 +310,79 @@ impl Connection {
     /// responses are read as they come; the server's end stops the sending.
     async fn free_bidi(
         &self,
-        mut outgoing: Outgoing<'_>,
-        mut inbound: Inbound<'_>,
+        outgoing: Outgoing<'_>,
+        inbound: Inbound<'_>,
         limits: StreamLimits,
         until: Option<Instant>,
         message: &mut dyn FnMut(u64) -> Bytes,
         observer: &mut dyn StreamObserver,
     ) -> Reply {
+        let schedule = SendSchedule::new(inbound.opened, limits, until);
+        let first_response = limits.cancel == Some(CancelAfter::FirstResponse);
+        self.both_ways(outgoing, inbound, Scheduled { schedule, message }, first_response, observer).await
+    }
+
+    /// A logged stream sent again (`run --replay`): its messages at their times since it
+    /// opened, its side closed at its time, its responses read as they come (whatever the
+    /// kind: a logged stream keeps its times, not a ping-pong's); reset at `script.cancel`,
+    /// an OK stream as `--cancel-after` makes it.
+    pub async fn replay(
+        &self,
+        call: &PreparedCall,
+        script: &Script,
+        keep: bool,
+        observer: &mut dyn StreamObserver,
+    ) -> Reply {
+        let seen = Seen::default();
+        let exchange = async {
+            let opened = Instant::now();
+            let (response, mut out) = match self.open(&call.path, call.headers.clone()).await {
+                Ok(pair) => pair,
+                Err(reply) => return reply,
+            };
+            let inbound = Inbound::new(response, call.messages.receive, opened, keep, &seen);
+            let outgoing = Outgoing { call, out: &mut out };
+            let logged = Logged { opened, messages: script.messages.iter(), close: script.close };
+            self.both_ways(outgoing, inbound, logged, false, observer).await
+        };
+        let exchange = async {
+            let Some(after) = script.cancel else { return exchange.await };
+            match tokio::time::timeout(after, exchange).await {
+                Ok(reply) => reply,
+                // Dropped, the exchange resets its stream (RST_STREAM CANCEL).
+                Err(_) => seen.cancelled(keep),
+            }
+        };
+        within_deadline(call.deadline, exchange).await
+    }
+
+    /// Sends what `sends` gives as it gives it, then closes our side, while the responses are
+    /// read as they come; the server's end stops the sending. `first_response`: the stream is
+    /// cancelled once the first response came.
+    async fn both_ways(
+        &self,
+        mut outgoing: Outgoing<'_>,
+        mut inbound: Inbound<'_>,
+        mut sends: impl Sends,
+        first_response: bool,
+        observer: &mut dyn StreamObserver,
+    ) -> Reply {
         use futures::future::{select, Either};
         let shared = std::cell::RefCell::new(observer);
-        let opened = inbound.opened;
         let ended = {
             let sending = async {
                 let mut relay = Relay(&shared);
-                let mut schedule = SendSchedule::new(opened, limits, until);
-                while let Some(index) = schedule.next().await {
-                    let sent_at = Instant::now();
-                    outgoing.send(message(index), false, &mut relay).await?;
-                    schedule.sent(sent_at);
+                while let Some(message) = sends.next().await {
+                    outgoing.send(message, false, &mut relay).await?;
                 }
+                sends.close().await;
                 outgoing.send(Bytes::new(), true, &mut relay).await
             };
             // Ok(true): the first answer came and the stream is to be cancelled.
             let receiving = async {
                 let mut relay = Relay(&shared);
                 while inbound.next(&mut relay).await? {
-                    if limits.cancel == Some(CancelAfter::FirstResponse) {
+                    if first_response {
                         return Ok(true);
                     }
                 }
