@@ -2,7 +2,7 @@
 //! in the table and in JSON, what is left out (warm-up, the last partial interval), and the
 //! exit codes: 0 for A/A, 1 for a regression with --fail-on-regression, 2 for a bad file.
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 mod common;
@@ -34,7 +34,7 @@ fn write_result(dir: &Path, name: &str, level: Level, measured: usize, seed: u64
 
 fn result_json(name: &str, level: Level, measured: usize, seed: u64) -> Value {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut noise = move || 1.0 + 0.015 * (rng.gen::<f64>() * 2.0 - 1.0);
+    let mut noise = move || 1.0 + 0.015 * (rng.random::<f64>() * 2.0 - 1.0);
     let mut intervals = Vec::new();
     let mut t = 0.0;
     let row = |t: f64, length: f64, phase: &str, rps: f64, p50: f64, p99: f64, error_rate: f64| {

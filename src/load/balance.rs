@@ -155,14 +155,14 @@ impl Backoff {
 
     /// How long to wait after a failed attempt to connect (from that attempt's start).
     pub fn wait(&mut self) -> Duration {
-        use rand::Rng;
+        use rand::RngExt;
         let this = self.next;
         self.next = this.mul_f64(Backoff::MULTIPLIER).min(Backoff::MAX);
         // The first wait is the initial backoff as it is; jitter spreads the later ones.
         if this == Backoff::INITIAL {
             return this;
         }
-        this.mul_f64(1.0 + rand::thread_rng().gen_range(-Backoff::JITTER..=Backoff::JITTER))
+        this.mul_f64(1.0 + rand::rng().random_range(-Backoff::JITTER..=Backoff::JITTER))
     }
 }
 

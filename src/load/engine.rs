@@ -164,77 +164,11 @@ impl Shared {
 /// Runs the plan to its end (or Ctrl-C), feeding `sinks` every interval (and every call, to
 /// the sink that wants calls).
 pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> anyhow::Result<Recorded> {
-    let details = sinks.calls();
-    let connector = Connector::new(&plan.target)?;
-    // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
-    // "The lean transport"); streaming calls need h2.
-    let unary = mix.calls.iter().all(|c| c.kind == CallKind::Unary);
-    let connector = if unary { connector.unary_only() } else { connector };
-    let connector = Arc::new(connector.beside_local_tasks());
-    let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
-    let in_order =
-        matches!(plan.pacer, super::pacer::Pacer::Open(_, super::pacer::Arrival::Poisson { .. })) && mix.log.is_none();
-    // The resolver (a dns:/// target) ends with the run, however it ends.
-    let resolving = StopOnDrop(Arc::new(AtomicBool::new(false)));
-    if addresses.dns {
-        addresses.keep_resolving(plan.target.clone(), resolving.0.clone());
-    }
     let threads = plan.threads.max(1);
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
-    let slots = Slots {
-        names: if mix.named { mix.calls.len() } else { 0 },
-        flows: mix.flows.len(),
-        checks: mix.checks(),
-        backends: 0,
-    };
-    let shared = Arc::new(Shared {
-        calls: mix
-            .calls
-            .into_iter()
-            .map(|c| Prepared {
-                call: PreparedCall::new(&plan.call.spec(c.path)),
-                requests: c.requests,
-                started: AtomicU64::new(0),
-                rules: c.rules,
-                kind: c.kind,
-                stream: c.stream,
-            })
-            .collect(),
-        pick: mix.pick,
-        named: mix.named,
-        slots,
-        flows: mix.flows,
-        log: mix.log,
-        plan,
-        dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
-        details,
-        tickets: AtomicU64::new(0),
-        in_order,
-        sends_in_order: AtomicU64::new(0),
-        measured_tickets: AtomicU64::new(0),
-        started: AtomicU64::new(0),
-        completed: AtomicU64::new(0),
-        stopping: AtomicBool::new(false),
-        phase,
-        round_done: Notify::new(),
-        round_ends: Mutex::new(Vec::new()),
-        start_wall: std::sync::OnceLock::new(),
-    });
-    // A thread hands over only with two spares the collector sent back, so it has at most one
-    // delta on its way, besides its Ready and Done: the channel never fills, and sending never
-    // allocates (std's channel allocated a block of 31 messages, 72 KiB, on the sending thread).
-    let (report_tx, reports) = crossbeam_channel::bounded(threads as usize * 4);
-    let mut handles = Vec::new();
-    for index in 0..threads {
-        let (shared, phase, tx) = (shared.clone(), phase_rx.clone(), report_tx.clone());
-        let handle = std::thread::Builder::new()
-            .name(format!("rpcmeter-worker-{index}"))
-            .spawn(move || worker_thread(index, shared, phase, tx))
-            .map_err(|e| crate::error::internal(format!("cannot start a worker thread: {e}")))?;
-        handles.push(handle);
-    }
-    drop(report_tx);
-
+    // The resolver (a dns:/// target) ends with the run, however it ends.
+    let (shared, _resolving) = share(plan, mix, sinks.calls(), phase)?;
+    let (handles, reports) = start_threads(&shared, &phase_rx, threads)?;
     // Every connection is up before the clock starts; the first failure (or Ctrl-C) ends the run.
     let start = match await_connections(&reports, threads, control)
         .and_then(|()| wait_for_start(shared.plan.start.as_ref(), control))
@@ -258,6 +192,97 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
             let _ = handle.join();
         }
     }
+    Ok(recorded(&shared, start, collected, usage_before))
+}
+
+/// What every worker thread shares: the mix's calls prepared, the connector, the counters;
+/// and the flag that stops a `dns:///` target's resolver when dropped.
+fn share(
+    plan: Plan,
+    mix: Mix,
+    details: Option<mpsc::SyncSender<CallRecord>>,
+    phase: watch::Sender<Phase>,
+) -> anyhow::Result<(Arc<Shared>, StopOnDrop)> {
+    let connector = Connector::new(&plan.target)?;
+    // Unary runs go over the lean transport (half the CPU per call of h2: docs/design.md,
+    // "The lean transport"); streaming calls need h2.
+    let unary = mix.calls.iter().all(|c| c.kind == CallKind::Unary);
+    let connector = if unary { connector.unary_only() } else { connector };
+    let connector = Arc::new(connector.beside_local_tasks());
+    let addresses = Arc::new(balance::Addresses::new(&plan.target, connector.addresses()));
+    let in_order =
+        matches!(plan.pacer, super::pacer::Pacer::Open(_, super::pacer::Arrival::Poisson { .. })) && mix.log.is_none();
+    let resolving = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    if addresses.dns {
+        addresses.keep_resolving(plan.target.clone(), resolving.0.clone());
+    }
+    let slots = Slots {
+        names: if mix.named { mix.calls.len() } else { 0 },
+        flows: mix.flows.len(),
+        checks: mix.checks(),
+        backends: 0,
+    };
+    let calls = mix
+        .calls
+        .into_iter()
+        .map(|c| Prepared {
+            call: PreparedCall::new(&plan.call.spec(c.path)),
+            requests: c.requests,
+            started: AtomicU64::new(0),
+            rules: c.rules,
+            kind: c.kind,
+            stream: c.stream,
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        calls,
+        pick: mix.pick,
+        named: mix.named,
+        slots,
+        flows: mix.flows,
+        log: mix.log,
+        plan,
+        dialer: Dialer { connector, addresses, stop: Arc::new(AtomicBool::new(false)) },
+        details,
+        tickets: AtomicU64::new(0),
+        in_order,
+        sends_in_order: AtomicU64::new(0),
+        measured_tickets: AtomicU64::new(0),
+        started: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        stopping: AtomicBool::new(false),
+        phase,
+        round_done: Notify::new(),
+        round_ends: Mutex::new(Vec::new()),
+        start_wall: std::sync::OnceLock::new(),
+    });
+    Ok((shared, resolving))
+}
+
+/// Starts the worker threads, each connecting at once; returns them and their reports.
+fn start_threads(
+    shared: &Arc<Shared>,
+    phase: &watch::Receiver<Phase>,
+    threads: u32,
+) -> anyhow::Result<(Vec<std::thread::JoinHandle<()>>, Receiver<Report>)> {
+    // A thread hands over only with two spares the collector sent back, so it has at most one
+    // delta on its way, besides its Ready and Done: the channel never fills, and sending never
+    // allocates (std's channel allocated a block of 31 messages, 72 KiB, on the sending thread).
+    let (report_tx, reports) = crossbeam_channel::bounded(threads as usize * 4);
+    let mut handles = Vec::new();
+    for index in 0..threads {
+        let (shared, phase, tx) = (shared.clone(), phase.clone(), report_tx.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("rpcmeter-worker-{index}"))
+            .spawn(move || worker_thread(index, shared, phase, tx))
+            .map_err(|e| crate::error::internal(format!("cannot start a worker thread: {e}")))?;
+        handles.push(handle);
+    }
+    Ok((handles, reports))
+}
+
+/// The run's record once the collector has ended: its windows, CPU, unsent calls and tallies.
+fn recorded(shared: &Shared, start: Instant, collected: Collected, usage_before: resource::Usage) -> Recorded {
     let plan = &shared.plan;
     let rounds = round_lengths(start, &shared.round_ends.lock().unwrap());
     // Open loop: n calls at rate r take n/r of schedule, even when the last answer comes back
@@ -281,7 +306,6 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
     let usage_after = resource::usage();
     let window_end = collected.last_answer.max(slot_end.unwrap_or(start)).min(finished);
     let ran = window_end.saturating_duration_since(start);
-    let warmup_window = plan.warmup.min(ran);
     // A drain that ran out still ran the whole schedule: what it never sent is as unsent.
     let (unsent, unsent_latency, unsent_by_pick) = match (plan.stop.duration, plan.stop.total, collected.ended) {
         (_, _, Ended::Interrupted) | (None, _, _) | (_, Some(_), _) => (0, new_histogram(), Vec::new()),
@@ -291,15 +315,15 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
             None => {
                 let end = plan.warmup.saturating_add(d);
                 let due = schedule.due_by(end).map_or(sent, |due| plan.shard.local_due(due).max(sent));
-                let (latency, by_pick) = unsent_bounds(&shared, &mut schedule, sent..due, end);
+                let (latency, by_pick) = unsent_bounds(shared, &mut schedule, sent..due, end);
                 (due - sent, latency, by_pick)
             }
         },
     };
-    Ok(Recorded {
+    Recorded {
         started_at,
         window: ran.saturating_sub(plan.warmup),
-        warmup_window,
+        warmup_window: plan.warmup.min(ran),
         rounds,
         cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
         elapsed: finished - start,
@@ -312,7 +336,7 @@ pub fn run(plan: Plan, mix: Mix, sinks: &mut dyn Feed, control: &Control) -> any
         measured: collected.measured,
         warmup: collected.warmup,
         backends: if shared.dialer.addresses.by_backend { shared.dialer.addresses.known() } else { Vec::new() },
-    })
+    }
 }
 
 /// The lower bounds of the calls of `unsent` (this shard's tickets, due before `end` but never
@@ -412,6 +436,75 @@ struct Collected {
     ended: Ended,
 }
 
+impl Collected {
+    /// A thread's hand-over: its two tallies added to the run's and to the open interval, then
+    /// emptied here, off the worker's thread, and sent `home` (a thread that has ended drops them).
+    fn take(
+        &mut self,
+        [warmup, measured]: [Tally; 2],
+        last_answer: Option<Instant>,
+        interval: &mut Tally,
+        home: &mpsc::Sender<Tally>,
+    ) {
+        interval.add(&warmup);
+        interval.add(&measured);
+        self.warmup.add(&warmup);
+        self.measured.add(&measured);
+        if let Some(t) = last_answer {
+            self.last_answer = self.last_answer.max(t);
+        }
+        for mut tally in [warmup, measured] {
+            tally.clear();
+            let _ = home.send(tally);
+        }
+    }
+}
+
+/// How the collector ends the run: Ctrl-C or the run's own end stop the sending, the drain's
+/// end (or a second Ctrl-C) abandons the calls in flight.
+struct Ending {
+    /// The duration limit's end.
+    end: Option<Instant>,
+    /// When calls still in flight are abandoned (once sending stopped).
+    abort_at: Option<Instant>,
+    stopped_by_user: bool,
+}
+
+impl Ending {
+    /// Turns Ctrl-C and the end into phases at `now`, saying in `ended` why the run ended;
+    /// true once the collector should stop waiting for the threads.
+    fn over(&mut self, shared: &Shared, now: Instant, interrupts: usize, ended: &mut Ended) -> bool {
+        let plan = &shared.plan;
+        if interrupts >= 1 && !self.stopped_by_user {
+            self.stopped_by_user = true;
+            *ended = Ended::Interrupted;
+            shared.stop_sending();
+            self.abort_at = now.checked_add(plan.drain);
+        }
+        if self.abort_at.is_none() && self.end.is_some_and(|e| now >= e) {
+            // An open loop that fell behind would run past -z: the end stops sending.
+            shared.stop_sending();
+            self.abort_at = now.checked_add(plan.drain);
+        }
+        if interrupts >= 2 || self.abort_at.is_some_and(|a| now >= a) {
+            if *shared.phase.borrow() != Phase::Abort {
+                if *ended == Ended::Completed && shared.started.load(Relaxed) > shared.completed.load(Relaxed) {
+                    *ended = Ended::DrainTimedOut;
+                }
+                shared.phase.send_replace(Phase::Abort);
+                // Threads answer an abort at once; give them a moment to hand over, no more.
+                self.abort_at = Some(now + Duration::from_millis(500));
+            } else if self.abort_at.is_some_and(|a| now >= a) {
+                if *ended == Ended::Completed {
+                    *ended = Ended::DrainTimedOut;
+                }
+                return true;
+            }
+        }
+        false
+    }
+}
+
 /// The collector: merges deltas, closes intervals, turns Ctrl-C and the end into phases.
 fn collect(
     shared: &Shared,
@@ -432,26 +525,14 @@ fn collect(
     // The run's own end (duration limit) starts the drain too. Durations are bounded when
     // the flags are read, so these sums cannot overflow; checked all the same.
     let end = plan.stop.duration.and_then(|d| start.checked_add(plan.warmup.saturating_add(d)));
-    let mut abort_at: Option<Instant> = None;
-    let mut stopped_by_user = false;
+    let mut ending = Ending { end, abort_at: None, stopped_by_user: false };
     while done < threads {
         match reports.recv_timeout(Duration::from_millis(20)) {
             Ok(Report::Delta { warmup, measured, last_answer, home, thread, upto }) => {
                 if let Some(h) = handed.get_mut(thread as usize) {
                     *h = upto;
                 }
-                interval.add(&warmup);
-                interval.add(&measured);
-                out.warmup.add(&warmup);
-                out.measured.add(&measured);
-                if let Some(t) = last_answer {
-                    out.last_answer = out.last_answer.max(t);
-                }
-                // Emptied here, off the worker's thread (a thread that has ended drops them).
-                for mut tally in [warmup, measured] {
-                    tally.clear();
-                    let _ = home.send(tally);
-                }
+                out.take([warmup, measured], last_answer, &mut interval, &home);
             }
             Ok(Report::Done) => done += 1,
             Ok(Report::Ready(_)) | Err(RecvTimeoutError::Timeout) => {}
@@ -469,32 +550,8 @@ fn collect(
             intervals_closed += 1;
             emit(sinks, &mut interval, shared, plan.interval * intervals_closed, plan.interval);
         }
-        let interrupts = control.interrupts.load(Relaxed);
-        if interrupts >= 1 && !stopped_by_user {
-            stopped_by_user = true;
-            out.ended = Ended::Interrupted;
-            shared.stop_sending();
-            abort_at = now.checked_add(plan.drain);
-        }
-        if abort_at.is_none() && end.is_some_and(|e| now >= e) {
-            // An open loop that fell behind would run past -z: the end stops sending.
-            shared.stop_sending();
-            abort_at = now.checked_add(plan.drain);
-        }
-        if interrupts >= 2 || abort_at.is_some_and(|a| now >= a) {
-            if *shared.phase.borrow() != Phase::Abort {
-                if out.ended == Ended::Completed && shared.started.load(Relaxed) > shared.completed.load(Relaxed) {
-                    out.ended = Ended::DrainTimedOut;
-                }
-                shared.phase.send_replace(Phase::Abort);
-                // Threads answer an abort at once; give them a moment to hand over, no more.
-                abort_at = Some(now + Duration::from_millis(500));
-            } else if abort_at.is_some_and(|a| now >= a) {
-                if out.ended == Ended::Completed {
-                    out.ended = Ended::DrainTimedOut;
-                }
-                break;
-            }
+        if ending.over(shared, now, control.interrupts.load(Relaxed), &mut out.ended) {
+            break;
         }
     }
     // The last, shorter interval: what arrived after the last full one.
@@ -763,6 +820,56 @@ impl Local {
         }
     }
 
+    /// A call's final answer, into the thread's tally: its totals, its name's and its backend's
+    /// shares (`at`: which call of the mix, which backend answered), its error.
+    #[inline]
+    fn record_answer(
+        &self,
+        warmup: bool,
+        (which, backend): (usize, Option<usize>),
+        (request, attempts): (&Bytes, u32),
+        reply: &Reply,
+        latency: Duration,
+    ) {
+        let mut tally = self.tally(warmup);
+        if self.shared.calls[which].kind == CallKind::Unary {
+            // A stream counts its request bytes message by message.
+            tally.counts.request_bytes += request.len() as u64 * attempts as u64;
+        }
+        tally.counts.response_bytes += reply.response_bytes;
+        tally.record_call(latency, reply.status, self.shared.plan.retry.exhausted(attempts, reply.status));
+        if self.shared.named {
+            tally.record_named(which, latency, reply.status);
+        }
+        if let (true, Some(index)) = (self.shared.dialer.addresses.by_backend, backend) {
+            tally.record_backend(index, latency, reply.status);
+        }
+        if reply.status != Code::Ok {
+            tally.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
+        }
+    }
+
+    /// A workload call's checks and captures on its answer (into a flow's `captured` values);
+    /// says whether a check failed and whether a capture did.
+    fn apply(
+        &self,
+        rules: &super::flow::Rules,
+        warmup: bool,
+        (request, reply): (&Bytes, &Reply),
+        numbers: (u64, u32),
+        captured: Option<&mut super::flow::Captured>,
+    ) -> (bool, bool) {
+        let mut scratch = super::flow::Captured::new();
+        let values = captured.unwrap_or(&mut scratch);
+        let mut shard = self.tally(warmup);
+        let mut checks_failed = false;
+        let applied = rules.apply(request, reply, numbers, values, |index, pass| {
+            shard.record_check(index, pass);
+            checks_failed |= !pass;
+        });
+        (checks_failed, applied.is_err())
+    }
+
     fn tally(&self, warmup: bool) -> std::cell::RefMut<'_, Tally> {
         if warmup {
             self.warmup.borrow_mut()
@@ -887,7 +994,10 @@ impl StreamObserver for Messages<'_> {
     }
 }
 
-/// THE worker loop: every load model is this loop with another `Pacer`.
+/// THE worker loop: every load model is this loop with another `Pacer`. It stays whole (115
+/// lines): its waits (ramp, round, intended time) are awaits of this one future, and every
+/// async helper split out of it adds a future that is built and moved on each call (moves of
+/// futures are memcpys that callgrind counted on this path: docs/design.md, "The call path").
 async fn worker(local: Rc<Local>, id: u32) {
     let shared = &local.shared;
     let plan = &shared.plan;
@@ -1164,17 +1274,8 @@ async fn call(
     if let (Some(log), Some(call)) = (&local.shared.log, &logged) {
         log.sent(call, warmup);
     }
-    let request = match (&logged, &captured) {
-        (Some(call), _) => call.request.clone(),
-        (None, Some(values)) => {
-            match prepared.requests.message_with(ticket, prepared.started.fetch_add(1, Relaxed), worker, values) {
-                Ok(request) => request,
-                Err(_) => return (Instant::now(), Step::Unsendable),
-            }
-        }
-        // Templates still see the run-wide call number; records cycle within the name.
-        (None, None) if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
-        (None, None) => prepared.requests.request(ticket, worker),
+    let Some(request) = request(prepared, named, (ticket, worker), logged.as_ref(), captured.as_deref()) else {
+        return (Instant::now(), Step::Unsendable);
     };
     let header = logged.as_ref().map_or(&prepared.call, |c| &c.call);
     // The wall clock is read only for per-call details.
@@ -1220,59 +1321,49 @@ async fn call(
     };
     let latency = answered - start;
     local.tally(warmup).record_service_time(answered - first_send);
-    {
-        let mut tally = local.tally(warmup);
-        if prepared.kind == CallKind::Unary {
-            // A stream counts its request bytes message by message.
-            tally.counts.request_bytes += request.len() as u64 * attempts as u64;
-        }
-        tally.counts.response_bytes += reply.response_bytes;
-        tally.record_call(latency, reply.status, plan.retry.exhausted(attempts, reply.status));
-        if named {
-            tally.record_named(which, latency, reply.status);
-        }
-        if let (true, Some(index)) = (local.shared.dialer.addresses.by_backend, backend) {
-            tally.record_backend(index, latency, reply.status);
-        }
-        if reply.status != Code::Ok {
-            tally.record_error(reply.status, reply.message.as_deref().unwrap_or(""));
-        }
-    }
-    let (mut checks_failed, mut capture_failed) = (false, false);
-    if let Some(rules) = &prepared.rules {
-        let mut scratch = super::flow::Captured::new();
-        let values = captured.unwrap_or(&mut scratch);
-        let mut shard = local.tally(warmup);
-        let applied = rules.apply(&request, &reply, (ticket, worker), values, |index, pass| {
-            shard.record_check(index, pass);
-            checks_failed |= !pass;
-        });
-        capture_failed = applied.is_err();
-    }
+    local.record_answer(warmup, (which, backend), (&request, attempts), &reply, latency);
+    let (checks_failed, capture_failed) = match &prepared.rules {
+        Some(rules) => local.apply(rules, warmup, (&request, &reply), (ticket, worker), captured),
+        None => (false, false),
+    };
     let step = Step::Answered { status: reply.status, checks_failed, capture_failed };
     *local.last_answer.borrow_mut() = Some(answered);
     if let Some(details) = &local.shared.details {
-        // Bounded channel: a slow disk slows the run rather than growing memory.
-        let record = CallRecord {
-            call: ticket,
-            which,
-            worker,
-            sent_at: wall.unwrap_or(UNIX_EPOCH),
-            intended: match origin {
-                Origin::Intended { due, .. } => {
-                    local.start_wall.get().checked_add(due.saturating_duration_since(local.start.get()))
-                }
-                Origin::Sent => None,
-            },
-            latency,
-            request,
-            reply,
-            attempts,
-            warmup,
+        let intended = match origin {
+            Origin::Intended { due, .. } => {
+                local.start_wall.get().checked_add(due.saturating_duration_since(local.start.get()))
+            }
+            Origin::Sent => None,
         };
+        let sent_at = wall.unwrap_or(UNIX_EPOCH);
+        let record =
+            CallRecord { call: ticket, which, worker, sent_at, intended, latency, request, reply, attempts, warmup };
+        // Bounded channel: a slow disk slows the run rather than growing memory.
         let _ = details.send(record);
     }
     (answered, step)
+}
+
+/// A call's request: a logged call's own, or made from the call's requests for its numbers
+/// (`at`: the run-wide call and worker numbers) and a flow's captured values; None when those
+/// values do not fit its template.
+#[inline]
+fn request(
+    prepared: &Prepared,
+    named: bool,
+    (ticket, worker): (u64, u32),
+    logged: Option<&LoggedCall>,
+    captured: Option<&super::flow::Captured>,
+) -> Option<Bytes> {
+    Some(match (logged, captured) {
+        (Some(call), _) => call.request.clone(),
+        (None, Some(values)) => {
+            prepared.requests.message_with(ticket, prepared.started.fetch_add(1, Relaxed), worker, values).ok()?
+        }
+        // Templates still see the run-wide call number; records cycle within the name.
+        (None, None) if named => prepared.requests.message(ticket, prepared.started.fetch_add(1, Relaxed), worker),
+        (None, None) => prepared.requests.request(ticket, worker),
+    })
 }
 
 #[cfg(test)]

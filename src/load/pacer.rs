@@ -273,19 +273,28 @@ pub struct Cursor {
     poisson: Option<PoissonArrivals>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct PoissonArrivals {
     seed: u64,
-    rng: rand_chacha::ChaCha8Rng,
+    rng: rand::rngs::ChaCha8Rng,
     /// The next arrival's number and its time on the rate-1 scale, in units of 1/UNIT.
     next: u64,
     at: u128,
 }
 
+/// By the generator's state: rand's ChaCha8Rng is not `Clone`, so that a stream is not reused
+/// by accident; a cursor's copy reading the same arrivals is the point here.
+impl Clone for PoissonArrivals {
+    fn clone(&self) -> Self {
+        let rng = rand::rngs::ChaCha8Rng::deserialize_state(&self.rng.serialize_state());
+        PoissonArrivals { rng, ..*self }
+    }
+}
+
 impl PoissonArrivals {
     fn new(seed: u64) -> Self {
         use rand::SeedableRng;
-        PoissonArrivals { seed, rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed), next: 0, at: 0 }
+        PoissonArrivals { seed, rng: rand::rngs::ChaCha8Rng::seed_from_u64(seed), next: 0, at: 0 }
     }
 
     /// Arrival `k`'s time on the rate-1 scale: arrival 0 at 0 (the run starts with a call, as
@@ -301,9 +310,9 @@ impl PoissonArrivals {
     }
 
     fn step(&mut self) {
-        use rand::Rng;
+        use rand::RngExt;
         // 1 - u is in (0, 1]: the gap is finite (at most 37 for 53-bit u).
-        let gap = -(1.0 - self.rng.gen::<f64>()).ln();
+        let gap = -(1.0 - self.rng.random::<f64>()).ln();
         self.at += (gap * UNIT).round() as u128;
         self.next += 1;
     }

@@ -6,7 +6,7 @@ use crate::grpc::wire::frame;
 use bytes::Bytes;
 use prost::Message;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor};
-use rand::Rng;
+use rand::RngExt;
 use serde_json::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -95,7 +95,7 @@ impl RequestSource {
             Body::Fixed(bytes) => Ok(bytes.clone()),
             Body::Templated { desc, json } => {
                 let vars = Vars { call, worker, captured };
-                let json = json.render(&vars, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi));
+                let json = json.render(&vars, &mut |lo, hi| rand::rng().random_range(lo..=hi));
                 to_message(desc, json).map(|m| frame(&m.encode_to_vec()))
             }
         }
@@ -342,7 +342,7 @@ impl TextTemplate {
 
     pub fn render(&self, call: u64, worker: u32, captured: &[(String, String)]) -> String {
         let vars = Vars { call, worker, captured };
-        self.0.iter().map(|p| p.render(&vars, &mut |lo, hi| rand::thread_rng().gen_range(lo..=hi))).collect()
+        self.0.iter().map(|p| p.render(&vars, &mut |lo, hi| rand::rng().random_range(lo..=hi))).collect()
     }
 }
 
@@ -481,7 +481,7 @@ impl Piece {
             Piece::TimestampUnixNano => now().as_nanos().to_string(),
             Piece::Uuid => uuid::Uuid::new_v4().to_string(),
             Piece::RandomString(n) => {
-                rand::thread_rng().sample_iter(rand::distributions::Alphanumeric).take(*n).map(char::from).collect()
+                rand::rng().sample_iter(rand::distr::Alphanumeric).take(*n).map(char::from).collect()
             }
             Piece::RandomInt(lo, hi) => random_int(*lo, *hi).to_string(),
             Piece::Var(name) => vars.captured.iter().find(|(n, _)| n == name).map_or(String::new(), |(_, v)| v.clone()),

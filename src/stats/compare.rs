@@ -40,7 +40,7 @@
 //! out, recompute, repeat until a pass flags nothing). They return flags and indices into
 //! the sample; nothing is dropped unless the caller asks with [`without`].
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// Below this many values per side the normal approximation of the U test is coarse.
 pub const MIN_EXACT_ENOUGH: usize = 8;
@@ -332,8 +332,8 @@ pub fn median_shift(a: &[f64], b: &[f64], how: &Bootstrap) -> Option<MedianShift
     let mut differences = Vec::with_capacity(how.resamples);
     let mut ratios = Some(Vec::with_capacity(how.resamples));
     for _ in 0..how.resamples.max(1) {
-        ra.iter_mut().for_each(|x| *x = a[rng.gen_range(0..a.len())]);
-        rb.iter_mut().for_each(|x| *x = b[rng.gen_range(0..b.len())]);
+        ra.iter_mut().for_each(|x| *x = a[rng.random_range(0..a.len())]);
+        rb.iter_mut().for_each(|x| *x = b[rng.random_range(0..b.len())]);
         let (ma, mb) = (median_in_place(&mut ra)?, median_in_place(&mut rb)?);
         differences.push(mb - ma);
         ratios = ratios.filter(|_| ma > 0.0).map(|mut r| {
@@ -563,7 +563,7 @@ mod tests {
     fn normal(rng: &mut StdRng, n: usize, mean: f64, sd: f64) -> Vec<f64> {
         (0..n)
             .map(|_| {
-                let (u1, u2): (f64, f64) = (1.0 - rng.gen::<f64>(), rng.gen());
+                let (u1, u2): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random());
                 mean + sd * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
             })
             .collect()

@@ -1079,13 +1079,13 @@ mod tests {
 
     #[test]
     fn the_hpack_decoder_does_not_panic_on_garbage() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(18);
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(18);
         let mut decoder = loona_hpack::Decoder::new();
         decoder.set_max_allowed_table_size(4096);
         for _ in 0..20_000 {
-            let len = rng.gen_range(0..40);
-            let block: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            let len = rng.random_range(0..40);
+            let block: Vec<u8> = (0..len).map(|_| rng.random()).collect();
             let _ = decoder.decode_with_cb(&block, |_, _| {});
         }
     }
