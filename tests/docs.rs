@@ -22,6 +22,7 @@ const OTHER_TOOLS_FLAGS: &[(&str, &str)] = &[
     ("--pause", "labs/servers/java's LatchClient"),
     ("--binlog", "labs/servers/go"),
     ("--echo-status", "labs/servers/go"),
+    ("--separate-threads", "valgrind --tool=callgrind (docs/design.md's instruction counts)"),
 ];
 
 fn root() -> PathBuf {

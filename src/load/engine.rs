@@ -1328,20 +1328,39 @@ async fn call(
     };
     let step = Step::Answered { status: reply.status, checks_failed, capture_failed };
     *local.last_answer.borrow_mut() = Some(answered);
-    if let Some(details) = &local.shared.details {
-        let intended = match origin {
+    if local.shared.details.is_some() {
+        let sent_at = wall.unwrap_or(UNIX_EPOCH);
+        let record = CallRecord {
+            call: ticket,
+            which,
+            worker,
+            sent_at,
+            intended: None,
+            latency,
+            request,
+            reply,
+            attempts,
+            warmup,
+        };
+        local.write_details(origin, record);
+    }
+    (answered, step)
+}
+
+impl Local {
+    /// `--csv-details`: the call's row, with its intended time on the wall clock when it had
+    /// one. Synchronous, so `call`'s future carries no state for it.
+    fn write_details(&self, origin: Origin, mut record: CallRecord) {
+        let Some(details) = &self.shared.details else { return };
+        record.intended = match origin {
             Origin::Intended { due, .. } => {
-                local.start_wall.get().checked_add(due.saturating_duration_since(local.start.get()))
+                self.start_wall.get().checked_add(due.saturating_duration_since(self.start.get()))
             }
             Origin::Sent => None,
         };
-        let sent_at = wall.unwrap_or(UNIX_EPOCH);
-        let record =
-            CallRecord { call: ticket, which, worker, sent_at, intended, latency, request, reply, attempts, warmup };
         // Bounded channel: a slow disk slows the run rather than growing memory.
         let _ = details.send(record);
     }
-    (answered, step)
 }
 
 /// A call's request: a logged call's own, or made from the call's requests for its numbers
