@@ -1330,18 +1330,9 @@ async fn call(
     *local.last_answer.borrow_mut() = Some(answered);
     if local.shared.details.is_some() {
         let sent_at = wall.unwrap_or(UNIX_EPOCH);
-        let record = CallRecord {
-            call: ticket,
-            which,
-            worker,
-            sent_at,
-            intended: None,
-            latency,
-            request,
-            reply,
-            attempts,
-            warmup,
-        };
+        // The intended time on the wall clock is write_details' to work out.
+        let (intended, call) = (None, ticket);
+        let record = CallRecord { call, which, worker, sent_at, intended, latency, request, reply, attempts, warmup };
         local.write_details(origin, record);
     }
     (answered, step)
