@@ -1330,7 +1330,6 @@ async fn call(
     *local.last_answer.borrow_mut() = Some(answered);
     if local.shared.details.is_some() {
         let sent_at = wall.unwrap_or(UNIX_EPOCH);
-        // The intended time on the wall clock is write_details' to work out.
         let (intended, call) = (None, ticket);
         let record = CallRecord { call, which, worker, sent_at, intended, latency, request, reply, attempts, warmup };
         local.write_details(origin, record);
@@ -1339,8 +1338,8 @@ async fn call(
 }
 
 impl Local {
-    /// `--csv-details`: the call's row, with its intended time on the wall clock when it had
-    /// one. Synchronous, so `call`'s future carries no state for it.
+    /// `--csv-details`: the call's row, its intended time (None as `call` makes it) put on
+    /// the wall clock when it had one. Synchronous, so `call`'s future carries no state for it.
     fn write_details(&self, origin: Origin, mut record: CallRecord) {
         let Some(details) = &self.shared.details else { return };
         record.intended = match origin {
