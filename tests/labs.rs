@@ -146,29 +146,40 @@ fn received(addr: &str) -> u64 {
     })
 }
 
+/// `lab kv-throughput --quick` writing into `out`, its stderr read line by line.
+fn kv_lab(out: &std::path::Path) -> (std::process::Child, wait::Lines) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
+        .args(["lab", "kv-throughput", "--quick", "--runtimes", "rpcmeter", "--out"])
+        .arg(out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = wait::Lines::read(child.stderr.take().unwrap());
+    (child, stderr)
+}
+
+/// Ctrl-C to the lab: it must end well, and its Markdown write-up is returned.
+fn interrupted(child: std::process::Child, stderr: wait::Lines, out: &std::path::Path) -> String {
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait_with_output().unwrap().status;
+    assert!(status.success(), "{}", stderr.rest());
+    std::fs::read_to_string(out.join("kv-throughput.md")).unwrap()
+}
+
 /// Ctrl-C in the middle of a lab: the write-up is marked INTERRUPTED at its top, names the
 /// steps that ran, and draws no conclusion from the steps that did not.
 #[test]
 fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
-        .args(["lab", "kv-throughput", "--quick", "--runtimes", "rpcmeter", "--out"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, mut stderr) = kv_lab(dir.path());
     // kv-throughput --quick is 20 steps of 1 s, four per server: once the fifth (the first on
     // the second server, whose count starts at 0) has calls answered, four have run and most
     // have not (a signal while a step still resolves its schema is the test below).
-    let mut stderr = wait::Lines::read(child.stderr.take().unwrap());
     let fifth = (0..5).map(|_| stderr.wait_for_line(": rpcmeter run ")).last().unwrap();
     let addr = fifth.rsplit(' ').next().unwrap().to_string();
     wait::wait_for_count("calls of the fifth step", 1, || received(&addr));
-    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr.rest());
-    let md = std::fs::read_to_string(dir.path().join("kv-throughput.md")).unwrap();
+    let md = interrupted(child, stderr, dir.path());
     let top: Vec<&str> = md.lines().take(3).collect();
     assert!(top[2].starts_with("**INTERRUPTED**: ") && top[2].contains("Steps that ran: "), "{md}");
     assert!(top[2].contains("not run"), "{md}");
@@ -183,22 +194,12 @@ fn an_interrupted_lab_is_marked_and_draws_no_conclusion() {
 #[test]
 fn a_lab_interrupted_while_a_step_resolves_its_schema_still_writes_its_write_up() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rpcmeter"))
-        .args(["lab", "kv-throughput", "--quick", "--runtimes", "rpcmeter", "--out"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, mut stderr) = kv_lab(dir.path());
     // The second step's line is printed just before it resolves its schema by reflection.
-    let mut stderr = wait::Lines::read(child.stderr.take().unwrap());
     for _ in 0..2 {
         stderr.wait_for_line(": rpcmeter run ");
     }
-    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr.rest());
-    let md = std::fs::read_to_string(dir.path().join("kv-throughput.md")).unwrap();
+    let md = interrupted(child, stderr, dir.path());
     let top: Vec<&str> = md.lines().take(3).collect();
     assert!(top[2].starts_with("**INTERRUPTED**: ") && top[2].contains("Steps that ran: "), "{md}");
     assert!(md.contains("## What it shows\n\nNot drawn: the lab was interrupted"), "{md}");

@@ -215,12 +215,8 @@ fn two_flows_by_weight_count_like_the_server() {
     assert_eq!(check(&r, "get: version == {{.version}}"), (60, 0));
 }
 
-#[test]
-fn an_open_loop_flows_latency_covers_both_steps() {
-    // Every Db call sleeps 20 ms on the server: a flow of two takes 40 ms at least.
-    let server = lab(LabConfig { db_sleep: Duration::from_millis(20), ..LabConfig::default() });
-    let addr = server.local_addr().to_string();
-    let text = r#"
+/// One Db call, and a flow that makes it twice.
+const TWICE_DB: &str = r#"
 [[call]]
 name = "db"
 method = "rpcmeter.lab.v1.TestService/Db"
@@ -231,7 +227,13 @@ name = "twice"
 steps = ["db", "db"]
 weight = 1
 "#;
-    let (_dir, file) = workload(text);
+
+#[test]
+fn an_open_loop_flows_latency_covers_both_steps() {
+    // Every Db call sleeps 20 ms on the server: a flow of two takes 40 ms at least.
+    let server = lab(LabConfig { db_sleep: Duration::from_millis(20), ..LabConfig::default() });
+    let addr = server.local_addr().to_string();
+    let (_dir, file) = workload(TWICE_DB);
     let r = run_json(&addr, &file, &["--rps", "20", "-n", "10"]);
     let flow = &r["flows"]["twice"];
     assert_eq!(total(flow), 10, "{flow}");
@@ -249,18 +251,7 @@ fn a_flow_due_but_never_started_counts_in_its_latency_at_its_lower_bound() {
     // Each Db call sleeps 200 ms: 2 flows in flight of 400 ms each cannot keep 50 flows/s.
     let server = lab(LabConfig { db_sleep: Duration::from_millis(200), ..LabConfig::default() });
     let addr = server.local_addr().to_string();
-    let text = r#"
-[[call]]
-name = "db"
-method = "rpcmeter.lab.v1.TestService/Db"
-data = { rows = 1 }
-
-[[flow]]
-name = "twice"
-steps = ["db", "db"]
-weight = 1
-"#;
-    let (_dir, file) = workload(text);
+    let (_dir, file) = workload(TWICE_DB);
     let r = run_json(&addr, &file, &["--rps", "50", "-z", "1s", "--max-in-flight", "2"]);
     let flow = &r["flows"]["twice"];
     let (started, unsent) = (total(flow), r["requests"]["unsent"].as_u64().unwrap());
