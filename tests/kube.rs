@@ -597,17 +597,7 @@ fn a_workload_and_its_data_files_travel_with_the_manifest() {
         .unwrap();
     assert!(manifest.status.success(), "{}", String::from_utf8_lossy(&manifest.stderr));
     drop(here);
-    let elsewhere = tempfile::tempdir().unwrap();
-    let file = elsewhere.path().join("load.yaml");
-    std::fs::write(&file, &manifest.stdout).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .current_dir(elsewhere.path())
-        .args(["kube", "--output", "json", "--simulate"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let merged = simulated_elsewhere(&manifest.stdout);
     assert_eq!(merged["requests"]["total"].as_u64().unwrap(), server.calls(), "{merged}");
     assert_eq!(merged["requests"]["failed"], 0, "{merged}");
     let contents = server.contents();
@@ -764,17 +754,7 @@ fn a_replayed_log_travels_with_the_manifest_and_each_pod_sends_every_nth_call() 
     assert!(stderr.contains("more than the 1.0 MiB a ConfigMap holds") && stderr.contains("--shards"), "{stderr}");
     drop(here);
 
-    let elsewhere = tempfile::tempdir().unwrap();
-    let file = elsewhere.path().join("load.yaml");
-    std::fs::write(&file, &manifest.stdout).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
-        .current_dir(elsewhere.path())
-        .args(["kube", "--output", "json", "--simulate"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let merged = simulated_elsewhere(&manifest.stdout);
     assert_eq!(merged["requests"]["total"].as_u64(), Some(40), "{merged}");
     assert_eq!(merged["replay"]["calls_in_log"].as_u64(), Some(40), "{}", merged["replay"]);
     assert_eq!(merged["replay"]["recorded"]["EchoService/echo"]["requests"]["total"].as_u64(), Some(40));
@@ -783,4 +763,20 @@ fn a_replayed_log_travels_with_the_manifest_and_each_pod_sends_every_nth_call() 
     let mut logged: Vec<String> = (1..=40).map(|i| format!("call {i}")).collect();
     logged.sort();
     assert_eq!(sent, logged, "each logged call sent once, by one of the pods");
+}
+
+/// `manifest` simulated from a directory of its own (where none of the files it ships are),
+/// which must succeed: its merged JSON result.
+fn simulated_elsewhere(manifest: &[u8]) -> Value {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = elsewhere.path().join("load.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcmeter"))
+        .current_dir(elsewhere.path())
+        .args(["kube", "--output", "json", "--simulate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
