@@ -68,8 +68,10 @@ pub fn finish(mut run: Run) -> crate::result::Run {
     let replay = run.replay.take();
     let summary = summary_of(run);
     let mut result = to_result::result(&summary);
-    let calls: Vec<u64> = summary.call_shares.iter().map(|(_, share)| share.calls).collect();
-    result.replay = replay.map(|finish| finish(&summary.measured, &calls));
+    result.replay = replay.map(|finish| {
+        let calls: Vec<u64> = summary.call_shares.iter().map(|(_, share)| share.calls).collect();
+        finish(&summary.measured, &calls)
+    });
     result.assertions = Some(checked(&result, checks, &summary.measured.call_latency));
     result
 }
