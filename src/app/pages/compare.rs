@@ -105,13 +105,16 @@ fn runs_table(r: &Report) -> String {
         if run.merged_from > 0 {
             state.push(format!("merged from {}", run.merged_from));
         }
+        if run.failed > 0 {
+            state.push("calls failed".into());
+        }
         if run.disturbances.iter().any(|d| d.client) {
             state.push("client disturbed".into());
         }
-        let class = if state.is_empty() && run.failed == 0 { "" } else { " class=\"run-failed\"" };
+        let class = if state.is_empty() { "" } else { " class=\"run-failed\"" };
         let _ = writeln!(
             s,
-            "<tr{class}><td>{side}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+            "<tr{class}><td>{side}</td><td class=\"wrap\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"{}\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
             esc(&run.label),
             esc(run.name.as_deref().unwrap_or("")),
@@ -188,9 +191,25 @@ fn verdict_color(v: &Verdict) -> &'static str {
     }
 }
 
-/// Ratios a reader knows, as the ratio axis's ticks.
+/// Ratios a reader knows, as the ratio axis's ticks, the most telling first: each is
+/// labelled when no earlier one is within `TICK_GAP` of it (the axis's share), else a grid line.
 const RATIO_TICKS: [f64; 17] =
-    [0.001, 0.01, 0.1, 0.2, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 5.0, 10.0, 100.0, 1000.0];
+    [1.0, 0.1, 10.0, 0.5, 2.0, 0.01, 100.0, 0.001, 1000.0, 0.2, 5.0, 0.8, 1.25, 0.9, 1.1, 0.67, 1.5];
+const TICK_GAP: f64 = 0.07;
+
+fn ratio_ticks(lo: f64, hi: f64) -> Vec<(f64, Option<String>)> {
+    let at = |t: f64| (t.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    let mut labelled: Vec<f64> = Vec::new();
+    let mut ticks = Vec::new();
+    for t in RATIO_TICKS.into_iter().filter(|&t| t >= lo && t <= hi) {
+        let free = labelled.iter().all(|&l| (at(l) - at(t)).abs() >= TICK_GAP);
+        if free {
+            labelled.push(t);
+        }
+        ticks.push((t, free.then(|| crate::report::svg::num(t))));
+    }
+    ticks
+}
 
 /// The forest plot of the relative metrics: B / A with its interval on a log axis, one row a
 /// metric, the band of no change that matters behind each; a metric without an interval says
@@ -211,9 +230,7 @@ fn forest(r: &Report) -> String {
         }
     }
     let (lo, hi) = ((lo / 1.1).max(1e-3), (hi * 1.1).min(1e3));
-    let ticks: Vec<(f64, Option<String>)> =
-        RATIO_TICKS.iter().filter(|&&t| t >= lo && t <= hi).map(|&t| (t, Some(crate::report::svg::num(t)))).collect();
-    let x = Axis::with_ticks(lo, hi, Scale::Log, ticks, "B / A (log scale)");
+    let x = Axis::with_ticks(lo, hi, Scale::Log, ratio_ticks(lo, hi), "B / A (log scale)");
     let n = rows.len() as f64;
     let y_ticks = rows.iter().enumerate().map(|(i, m)| (n - 1.0 - i as f64, Some(short(m.metric).to_string())));
     let y = Axis::with_ticks(-0.6, n - 0.4, Scale::Linear, y_ticks.collect(), "");
@@ -239,7 +256,8 @@ fn forest(r: &Report) -> String {
                 p.dot(clamp(ratio), row, 6.0, color, Some(&tip));
                 p.text(clamp(ratio), row + 0.22, "middle", &format!("{ratio:.3} · {}", m.verdict.key()));
             }
-            None => p.text(1.0, row + 0.1, "middle", &format!("{}: no interval (see Verdicts)", m.verdict.key())),
+            // At the left edge: the legend takes a right corner, where the data are.
+            None => p.text(lo * 1.03, row + 0.1, "start", &format!("{}: no interval (see Verdicts)", m.verdict.key())),
         }
         if !seen.contains(&m.verdict.key()) {
             seen.push(m.verdict.key());
@@ -273,9 +291,10 @@ fn error_rate_plot(r: &Report) -> String {
             }
             let tip = format!("error rate B − A {d:+.2} pp [{low:+.2}, {high:+.2}]: {}", m.verdict_text());
             p.dot(d, 0.0, 6.0, color, Some(&tip));
-            p.text(d, 0.25, "middle", &format!("{d:+.2} pp · {}", m.verdict.key()));
+            // Below the dot: above it is the B = A line's label.
+            p.text(d, -0.45, "middle", &format!("{d:+.2} pp · {}", m.verdict.key()));
         }
-        None => p.text(0.0, 0.1, "middle", &format!("{}: no interval (see Verdicts)", m.verdict.key())),
+        None => p.text(-half * 0.97, -0.45, "start", &format!("{}: no interval (see Verdicts)", m.verdict.key())),
     }
     p.legend(m.verdict.key(), color, Mark::Dot);
     p.legend("no change that matters", BAND, Mark::Area);

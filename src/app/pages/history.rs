@@ -245,7 +245,7 @@ fn latency_plot(points: &[Point], groups: &[String]) -> String {
 
 fn error_plot(points: &[Point]) -> String {
     let top = points.iter().map(|p| p.error_rate() * 100.0).fold(0.0, f64::max);
-    let y = Axis::linear(0.0, top.max(1.0) * 1.15, "calls failed (%)", |v| num(v) + "%");
+    let y = Axis::linear(0.0, (top * 1.15).clamp(1.0, 100.0), "calls failed (%)", |v| num(v) + "%");
     let mut p = plot("trend-errors", "Error rate", points, y);
     for (i, pt) in points.iter().enumerate().filter(|(_, pt)| pt.failed > 0) {
         let x = i as f64;
@@ -293,7 +293,7 @@ fn table(points: &[Point], groups: &[String]) -> String {
         let cell = |us: Option<f64>| us.map_or("–".into(), latency_us);
         let _ = writeln!(
             s,
-            "<tr{row}><td>#{}</td><td>{}</td><td>{}</td><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
+            "<tr{row}><td>#{}</td><td>{}</td><td>{}</td><td class=\"wrap\"><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"{bad}\">{}</td><td class=\"{bad}\">{:.2}%</td>\
              <td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"{word}\">{}</td></tr>",
             p.id,

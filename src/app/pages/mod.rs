@@ -23,7 +23,7 @@ const STYLE: &str = "<style>
 .good { border-left: 6px solid #1e8449; background: #eafaf1; color: #145a32; padding: 8px 12px; margin: 8px 0; font-weight: bold; font-size: 15px; }
 .unknown { border-left: 6px solid #d68910; background: #fef5e7; color: #7e5109; padding: 8px 12px; margin: 8px 0; font-size: 14px; }
 .good p, .unknown p { margin: 2px 0; } tr.run-failed td { background: #fdecea; } tr.run-interrupted td { background: #fef5e7; }
-#runs td, #verdicts td, #steps td { overflow-wrap: anywhere; }
+td.wrap { overflow-wrap: anywhere; }
 </style>\n";
 
 /// A whole page titled `title` around `body` (HTML whose outside strings are escaped).

@@ -5,7 +5,7 @@
 //! left out of the knee, as the table says.
 use super::super::sweep::{knee_of, knee_points, knee_text, Done};
 use super::{boxed, page};
-use crate::report::svg::{esc, latency_us, num, Axis, Mark, Plot};
+use crate::report::svg::{esc, latency_us, num, Axis, Mark, Plot, Scale};
 use crate::stats::Statistic;
 use crate::units;
 use std::fmt::Write as _;
@@ -18,7 +18,17 @@ const UNSENT: &str = "#d68910";
 const KNEE: &str = "#8e44ad";
 
 pub(crate) fn render(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String {
-    let mut body = boxed("failures", "alert", &problems(done, not_run, failed_step));
+    let mut body = match done.first() {
+        Some(d) => format!(
+            "<p class=\"meta\">{} · {} · {} step(s) run, {} not run</p>\n",
+            esc(&d.result.target),
+            esc(&d.result.call),
+            done.len(),
+            not_run.len()
+        ),
+        None => String::new(),
+    };
+    body += &boxed("failures", "alert", &problems(done, not_run, failed_step));
     body += &format!("<p><b>{}</b></p>\n", esc(knee_text(done).trim()));
     if !done.is_empty() {
         body += "<div class=\"grid\">";
@@ -60,14 +70,31 @@ fn problems(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> Vec
     lines
 }
 
-/// The load axis: linear, or log when the loads span 8 times or more.
+/// Loads spanning this many times or more are drawn on a log axis (a linear one would crowd
+/// the first steps into its corner).
+const LOG_SPAN: f64 = 30.0;
+
+/// The load axis, its ticks at the steps' loads (a label each, where they do not crowd):
+/// linear from 0, or log when the loads span `LOG_SPAN` times or more.
 fn load_axis(done: &[Done]) -> Axis {
     let (lo, hi) = done.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), d| (lo.min(d.step.load), hi.max(d.step.load)));
-    if lo > 0.0 && hi / lo >= 8.0 {
-        Axis::log(lo, hi, "load (clients or calls/s; log scale)", num)
-    } else {
-        Axis::linear(0.0, hi.max(1.0), "load (clients or calls/s)", num)
-    }
+    let hi = hi.max(1.0);
+    let log = lo > 0.0 && hi / lo >= LOG_SPAN;
+    let (min, max, scale) = if log { (lo / 1.3, hi * 1.3, Scale::Log) } else { (0.0, hi * 1.08, Scale::Linear) };
+    let at = |v: f64| if log { (v.ln() - min.ln()) / (max.ln() - min.ln()) } else { (v - min) / (max - min) };
+    let mut last: Option<f64> = None;
+    let ticks = done
+        .iter()
+        .map(|d| {
+            let free = last.is_none_or(|l| (at(d.step.load) - at(l)).abs() >= 0.06);
+            if free {
+                last = Some(d.step.load);
+            }
+            (d.step.load, free.then(|| num(d.step.load)))
+        })
+        .collect();
+    let title = if log { "load (clients or calls/s; log scale)" } else { "load (clients or calls/s)" };
+    Axis::with_ticks(min, max, scale, ticks, title)
 }
 
 /// A plot against the load, with the knee marked and the steps cut short ringed on `y`.
@@ -102,7 +129,8 @@ fn throughput_plot(done: &[Done]) -> String {
         .fold(0.0, f64::max);
     let y = Axis::linear(0.0, top.max(1.0) * 1.15, "throughput (calls/s)", num);
     let mut p = plot("sweep-throughput", "Throughput against load", done, y);
-    p.legend_bottom = true;
+    // Top left: empty under a curve that rises with the load (a segment has no marks).
+    p.legend_left = true;
     line(&mut p, done, &|d| Some(d.result.throughput_rps), ALL, false, "calls/s");
     line(&mut p, done, &|d| Some(d.result.ok_calls_per_s()), OK, true, "OK calls/s");
     p.legend("all calls/s", ALL, Mark::Line);
