@@ -250,13 +250,11 @@ fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::Interval
 
 /// `--workload`: each call name's slice (merge adds them).
 fn calls_by_name(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    let sent = |i: usize| s.sent_only.as_ref().and_then(|t| t.by_name.get(i)).map(|n| &n.latency);
-    s.by_name()
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, method, share))| {
-            let slice = Slice { method: Some(method.into()), ..sent_beside(slice(&share, window), sent(i)) };
-            (name.to_owned(), slice)
+    s.call_shares
+        .iter()
+        .map(|((name, method), share)| {
+            let slice = sent_beside(slice(&share.measured, window), share.sent.as_ref());
+            (name.clone(), Slice { method: Some(method.clone()), ..slice })
         })
         .collect()
 }
@@ -269,15 +267,14 @@ fn sent_beside(slice: Slice, sent: Option<&hdrhistogram::Histogram<u64>>) -> Sli
 /// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
 /// answer), with its steps and the flows a check or a capture ended early.
 fn flows(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    let sent = |i: usize| s.sent_only.as_ref().and_then(|t| t.by_flow.get(i)).map(|f| &f.share.latency);
-    s.by_flow()
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, steps, flow))| {
-            let mut slice = sent_beside(slice(&flow.share, window), sent(i));
+    s.flow_shares
+        .iter()
+        .map(|((name, steps), share)| {
+            let flow = &share.measured;
+            let mut slice = sent_beside(slice(&flow.share, window), share.sent.as_ref());
             let (total, ok) = (flow.share.calls, flow.ok());
             slice.requests = result::Counts { total, ok, failed: total - ok };
-            slice.steps = Some(steps.to_vec());
+            slice.steps = Some(steps.clone());
             slice.stopped_by_check = Some(flow.stopped_by_check);
             slice.capture_errors = Some(flow.capture_errors);
             (name.to_owned(), slice)
