@@ -10,7 +10,7 @@ mod summary;
 pub mod to_result;
 
 pub use notices::{Notice, NoticeKind};
-pub use steady::{SteadyState, NOT_JUDGED};
+pub use steady::SteadyState;
 pub use summary::*;
 
 use crate::calibrate::Calibration;
