@@ -49,7 +49,9 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
     for warning in merge::warnings(&merged) {
         eprintln!("rpcmeter: warning: {warning}");
     }
-    merged.notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}")));
+    for line in skipped {
+        merged.notices.push(crate::result::NoticeKind::LeftOut, format!("not a result, left out: {line}"));
+    }
     if let Some(path) = &args.output {
         // A .html file gets the page, never JSON (`run -o FILE.html` decides the same way).
         let format = super::run_settings::primary_format(Format::Table, Some(path.as_path()));
