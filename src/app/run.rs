@@ -210,6 +210,7 @@ pub fn measure_with(
         arguments: settings.arguments.clone(),
     };
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let resets_as_logged = replay.as_ref().map_or(0, |r| r.resets());
     let result = analysis::finish(analysis::Run {
         plan,
         meta,
@@ -226,6 +227,7 @@ pub fn measure_with(
         floor: settings.floor.then(crate::calibrate::cached),
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
+        resets_as_logged,
         replay: replay.map(|r| Box::new(move |measured: &_, calls: &_| r.finish(measured, calls)) as Box<_>),
     });
     let mut result = result;

@@ -135,6 +135,9 @@ struct Recorded {
     by_method: Vec<RecordedMethod>,
     /// Message bytes of the measured calls sent, as logged.
     payload_bytes: u64,
+    /// Streams sent (warm-up included) that the log ended CANCELLED: the client resets each
+    /// at its logged time (`Script::cancel`).
+    resets: u64,
 }
 
 struct RecordedMethod {
@@ -253,6 +256,13 @@ impl Source {
         self.shared.state.lock().unwrap().recorded.payload_bytes
     }
 
+    /// Streams sent, warm-up included, that the client resets itself because the log ended
+    /// them CANCELLED: each is OK to the client and, unless the server ended it first,
+    /// cancelled to the server (analysis/cross_check.rs).
+    pub fn resets(&self) -> u64 {
+        self.shared.state.lock().unwrap().recorded.resets
+    }
+
     /// Why the log was not read to its end, if it was not.
     pub fn failed(&self) -> Option<String> {
         self.shared.state.lock().unwrap().failed.clone()
@@ -281,11 +291,13 @@ impl CallLog for Source {
     }
 
     fn sent(&self, call: &LoggedCall, warmup: bool) {
+        let mut state = self.shared.state.lock().unwrap();
+        // Counted as the server counts: every call of the run, the warm-up's too.
+        state.recorded.resets += call.stream.as_ref().is_some_and(|s| s.cancel.is_some()) as u64;
         // The warm-up's calls are left out, as the run's own numbers leave them out.
         if warmup {
             return;
         }
-        let mut state = self.shared.state.lock().unwrap();
         // The logged messages, framed as they are sent (their bytes are the log's).
         let payload = |framed: &bytes::Bytes| framed.len().saturating_sub(5) as u64;
         state.recorded.payload_bytes += match &call.stream {
