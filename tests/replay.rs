@@ -524,16 +524,18 @@ fn log_of(calls: &[Vec<Event>]) -> Vec<u8> {
     out
 }
 
-/// How a logged call ended: with the server's status (OK), or with the client's cancel.
+/// How a logged call ended: with the server's status (OK), or with the client's cancel, after
+/// it closed its side or while it was still sending.
 #[derive(Clone, Copy, PartialEq)]
 enum Ended {
     Ok,
     Cancelled,
+    CancelledSending,
 }
 
 /// A call of `method` from `at` (ns): its client's `messages` (each with when it left, since
-/// `at`) and its half-close with the last one, `answers` messages of the server, and its end
-/// `after` the start.
+/// `at`) and its half-close with the last one (none when cancelled while sending), `answers`
+/// messages of the server, and its end `after` the start.
 fn logged_call(at: u64, method: &str, messages: &[(u64, &[u8])], answers: u64, after: u64, end: Ended) -> Vec<Event> {
     use rpcmeter::replay::proto::grpc_log_entry::{EventType, Payload};
     use rpcmeter::replay::proto::{ClientHeader, Message, Trailer};
@@ -541,21 +543,25 @@ fn logged_call(at: u64, method: &str, messages: &[(u64, &[u8])], answers: u64, a
     let header = ClientHeader { method_name: method.into(), ..Default::default() };
     let mut events = vec![(at, EventType::ClientHeader, Some(Payload::ClientHeader(header)))];
     events.extend(messages.iter().map(|(since, data)| (at + since, EventType::ClientMessage, message(data))));
-    events.push((at + messages.last().unwrap().0, EventType::ClientHalfClose, None));
+    if end != Ended::CancelledSending {
+        events.push((at + messages.last().unwrap().0, EventType::ClientHalfClose, None));
+    }
     events
         .extend((1..=answers).map(|i| (at + after * i / (answers + 1), EventType::ServerMessage, message(b"\n\x01x"))));
     events.push(match end {
         Ended::Ok => (at + after, EventType::ServerTrailer, Some(Payload::Trailer(Trailer::default()))),
-        Ended::Cancelled => (at + after, EventType::Cancel, None),
+        Ended::Cancelled | Ended::CancelledSending => (at + after, EventType::Cancel, None),
     });
     events
 }
 
-/// A server stream the log ended CANCELLED (the client's cancel) is reset by the replay at its
-/// logged time: OK to the client, as --cancel-after's streams are, and cancelled to the server,
-/// whose count then has one OK call fewer. That is no disagreement between the two: before, the
-/// server cross-check said "the server counted 7 calls (6 ok) where the client sent 7 (7 ok)"
-/// in any replay whose methods were not all server streams.
+/// A stream the log ended CANCELLED (the client's cancel) is reset by the replay at its logged
+/// time: OK to the client, as --cancel-after's streams are, and cancelled to the server, whose
+/// count then has an OK call fewer. That is no disagreement between the two: before, the server
+/// cross-check said "the server counted 7 calls (6 ok) where the client sent 7 (7 ok)" in any
+/// replay whose methods were not all server streams. A client stream cancelled while its client
+/// was still sending is reset too, at its time, not closed with its last message (the server
+/// then answered it OK 30 ms before).
 #[test]
 fn a_stream_reset_as_the_log_ended_it_is_no_disagreement_with_the_servers_count() {
     let lab = LabProcess::start(&[]);
@@ -567,17 +573,22 @@ fn a_stream_reset_as_the_log_ended_it_is_no_disagreement_with_the_servers_count(
     let mut calls = vec![
         logged_call(0, SUBSCRIBE, &[(10, endless)], 3, 30 * MS, Ended::Cancelled),
         logged_call(MS, UPLOAD, &[(10, b"\n\x02hi"), (10 * MS, b"\n\x02hi")], 1, 11 * MS, Ended::Ok),
+        logged_call(2 * MS, UPLOAD, &[(10, b"\n\x02hi"), (10 * MS, b"\n\x02hi")], 0, 40 * MS, Ended::CancelledSending),
     ];
     calls.extend((0..5).map(|i| logged_call((60 + i) * MS, ECHO, &[(10, b"\n\x02hi")], 1, MS / 2, Ended::Ok)));
     std::fs::write(&log, log_of(&calls)).unwrap();
     let r = replay_json(&log, &lab.addr, &[], None);
-    assert_eq!((r["requests"]["total"].as_u64(), r["statuses"]["OK"].as_u64()), (Some(7), Some(7)), "{r}");
+    assert_eq!((r["requests"]["total"].as_u64(), r["statuses"]["OK"].as_u64()), (Some(8), Some(8)), "{r}");
+    // The server stream is dropped at the reset, a failed call to the server; whether the lab
+    // counts the client stream failed is a race (hyper ends a request body reset with CANCEL as
+    // if it had ended, and the lab's answer may come before tonic sees the reset).
     let server = &r["server"];
-    assert_eq!(
-        (server["received"].as_u64(), server["ok"].as_u64(), server["failed"].as_u64()),
-        (Some(7), Some(6), Some(1)),
-        "the server saw the stream reset: {server}"
-    );
+    let (ok, failed) = (server["ok"].as_u64().unwrap(), server["failed"].as_u64().unwrap());
+    assert!(server["received"] == 8 && ok + failed == 8 && (1..=2).contains(&failed), "{server}");
+    // The client stream lasted to its reset at 40 ms: closed with its last message at 10 ms, it
+    // was answered then (before: 21.9 and 22.6 ms, on a machine at load 9).
+    let upload = &r["calls_by_name"]["rpcmeter.lab.v1.Streaming/Upload"]["latency_us"];
+    assert!(upload["max"].as_f64().unwrap() >= 40_000.0, "{upload}");
     let warnings = r["warnings"].as_array().cloned().unwrap_or_default();
     assert!(warnings.iter().all(|w| w["kind"] != "server_count"), "{warnings:?}");
 }

@@ -409,7 +409,7 @@ impl Reader {
                     .map(|speed| scaled(call.start.saturating_sub(start) + self.period * pass, speed));
                 let mut logged = self.logged(due, which, &call, &mut headers[which]);
                 if kind != CallKind::Unary {
-                    logged.stream = Some(Box::new(self.script(&call)));
+                    logged.stream = Some(Box::new(self.script(&call, kind)));
                 }
                 if !self.hand_over(logged) {
                     return Ok(());
@@ -452,13 +452,18 @@ impl Reader {
     }
 
     /// A streaming call's messages and close at their logged times since its start, divided
-    /// by `--speed` (a pool keeps them as logged).
-    fn script(&self, call: &Call) -> Script {
+    /// by `--speed` (a pool keeps them as logged), and its reset where the log ended it
+    /// CANCELLED. A client or bidi stream cancelled before its client closed is never closed:
+    /// closed with its last message, the server's answer would end it first, OK to both. A
+    /// server stream's client closes with its one request, as gRPC clients do (a server's log
+    /// lacks that close when the handler never read to the end).
+    fn script(&self, call: &Call, kind: CallKind) -> Script {
         let speed = self.settings.speed.unwrap_or(1.0);
         let cancelled = call.end.filter(|end| end.status == Code::Cancelled as u32);
+        let still_sending = matches!(kind, CallKind::ClientStream | CallKind::Bidi) && call.half_close.is_none();
         Script {
             messages: call.requests.iter().map(|r| (scaled(r.at, speed), crate::grpc::wire::frame(&r.data))).collect(),
-            close: scaled(call.closed_after(), speed),
+            close: (cancelled.is_none() || !still_sending).then(|| scaled(call.closed_after(), speed)),
             cancel: cancelled.map(|end| scaled(end.after, speed)),
         }
     }
