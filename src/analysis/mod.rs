@@ -52,9 +52,9 @@ pub struct Run<'a> {
     pub hiccups: Option<&'a Histogram<u64>>,
     /// The server's count, when the target serves the lab's Stats.
     pub server: Option<ServerSide>,
-    /// `run --replay`: streams the client reset itself because the log ended them CANCELLED
-    /// (warm-up included); OK calls to the client, cancelled ones to the server.
-    pub resets_as_logged: u64,
+    /// Streams the client reset itself (warm-up included; `run --replay` where the log ended
+    /// them CANCELLED, `--cancel-after`): OK calls to the client, cancelled ones to the server.
+    pub client_resets: u64,
     /// `run --replay`: what the result says of the log, from what the run measured.
     pub replay: Option<FinishReplay<'a>>,
 }
@@ -97,7 +97,7 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         floor,
         hiccups,
         server,
-        resets_as_logged,
+        client_resets,
         replay: _,
     } = run;
     let steady = steady::steady_state(&rows, plan.interval);
@@ -125,7 +125,7 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         add_floor(&mut summary, floor);
     }
     if let Some(server) = server {
-        add_server(&mut summary, server, resets_as_logged);
+        add_server(&mut summary, server, client_resets);
     }
     summary
 }
@@ -336,7 +336,7 @@ fn add_floor(s: &mut Summary, floor: Option<Calibration>) {
 }
 
 /// The server's count, and the checks that compare it with the client's (`resets`: streams
-/// the client reset itself as a replayed log did).
+/// the client reset itself).
 fn add_server(s: &mut Summary, server: ServerSide, resets: u64) {
     // A shard's server count holds every shard's calls (they load one server at once):
     // compared with one shard's, it would cry "another client" at its siblings.
@@ -443,7 +443,7 @@ pub(crate) mod fixture {
             floor: None,
             hiccups: None,
             server: None,
-            resets_as_logged: 0,
+            client_resets: 0,
             replay: None,
         }
     }
