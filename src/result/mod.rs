@@ -7,6 +7,7 @@
 //! A breakdown of a run (`calls_by_name`, `flows`, `backends`) maps a name to a `Slice`: the
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
+pub mod backend_intervals;
 pub mod bounds;
 pub mod replay;
 pub mod slice;
@@ -26,8 +27,8 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// sent count in the call latencies (`latency_us`, `ok_latency_us`, a flow's or a call
 /// name's) at their lower bound, and `sent_latency_us` (with `histograms.sent_call_latency`,
 /// a slice's `sent_latency_us` and `sent_histogram`) keeps the calls sent only.
-/// 2.3 added `request_bytes` and `response_bytes`.
-pub const SCHEMA_VERSION: &str = "2.3";
+/// 2.3 added `request_bytes` and `response_bytes`. 2.4 added `backend_intervals`.
+pub const SCHEMA_VERSION: &str = "2.4";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -149,6 +150,9 @@ pub struct Run {
     /// Client-side load balancing: each backend address's slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backends: Option<BTreeMap<String, Slice>>,
+    /// Client-side load balancing: the backends' calls interval by interval (2.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_intervals: Option<backend_intervals::BackendIntervals>,
     /// `--workload` checks, each its own entry in the workload's order (two identical checks
     /// on one call are two); 1.x results keyed them "call: expression" and still read.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checks_list")]
