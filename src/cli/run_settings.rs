@@ -600,8 +600,9 @@ fn default_seed(start_at: Option<SystemTime>) -> u64 {
 }
 
 /// `-o FILE.html` draws the HTML report, as a user of ghz's `-O html` expects, unless
-/// `--format` names a format other than the default table.
-fn primary_format(format: Format, output: Option<&std::path::Path>) -> Format {
+/// `--format` names a format other than the default table. The commands with a page of their
+/// own (compare, history, ping, sweep) decide the same way.
+pub fn primary_format(format: Format, output: Option<&std::path::Path>) -> Format {
     let html = output
         .and_then(|p| p.extension())
         .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
