@@ -22,6 +22,11 @@ pub(crate) struct Replaying {
 }
 
 impl Replaying {
+    /// Streams the client resets itself as the log ended them (CANCELLED), warm-up included.
+    pub(crate) fn resets(&self) -> u64 {
+        self.source.resets()
+    }
+
     /// What the result says of the replay, with the log's own numbers of the calls sent and
     /// the bytes the run (`measured`) sent; `calls` are the calls made of each method (the
     /// mix's order).

@@ -164,6 +164,9 @@ struct Recorded {
     by_method: Vec<RecordedMethod>,
     /// Message bytes of the measured calls sent, as logged.
     payload_bytes: u64,
+    /// Streams sent (warm-up included) that the log ended CANCELLED: the client resets each
+    /// at its logged time (`Script::cancel`).
+    resets: u64,
 }
 
 struct RecordedMethod {
@@ -282,6 +285,13 @@ impl Source {
         self.shared.state.lock().unwrap().recorded.payload_bytes
     }
 
+    /// Streams sent, warm-up included, that the client resets itself because the log ended
+    /// them CANCELLED: each is OK to the client and, unless the server ended it first,
+    /// cancelled to the server (analysis/cross_check.rs).
+    pub fn resets(&self) -> u64 {
+        self.shared.state.lock().unwrap().recorded.resets
+    }
+
     /// Why the log was not read to its end, if it was not.
     pub fn failed(&self) -> Option<String> {
         self.shared.state.lock().unwrap().failed.clone()
@@ -310,11 +320,13 @@ impl CallLog for Source {
     }
 
     fn sent(&self, call: &LoggedCall, warmup: bool) {
+        let mut state = self.shared.state.lock().unwrap();
+        // Counted as the server counts: every call of the run, the warm-up's too.
+        state.recorded.resets += call.stream.as_ref().is_some_and(|s| s.cancel.is_some()) as u64;
         // The warm-up's calls are left out, as the run's own numbers leave them out.
         if warmup {
             return;
         }
-        let mut state = self.shared.state.lock().unwrap();
         // The logged messages, framed as they are sent (their bytes are the log's).
         let payload = |framed: &bytes::Bytes| framed.len().saturating_sub(5) as u64;
         state.recorded.payload_bytes += match &call.stream {
@@ -426,7 +438,7 @@ impl Reader {
                     .map(|speed| scaled(call.start.saturating_sub(start) + self.period * pass, speed));
                 let mut logged = self.logged(due, which, &call, &mut headers[which]);
                 if kind != CallKind::Unary {
-                    logged.stream = Some(Box::new(self.script(&call)));
+                    logged.stream = Some(Box::new(self.script(&call, kind)));
                 }
                 if !self.hand_over(logged) {
                     return Ok(());
@@ -469,13 +481,18 @@ impl Reader {
     }
 
     /// A streaming call's messages and close at their logged times since its start, divided
-    /// by `--speed` (a pool keeps them as logged).
-    fn script(&self, call: &Call) -> Script {
+    /// by `--speed` (a pool keeps them as logged), and its reset where the log ended it
+    /// CANCELLED. A client or bidi stream cancelled before its client closed is never closed:
+    /// closed with its last message, the server's answer would end it first, OK to both. A
+    /// server stream's client closes with its one request, as gRPC clients do (a server's log
+    /// lacks that close when the handler never read to the end).
+    fn script(&self, call: &Call, kind: CallKind) -> Script {
         let speed = self.settings.speed.unwrap_or(1.0);
         let cancelled = call.end.filter(|end| end.status == Code::Cancelled as u32);
+        let still_sending = matches!(kind, CallKind::ClientStream | CallKind::Bidi) && call.half_close.is_none();
         Script {
             messages: call.requests.iter().map(|r| (scaled(r.at, speed), crate::grpc::wire::frame(&r.data))).collect(),
-            close: scaled(call.closed_after(), speed),
+            close: (cancelled.is_none() || !still_sending).then(|| scaled(call.closed_after(), speed)),
             cancel: cancelled.map(|end| scaled(end.after, speed)),
         }
     }
