@@ -461,6 +461,8 @@ fn a_sharded_replay_and_a_merge_keep_the_logs_own_numbers_method_by_method() {
     let log = dir.path().join("mixed.binlog");
     std::fs::write(&log, mixed_log(40, false, &[(ECHO, b"\n\x02hi"), (PUT, b"\n\x01k\x12\x01v")])).unwrap();
     let whole = replay_json(&log, &lab.addr, &[], None);
+    // The rate of the log's schedule is its mean: 39 gaps of 1 ms.
+    assert_eq!(whole["rps_target"], "1000", "{}", whole["load"]);
     let recorded = &whole["replay"]["recorded"];
     assert_eq!(recorded["EchoService/echo"]["requests"]["total"].as_u64(), Some(20), "{recorded}");
     assert_eq!(recorded["EchoService/echo"]["statuses"]["UNAVAILABLE"].as_u64(), Some(4), "{recorded}");

@@ -45,8 +45,9 @@ pub struct Settings {
     pub call: String,
     /// `--workload`: the mix of calls, read and checked (each method is resolved at the start).
     pub workload: Option<crate::load::workload::Workload>,
-    /// `--replay`: the calls of a binary log instead of --call or --workload.
-    pub replay: Option<crate::replay::source::Settings>,
+    /// `--replay`: the calls of a binary log instead of --call or --workload, the log read
+    /// (its rate paces `plan` when its own schedule is used).
+    pub replay: Option<crate::replay::source::Log>,
     /// `--workload` with `--seed`: draw each call at random by weight instead of round robin.
     pub pick_seed: Option<u64>,
     pub data: DataSource,

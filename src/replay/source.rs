@@ -69,7 +69,7 @@ impl Skip {
 }
 
 /// What the first pass found.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Scan {
     pub info: Info,
     /// The methods sent, in the mix's order (`LoggedCall::which`), and their kinds.
@@ -106,6 +106,14 @@ impl Scan {
         Ok(scan)
     }
 
+    /// The log's mean rate, calls/s to 0.1 (at least 0.1): on its own schedule the calls
+    /// bring their own times, and this is the rate the report gives.
+    pub fn mean_rate(&self) -> f64 {
+        let span = self.info.span().as_secs_f64();
+        let mean = if span > 0.0 { self.calls.saturating_sub(1) as f64 / span } else { 1.0 };
+        (mean * 10.0).round().max(1.0) / 10.0
+    }
+
     /// One line on what is not sent, when something is not.
     pub fn skipped_line(&self) -> Option<String> {
         let (truncated, none) = self.info.skipped();
@@ -116,6 +124,27 @@ impl Scan {
                 self.calls
             )
         })
+    }
+}
+
+/// A log to replay: its flags, and the log read once for what is known before the run (its
+/// methods, its calls, its mean rate).
+#[derive(Debug, Clone)]
+pub struct Log {
+    pub settings: Settings,
+    pub scan: Scan,
+}
+
+impl Log {
+    pub fn read(settings: Settings) -> anyhow::Result<Log> {
+        let scan = Scan::read(&settings)?;
+        Ok(Log { settings, scan })
+    }
+
+    /// The rate of the log's own schedule (its mean, sped up), or None: the log is a pool of
+    /// calls paced by -c, --rps or --stages.
+    pub fn scheduled_rate(&self) -> Option<f64> {
+        self.settings.speed.map(|speed| self.scan.mean_rate() * speed)
     }
 }
 
