@@ -226,11 +226,14 @@ fn health_watch_of_tonic_health_is_a_server_stream() {
     assert_eq!(three["statuses"]["OK"], 4);
     assert_eq!(three["messages"]["received"], 12);
     assert!(three["latency_us"]["min"].as_f64().unwrap() >= 5_000.0, "{}", three["latency_us"]);
-    // Watched for 100 ms: the first status and about ten changes each.
+    // Watched for 100 ms: the first status and at most one change per 10 ms each. How many
+    // changes the server made in that time is its scheduler's business (a busy machine starved
+    // the flapping task down to 4 messages over both streams), so only the bounds load cannot
+    // move are checked: the first status of each, and no more than the flapping allows.
     assert_eq!(timed["statuses"]["OK"], 2);
     assert!(timed["latency_us"]["min"].as_f64().unwrap() >= 100_000.0);
     let received = timed["messages"]["received"].as_u64().unwrap();
-    assert!((2 * 4..=2 * 12).contains(&received), "{received}");
+    assert!((2..=2 * 12).contains(&received), "{received}");
 }
 
 /// A Streaming service written here, not the lab's: it ends streams with statuses of its own.
