@@ -81,8 +81,7 @@ fn every_call_of_a_total_is_recorded_once_and_finished_into_a_summary() {
     let at = |stat| summary.latency_us.micros(stat).unwrap();
     use rpcmeter::stats::Statistic;
     assert!(summary.throughput_rps > 0.0 && at(Statistic::Max) >= at(Statistic::Min));
-    let kinds: Vec<_> = summary.warnings.iter().flatten().filter_map(|w| w.kind.known()).collect();
-    assert!(kinds.contains(&rpcmeter::result::NoticeKind::ClosedLoop), "{kinds:?}");
+    assert!(summary.notices.has(rpcmeter::result::NoticeKind::ClosedLoop), "{:?}", summary.notices);
 }
 
 #[test]

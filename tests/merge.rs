@@ -341,6 +341,50 @@ fn a_partial_merge_says_partial_in_every_format() {
     assert!(html.contains("Partial result"), "the page does not say partial");
 }
 
+/// A saved closed loop and a saved open loop merged: what `merge` prints in `format`.
+fn merged_mixed(dir: &std::path::Path, format: &str) -> String {
+    let saved =
+        |name: &str| read(&std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/results")).join(name));
+    let (pa, pb) = (dir.join("closed.json"), dir.join("open.json"));
+    write(&pa, &saved("calib.json"));
+    write(&pb, &saved("open.json"));
+    let out = rpcmeter().args(["merge", "--format", format]).args([&pa, &pb]).output().unwrap();
+    assert!(out.status.success(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A merge of a closed and an open loop says its mode is mixed in every format that names a
+/// mode, each input's own under `shards` (before: JSON "closed, open", prometheus and influx
+/// `mode="closed"`, the first input's, and the report the first input's load alone).
+#[test]
+fn a_mixed_merge_says_mixed_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let m: serde_json::Value = serde_json::from_str(&merged_mixed(dir.path(), "json")).unwrap();
+    assert_eq!(m["mode"], "mixed", "{}", m["mode"]);
+    let modes: Vec<&serde_json::Value> = m["shards"].as_array().unwrap().iter().map(|s| &s["mode"]).collect();
+    assert_eq!(modes, [&serde_json::json!("closed"), &serde_json::json!("open")]);
+    let kinds: Vec<&str> = m["warnings"].as_array().unwrap().iter().filter_map(|w| w["kind"].as_str()).collect();
+    assert_eq!(&kinds[..2], ["merged", "mixed_inputs"], "the merge's own notices have kinds");
+    assert_eq!(m["warnings"].as_array().unwrap().len(), m["notices"].as_array().unwrap().len());
+    let each = [
+        ("prometheus", "mode=\"mixed\""),
+        ("influx", "mode=mixed"),
+        ("table", "(merged from 2 results, mode mixed)"),
+        ("table", "closed.json (closed): "),
+        ("table", "open.json (open): "),
+    ];
+    for (format, says) in each {
+        let text = merged_mixed(dir.path(), format);
+        assert!(text.contains(says), "{format} does not say {says:?}:\n{text}");
+    }
+    let merged = dir.path().join("m.json");
+    std::fs::write(&merged, merged_mixed(dir.path(), "json")).unwrap();
+    let page = dir.path().join("m.html");
+    let out = rpcmeter().arg("report").arg(&merged).arg("-o").arg(&page).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&page).unwrap().contains("mixed: closed loop"), "the page does not say mixed");
+}
+
 /// A result edited by hand (name, edit, what the refusal says).
 type Edit = (&'static str, fn(&mut serde_json::Value), &'static str);
 

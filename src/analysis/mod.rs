@@ -10,7 +10,7 @@ mod summary;
 pub mod to_result;
 
 pub use notices::{Notice, NoticeKind};
-pub use steady::{SteadyState, NOT_JUDGED};
+pub use steady::SteadyState;
 pub use summary::*;
 
 use crate::calibrate::Calibration;
@@ -69,7 +69,7 @@ pub fn finish(mut run: Run) -> crate::result::Run {
     let summary = summary_of(run);
     let mut result = to_result::result(&summary);
     result.replay = replay.map(|finish| {
-        let calls: Vec<u64> = summary.call_shares.iter().map(|(_, share)| share.calls).collect();
+        let calls: Vec<u64> = summary.call_shares.iter().map(|(_, share)| share.measured.calls).collect();
         finish(&summary.measured, &calls)
     });
     result.assertions = Some(checked(&result, checks, &summary.measured.call_latency));
@@ -104,10 +104,19 @@ pub(crate) fn summary_of(run: Run) -> Summary {
     }
     let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
     summary.messages = messages(kind, bidi, &recorded);
-    // Each name with its numbers (the unsent calls' among them), paired once.
+    // Each name with its numbers (the unsent calls' among them, and its calls sent only
+    // beside), paired once.
+    let (sent_names, sent_flows) = match summary.sent_only.as_mut() {
+        Some(sent) => (
+            Some(std::mem::take(&mut sent.by_name).into_iter().map(|n| n.latency).collect()),
+            Some(std::mem::take(&mut sent.by_flow).into_iter().map(|f| f.share.latency).collect()),
+        ),
+        None => (None, None),
+    };
     let measured = &mut summary.measured;
-    summary.call_shares = paired(call_names, std::mem::take(&mut measured.by_name), no_calls);
-    summary.flow_shares = paired(flow_names, std::mem::take(&mut measured.by_flow), Default::default);
+    summary.call_shares = with_sent(paired(call_names, std::mem::take(&mut measured.by_name), no_calls), sent_names);
+    summary.flow_shares =
+        with_sent(paired(flow_names, std::mem::take(&mut measured.by_flow), Default::default), sent_flows);
     summary.check_counts = paired(check_names, std::mem::take(&mut measured.checks), Default::default);
     let addresses = recorded.backends.iter().map(|a| a.to_string()).collect();
     let backends = paired(addresses, std::mem::take(&mut measured.by_backend), no_calls);
@@ -124,6 +133,16 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         add_server(&mut summary, server);
     }
     summary
+}
+
+/// Each name's share with its sent-only latencies, recorded in the same order as its
+/// measured ones (`paired`); none when every due call was sent.
+fn with_sent<N, T>(pairs: Vec<(N, T)>, sent: Option<Vec<Histogram<u64>>>) -> Vec<(N, Share<T>)> {
+    let mut sent = sent.map(Vec::into_iter);
+    pairs
+        .into_iter()
+        .map(|(name, measured)| (name, Share { measured, sent: sent.as_mut().and_then(Iterator::next) }))
+        .collect()
 }
 
 /// The numbers of the run, before any judgement (no assertion, no notice, no floor, no server).
@@ -539,6 +558,35 @@ mod tests {
         // Every due call sent: the headline is the calls sent, nothing beside it.
         let clean = summary(plan(), recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1)));
         assert!(clean.sent_only.is_none() && to_result::result(&clean).sent_latency_us.is_none());
+    }
+
+    /// Each call name's sent-only latencies travel with its name and numbers, paired once
+    /// (before: to_result looked them up in the sent-only tally by the name's index).
+    #[test]
+    fn each_names_sent_only_latencies_are_its_own() {
+        use crate::record::shard::{new_histogram, NameTally};
+        let mut r = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(1));
+        let at = |ns: u64, n: u64| {
+            let mut h = new_histogram();
+            h.record_n(ns, n).unwrap();
+            h
+        };
+        let name = |calls: u64| NameTally { calls, latency: at(1_000_000, calls), ..NameTally::default() };
+        r.measured.by_name = vec![name(30), name(70)];
+        (r.unsent, r.unsent_latency, r.unsent_by_pick) =
+            (10, at(500_000_000, 10), vec![at(500_000_000, 6), at(500_000_000, 4)]);
+        let mut run = run(plan(), r, vec![]);
+        run.call_names = vec![("put".into(), "Kv.Put".into()), ("get".into(), "Kv.Get".into())];
+        let s = summary_of(run);
+        let sent: Vec<(&str, Option<u64>)> = s
+            .call_shares
+            .iter()
+            .map(|((name, _), share)| (name.as_str(), share.sent.as_ref().map(|h| h.len())))
+            .collect();
+        assert_eq!(sent, [("put", Some(30)), ("get", Some(70))]);
+        let names = to_result::result(&s).calls_by_name.unwrap();
+        let counts = |n: &str| (names[n].latency_us.count, names[n].sent_latency_us.as_ref().map(|l| l.count));
+        assert_eq!((counts("put"), counts("get")), ((36, Some(30)), (74, Some(70))));
     }
 
     #[test]

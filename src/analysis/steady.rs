@@ -8,10 +8,6 @@ use crate::record::Tally;
 use crate::stats::steady::{self, Steadiness};
 use std::time::Duration;
 
-/// The steady-state verdict of a run with no OK call: a failure's latency says nothing of
-/// the service's, however flat it is.
-pub const NOT_JUDGED: &str = "not judged: no call succeeded";
-
 /// The steady-state verdict on the interval series, with what it was computed from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SteadyState {

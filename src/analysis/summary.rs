@@ -167,9 +167,9 @@ pub struct Summary {
     /// Streaming methods: messages, apart from the calls (streams) counted above.
     pub messages: Option<Messages>,
     /// `--workload`: each call's (name, method) with its measured share, in the mix's order.
-    pub call_shares: Vec<((String, String), NameTally)>,
+    pub call_shares: Vec<((String, String), Share<NameTally>)>,
     /// `--workload` flows: each one's (name, steps) with its measured share.
-    pub flow_shares: Vec<((String, Vec<String>), FlowTally)>,
+    pub flow_shares: Vec<(FlowName, Share<FlowTally>)>,
     /// `--workload` checks: each one's (call name, expression) with its passes and failures.
     pub check_counts: Vec<((String, String), (u64, u64))>,
     /// Targets broken down by backend (docs/targets.md): every address of the run with its
@@ -194,6 +194,17 @@ pub struct Messages {
     pub first_message: Option<Latency>,
 }
 
+/// A flow's name and its steps (its call names, in order).
+pub type FlowName = (String, Vec<String>);
+
+/// A call name's or a flow's measured share, with the latencies of its calls sent only when
+/// some calls were due but never sent (`Summary::sent_only`): both travel with its name.
+#[derive(Debug, Clone, Default)]
+pub struct Share<T> {
+    pub measured: T,
+    pub sent: Option<Histogram<u64>>,
+}
+
 /// Each name with its share, paired once: the engine records the shares in the order of the
 /// names it was given (the resolved stage's, `load::stage::Mix`); a name without a share
 /// (never called) gets `empty`'s.
@@ -213,14 +224,9 @@ pub(crate) fn no_calls() -> NameTally {
 }
 
 impl Summary {
-    /// `--workload`: each call's name, method and measured share, in the mix's order.
-    pub fn by_name(&self) -> Vec<(&str, &str, NameTally)> {
-        self.call_shares.iter().map(|((name, method), share)| (name.as_str(), method.as_str(), share.clone())).collect()
-    }
-
     /// `--workload` flows: each flow's name, steps and measured share, in the file's order.
-    pub fn by_flow(&self) -> Vec<(&str, &[String], FlowTally)> {
-        self.flow_shares.iter().map(|((name, steps), share)| (name.as_str(), &steps[..], share.clone())).collect()
+    pub fn by_flow(&self) -> Vec<(&str, &[String], &FlowTally)> {
+        self.flow_shares.iter().map(|((name, steps), share)| (name.as_str(), &steps[..], &share.measured)).collect()
     }
 
     /// `--workload` checks: each one's call name, expression, passes and failures.

@@ -4,9 +4,10 @@
 //! ever added. The call-latency histogram rides along so that runs merge exactly.
 use super::Summary;
 use crate::grpc::status::{self, PerStatus};
+use crate::grpc::transport::CallKind;
 use crate::load::pacer::{Arrival, Pacer};
 use crate::record::shard::to_text;
-use crate::result::{self, LatencySummary, Run, Slice};
+use crate::result::{self, LatencySummary, Mode, Process, Run, Slice, StreamKind, Verdict};
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;
 use crate::units;
@@ -55,12 +56,8 @@ pub fn result(s: &Summary) -> Run {
         late_sends: Some(s.late_sends),
         late_wakeups: Some(s.late_wakeups),
         client: Some(client(&s.client)),
-        notices: s.notices.iter().map(|n| n.text.clone()).collect(),
-        warnings: Some(
-            s.notices
-                .iter()
-                .map(|n| result::Warning { kind: result::Kind::Known(n.kind), message: n.text.clone() })
-                .collect(),
+        notices: result::Notices(
+            s.notices.iter().map(|n| result::Notice { kind: Some(n.kind.into()), message: n.text.clone() }).collect(),
         ),
         histograms: result::Histograms {
             sent_call_latency: s.sent_only.as_ref().map(|t| to_text(&t.call_latency)),
@@ -134,19 +131,19 @@ fn meta(s: &Summary, arrival: Option<&Arrival>) -> result::Meta {
         shard: Some(s.shard.map(|sh| format!("{}/{}", sh.index, sh.count))),
         // The seed is what makes a Poisson run drawn again exactly (`--seed`).
         arrival: arrival.map(|a| match a {
-            Arrival::Uniform => result::Arrival { process: "uniform".into(), seed: None },
-            Arrival::Poisson { seed } => result::Arrival { process: "poisson".into(), seed: Some(*seed) },
-            Arrival::Logged => result::Arrival { process: "logged".into(), seed: None },
+            Arrival::Uniform => result::Arrival { process: Process::Uniform.into(), seed: None },
+            Arrival::Poisson { seed } => result::Arrival { process: Process::Poisson.into(), seed: Some(*seed) },
+            Arrival::Logged => result::Arrival { process: Process::Logged.into(), seed: None },
         }),
         ..result::Meta::default()
     }
 }
 
-fn mode(pacer: &Pacer) -> &'static str {
+fn mode(pacer: &Pacer) -> Mode {
     match pacer {
-        Pacer::Closed => "closed",
-        Pacer::Open(..) => "open",
-        Pacer::Burst { .. } => "burst",
+        Pacer::Closed => Mode::Closed,
+        Pacer::Open(..) => Mode::Open,
+        Pacer::Burst { .. } => Mode::Burst,
     }
 }
 
@@ -194,7 +191,7 @@ fn server(server: &super::ServerSide) -> result::Server {
 
 fn messages(m: &super::Messages, measured: &crate::record::Tally) -> result::Messages {
     result::Messages {
-        kind: m.kind.as_str().into(),
+        kind: stream_kind(m.kind).into(),
         sent: m.sent,
         received: m.received,
         sent_per_s: m.sent_per_s,
@@ -206,20 +203,28 @@ fn messages(m: &super::Messages, measured: &crate::record::Tally) -> result::Mes
     }
 }
 
-pub fn verdict(v: Steadiness) -> &'static str {
-    use Steadiness::*;
+fn stream_kind(kind: CallKind) -> StreamKind {
+    match kind {
+        CallKind::Unary => StreamKind::Unary,
+        CallKind::ClientStream => StreamKind::ClientStreaming,
+        CallKind::ServerStream => StreamKind::ServerStreaming,
+        CallKind::Bidi => StreamKind::Bidi,
+    }
+}
+
+fn verdict(v: Steadiness) -> Verdict {
     match v {
-        Steady { .. } => "steady",
-        NoSteadyState => "no steady state",
-        TooShort => "too short to judge",
-        NotFinite { .. } => "an interval without calls",
+        Steadiness::Steady { .. } => Verdict::Steady,
+        Steadiness::NoSteadyState => Verdict::NoSteadyState,
+        Steadiness::TooShort => Verdict::TooShort,
+        Steadiness::NotFinite { .. } => Verdict::EmptyInterval,
     }
 }
 
 /// A run with no OK call is not judged: its latencies are those of failures.
 fn steady_state(s: &super::SteadyState, ok: u64) -> result::SteadyState {
     result::SteadyState {
-        verdict: if ok == 0 { super::NOT_JUDGED } else { verdict(s.verdict) }.into(),
+        verdict: if ok == 0 { Verdict::NotJudged } else { verdict(s.verdict) }.into(),
         steady_after_s: s.after.filter(|_| ok > 0).map(units::secs),
         intervals: s.intervals as u64,
         series: "p50 call latency per interval".into(),
@@ -250,13 +255,11 @@ fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::Interval
 
 /// `--workload`: each call name's slice (merge adds them).
 fn calls_by_name(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    let sent = |i: usize| s.sent_only.as_ref().and_then(|t| t.by_name.get(i)).map(|n| &n.latency);
-    s.by_name()
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, method, share))| {
-            let slice = Slice { method: Some(method.into()), ..sent_beside(slice(&share, window), sent(i)) };
-            (name.to_owned(), slice)
+    s.call_shares
+        .iter()
+        .map(|((name, method), share)| {
+            let slice = sent_beside(slice(&share.measured, window), share.sent.as_ref());
+            (name.clone(), Slice { method: Some(method.clone()), ..slice })
         })
         .collect()
 }
@@ -269,15 +272,14 @@ fn sent_beside(slice: Slice, sent: Option<&hdrhistogram::Histogram<u64>>) -> Sli
 /// `--workload` flows: each flow a slice of whole flows (latency: from its start to its last
 /// answer), with its steps and the flows a check or a capture ended early.
 fn flows(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    let sent = |i: usize| s.sent_only.as_ref().and_then(|t| t.by_flow.get(i)).map(|f| &f.share.latency);
-    s.by_flow()
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, steps, flow))| {
-            let mut slice = sent_beside(slice(&flow.share, window), sent(i));
+    s.flow_shares
+        .iter()
+        .map(|((name, steps), share)| {
+            let flow = &share.measured;
+            let mut slice = sent_beside(slice(&flow.share, window), share.sent.as_ref());
             let (total, ok) = (flow.share.calls, flow.ok());
             slice.requests = result::Counts { total, ok, failed: total - ok };
-            slice.steps = Some(steps.to_vec());
+            slice.steps = Some(steps.clone());
             slice.stopped_by_check = Some(flow.stopped_by_check);
             slice.capture_errors = Some(flow.capture_errors);
             (name.to_owned(), slice)

@@ -168,8 +168,7 @@ const LATENCY_METRICS: &[Metric] = &[Metric::P50, Metric::P99];
 /// it keeps no interval series.
 fn disturbances(run: &Run, merged_from: usize) -> Vec<Disturbance> {
     let mut out = Vec::new();
-    let warned = |kind: NoticeKind| run.warnings.iter().flatten().any(|w| w.kind.known() == Some(kind));
-    if warned(NoticeKind::Hiccups) {
+    if run.notices.has(NoticeKind::Hiccups) {
         let max = run.client.as_ref().and_then(|c| c.hiccup_us.as_ref()).and_then(|h| micros(h.max, "").ok());
         let stall = max.map_or(String::new(), |m| format!(" (a 1 ms sleep overshot by up to {})", units::duration(m)));
         out.push(Disturbance {

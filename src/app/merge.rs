@@ -303,8 +303,7 @@ fn shard_part(i: &Input) -> result::ShardPart {
     let r = &i.result;
     use crate::result::NoticeKind::{BehindSchedule, ClientCpu, Unsent};
     // The notices that say the client, not the server, held the rate back.
-    let bottleneck =
-        r.warnings.iter().flatten().any(|w| matches!(w.kind.known(), Some(ClientCpu | BehindSchedule | Unsent)));
+    let bottleneck = [ClientCpu, BehindSchedule, Unsent].into_iter().any(|kind| r.notices.has(kind));
     let whole = r.whole();
     result::ShardPart {
         input: i.label.clone(),
@@ -313,6 +312,7 @@ fn shard_part(i: &Input) -> result::ShardPart {
         throughput_rps: r.throughput_rps,
         client: r.client.clone(),
         bottleneck,
+        mode: Some(r.mode.clone()),
         slice: Some(result::ShardSlice {
             requests: whole.requests,
             statuses: whole.statuses,
@@ -322,48 +322,51 @@ fn shard_part(i: &Input) -> result::ShardPart {
     }
 }
 
-/// What the merge says about itself, then each input's own notices.
-fn notices(inputs: &[Input], mixed: &[String]) -> Vec<String> {
-    let mut notices: Vec<String> =
-        vec![format!("merged from {} results: every histogram and count added exactly", inputs.len())];
-    notices.extend(mixed.iter().cloned());
+/// What the merge says about itself, then each input's own notices, each of its kind.
+fn notices(inputs: &[Input], mixed: &[String]) -> result::Notices {
+    use crate::result::NoticeKind::{ClientBottleneck, Merged, MixedInputs};
+    let mut notices = result::Notices::default();
+    notices.push(Merged, format!("merged from {} results: every histogram and count added exactly", inputs.len()));
+    for line in mixed {
+        notices.push(MixedInputs, line.clone());
+    }
     for part in inputs.iter().map(shard_part).filter(|p| p.bottleneck) {
-        notices.push(format!("{}: its client was the bottleneck (see its notices)", part.input));
+        notices.push(ClientBottleneck, format!("{}: its client was the bottleneck (see its notices)", part.input));
     }
     for i in inputs {
-        notices.extend(i.result.notices.iter().map(|n| format!("{}: {n}", i.label)));
+        let own = i.result.notices.0.iter();
+        notices.0.extend(own.map(|n| result::Notice { message: format!("{}: {}", i.label, n.message), ..n.clone() }));
     }
     notices
 }
 
 /// What the run was, from the first input; what inputs differ in named with every value, none
-/// passed off as the whole's.
+/// passed off as the whole's: calls and targets joined, a mode `mixed` (each input's under
+/// `shards`) with each input's load.
 fn copy_settings(inputs: &[Input], out: &mut Run) {
     let first = &inputs[0].result;
-    out.target = first.target.clone();
-    out.call = first.call.clone();
+    let joined = |pick: Setting| distinct(inputs, pick).join(", ");
+    out.target = joined(|r| r.target.as_str());
+    out.call = joined(|r| r.call.as_str());
     out.mode = first.mode.clone();
     out.load = first.load.clone();
+    if distinct(inputs, |r| r.mode.as_str()).len() > 1 {
+        out.mode = result::Mode::Mixed.into();
+        out.load = format!("mixed: {}", distinct(inputs, |r| r.load.as_str()).join("; "));
+    }
     out.concurrency = first.concurrency;
     out.connections = first.connections;
     out.rps_target = first.rps_target.clone();
     out.interval_s = first.interval_s;
-    for (key, pick) in MIXABLE {
-        let values = distinct(inputs, pick);
-        if values.len() > 1 {
-            let joined = values.join(", ");
-            match key {
-                "mode" => out.mode = joined,
-                "call" => out.call = joined,
-                _ => out.target = joined,
-            }
-        }
-    }
 }
 
 /// Streaming results: messages added, their histograms added and summarised again, rates
 /// over the union of the windows (`rate`).
-fn merge_messages(inputs: &[Input], kind: String, rate: &dyn Fn(u64) -> f64) -> anyhow::Result<result::Messages> {
+fn merge_messages(
+    inputs: &[Input],
+    kind: result::Word<result::StreamKind>,
+    rate: &dyn Fn(u64) -> f64,
+) -> anyhow::Result<result::Messages> {
     let sum = |pick: fn(&result::Messages) -> u64| {
         inputs.iter().filter_map(|i| i.result.messages.as_ref().map(pick)).fold(0, u64::saturating_add)
     };
@@ -605,11 +608,13 @@ fn ms(l: &LatencySummary, stat: &str) -> String {
 pub fn table(merged: &Run) -> String {
     let l = &merged.latency_us;
     let shards = merged.shards.as_deref().unwrap_or_default();
+    let mixed = merged.mode.known() == Some(result::Mode::Mixed);
     let mut o = format!(
-        "{} {}  (merged from {} results){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
+        "{} {}  (merged from {} results, mode {}){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
         merged.target,
         merged.call,
         shards.len(),
+        merged.mode,
         if merged.meta.ended.partial() { "  [PARTIAL]" } else { "" },
         merged.requests.total,
         merged.requests.ok,
@@ -626,8 +631,10 @@ pub fn table(merged: &Run) -> String {
     for s in shards {
         // A slice has no client of its own: its run's served every name.
         let cpu = s.client.as_ref().map_or(String::new(), |c| format!(", client CPU {} µs/call", c.cpu_us_per_request));
+        // Inputs of different modes: each one's.
+        let mode = s.mode.as_ref().filter(|_| mixed).map_or(String::new(), |m| format!(" ({m})"));
         o += &format!(
-            "  {}: {} calls, {:.1} calls/s{cpu}{}\n",
+            "  {}{mode}: {} calls, {:.1} calls/s{cpu}{}\n",
             s.input,
             s.calls,
             s.throughput_rps,
@@ -649,7 +656,7 @@ pub fn table(merged: &Run) -> String {
     for a in merged.assertions.iter().flatten() {
         o += &format!("Assert {}: {} ({})\n", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
-    for n in &merged.notices {
+    for n in merged.notices.texts() {
         o += &format!("Note: {n}\n");
     }
     o

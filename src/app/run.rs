@@ -12,8 +12,12 @@ use crate::report::Format;
 use crate::result::Run;
 use crate::schema::{self, DataSource, RequestSource, SchemaSource};
 use crate::sink::{
-    details::DetailsWriter, hdr_log::HdrLog, metrics::LiveMetrics, progress::Progress,
-    progress::Style as ProgressStyle, Sinks,
+    details::{self, DetailsWriter},
+    hdr_log::HdrLog,
+    metrics::LiveMetrics,
+    progress::Progress,
+    progress::Style as ProgressStyle,
+    Sinks,
 };
 use crate::stats::assertions::Assertion;
 use std::process::ExitCode;
@@ -266,9 +270,12 @@ fn sinks(
         let file = outputs.take(path).ok_or_else(|| internal("--csv-details was not opened"))?;
         // A workload's rows name their call, and read key and version with its own method (a
         // replay's calls have no schema: none is read).
-        let methods = mix.calls.iter().filter_map(|c| c.schema.clone()).collect();
-        let names = mix.named.then(|| mix.calls.iter().map(|c| c.name.clone()).collect());
-        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, methods, names, settings.csv_metadata.clone())));
+        let calls = mix
+            .calls
+            .iter()
+            .map(|c| details::Call { name: mix.named.then(|| c.name.clone()), method: c.schema.clone() })
+            .collect();
+        sinks.add(Box::new(DetailsWriter::start(path.clone(), file, calls, settings.csv_metadata.clone())));
     }
     if let Some(addr) = settings.metrics_addr {
         let target = plan.target.to_string();

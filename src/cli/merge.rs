@@ -48,7 +48,9 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
     for warning in merge::warnings(&merged) {
         eprintln!("rpcmeter: warning: {warning}");
     }
-    merged.notices.extend(skipped.into_iter().map(|line| format!("not a result, left out: {line}")));
+    for line in skipped {
+        merged.notices.push(crate::result::NoticeKind::LeftOut, format!("not a result, left out: {line}"));
+    }
     if let Some(path) = &args.output {
         let json = merged.to_json_pretty();
         crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;

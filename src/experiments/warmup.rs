@@ -168,7 +168,7 @@ fn open_loop_row(
         ms(summary.latency_us.get(crate::stats::Statistic::Percentile(99.0)).unwrap_or_default()),
         match steady.steady_after_s {
             Some(after) => format!("steady after {after:.2} s"),
-            None => steady.verdict,
+            None => steady.verdict.to_string(),
         },
         summary.requests.failed.to_string(),
     ]))

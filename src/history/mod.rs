@@ -180,7 +180,7 @@ impl History {
                     run.meta.name,
                     some(&run.target),
                     some(&run.call),
-                    some(&run.mode),
+                    some(run.mode.as_str()),
                     result.get("requests").and_then(|_| count(run.requests.total)),
                     result.get("requests").and_then(|_| count(run.requests.ok)),
                     result.get("throughput_rps").map(|_| run.throughput_rps),

@@ -3,8 +3,8 @@
 //! string that comes from a file is escaped.
 use super::breakdown::Kind;
 use super::svg::{esc, latency_us, num, Axis, Mark, Plot, Scale};
-use crate::result::LatencySummary;
 use crate::result::Slice;
+use crate::result::{LatencySummary, Mode, Verdict, Word, Words};
 use crate::stats::Statistic;
 use hdrhistogram::Histogram;
 use std::fmt::Write as _;
@@ -41,7 +41,7 @@ pub struct Run {
     pub tags: Vec<(String, String)>,
     pub target: String,
     pub call: String,
-    pub mode: String,
+    pub mode: Word<Mode>,
     pub load: String,
     pub concurrency: Option<f64>,
     pub total: u64,
@@ -69,7 +69,7 @@ pub struct Run {
     pub notices: Vec<String>,
     /// Streaming runs: messages each way and their per-message latency, in words.
     pub messages: Option<String>,
-    pub steady: String,
+    pub steady: Word<Verdict>,
     pub steady_after_s: Option<f64>,
     pub server_rps: Option<f64>,
     pub intervals: Vec<IntervalPoint>,
@@ -147,7 +147,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
         latency_us: r.latency_us.clone(),
         cpu_us_per_call: r.cpu_per_call().map(crate::units::micros),
         max_rss_bytes: r.client.as_ref().map(|c| c.max_rss_bytes as f64),
-        notices: r.notices.clone(),
+        notices: r.notices.texts().map(String::from).collect(),
         messages: r.messages.as_ref().map(messages_line),
         steady: steady.map(|s| s.verdict.clone()).unwrap_or_default(),
         steady_after_s: steady.and_then(|s| s.steady_after_s),
@@ -197,11 +197,11 @@ impl Run {
     /// latencies are those of failures (a refusal is fast and flat).
     fn steady_text(&self) -> String {
         if self.ok == 0 {
-            return "not judged: no call succeeded".into();
+            return Verdict::NotJudged.as_str().into();
         }
         match self.steady_after_s {
             Some(s) => format!("{} after {} s", self.steady, num(s)),
-            None => self.steady.clone(),
+            None => self.steady.to_string(),
         }
     }
 
@@ -391,7 +391,7 @@ fn summary_table(runs: &[Run]) -> String {
             esc(&r.label),
             esc(&r.target),
             esc(&r.call),
-            esc(if r.load.is_empty() { &r.mode } else { &r.load }),
+            esc(if r.load.is_empty() { r.mode.as_str() } else { &r.load }),
             r.total,
             r.ok,
             bad(r.failed),

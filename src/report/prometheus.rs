@@ -131,9 +131,9 @@ pub fn histogram_sum(h: &Histogram<u64>) -> Duration {
     Duration::from_secs_f64((h.mean() * h.len() as f64 / 1e9).max(0.0))
 }
 
-/// The run's mode as a label value (a merge of mixed modes: its first).
+/// The run's mode as a label value (a merge of inputs of different modes: `mixed`).
 pub fn mode(r: &Run) -> &str {
-    r.mode.split(", ").next().unwrap_or_default()
+    r.mode.as_str()
 }
 
 /// A label name from free text (a `--tag` key): letters, digits and `_`, not starting with a digit.

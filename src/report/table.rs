@@ -3,7 +3,7 @@
 use super::breakdown::Kind;
 use super::{histogram, Export};
 use crate::grpc::status;
-use crate::result::{LatencySummary, Run};
+use crate::result::{LatencySummary, Run, Verdict, Word, Words};
 use crate::stats::{Latency, Statistic};
 use crate::units::{bytes, duration};
 use hdrhistogram::Histogram;
@@ -230,16 +230,21 @@ fn latency_histogram(o: &mut String, r: &Run) {
 fn rounds(o: &mut String, r: &Run) {
     let Some(rounds) = r.rounds.as_ref().filter(|r| !r.is_empty()) else { return };
     let _ = writeln!(o, "\nRounds:");
-    let steady = r.warm_rounds.as_deref() == Some("steady");
+    let said = r.warm_rounds.as_ref();
+    let steady = said.and_then(Word::known) == Some(Verdict::Steady);
     let warm = if steady { r.warmup_rounds.unwrap_or(0) as usize } else { 0 };
     for (i, round) in rounds.iter().enumerate() {
         let tag = if i < warm { "  (warm-up)" } else { "" };
         let _ = writeln!(o, "  Took: {:.3} ms  RPS: {:.1}{tag}", round.took_ms, round.rps);
     }
-    let verdict = match (r.warm_rounds.as_deref(), warm) {
-        (Some("steady"), 0) => "steady from the first round".to_string(),
-        (Some("steady"), from) => format!("the first {from} round(s) were warm-up, steady after"),
-        (Some("no steady state"), _) => "no steady state: the rounds' times were still changing".to_string(),
+    let verdict = match (said, warm) {
+        (Some(Word::Known(Verdict::Steady)), 0) => "steady from the first round".to_string(),
+        (Some(Word::Known(Verdict::Steady)), from) => format!("the first {from} round(s) were warm-up, steady after"),
+        (Some(Word::Known(Verdict::NoSteadyState)), _) => {
+            "no steady state: the rounds' times were still changing".to_string()
+        }
+        // A newer version's word, as it wrote it.
+        (Some(Word::Other(word)), _) if !word.is_empty() => word.clone(),
         _ => "too few rounds to tell warm-up from steady state".to_string(),
     };
     let _ = writeln!(o, "  Rounds: {verdict}");
@@ -253,13 +258,16 @@ fn steady_state(o: &mut String, r: &Run) {
         o,
         "\nSteady state ({} intervals of p50 latency): {}",
         s.intervals,
-        match (s.verdict.as_str(), after) {
-            _ if r.requests.ok == 0 => crate::analysis::NOT_JUDGED.to_string(),
-            ("steady", Some(after)) if after.is_zero() => "steady from the start".to_string(),
-            ("steady", Some(after)) => format!("steady after {:.1} s", after.as_secs_f64()),
-            ("no steady state", _) => "no steady state reached".to_string(),
-            ("too short to judge" | "", _) => "too few intervals to judge".to_string(),
-            _ => "not judged: an interval had no calls".to_string(),
+        match (&s.verdict, after) {
+            _ if r.requests.ok == 0 => Verdict::NotJudged.as_str().to_string(),
+            (Word::Known(Verdict::Steady), Some(after)) if after.is_zero() => "steady from the start".to_string(),
+            (Word::Known(Verdict::Steady), Some(after)) => format!("steady after {:.1} s", after.as_secs_f64()),
+            (Word::Known(Verdict::NoSteadyState), _) => "no steady state reached".to_string(),
+            (Word::Known(Verdict::EmptyInterval), _) => "not judged: an interval had no calls".to_string(),
+            (Word::Known(Verdict::NotJudged), _) => Verdict::NotJudged.as_str().to_string(),
+            // A newer version's word, as it wrote it.
+            (Word::Other(word), _) if !word.is_empty() => word.clone(),
+            _ => "too few intervals to judge".to_string(),
         }
     );
 }
@@ -469,7 +477,7 @@ fn verdicts(o: &mut String, r: &Run) {
     for a in r.assertions.iter().flatten() {
         let _ = writeln!(o, "Assert {}: {} ({})", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
-    for n in &r.notices {
+    for n in r.notices.texts() {
         let _ = writeln!(o, "Note: {n}");
     }
 }
@@ -617,12 +625,29 @@ mod tests {
         );
     }
 
+    /// A verdict a newer minor version wrote is shown as written (before: any word it did not
+    /// know read "not judged: an interval had no calls").
+    #[test]
+    fn a_newer_minors_verdict_is_shown_as_written() {
+        let mut v = result(&run()).to_value();
+        v["meta"]["schema_version"] = "2.9".into();
+        v["steady_state"]["verdict"] = "drifting slowly".into();
+        v["warm_rounds"] = "still warming".into();
+        v["rounds"] = serde_json::json!([{"took_ms": 1.0, "rps": 1000.0}]);
+        let r = Run::from_value(v).unwrap();
+        let (mut steady, mut rounds_text) = (String::new(), String::new());
+        steady_state(&mut steady, &r);
+        rounds(&mut rounds_text, &r);
+        assert!(steady.contains("): drifting slowly"), "{steady}");
+        assert!(rounds_text.contains("Rounds: still warming"), "{rounds_text}");
+    }
+
     #[test]
     fn steady_state_is_not_judged_without_an_ok_call() {
         let mut s = run();
         assert!(text(steady_state, &s).contains("too few intervals to judge"), "no rows: {}", text(steady_state, &s));
         s.requests.ok = 0;
-        assert!(text(steady_state, &s).contains(crate::analysis::NOT_JUDGED));
+        assert!(text(steady_state, &s).contains(Verdict::NotJudged.as_str()));
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
 pub mod bounds;
+pub mod notices;
 pub mod replay;
 pub mod slice;
+pub mod words;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,6 +19,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use slice::{Counts, LatencySummary, Slice};
+pub use words::{Mode, Process, StreamKind, Verdict, Word, Words};
 
 /// `meta.schema_version`: MAJOR.MINOR. A reader refuses a newer major (a key it reads changed
 /// meaning) and reads a newer minor (keys were only added). 2.0: `checks` is a list, one entry
@@ -26,8 +29,11 @@ pub use slice::{Counts, LatencySummary, Slice};
 /// sent count in the call latencies (`latency_us`, `ok_latency_us`, a flow's or a call
 /// name's) at their lower bound, and `sent_latency_us` (with `histograms.sent_call_latency`,
 /// a slice's `sent_latency_us` and `sent_histogram`) keeps the calls sent only.
-/// 2.3 added `request_bytes` and `response_bytes`.
-pub const SCHEMA_VERSION: &str = "2.3";
+/// 2.3 added `request_bytes` and `response_bytes`. 2.4: a merge of inputs of different
+/// modes says `mode: "mixed"` (before, their modes joined: "closed, open", read as mixed),
+/// each input's own `shards[].mode`; a merge's and a coordinator's own notices have their
+/// kinds in `warnings` too, and new kinds (see `NoticeKind`).
+pub const SCHEMA_VERSION: &str = "2.4";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -43,9 +49,9 @@ pub struct Run {
     pub target: String,
     #[serde(default)]
     pub call: String,
-    /// closed | open | burst (a merge of mixed inputs names each).
-    #[serde(default)]
-    pub mode: String,
+    /// closed | open | burst, or mixed: a merge of inputs of different modes (2.4).
+    #[serde(default, deserialize_with = "words::mode")]
+    pub mode: Word<Mode>,
     #[serde(default)]
     pub load: String,
     #[serde(default)]
@@ -103,10 +109,10 @@ pub struct Run {
     pub late_wakeups: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<Client>,
-    #[serde(default)]
-    pub notices: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warnings: Option<Vec<Warning>>,
+    /// What qualifies the numbers: one list, written as `notices` (the texts) and `warnings`
+    /// (each with its kind).
+    #[serde(flatten)]
+    pub notices: Notices,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assertions: Option<Vec<Checked>>,
     /// The histograms; the call latency's one key is `histograms.call_latency` (1.x wrote it
@@ -125,7 +131,7 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_state: Option<SteadyState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warm_rounds: Option<String>,
+    pub warm_rounds: Option<Word<Verdict>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_rounds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,7 +253,7 @@ impl Ended {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Arrival {
-    pub process: String,
+    pub process: Word<Process>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
 }
@@ -302,63 +308,7 @@ pub struct Hiccups {
     pub max: f64,
 }
 
-/// A notice with its kind (`warnings`), so that scripts can act on it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Warning {
-    #[serde(default)]
-    pub kind: Kind,
-    #[serde(default)]
-    pub message: String,
-}
-
-/// What qualifies the numbers, by kind (`warnings[].kind`), in the words results hold.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum NoticeKind {
-    Partial,
-    ClosedLoop,
-    BehindSchedule,
-    ScheduleLag,
-    Unsent,
-    ClientCpu,
-    SharedCores,
-    LittlesLaw,
-    Abandoned,
-    ServerCount,
-    ServerThroughput,
-    WarmUp,
-    NoSteadyState,
-    #[serde(rename = "client_hiccups")]
-    Hiccups,
-    SlowBackend,
-    DownBackend,
-    FailedChecks,
-    FlowsStopped,
-}
-
-/// A warning's kind as read: one this version knows, or the word a newer one wrote (kept
-/// as it is, so the result reads and writes back unchanged).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum Kind {
-    Known(NoticeKind),
-    Other(String),
-}
-
-impl Default for Kind {
-    fn default() -> Kind {
-        Kind::Other(String::new())
-    }
-}
-
-impl Kind {
-    pub fn known(&self) -> Option<NoticeKind> {
-        match self {
-            Kind::Known(k) => Some(*k),
-            Kind::Other(_) => None,
-        }
-    }
-}
+pub use notices::{Kind, Notice, NoticeKind, Notices, Warning};
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(default)]
@@ -414,7 +364,7 @@ pub struct IntervalRow {
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(default)]
 pub struct SteadyState {
-    pub verdict: String,
+    pub verdict: Word<Verdict>,
     pub steady_after_s: Option<f64>,
     pub intervals: u64,
     pub series: String,
@@ -438,7 +388,7 @@ pub struct Server {
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct Messages {
     #[serde(default)]
-    pub kind: String,
+    pub kind: Word<StreamKind>,
     #[serde(default)]
     pub sent: u64,
     #[serde(default)]
@@ -525,6 +475,9 @@ pub struct ShardPart {
     pub client: Option<Client>,
     #[serde(default)]
     pub bottleneck: bool,
+    /// Its mode (2.4): what a merged `mode: "mixed"` is made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Word<Mode>>,
     /// Its calls as a slice (results merged before slices were kept lack it).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<ShardSlice>,

@@ -19,6 +19,11 @@ fn every_written_result_reads_and_writes_back_unchanged() {
         // 1.x wrote the call-latency histogram twice; it is written once, and was the same.
         let twice = before.as_object_mut().unwrap().remove("histogram");
         assert_eq!(twice.as_ref(), Some(&before["histograms"]["call_latency"]), "{name}");
+        // A merge before 2.4 joined its inputs' modes; it reads as mixed, written so.
+        if name == "merged" {
+            assert_eq!(before["mode"], "closed, open");
+            before["mode"] = "mixed".into();
+        }
         assert!(run.other.is_empty() && run.meta.other.is_empty(), "{name}: keys not typed: {:?}", run.other.keys());
         let after = run.to_value();
         // The first key that differs, rather than two whole results.
@@ -198,6 +203,12 @@ fn warning_kinds_read_as_written() {
         "down_backend",
         "failed_checks",
         "flows_stopped",
+        "merged",
+        "mixed_inputs",
+        "client_bottleneck",
+        "shard_missing",
+        "rebuilt",
+        "left_out",
         "a_kind_from_the_future",
     ];
     for word in words {
@@ -206,4 +217,90 @@ fn warning_kinds_read_as_written() {
         assert_eq!(known, word != "a_kind_from_the_future", "{word}: {read:?}");
         assert_eq!(serde_json::to_value(&read).unwrap()["kind"], word, "written back as read");
     }
+}
+
+/// Each field of the result's word sets reads as its enum in every saved result (before:
+/// strings, matched by hand in each format).
+#[test]
+fn the_saved_results_words_read_typed() {
+    let read = |i: usize| Run::parse(WRITTEN[i].1).unwrap();
+    let modes: Vec<Option<Mode>> = (0..WRITTEN.len()).map(|i| read(i).mode.known()).collect();
+    use Mode::*;
+    assert_eq!(modes, [Some(Open), Some(Closed), Some(Open), Some(Burst), Some(Closed), Some(Mixed), Some(Closed)]);
+    let process = |i: usize| read(i).meta.arrival.map(|a| a.process.known());
+    assert_eq!(
+        (process(0), process(2), process(1)),
+        (Some(Some(Process::Uniform)), Some(Some(Process::Poisson)), None)
+    );
+    assert_eq!(read(4).messages.unwrap().kind.known(), Some(StreamKind::Bidi));
+    assert_eq!(read(3).warm_rounds.and_then(|w| w.known()), Some(Verdict::Steady));
+    let verdict = |i: usize| read(i).steady_state.map(|s| s.verdict.known());
+    assert_eq!(
+        (verdict(0), verdict(1), verdict(5)),
+        (Some(Some(Verdict::Steady)), Some(Some(Verdict::TooShort)), None)
+    );
+    // Each word reads back as itself.
+    for mode in Mode::ALL {
+        assert_eq!(Word::<Mode>::read(mode.as_str()), Word::Known(*mode));
+    }
+    for v in Verdict::ALL {
+        assert_eq!(serde_json::to_value(Word::Known(*v)).unwrap(), v.as_str());
+    }
+}
+
+/// A word a newer minor version writes (a mode, an arrival, a stream kind, a verdict) is
+/// read and kept as written, never taken for one this version knows (report/table.rs shows
+/// it as written).
+#[test]
+fn a_newer_minors_words_are_kept_as_written() {
+    let mut v: Value = serde_json::from_str(WRITTEN[3].1).unwrap();
+    v.as_object_mut().unwrap().remove("histogram");
+    v["meta"]["schema_version"] = "2.9".into();
+    v["mode"] = "ramping".into();
+    v["meta"]["arrival"] = serde_json::json!({"process": "bursty"});
+    v["messages"] =
+        serde_json::json!({"kind": "half duplex", "sent": 1, "received": 1, "sent_per_s": 1.0, "received_per_s": 1.0});
+    v["steady_state"]["verdict"] = "drifting slowly".into();
+    v["warm_rounds"] = "still warming".into();
+    let run = Run::from_value(v.clone()).unwrap();
+    assert_eq!(run.mode, Word::Other("ramping".into()));
+    assert_eq!(run.steady_state.as_ref().unwrap().verdict, Word::Other("drifting slowly".into()));
+    assert_eq!(run.warm_rounds, Some(Word::Other("still warming".into())));
+    assert_eq!(run.to_value(), v, "written back as read");
+}
+
+/// One list of notices behind `notices` and `warnings`: a run's written with both; a result
+/// written without `warnings` (a merge before 2.4) reads its notices kindless and writes
+/// them back without it; a text the coordinator added without a warning keeps no kind
+/// while the others keep theirs (before: two lists, rejoined by text where read).
+#[test]
+fn notices_and_warnings_are_one_list() {
+    let run = Run::parse(WRITTEN[0].1).unwrap();
+    let kinds: Vec<Option<NoticeKind>> = run.notices.0.iter().map(|n| n.kind.as_ref().and_then(Word::known)).collect();
+    assert_eq!(kinds, [Some(NoticeKind::ScheduleLag), Some(NoticeKind::SharedCores)]);
+    let merged = Run::parse(WRITTEN[5].1).unwrap();
+    assert_eq!(merged.notices.0.len(), 6);
+    assert!(merged.notices.0.iter().all(|n| n.kind.is_none()));
+    assert!(merged.to_value().get("warnings").is_none(), "none was read: none written");
+
+    let mut v: Value = serde_json::from_str(WRITTEN[0].1).unwrap();
+    v.as_object_mut().unwrap().remove("histogram");
+    let mut texts = v["notices"].as_array().unwrap().clone();
+    texts.insert(1, "shard 1/2 is missing from this result: lost".into());
+    v["notices"] = texts.into();
+    let run = Run::from_value(v.clone()).unwrap();
+    let kinds: Vec<Option<NoticeKind>> = run.notices.0.iter().map(|n| n.kind.as_ref().and_then(Word::known)).collect();
+    assert_eq!(kinds, [Some(NoticeKind::ScheduleLag), None, Some(NoticeKind::SharedCores)]);
+    assert_eq!(run.to_value(), v, "written back as read");
+
+    // Written from the one list: the texts in order, and each kinded one as a warning.
+    let mut fresh = Run::default();
+    fresh.notices.push(NoticeKind::Merged, "merged");
+    fresh.notices.push(NoticeKind::ShardMissing, "missing");
+    let written = fresh.to_value();
+    assert_eq!(written["notices"], serde_json::json!(["merged", "missing"]));
+    let expected =
+        serde_json::json!([{"kind": "merged", "message": "merged"}, {"kind": "shard_missing", "message": "missing"}]);
+    assert_eq!(written["warnings"], expected);
+    assert_eq!(Run::default().to_value()["warnings"], serde_json::json!([]), "no notice: an empty list, as before");
 }

@@ -32,27 +32,29 @@ pub enum MetadataColumn {
     Trailer(String),
 }
 
-/// What the columns after the fixed ones hold.
-struct Extra {
-    /// A workload's call names, by the index of `CallRecord::which`.
-    names: Option<Vec<String>>,
-    metadata: Vec<MetadataColumn>,
+/// One call of the run's mix, as its rows read it: its name (a workload's, written in the
+/// `name` column) and its method (None: a replay's calls, which have no schema to read).
+pub struct Call {
+    pub name: Option<String>,
+    pub method: Option<prost_reflect::MethodDescriptor>,
+}
+
+/// A call's messages, as its rows decode them.
+struct Columns {
+    name: Option<String>,
+    messages: Option<(MessageDescriptor, MessageDescriptor)>,
 }
 
 impl DetailsWriter {
     /// Starts the writer on `file` (opened by the caller before the run, with the other
-    /// outputs); `methods` by the index of `CallRecord::which`, and their `names` for a workload.
-    pub fn start(
-        path: PathBuf,
-        file: File,
-        methods: Vec<prost_reflect::MethodDescriptor>,
-        names: Option<Vec<String>>,
-        metadata: Vec<MetadataColumn>,
-    ) -> DetailsWriter {
+    /// outputs); `calls` by the index of `CallRecord::which`, each with its own name and method.
+    pub fn start(path: PathBuf, file: File, calls: Vec<Call>, metadata: Vec<MetadataColumn>) -> DetailsWriter {
         let (sender, receiver) = mpsc::sync_channel::<CallRecord>(BUFFER);
-        let messages = methods.iter().map(|m| (m.input(), m.output())).collect();
-        let extra = Extra { names, metadata };
-        let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, messages, extra));
+        let calls = calls
+            .into_iter()
+            .map(|c| Columns { name: c.name, messages: c.method.map(|m| (m.input(), m.output())) })
+            .collect();
+        let thread = std::thread::spawn(move || write_all(BufWriter::new(file), receiver, calls, metadata));
         DetailsWriter { path, sender, thread }
     }
 }
@@ -92,9 +94,9 @@ fn field(message: Option<&MessageDescriptor>, bytes: Option<&[u8]>, name: &str) 
 
 fn write_all(
     out: BufWriter<File>,
-    calls: mpsc::Receiver<CallRecord>,
-    messages: Vec<(MessageDescriptor, MessageDescriptor)>,
-    extra: Extra,
+    records: mpsc::Receiver<CallRecord>,
+    calls: Vec<Columns>,
+    metadata: Vec<MetadataColumn>,
 ) -> std::io::Result<u64> {
     let mut w = csv::Writer::from_writer(out);
     let mut head: Vec<String> = [
@@ -113,18 +115,20 @@ fn write_all(
     ]
     .map(String::from)
     .to_vec();
-    if extra.names.is_some() {
+    let named = calls.iter().any(|c| c.name.is_some());
+    if named {
         head.push("name".into());
     }
-    head.extend(extra.metadata.iter().map(|m| match m {
+    head.extend(metadata.iter().map(|m| match m {
         MetadataColumn::Header(key) => format!("header:{key}"),
         MetadataColumn::Trailer(key) => format!("trailer:{key}"),
     }));
     w.write_record(&head)?;
     let mut rows = 0;
-    for c in calls {
+    for c in records {
+        let call = calls.get(c.which);
         // A replayed log's calls have no schema: no key or version to read.
-        let (input, output) = messages.get(c.which).or(messages.first()).map(|(i, o)| (i, o)).unzip();
+        let (input, output) = call.and_then(|call| call.messages.as_ref()).map(|(i, o)| (i, o)).unzip();
         let request = c.request.get(5..); // past the gRPC frame header
         let unix_ns = |t: std::time::SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         let ts = unix_ns(c.sent_at);
@@ -143,10 +147,10 @@ fn write_all(
             c.intended.map(|t| unix_ns(t).to_string()).unwrap_or_default(),
         ];
         let mut record = record.to_vec();
-        if let Some(names) = &extra.names {
-            record.push(names.get(c.which).cloned().unwrap_or_default());
+        if named {
+            record.push(call.and_then(|call| call.name.clone()).unwrap_or_default());
         }
-        record.extend(extra.metadata.iter().map(|m| {
+        record.extend(metadata.iter().map(|m| {
             let value = match m {
                 MetadataColumn::Header(key) => c.reply.metadata.header(key),
                 MetadataColumn::Trailer(key) => c.reply.metadata.trailer(key),
@@ -158,4 +162,62 @@ fn write_all(
     }
     w.flush()?;
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost_reflect::{DescriptorPool, Value as Field};
+    use std::time::{Duration, SystemTime};
+
+    /// Each row reads its call's own name and method, one list by the index of `which` (before:
+    /// the methods with a schema and the names were two lists, so a call without a schema
+    /// shifted every later call's method onto the call before it).
+    #[test]
+    fn each_row_reads_its_own_calls_name_and_method() {
+        let pool = DescriptorPool::decode(crate::lab::proto::FILE_DESCRIPTOR_SET).unwrap();
+        let put = pool.get_service_by_name("rpcmeter.lab.v1.Storage").unwrap().methods().nth(1).unwrap();
+        assert_eq!(put.name(), "PutValue");
+        let mut request = DynamicMessage::new(put.input());
+        request.set_field_by_name("key", Field::String("k1".into()));
+        let request = crate::grpc::wire::frame(&prost::Message::encode_to_vec(&request));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("details.csv");
+        let calls = vec![
+            Call { name: Some("logged".into()), method: None },
+            Call { name: Some("put".into()), method: Some(put) },
+        ];
+        let writer = Box::new(DetailsWriter::start(path.clone(), File::create(&path).unwrap(), calls, vec![]));
+        let sender = writer.calls().unwrap();
+        for which in [0, 1] {
+            let reply = crate::grpc::Reply {
+                status: tonic::Code::Ok,
+                response_bytes: 0,
+                response: None,
+                message: None,
+                metadata: Default::default(),
+            };
+            let record = CallRecord {
+                call: which as u64,
+                which,
+                worker: 0,
+                sent_at: SystemTime::now(),
+                intended: None,
+                latency: Duration::from_millis(1),
+                request: request.clone(),
+                reply,
+                attempts: 1,
+                warmup: false,
+            };
+            sender.send(record).unwrap();
+        }
+        drop(sender);
+        writer.finish().unwrap();
+        let mut rows = csv::Reader::from_path(&path).unwrap();
+        let head = rows.headers().unwrap().clone();
+        let at = |name: &str| head.iter().position(|h| h == name).unwrap();
+        let read: Vec<(String, String)> =
+            rows.records().map(|r| r.unwrap()).map(|r| (r[at("name")].to_string(), r[at("key")].to_string())).collect();
+        assert_eq!(read, [("logged".to_string(), String::new()), ("put".to_string(), "k1".to_string())]);
+    }
 }

@@ -23,7 +23,7 @@ use crate::load::plan::Control;
 use crate::load::plan::Start;
 use crate::record::shard::{from_text, new_histogram, to_text};
 use crate::report::Format;
-use crate::result::Run;
+use crate::result::{NoticeKind, Run};
 use crate::stats::assertions::Assertion;
 use protocol::{invalid, receive, receive_bytes, send, Message, Tallies, MAX_LINE, MAX_RESULT, MAX_UNPROVEN, VERSION};
 use serde_json::Value;
@@ -808,7 +808,8 @@ fn of_intervals(
         ..Default::default()
     };
     run.partial = true;
-    run.notices.push(format!("rebuilt from the {} intervals it sent before it was lost", measured.len()));
+    run.notices
+        .push(NoticeKind::Rebuilt, format!("rebuilt from the {} intervals it sent before it was lost", measured.len()));
     run.meta = crate::result::Meta {
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         run_id: Some(uuid::Uuid::new_v4().to_string().into()),
@@ -876,7 +877,10 @@ pub fn merged(count: u32, outcome: &Outcome) -> anyhow::Result<Run> {
                 true => " (what it measured until then is merged, from the intervals it sent)",
                 false => "",
             };
-            merged.notices.push(format!("shard {index}/{count} is missing from this result: {why}{kept}"));
+            merged.notices.push(
+                NoticeKind::ShardMissing,
+                format!("shard {index}/{count} is missing from this result: {why}{kept}"),
+            );
         }
     }
     Ok(merged)
@@ -933,7 +937,7 @@ pub fn conclude(outcome: &Outcome, end: Conclusion) -> anyhow::Result<ExitCode> 
     if interrupted {
         merged.partial = true;
         merged.meta.ended = crate::result::Ended::Interrupted;
-        merged.notices.push("interrupted: the shards were stopped and what they measured merged".into());
+        merged.notices.push(NoticeKind::Partial, "interrupted: the shards were stopped and what they measured merged");
     }
     let breaches = judge(&mut merged, checks)?;
     write_merged(&merged, format, output)?;
