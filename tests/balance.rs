@@ -295,3 +295,93 @@ fn a_long_address_list_is_short_in_the_table() {
     assert_eq!(rows.len(), 2, "{table}");
     assert!(rows[1].trim_start().starts_with("(20 backends)"), "{rows:?}");
 }
+
+/// `backend_intervals`' line for `addr`.
+fn series_of(r: &Value, addr: SocketAddr) -> &Value {
+    let lines = r["backend_intervals"]["lines"].as_array().unwrap_or_else(|| panic!("no backend_intervals: {r}"));
+    lines.iter().find(|l| l["backend"] == addr.to_string()).unwrap_or_else(|| panic!("no line for {addr}: {lines:?}"))
+}
+
+fn column(line: &Value, key: &str) -> Vec<u64> {
+    line[key].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect()
+}
+
+/// Each interval's lines and its calls without a backend add up to the interval's calls.
+fn assert_intervals_add_up(r: &Value) {
+    let intervals = r["intervals"].as_array().unwrap();
+    let series = &r["backend_intervals"];
+    let lines = series["lines"].as_array().unwrap();
+    for (i, row) in intervals.iter().enumerate() {
+        let placed: u64 = lines.iter().map(|l| l["calls"][i].as_u64().unwrap()).sum();
+        let none = series["no_backend"][i].as_u64().unwrap();
+        assert_eq!(placed + none, row["calls"].as_u64().unwrap(), "interval {i}: {series}");
+    }
+}
+
+/// The per-backend series (issue 41: there was none): a backend killed mid-run answers calls
+/// in the intervals before its death and none after, while the other takes every call; the
+/// HTML report draws both lines.
+#[test]
+fn a_killed_backends_calls_fall_to_zero_in_the_intervals_after_and_the_other_takes_its_share() {
+    let a = TestServer::start(Behaviour::Echo);
+    let mut b = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("run.html");
+    let mut cmd = run(&ipv4(&[&a, &b]), &["--lb", "round_robin", "--rps", "400", "-n", "1600", "--interval", "250ms"]);
+    cmd.arg("--export").arg(format!("html={}", page.display()));
+    let handle = std::thread::spawn(move || json(cmd));
+    // 150 of its 200 calls/s: it dies in the run's first second, a few intervals in.
+    wait::wait_for_count("calls on the backend that dies", 150, || b.calls());
+    b.kill();
+    let b_calls = b.calls();
+    let r = handle.join().unwrap();
+    assert_intervals_add_up(&r);
+    let (a_line, b_line) = (series_of(&r, a.addr), series_of(&r, b.addr));
+    let (a_calls, b_ok) = (column(a_line, "calls"), column(b_line, "ok"));
+    // Every OK call of the backend is in its series, as its server counted them.
+    assert_eq!(b_ok.iter().sum::<u64>(), b_calls, "{b_line}");
+    assert_eq!(column(a_line, "ok").iter().sum::<u64>(), a.calls(), "{a_line}");
+    let b_all = column(b_line, "calls");
+    let last = b_all.iter().rposition(|&n| n > 0).expect("the backend answered before it died");
+    // It died early in a run of 4 s: intervals follow in which it took no call and the other
+    // took every call of the interval.
+    let after: Vec<usize> =
+        (last + 1..b_all.len()).filter(|&i| r["intervals"][i]["calls"].as_u64() > Some(0)).collect();
+    assert!(after.len() >= 2, "b {b_all:?}, a {a_calls:?}");
+    for i in after {
+        assert_eq!(b_all[i], 0);
+        assert_eq!(Some(a_calls[i]), r["intervals"][i]["calls"].as_u64(), "interval {i}: a {a_calls:?}");
+    }
+    // Before, both answered (round robin), over more than one interval.
+    assert!((0..=last).all(|i| a_calls[i] > 0), "b {b_all:?}, a {a_calls:?}");
+    assert!(b_all[..=last].iter().filter(|&&n| n > 0).count() >= 2, "b {b_all:?}, a {a_calls:?}");
+    for line in [a_line, b_line] {
+        let p99 = line["p99_us"].as_array().unwrap();
+        assert!(line["calls"].as_array().unwrap().iter().zip(p99).all(|(n, p)| (n == 0) == p.is_null()), "{line}");
+    }
+    let html = std::fs::read_to_string(&page).unwrap();
+    for plot in ["id=\"be-rps-0\"", "id=\"be-p99-0\"", "id=\"backend-legend-0\""] {
+        assert!(html.contains(plot), "{plot} missing");
+    }
+    let legend = html.split("id=\"backend-legend-0\"").nth(1).unwrap().split("</p>").next().unwrap();
+    assert!(legend.contains(&a.addr.to_string()) && legend.contains(&b.addr.to_string()), "{legend}");
+}
+
+/// With many addresses the series stays a few lines: the first `BACKEND_LINES` (8) each, the
+/// rest folded into one line that says how many backends it holds.
+#[test]
+fn backends_past_the_first_eight_are_one_line_of_the_series() {
+    let up = TestServer::start(Behaviour::Echo);
+    let listeners: Vec<std::net::TcpListener> =
+        (0..11).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let down: Vec<String> = listeners.iter().map(|l| l.local_addr().unwrap().to_string()).collect();
+    drop(listeners);
+    let r = json(run(&format!("ipv4:{},{}", up.addr, down.join(",")), &["--lb", "round_robin", "-n", "40", "-c", "2"]));
+    let lines = r["backend_intervals"]["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 9, "{lines:?}");
+    assert_eq!(lines[0]["backend"], up.addr.to_string());
+    assert_eq!((lines[8]["backend"].as_str(), lines[8]["backends"].as_u64()), (Some("(4 other backends)"), Some(4)));
+    assert!(column(&lines[8], "answering").iter().all(|&n| n == 0), "{}", lines[8]);
+    assert_eq!(column(&lines[0], "ok").iter().sum::<u64>(), up.calls());
+    assert_intervals_add_up(&r);
+}

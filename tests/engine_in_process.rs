@@ -75,6 +75,7 @@ fn every_call_of_a_total_is_recorded_once_and_finished_into_a_summary() {
         floor: None,
         hiccups: None,
         server: None,
+        client_resets: 0,
         replay: None,
     });
     assert_eq!((summary.requests.total, summary.requests.ok, summary.requests.failed), (300, 300, 0));

@@ -52,6 +52,9 @@ pub struct Run<'a> {
     pub hiccups: Option<&'a Histogram<u64>>,
     /// The server's count, when the target serves the lab's Stats.
     pub server: Option<ServerSide>,
+    /// Streams the client reset itself (warm-up included; `run --replay` where the log ended
+    /// them CANCELLED, `--cancel-after`): OK calls to the client, cancelled ones to the server.
+    pub client_resets: u64,
     /// `run --replay`: what the result says of the log, from what the run measured.
     pub replay: Option<FinishReplay<'a>>,
 }
@@ -94,6 +97,7 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         floor,
         hiccups,
         server,
+        client_resets,
         replay: _,
     } = run;
     let steady = steady::steady_state(&rows, plan.interval);
@@ -130,7 +134,7 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         add_floor(&mut summary, floor);
     }
     if let Some(server) = server {
-        add_server(&mut summary, server);
+        add_server(&mut summary, server, client_resets);
     }
     summary
 }
@@ -350,12 +354,13 @@ fn add_floor(s: &mut Summary, floor: Option<Calibration>) {
     s.floor = Some(floor);
 }
 
-/// The server's count, and the checks that compare it with the client's.
-fn add_server(s: &mut Summary, server: ServerSide) {
+/// The server's count, and the checks that compare it with the client's (`resets`: streams
+/// the client reset itself).
+fn add_server(s: &mut Summary, server: ServerSide, resets: u64) {
     // A shard's server count holds every shard's calls (they load one server at once):
     // compared with one shard's, it would cry "another client" at its siblings.
     if s.shard.is_none() {
-        s.notices.extend(cross_check::cross_check(s, &server));
+        s.notices.extend(cross_check::cross_check(s, &server, resets));
     }
     s.server = Some(server);
 }
@@ -457,6 +462,7 @@ pub(crate) mod fixture {
             floor: None,
             hiccups: None,
             server: None,
+            client_resets: 0,
             replay: None,
         }
     }

@@ -82,6 +82,7 @@ pub fn result(s: &Summary) -> Run {
         flows: (!s.flow_shares.is_empty()).then(|| flows(s, s.duration).into_iter().collect()),
         checks: (!s.check_counts.is_empty()).then(|| checks(s)),
         backends: (!s.backend_shares.is_empty()).then(|| backends(s, s.duration).into_iter().collect()),
+        backend_intervals: (!s.backend_shares.is_empty()).then(|| backend_intervals(s)),
         replay: s.replay.clone(),
         ..Run::default()
     }
@@ -298,6 +299,52 @@ fn checks(s: &Summary) -> Vec<result::CheckCount> {
 /// Targets broken down by backend: each address's slice (merge adds them).
 fn backends(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
     s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
+}
+
+/// Targets broken down by backend: each interval's calls by backend, the first
+/// `BACKEND_LINES` backends a line each and the rest folded into one.
+fn backend_intervals(s: &Summary) -> result::backend_intervals::BackendIntervals {
+    use crate::record::intervals::{BackendLine, BACKEND_LINES};
+    use result::backend_intervals::BackendSeries;
+    let n = s.intervals.len();
+    let named = s.backend_shares.len().min(BACKEND_LINES);
+    let folded = s.backend_shares.len() - named;
+    let mut lines: Vec<BackendSeries> =
+        s.backend_shares[..named].iter().map(|(address, _)| BackendSeries::named(address.clone(), n)).collect();
+    let mut others = (folded > 0).then(|| BackendSeries {
+        backends: Some(folded as u64),
+        answering: Some(Vec::with_capacity(n)),
+        ..BackendSeries::named(format!("({folded} other backend{})", if folded == 1 { "" } else { "s" }), n)
+    });
+    let mut no_backend = Vec::with_capacity(n);
+    let empty = BackendLine::default();
+    for row in &s.intervals {
+        let at = row.backends.as_ref();
+        for (k, series) in lines.iter_mut().enumerate() {
+            push_line(series, at.and_then(|b| b.lines.get(k)).unwrap_or(&empty));
+        }
+        if let Some(series) = &mut others {
+            let folded = at.and_then(|b| b.others.as_ref());
+            push_line(series, folded.map_or(&empty, |o| &o.line));
+            series.answering.get_or_insert_with(Vec::new).push(folded.map_or(0, |o| o.answering));
+        }
+        no_backend.push(row.calls.saturating_sub(at.map_or(0, |b| b.calls())));
+    }
+    lines.extend(others);
+    result::backend_intervals::BackendIntervals { lines, no_backend }
+}
+
+/// One interval of a backend's line.
+fn push_line(series: &mut result::backend_intervals::BackendSeries, line: &crate::record::intervals::BackendLine) {
+    let ok = line.statuses.get(tonic::Code::Ok);
+    let failed: Vec<(&str, u64)> = line
+        .statuses
+        .nonzero()
+        .filter(|(code, _)| *code != tonic::Code::Ok)
+        .map(|(c, n)| (status::name(c), n))
+        .collect();
+    let latency = (line.calls() > 0).then(|| (units::micros(line.p50), units::micros(line.p99)));
+    series.push(line.calls(), ok, &failed, latency);
 }
 
 /// One share of a run (a call name's, a backend's) as a slice.

@@ -20,7 +20,7 @@
 //! error rate. With `--min-effect`, a significant change smaller than that share of A's value
 //! is "no meaningful difference". A metric that cannot be judged (no OK calls on a side,
 //! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
-use crate::error::{bad_input, output_failed, run_failed};
+use crate::error::{bad_input, run_failed};
 use crate::report::Format;
 use crate::result::{NoticeKind, Run};
 use crate::stats::assertions::Value;
@@ -28,7 +28,6 @@ use crate::stats::compare::{mean_shift, MeanShift, Runs, Spread};
 use crate::units;
 use serde_json::{json, Value as JsonValue};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -61,8 +60,10 @@ pub struct Settings {
     /// `--min-effect`: the smallest relative change that counts (0.05 = 5 %).
     pub min_effect: Option<f64>,
     pub fail_on_regression: bool,
-    /// Table or JSON.
+    /// Table, JSON or the HTML page (`pages::compare`).
     pub format: Format,
+    /// `-o FILE`: where the report goes (None: standard output).
+    pub output: Option<PathBuf>,
 }
 
 /// Where a result comes from: a JSON result file or a history id ("42", "#42"), whole or one
@@ -745,7 +746,7 @@ impl MetricComparison {
     }
 
     /// A change of this metric as the reader reads it: "10%" or "1.00 pp".
-    fn amount(&self, x: f64) -> String {
+    pub(crate) fn amount(&self, x: f64) -> String {
         if self.metric.relative() && x > 10.0 {
             // Beyond ±1000 % the digits say nothing more than "unbounded".
             "±1000%+".into()
@@ -1081,6 +1082,8 @@ fn caveats(a: &[RunResult], b: &[RunResult]) -> (Vec<String>, Vec<String>) {
 /// Reads every result, compares, prints; with `fail_on_regression`, a regression or a metric
 /// that cannot be judged is exit 1 (after the report is printed).
 pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
+    // Made before the runs --runs makes: a bad path costs no measuring.
+    let destination = super::pages::Destination::open(settings.output.as_deref())?;
     let load = |refs: &[ResultRef]| refs.iter().map(ResultRef::load).collect::<anyhow::Result<Vec<_>>>();
     let (a, b, made) = match &settings.interleave {
         None => (load(&settings.a)?, load(&settings.b)?, None),
@@ -1102,10 +1105,10 @@ pub fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     }
     let text = match settings.format {
         Format::Json => serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default() + "\n",
+        Format::Html => super::pages::compare::render(&report),
         _ => table(&report),
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| output_failed(Path::new("-"), e))?;
+    destination.write(&text, "compare")?;
     if !settings.fail_on_regression {
         return Ok(ExitCode::SUCCESS);
     }
@@ -1144,7 +1147,7 @@ fn percent(fraction: f64) -> String {
     }
 }
 
-fn format_value(v: Value) -> String {
+pub(crate) fn format_value(v: Value) -> String {
     match v {
         Value::Latency(d) => units::duration(d),
         Value::PerSecond(r) => format!("{r:.1}/s"),
@@ -1152,7 +1155,7 @@ fn format_value(v: Value) -> String {
     }
 }
 
-fn format_p(p: f64) -> String {
+pub(crate) fn format_p(p: f64) -> String {
     if p < 1e-4 {
         "<0.0001".into()
     } else {
@@ -1172,7 +1175,7 @@ fn describe(r: &RunResult) -> String {
 }
 
 /// The change with its interval: "0.912 [0.871, 0.955]" or "+0.50 pp [+0.20, +0.80]".
-fn change_cell(m: &MetricComparison) -> String {
+pub(crate) fn change_cell(m: &MetricComparison) -> String {
     if let Some((r, low, high)) = m.ratio() {
         let bound = |x: f64| if x > 1000.0 { ">1000".to_string() } else { format!("{x:.3}") };
         return format!("{r:.3} [{low:.3}, {}]", bound(high));
@@ -1187,7 +1190,7 @@ fn change_cell(m: &MetricComparison) -> String {
     }
 }
 
-fn resolution_cell(m: &MetricComparison) -> String {
+pub(crate) fn resolution_cell(m: &MetricComparison) -> String {
     m.resolution().map_or("-".into(), |r| m.amount(r))
 }
 

@@ -14,9 +14,14 @@ pub enum Action {
     List {
         limit: usize,
     },
+    /// The `limit` newest runs (0: all) as one HTML page: their trend (`pages::history`).
+    Trend {
+        limit: usize,
+    },
     Show {
         id: i64,
-        /// Table: a short summary; JSON: the whole result, as `run --format json` printed it.
+        /// Table: a short summary; JSON: the whole result, as `run --format json` printed it;
+        /// HTML: its report, as `run -o FILE.html` draws it.
         format: Format,
     },
     Remove {
@@ -45,11 +50,29 @@ pub fn run(path: Option<PathBuf>, action: Action) -> anyhow::Result<String> {
                 false => list_table(&rows),
             })
         }
+        Action::Trend { limit } => {
+            let rows = history.as_ref().map(|h| h.list(limit)).transpose()?.unwrap_or_default();
+            // Oldest first, as a trend reads; a row that is no result is named, not drawn.
+            let mut runs = Vec::new();
+            for row in rows.iter().rev() {
+                let result = history.as_ref().map(|h| h.get(row.id)).transpose()?.flatten();
+                let run = result
+                    .ok_or_else(|| "removed while read".to_string())
+                    .and_then(|value| crate::result::Run::from_value(value).map_err(|e| e.to_string()));
+                runs.push((row.id, run));
+            }
+            Ok(super::pages::history::render(&path, &runs))
+        }
         Action::Show { id, format } => {
             let result = history.as_ref().map(|h| h.get(id)).transpose()?.flatten().ok_or_else(|| unknown(id))?;
             Ok(match format {
                 // As `report::json::Json` renders it, so the text is the run's own, byte for byte.
                 Format::Json => serde_json::to_string_pretty(&result)? + "\n",
+                Format::Html => {
+                    let run = crate::result::Run::from_value(result)
+                        .map_err(|e| bad_input(format!("history {}: run #{id}: {e}", path.display())))?;
+                    Format::Html.exporter().render(&run)
+                }
                 _ => summary(id, &result, &path),
             })
         }

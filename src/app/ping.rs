@@ -7,7 +7,7 @@
 //! and gRPC - ICMP: the difference of the medians with a 95% bootstrap interval and a
 //! Mann-Whitney U test (`stats::compare`).
 use super::run;
-use crate::error::{internal, output_failed, run_failed};
+use crate::error::{internal, run_failed};
 use crate::grpc::{CallOptions, Target};
 use crate::grpc::{Connection, Connector, PreparedCall};
 use crate::load::plan::Control;
@@ -19,7 +19,6 @@ use crate::stats::describe::Description;
 use crate::units;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -51,8 +50,10 @@ pub struct Settings {
     pub timeout: Duration,
     pub icmp: Method,
     pub trim: Option<Trim>,
-    /// Table or JSON.
+    /// Table, JSON or the HTML page (`pages::ping`).
     pub format: Format,
+    /// `-o FILE`: where the report goes (None: standard output).
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// What one protocol's probes gave: the answered round trips and why the others were lost.
@@ -62,14 +63,22 @@ pub struct Samples {
     pub lost: u64,
     /// The first reason a probe was lost, for the report.
     pub first_loss: Option<String>,
+    /// The sample number (from 0) of each answer and of each loss, for the page's series.
+    pub answered_at: Vec<u64>,
+    pub lost_at: Vec<u64>,
 }
 
 impl Samples {
     fn add(&mut self, outcome: Outcome) {
+        let at = self.answered.len() as u64 + self.lost;
         match outcome {
-            Outcome::Answered(d) => self.answered.push(d),
+            Outcome::Answered(d) => {
+                self.answered.push(d);
+                self.answered_at.push(at);
+            }
             Outcome::Lost(why) => {
                 self.lost += 1;
+                self.lost_at.push(at);
                 self.first_loss.get_or_insert(why);
             }
         }
@@ -126,6 +135,8 @@ pub struct Report {
 }
 
 pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
+    // Made before the samples: a bad path costs no measuring.
+    let destination = super::pages::Destination::open(settings.output.as_deref())?;
     let method = run::resolve_method(&settings.schema, &settings.call, &settings.target, control)?;
     let requests = RequestSource::new(&method, &settings.data)?;
     let call = PreparedCall::new(&settings.options.spec(crate::load::stage::path(&method)?));
@@ -171,7 +182,7 @@ pub fn run(settings: &Settings, control: &Control) -> anyhow::Result<ExitCode> {
         grpc: (grpc, grpc_a),
         bootstrap,
     };
-    write_report(&report, settings.format)
+    write_report(&report, settings.format, destination)
 }
 
 /// The series itself: `settings.count` network probes and gRPC calls, interleaved at
@@ -234,15 +245,13 @@ async fn sample(
 }
 
 /// Prints the report in its format; a side with no answer at all makes the run fail (exit 1).
-fn write_report(report: &Report, format: Format) -> anyhow::Result<ExitCode> {
+fn write_report(report: &Report, format: Format, destination: super::pages::Destination) -> anyhow::Result<ExitCode> {
     let text = match format {
         Format::Json => serde_json::to_string_pretty(&to_json(report)).unwrap_or_default() + "\n",
+        Format::Html => super::pages::ping::render(report),
         _ => table(report),
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|e| output_failed(std::path::Path::new("-"), e))?;
+    destination.write(&text, "ping")?;
     let mut problems = Vec::new();
     if report.icmp.0.answered.is_empty() {
         problems.push(format!("no {} probe was answered", report.method.name()));
@@ -269,7 +278,7 @@ pub fn signed_ms(ns: f64) -> String {
     format!("{}{}", if ns < 0.0 { "-" } else { "+" }, ms(size))
 }
 
-fn trim_word(t: Trim) -> &'static str {
+pub(crate) fn trim_word(t: Trim) -> &'static str {
     match t {
         Trim::Z => "z-score",
         Trim::Tukey => "Tukey",
@@ -277,7 +286,7 @@ fn trim_word(t: Trim) -> &'static str {
 }
 
 /// The outlier flags of one protocol in words.
-fn flags_text(name: &str, s: &Samples, a: &Analysed) -> String {
+pub(crate) fn flags_text(name: &str, s: &Samples, a: &Analysed) -> String {
     let z: usize = a.z_passes.iter().map(Vec::len).sum();
     let passes: Vec<String> = a.z_passes.iter().map(|p| p.len().to_string()).collect();
     let worst = |idx: &[usize]| {
@@ -291,6 +300,24 @@ fn flags_text(name: &str, s: &Samples, a: &Analysed) -> String {
         a.tukey.len(),
         worst(&a.tukey)
     )
+}
+
+/// gRPC - network: the difference of the medians with its interval, the ratio, the test.
+pub(crate) fn difference_text(r: &Report) -> String {
+    let net = r.method.name();
+    match (&r.shift, &r.test) {
+        (Some(s), Some(t)) => format!(
+            "gRPC - {net} (medians{}): {} [{:.0}% bootstrap CI {}, {}], gRPC / {net} {}; Mann-Whitney p {}",
+            if r.trim.is_some() { ", trimmed" } else { "" },
+            signed_ms(s.difference),
+            r.bootstrap.level * 100.0,
+            signed_ms(s.difference_ci.low),
+            signed_ms(s.difference_ci.high),
+            s.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            if t.p_value < 1e-4 { "< 0.0001".to_string() } else { format!("= {:.4}", t.p_value) }
+        ),
+        _ => format!("gRPC - {net}: no difference without answers on both sides"),
+    }
 }
 
 pub fn table(r: &Report) -> String {
@@ -337,25 +364,7 @@ pub fn table(r: &Report) -> String {
             let _ = writeln!(o, "  ({name}: first loss: {why})");
         }
     }
-    let _ = writeln!(o);
-    match (&r.shift, &r.test) {
-        (Some(s), Some(t)) => {
-            let level = r.bootstrap.level * 100.0;
-            let _ = writeln!(
-                o,
-                "gRPC - {net} (medians{}): {} [{level:.0}% bootstrap CI {}, {}], gRPC / {net} {}; Mann-Whitney p {}",
-                if r.trim.is_some() { ", trimmed" } else { "" },
-                signed_ms(s.difference),
-                signed_ms(s.difference_ci.low),
-                signed_ms(s.difference_ci.high),
-                s.ratio.map_or("-".into(), |x| format!("{x:.2}")),
-                if t.p_value < 1e-4 { "< 0.0001".to_string() } else { format!("= {:.4}", t.p_value) }
-            );
-        }
-        _ => {
-            let _ = writeln!(o, "gRPC - {net}: no difference without answers on both sides");
-        }
-    }
+    let _ = writeln!(o, "\n{}", difference_text(r));
     let _ = writeln!(
         o,
         "Outliers ({}):\n  {}\n  {}",

@@ -1,5 +1,5 @@
-//! `run --replay FILE`: the log read once for its methods (and refused when none of its calls
-//! can be sent), its calls made the engine's mix (one call of the mix per method, each call
+//! `run --replay FILE`: the log, read once for its methods and its rate when the run's settings
+//! were made (and refused then when none of its calls can be sent: `source::Log`), its calls made the engine's mix (one call of the mix per method, each call
 //! drawn from the log: load/logged.rs), and after the run the log's own numbers of the calls
 //! sent, beside the run's per-name breakdown.
 use super::redact::Redactor;
@@ -7,9 +7,8 @@ use super::run::Settings;
 use crate::error::bad_input;
 use crate::grpc::transport::{Bidi, CallKind, StreamLimits};
 use crate::load::engine;
-use crate::load::pacer::{Arrival, Pacer, RateSchedule};
 use crate::load::plan::Plan;
-use crate::replay::source::{self, call_name, method_name, Scan, Source};
+use crate::replay::source::{self, call_name, method_name, Log, Scan, Source};
 use crate::result::replay::Replay;
 use crate::schema::RequestSource;
 use std::sync::Arc;
@@ -23,6 +22,11 @@ pub(crate) struct Replaying {
 }
 
 impl Replaying {
+    /// Streams the client resets itself as the log ended them (CANCELLED), warm-up included.
+    pub(crate) fn resets(&self) -> u64 {
+        self.source.resets()
+    }
+
     /// What the result says of the replay, with the log's own numbers of the calls sent and
     /// the bytes the run (`measured`) sent; `calls` are the calls made of each method (the
     /// mix's order).
@@ -45,26 +49,19 @@ impl Replaying {
 }
 
 /// The mix and plan of a replay, its reader started.
-pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Result<(engine::Mix, Plan, Replaying)> {
-    let mut plan = settings.plan.clone();
+pub(crate) fn mix(settings: &Settings, log: &Log) -> anyhow::Result<(engine::Mix, Plan, Replaying)> {
+    let Log { settings: replay, scan } = log;
+    let plan = settings.plan.clone();
     let stream = settings.stream;
     if stream.count.is_some() || stream.duration.is_some() || !stream.interval.is_zero() {
         return Err(bad_input("--stream-*: a replayed log's calls are sent as they were logged"));
     }
-    let scan = Scan::read(replay)?;
     if let Some(line) = scan.skipped_line() {
         eprintln!("rpcmeter: {line}");
     }
     let redactor = Redactor::new(&replay.redact);
-    if let Some(line) = not_sent(&scan, replay, &redactor) {
+    if let Some(line) = not_sent(scan, replay, &redactor) {
         eprintln!("rpcmeter: {line}");
-    }
-    if let (Pacer::Open(_, Arrival::Logged), Some(speed)) = (&plan.pacer, replay.speed) {
-        // The report's rate: the log's mean, sped up.
-        let span = scan.info.span().as_secs_f64();
-        let mean = if span > 0.0 { scan.calls.saturating_sub(1) as f64 / span } else { 1.0 };
-        let mean = (mean * 10.0).round().max(1.0) / 10.0;
-        plan.pacer = Pacer::Open(RateSchedule::constant(mean * speed), Arrival::Logged);
     }
     let end = plan.stop.duration.map(|d| plan.warmup.saturating_add(d));
     let secret = Arc::new(move |key: &str| redactor.is_secret(key));
@@ -85,7 +82,7 @@ pub(crate) fn mix(settings: &Settings, replay: &source::Settings) -> anyhow::Res
         })
         .collect();
     let spec = plan.call.spec(calls[0].path.clone());
-    let source = Arc::new(Source::start(replay, &scan, &spec, secret, plan.shard, end)?);
+    let source = Arc::new(Source::start(replay, scan, &spec, secret, plan.shard, end)?);
     let mix = engine::Mix {
         pick: crate::load::workload::Pick::round_robin(&vec![1; calls.len()]),
         calls,

@@ -45,8 +45,9 @@ pub struct Settings {
     pub call: String,
     /// `--workload`: the mix of calls, read and checked (each method is resolved at the start).
     pub workload: Option<crate::load::workload::Workload>,
-    /// `--replay`: the calls of a binary log instead of --call or --workload.
-    pub replay: Option<crate::replay::source::Settings>,
+    /// `--replay`: the calls of a binary log instead of --call or --workload, the log read
+    /// (its rate paces `plan` when its own schedule is used).
+    pub replay: Option<crate::replay::source::Log>,
     /// `--workload` with `--seed`: draw each call at random by weight instead of round robin.
     pub pick_seed: Option<u64>,
     pub data: DataSource,
@@ -186,6 +187,7 @@ pub fn measure_with(
     let call = if mix.named { settings.call.clone() } else { mix.calls[0].method.clone() };
     let (call_names, flow_names, check_names) = (mix.call_names(), mix.flow_names(), mix.check_names());
     let (kind, bidi) = mix.streams();
+    let cancelling = mix.calls.iter().any(|c| c.stream.cancel.is_some());
     // Two names may call one method (with other data): the server counts it once.
     let mut paths: Vec<String> = mix.calls.iter().map(|c| c.path.to_string()).collect();
     paths.sort_unstable();
@@ -214,6 +216,7 @@ pub fn measure_with(
         arguments: settings.arguments.clone(),
     };
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let client_resets = client_resets(cancelling, replay.as_ref(), &recorded);
     let result = analysis::finish(analysis::Run {
         plan,
         meta,
@@ -230,6 +233,7 @@ pub fn measure_with(
         floor: settings.floor.then(crate::calibrate::cached),
         hiccups: hiccups.as_ref(),
         server: stats.and_then(|probe| probe.read(&paths)),
+        client_resets,
         replay: replay.map(|r| Box::new(move |measured: &_, calls: &_| r.finish(measured, calls)) as Box<_>),
     });
     let mut result = result;
@@ -239,6 +243,16 @@ pub fn measure_with(
         client.max_rss_bytes = client.max_rss_bytes.max(crate::record::resource::usage().max_rss_bytes);
     }
     Ok((result, finished.result.err()))
+}
+
+/// Streams the client reset itself, warm-up included: a replay's where its log ended them
+/// CANCELLED; with `--cancel-after` (`cancelling`), any of its calls (an upper bound).
+fn client_resets(cancelling: bool, replay: Option<&super::replay::Replaying>, r: &engine::Recorded) -> u64 {
+    match replay {
+        Some(replay) => replay.resets(),
+        None if cancelling => r.measured.counts.attempts + r.warmup.counts.attempts,
+        None => 0,
+    }
 }
 
 /// The run's sinks beside `extra`: the warm-up detector, progress, `--hdr-log`,

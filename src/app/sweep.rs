@@ -1,13 +1,11 @@
 //! The sweep's steps, run one after the other through `app::run::measure_step`, and the knee.
-use super::outputs::WholeFile;
 use super::run::{measure_step, Settings};
-use crate::error::{bad_input, output_failed, run_failed};
+use crate::error::run_failed;
 use crate::load::plan::Control;
 use crate::report::Format;
 use crate::result::Run;
 use crate::stats::Statistic;
 use crate::units;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
@@ -38,19 +36,19 @@ pub fn knee(throughputs: &[f64]) -> Option<usize> {
 /// Where the sweep's result goes: the table or JSON, to standard output or a file (`run`'s
 /// `-o` and `--format json`, given after `run`).
 pub struct SweepOutput {
-    /// Table or JSON.
+    /// Table, JSON or the HTML page (`pages::sweep`).
     pub format: Format,
     pub file: Option<PathBuf>,
 }
 
 /// A step that ran: its result, and whether it was cut short (Ctrl-C, SIGTERM).
-struct Done {
-    step: Step,
-    result: Run,
+pub(crate) struct Done {
+    pub step: Step,
+    pub result: Run,
 }
 
 impl Done {
-    fn partial(&self) -> bool {
+    pub fn partial(&self) -> bool {
         self.result.partial()
     }
 }
@@ -58,10 +56,7 @@ impl Done {
 pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOutput) -> anyhow::Result<ExitCode> {
     // The file is made before the first step (a bad path costs no measuring) and put in place
     // whole at the end.
-    let file = match &output.file {
-        Some(path) => Some(WholeFile::create(path).map_err(|e| bad_input(format!("-o {}: {e}", path.display())))?),
-        None => None,
-    };
+    let destination = super::pages::Destination::open(output.file.as_deref())?;
     let mut done: Vec<Done> = Vec::new();
     let mut not_run: Vec<String> = Vec::new();
     let mut failed_step: Option<String> = None;
@@ -93,19 +88,12 @@ pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOut
         }
     }
     let interrupted = done.iter().any(Done::partial) || (!not_run.is_empty() && failed_step.is_none());
-    let text = if output.format == Format::Json {
-        json(&done, &not_run, interrupted, failed_step.as_deref())
-    } else {
-        table(&done, &not_run, failed_step.as_deref())
+    let text = match output.format {
+        Format::Json => json(&done, &not_run, interrupted, failed_step.as_deref()),
+        Format::Html => super::pages::sweep::render(&done, &not_run, failed_step.as_deref()),
+        _ => table(&done, &not_run, failed_step.as_deref()),
     };
-    match (file, &output.file) {
-        (Some(f), Some(path)) => {
-            let mut w = f.file();
-            w.write_all(text.as_bytes()).and_then(|_| f.commit()).map_err(|e| output_failed(path, e))?;
-            eprintln!("sweep: wrote {}", path.display());
-        }
-        _ => std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?,
-    }
+    destination.write(&text, "sweep")?;
     // As `run`: a sweep in which no call succeeded measured no service, whatever its table says.
     let answered: u64 = done.iter().map(|d| d.result.requests.total).sum();
     let ok: u64 = done.iter().map(|d| d.result.requests.ok).sum();
@@ -118,7 +106,7 @@ pub fn run(steps: Vec<(Step, Settings)>, control: Arc<Control>, output: SweepOut
 
 /// The knee among the steps that ran to their end, on OK calls per second (a step whose calls
 /// fail fast is no capacity); an index into `points`, whose bool marks a partial step.
-fn knee_of(points: &[(f64, bool)]) -> Option<usize> {
+pub(crate) fn knee_of(points: &[(f64, bool)]) -> Option<usize> {
     let whole: Vec<usize> = (0..points.len()).filter(|&i| !points[i].1).collect();
     let throughputs: Vec<f64> = whole.iter().map(|&i| points[i].0).collect();
     knee(&throughputs).map(|k| whole[k])
@@ -139,8 +127,28 @@ fn no_knee(last: Option<(&str, u64, u64)>) -> String {
     }
 }
 
-fn knee_points(done: &[Done]) -> Vec<(f64, bool)> {
+pub(crate) fn knee_points(done: &[Done]) -> Vec<(f64, bool)> {
     done.iter().map(|d| (d.result.ok_calls_per_s(), d.partial())).collect()
+}
+
+/// The knee in words (a line with a blank line before it): where it is, or why there is none.
+pub(crate) fn knee_text(done: &[Done]) -> String {
+    let points = knee_points(done);
+    match knee_of(&points) {
+        Some(i) => format!(
+            "\nKnee: {} at {:.1} OK calls/s: more load after it buys less than {:.0}% more throughput\n",
+            done[i].step.label,
+            points[i].0,
+            KNEE_GAIN * 100.0
+        ),
+        None if points.iter().all(|p| p.1) => "\nKnee: none: no step ran to its end\n".to_string(),
+        None => {
+            let last = done.iter().rev().find(|d| !d.partial());
+            no_knee(
+                last.map(|d| (d.step.label.as_str(), d.result.requests.total, d.result.requests.unsent.unwrap_or(0))),
+            )
+        }
+    }
 }
 
 fn json(done: &[Done], not_run: &[String], interrupted: bool, failed_step: Option<&str>) -> String {
@@ -202,22 +210,7 @@ fn table(done: &[Done], not_run: &[String], failed_step: Option<&str>) -> String
             unsent.join(", ")
         );
     }
-    let points = knee_points(done);
-    o += &match knee_of(&points) {
-        Some(i) => format!(
-            "\nKnee: {} at {:.1} OK calls/s: more load after it buys less than {:.0}% more throughput\n",
-            done[i].step.label,
-            points[i].0,
-            KNEE_GAIN * 100.0
-        ),
-        None if points.iter().all(|p| p.1) => "\nKnee: none: no step ran to its end\n".to_string(),
-        None => {
-            let last = done.iter().rev().find(|d| !d.partial());
-            no_knee(
-                last.map(|d| (d.step.label.as_str(), d.result.requests.total, d.result.requests.unsent.unwrap_or(0))),
-            )
-        }
-    };
+    o += &knee_text(done);
     if let Some(why) = failed_step {
         o += &format!("Stopped: step {why}\n");
     } else if !not_run.is_empty() || done.iter().any(Done::partial) {

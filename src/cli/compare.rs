@@ -64,9 +64,14 @@ pub struct CompareArgs {
     /// rpcmeter-compare-<unix time> in the current directory]
     #[arg(long, value_name = "DIR", requires = "runs")]
     pub out: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_parser = super::parse::table_or_json(), default_value = "table")]
+    /// Output format: the table, JSON, or one self-contained HTML page (the verdicts, a forest
+    /// plot of B / A with its intervals, the runs and what went wrong in them); -o FILE.html
+    /// makes it html
+    #[arg(long, value_parser = super::parse::table_json_or_html(), default_value = "table")]
     pub format: Format,
+    /// Write the report to FILE instead of standard output (FILE.html: the HTML page)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub input: crate::input::InputArgs,
 }
@@ -149,7 +154,8 @@ impl CompareArgs {
                 alpha: args.alpha,
                 min_effect: args.min_effect,
                 fail_on_regression: args.fail_on_regression,
-                format: args.format,
+                format: self.format(),
+                output: args.output.clone(),
             });
         }
         // `compare A B`, or `compare A... -- B...`.
@@ -180,8 +186,14 @@ impl CompareArgs {
             alpha: args.alpha,
             min_effect: args.min_effect,
             fail_on_regression: args.fail_on_regression,
-            format: args.format,
+            format: self.format(),
+            output: args.output.clone(),
         })
+    }
+
+    /// `--format`, or html for `-o FILE.html`, as `run` decides it.
+    fn format(&self) -> Format {
+        super::run_settings::primary_format(self.format, self.output.as_deref())
     }
 }
 

@@ -150,6 +150,10 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
     // every pod meets at; pod 0 listens at its address once its DNS record exists.
     let coordinator = format!("{}-0.{}:{}", args.name, args.name, args.coordinator_port);
     let join_timeout = humantime::format_duration(args.join_timeout).to_string().replace(' ', "");
+    // Refused unread: each shard's settings read the log whole.
+    if let Some(log) = &parsed.replay.replay {
+        shippable_log(log)?;
+    }
     let length = each_shard(args, shards, &coordinator, &join_timeout)?;
     let deadline = match (args.timeout, length) {
         (Some(t), _) => t,
@@ -179,7 +183,7 @@ fn each_shard(args: &KubeArgs, shards: u32, coordinator: &str, join_timeout: &st
         let plan = &settings.plan;
         let run = match plan.stop.duration {
             Some(d) => Some(d),
-            None => replay_length(settings.replay.as_ref())?,
+            None => replay_length(settings.replay.as_ref()),
         };
         length = run.map(|d| plan.warmup + d + plan.drain + plan.target.connect_timeout);
     }
@@ -564,14 +568,9 @@ fn shippable_log(log: &std::path::Path) -> anyhow::Result<String> {
 
 /// How long a replay on the log's own schedule lasts (its span / --speed), when it ends with
 /// the log (no -z, no --replay-loop).
-fn replay_length(replay: Option<&crate::replay::source::Settings>) -> anyhow::Result<Option<Duration>> {
-    let Some(replay) = replay.filter(|r| !r.repeat) else { return Ok(None) };
-    let Some(speed) = replay.speed else { return Ok(None) };
-    let label = shippable_log(&replay.file)?;
-    let file = std::fs::File::open(&replay.file).map_err(|e| bad_input(format!("{label}: cannot read: {e}")))?;
-    let info = crate::replay::info::Info::read(std::io::BufReader::new(file), replay.framing, replay.max_entry)
-        .map_err(|why| bad_input(format!("{label}: {why}")))?;
-    Ok(Some(info.span().div_f64(speed)))
+fn replay_length(replay: Option<&crate::replay::source::Log>) -> Option<Duration> {
+    let log = replay.filter(|log| !log.settings.repeat)?;
+    Some(log.scan.info.span().div_f64(log.settings.speed?))
 }
 
 /// Ships `--workload` FILE and every `data_file` it names into `files`: the workload under

@@ -12,7 +12,8 @@ pub struct MergeArgs {
     /// results one after the other from standard input (`kubectl logs` of a sharded run)
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
-    /// Write the merged result (JSON) here; the table goes to standard output
+    /// Write the merged result (JSON) here, or its HTML report to FILE.html (as `run -o
+    /// FILE.html`); the table goes to standard output
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
     /// What standard output gets: a short table, the merged result as JSON, or any other
@@ -52,8 +53,13 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
         merged.notices.push(crate::result::NoticeKind::LeftOut, format!("not a result, left out: {line}"));
     }
     if let Some(path) = &args.output {
-        let json = merged.to_json_pretty();
-        crate::app::outputs::write_whole(path, json.as_bytes()).map_err(|e| output_failed(path, e))?;
+        // A .html file gets the page, never JSON (`run -o FILE.html` decides the same way).
+        let format = super::run_settings::primary_format(Format::Table, Some(path.as_path()));
+        let text = match format {
+            Format::Html => merge::render(&merged, Format::Html)?,
+            _ => merged.to_json_pretty(),
+        };
+        crate::app::outputs::write_whole(path, text.as_bytes()).map_err(|e| output_failed(path, e))?;
     }
     let text = merge::render(&merged, args.format)?;
     std::io::stdout().write_all(text.as_bytes()).map_err(|e| output_failed(std::path::Path::new("-"), e))?;

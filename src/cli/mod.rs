@@ -48,11 +48,11 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Print the Kubernetes manifest (an Indexed Job) of one run spread over N pods.
     Kube(kube::KubeArgs),
-    /// Compare runs of B against runs of A beyond the noise between runs: ratios with confidence intervals, a verdict.
+    /// Compare runs of B against runs of A beyond the noise between runs: ratios with confidence intervals, a verdict (-o FILE.html: a page).
     Compare(compare::CompareArgs),
     /// Draw result JSON files as one self-contained HTML report (inline SVG plots, no network).
     Report(report::ReportArgs),
-    /// The recorded runs: list them, show one (its whole JSON result), remove one.
+    /// The recorded runs: list them (or draw their trend: -o FILE.html), show one (its whole JSON result), remove one.
     History(history::HistoryArgs),
     /// Run a series of loads (clients, rates or presets) as one result, with the knee.
     Sweep(sweep::SweepArgs),
@@ -164,7 +164,8 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
         let children = words::rewrite(&run::command(), &after_run, &becomes);
         let whole = crate::app::shards::Whole {
             shards,
-            format: args.format,
+            // -o FILE.html: the merged run's page, as a run's (it got merge's text table).
+            format: run_settings::primary_format(args.format, args.output.as_deref()),
             output: args.output.clone(),
             join_timeout: args.join_timeout,
             checks: whole.checks,

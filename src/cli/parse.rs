@@ -275,6 +275,19 @@ pub fn table_or_json() -> impl clap::builder::TypedValueParser<Value = crate::re
         .map(|name| crate::report::Format::from_str(&name, true).expect("a listed format"))
 }
 
+/// `--format` of a command that also draws an HTML page of its own: table, json or html.
+pub fn table_json_or_html() -> impl clap::builder::TypedValueParser<Value = crate::report::Format> {
+    formats(&["table", "json", "html"])
+}
+
+/// `--format` limited to the formats a command writes (clap names them when refusing one).
+pub fn formats(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = crate::report::Format> {
+    use clap::builder::TypedValueParser as _;
+    use clap::ValueEnum as _;
+    clap::builder::PossibleValuesParser::new(names.iter().copied())
+        .map(|name| crate::report::Format::from_str(&name, true).expect("a listed format"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

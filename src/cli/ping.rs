@@ -40,9 +40,13 @@ pub struct PingArgs {
     /// Leave out the samples these outlier flags mark, and say so (default: flag, keep all)
     #[arg(long, value_enum)]
     pub trim: Option<Trim>,
-    /// Output format
-    #[arg(long, value_parser = parse::table_or_json(), default_value = "table")]
+    /// Output format: the table, JSON, or one HTML page (every sample in order, box plots and
+    /// violins of both round trips, the table); -o FILE.html makes it html
+    #[arg(long, value_parser = parse::table_json_or_html(), default_value = "table")]
     pub format: Format,
+    /// Write the report to FILE instead of standard output (FILE.html: the HTML page)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// The MIN..=MAX bounds of --interval: faster is a flood, slower is a typo.
@@ -76,7 +80,8 @@ impl PingArgs {
             timeout: self.timeout,
             icmp: self.icmp,
             trim: self.trim,
-            format: self.format,
+            format: super::run_settings::primary_format(self.format, self.output.as_deref()),
+            output: self.output.clone(),
         })
     }
 }

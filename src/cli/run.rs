@@ -361,5 +361,12 @@ fn export(text: &str) -> Result<(Format, PathBuf), String> {
     if path.is_empty() {
         return Err(format!("{text:?}: no file after ="));
     }
-    Ok((format, PathBuf::from(path)))
+    let path = PathBuf::from(path);
+    // Never a text table in a page's file (`-o FILE.html` draws the page).
+    if format == Format::Table
+        && super::run_settings::primary_format(Format::Table, Some(path.as_path())) == Format::Html
+    {
+        return Err(format!("{text:?}: the table is text, not a page: give html={}", path.display()));
+    }
+    Ok((format, path))
 }

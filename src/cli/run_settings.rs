@@ -1,12 +1,13 @@
 //! `run`'s flags -> `app::run::Settings`: every check of how the flags combine, before the
 //! network is touched. Not only the flags are read: `settings` reads the workload file
 //! (`--workload`, checked whole here; its data files are read when the run resolves its
-//! calls), the memory free (/proc/meminfo, for the calls asked to be in flight at once), the
-//! cores (std's `available_parallelism`, which reads the cgroup's CPU quota), the clock
-//! (`--start-at`) and the system's random source (a Poisson seed); a coordinated run's
-//! `fingerprint` reads the files its flags name (`FILE_VALUED`) and `credentials` the secret
-//! file. It stands in the command line's layer so that `app` takes typed settings and never
-//! reads a flag struct.
+//! calls), the `--replay` log (read whole once, `source::Log`: its methods and calls for the
+//! run, its mean rate for the plan; the run reads it again call by call), the memory free
+//! (/proc/meminfo, for the calls asked to be in flight at once), the cores (std's
+//! `available_parallelism`, which reads the cgroup's CPU quota), the clock (`--start-at`)
+//! and the system's random source (a Poisson seed); a coordinated run's `fingerprint` reads
+//! the files its flags name (`FILE_VALUED`) and `credentials` the secret file. It stands in
+//! the command line's layer so that `app` takes typed settings and never reads a flag struct.
 use super::parse::TargetText;
 use super::run::{self as flags, RunArgs, StagesOf};
 use super::target::{CallArgs, Compression};
@@ -22,6 +23,7 @@ use crate::load::plan::{Plan, ShardOf, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::load::workload::Workload;
 use crate::record::resource;
+use crate::replay::source::Log;
 use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
 use crate::sink::details::MetadataColumn;
@@ -138,6 +140,9 @@ impl RunArgs {
             (None, Some(file)) => DataSource::File(file.clone()),
             (None, None) => DataSource::Empty,
         };
+        // Read whole, once, before the plan: on its own schedule the log's mean rate is the plan's.
+        let replay = replay.map(Log::read).transpose()?;
+        let plan = plan(args, target, options, replay.as_ref())?;
         Ok(Settings {
             schema,
             call,
@@ -147,7 +152,7 @@ impl RunArgs {
             data,
             metadata,
             deadline: args.deadline,
-            plan: plan(args, target, options)?,
+            plan,
             stream: stream_flags(args),
             outputs: OutputSettings {
                 format: primary_format(args.format, args.output.as_deref()),
@@ -327,7 +332,7 @@ fn replay_scheduled(args: &RunArgs) -> bool {
 /// How the load flags combine into a Plan; every limit that cannot be met is refused here.
 /// In the order each step needs the one before: when it starts and stops, how calls are
 /// paced (and so how many may be in flight), the workers, threads and connections, the ramp.
-fn plan(args: &RunArgs, target: Target, call: CallOptions) -> anyhow::Result<Plan> {
+fn plan(args: &RunArgs, target: Target, call: CallOptions, replay: Option<&Log>) -> anyhow::Result<Plan> {
     let shard = args.shard.unwrap_or_default();
     check_start_at(args.start_at)?;
     let connections = positive("--connections", args.connections as u64)? as u32;
@@ -337,7 +342,7 @@ fn plan(args: &RunArgs, target: Target, call: CallOptions) -> anyhow::Result<Pla
         None => (Duration::ZERO, false),
     };
     let mut stop = stop_at(args, shard, warmup)?;
-    let Paced { pacer, asked, mut active_workers } = paced(args, shard, &mut stop)?;
+    let Paced { pacer, asked, mut active_workers } = paced(args, shard, &mut stop, replay)?;
     // The log's schedule ends with the log (unless --replay-loop: then -z, -n or Ctrl-C).
     if stop.total.is_none() && stop.per_worker.is_none() && stop.duration.is_none() && !replay_scheduled(args) {
         stop.duration = Some(Duration::from_secs(5));
@@ -427,8 +432,8 @@ struct Paced {
 
 /// The load model the flags choose (open loop, stages of workers, bursts, closed loop); a
 /// burst sets the run's total (`stop`).
-fn paced(args: &RunArgs, shard: ShardOf, stop: &mut StopAt) -> anyhow::Result<Paced> {
-    let open_rate = open_rate(args, shard)?;
+fn paced(args: &RunArgs, shard: ShardOf, stop: &mut StopAt, replay: Option<&Log>) -> anyhow::Result<Paced> {
+    let open_rate = open_rate(args, shard, replay)?;
     let (pacer, asked, active_workers) = match (open_rate, args.burst, &args.stages) {
         (Some((rate, arrival)), _, _) => {
             let asked = positive("--max-in-flight", args.max_in_flight.unwrap_or(256) as u64)?;
@@ -472,12 +477,11 @@ fn paced(args: &RunArgs, shard: ShardOf, stop: &mut StopAt) -> anyhow::Result<Pa
 
 /// An open loop's rate and arrivals (--rps, --stages of rates, a replayed log's schedule),
 /// or None: the flags that apply only to an open loop are refused without one.
-fn open_rate(args: &RunArgs, shard: ShardOf) -> anyhow::Result<Option<(RateSchedule, Arrival)>> {
-    let open_rate = match (&args.rps, &args.stages, args.stages_of) {
-        // The log's schedule: its mean rate is known once it is read (app::replay).
-        _ if replay_scheduled(args) => Some(RateSchedule::constant(1.0)),
-        (Some(rate), _, _) => Some(rate.clone()),
-        (None, Some(stages), StagesOf::Rate) => Some(RateSchedule::stages(stages.clone())),
+fn open_rate(args: &RunArgs, shard: ShardOf, replay: Option<&Log>) -> anyhow::Result<Option<(RateSchedule, Arrival)>> {
+    let open_rate = match (replay.and_then(Log::scheduled_rate), &args.rps, &args.stages, args.stages_of) {
+        (Some(logged), _, _, _) => Some(RateSchedule::constant(logged)),
+        (None, Some(rate), _, _) => Some(rate.clone()),
+        (None, None, Some(stages), StagesOf::Rate) => Some(RateSchedule::stages(stages.clone())),
         _ => None,
     };
     if replay_scheduled(args) && args.arrival.is_some() {
@@ -596,13 +600,44 @@ fn default_seed(start_at: Option<SystemTime>) -> u64 {
 }
 
 /// `-o FILE.html` draws the HTML report, as a user of ghz's `-O html` expects, unless
-/// `--format` names a format other than the default table.
-fn primary_format(format: Format, output: Option<&std::path::Path>) -> Format {
+/// `--format` names a format other than the default table. The commands with a page of their
+/// own (compare, history, ping, sweep) decide the same way.
+pub fn primary_format(format: Format, output: Option<&std::path::Path>) -> Format {
     let html = output
         .and_then(|p| p.extension())
         .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
     match format {
         Format::Table if html => Format::Html,
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::load::pacer::{Arrival, Pacer, RateSchedule};
+    use crate::replay::log::tests::{encode, unary};
+    use crate::replay::log::Framing;
+
+    /// The plan of `run --replay LOG` and `extra` flags, LOG 11 calls 100 ms apart (10 calls/s).
+    fn plan_of(extra: &[&str]) -> crate::load::plan::Plan {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.binlog");
+        let calls: Vec<_> = (0..11).flat_map(|i| unary(i + 1, i * 100_000_000, "/A/b", b"hi", 500, 0)).collect();
+        std::fs::write(&log, encode(&calls, Framing::Be32)).unwrap();
+        let log = log.to_str().unwrap();
+        let words: Vec<String> = [&["rpcmeter", "--plaintext", "--replay", log], extra, &["127.0.0.1:1"]]
+            .concat()
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        super::super::run::settings_of_words(&words).unwrap().plan
+    }
+
+    #[test]
+    fn a_replay_on_the_logs_schedule_is_planned_at_the_logs_rate() {
+        assert_eq!(plan_of(&[]).pacer, Pacer::Open(RateSchedule::constant(10.0), Arrival::Logged));
+        assert_eq!(plan_of(&["--speed", "2"]).pacer, Pacer::Open(RateSchedule::constant(20.0), Arrival::Logged));
+        // A pool of calls is paced by the flags.
+        assert_eq!(plan_of(&["-c", "2"]).pacer, Pacer::Closed);
     }
 }

@@ -5,7 +5,7 @@
 //! other flags given; the table shows client- and server-side throughput (all calls and OK
 //! calls), latency, failed and unsent calls and retries per step, marks a step cut short
 //! (partial, left out of the knee), and names the knee: where OK throughput stops growing
-//! with load. The run's `-o FILE` and `--format json` are the sweep's output. Each step is
+//! with load. The run's `-o FILE` and `--format json|html` are the sweep's output. Each step is
 //! the run's flags with its load set (typed, not words added to the run's).
 use super::run::RunArgs;
 use crate::app::sweep::{self, Step, SweepOutput};
@@ -29,7 +29,9 @@ pub struct SweepArgs {
     /// `run ... --format json`, kept hidden for the scripts that use it
     #[arg(long, hide = true)]
     pub json: bool,
-    /// `run` and its flags (without -c, --rps or --loop, which the sweep sets)
+    /// `run` and its flags (without -c, --rps or --loop, which the sweep sets); its -o FILE and
+    /// --format table|json|html are the sweep's (-o FILE.html: a page of throughput and
+    /// latency against the load, with the knee)
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub run: Vec<String>,
 }
@@ -48,8 +50,9 @@ pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
     sweep::run(steps, control, output)
 }
 
-/// The run's own output flags name the sweep's output: `-o FILE` and `--format json` (or
-/// `table`) are honoured; the per-run files make no sense for a series and are refused.
+/// The run's own output flags name the sweep's output: `-o FILE` and `--format json`, `table`
+/// or `html` (the default for -o FILE.html) are honoured; the per-run files make no sense for
+/// a series and are refused.
 fn output(args: &SweepArgs, run: &RunArgs) -> anyhow::Result<SweepOutput> {
     let refuse = |flag: &str| {
         bad_input(format!(
@@ -65,12 +68,13 @@ fn output(args: &SweepArgs, run: &RunArgs) -> anyhow::Result<SweepOutput> {
     if run.hdr_log.is_some() {
         return Err(refuse("--hdr-log"));
     }
-    let format = match run.format {
+    // As `run` decides it: -o FILE.html draws the sweep's page.
+    let format = match super::run_settings::primary_format(run.format, run.output.as_deref()) {
         Format::Table if args.json => Format::Json,
-        Format::Table | Format::Json => run.format,
+        format @ (Format::Table | Format::Json | Format::Html) => format,
         other => {
             return Err(bad_input(format!(
-                "sweep: --format {}: a sweep writes a table or JSON (--format json)",
+                "sweep: --format {}: a sweep writes a table, JSON (--format json) or its HTML page (--format html)",
                 format!("{other:?}").to_lowercase()
             )))
         }

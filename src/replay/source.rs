@@ -69,7 +69,7 @@ impl Skip {
 }
 
 /// What the first pass found.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Scan {
     pub info: Info,
     /// The methods sent, in the mix's order (`LoggedCall::which`), and their kinds.
@@ -106,6 +106,14 @@ impl Scan {
         Ok(scan)
     }
 
+    /// The log's mean rate, calls/s to 0.1 (at least 0.1): on its own schedule the calls
+    /// bring their own times, and this is the rate the report gives.
+    pub fn mean_rate(&self) -> f64 {
+        let span = self.info.span().as_secs_f64();
+        let mean = if span > 0.0 { self.calls.saturating_sub(1) as f64 / span } else { 1.0 };
+        (mean * 10.0).round().max(1.0) / 10.0
+    }
+
     /// One line on what is not sent, when something is not.
     pub fn skipped_line(&self) -> Option<String> {
         let (truncated, none) = self.info.skipped();
@@ -116,6 +124,27 @@ impl Scan {
                 self.calls
             )
         })
+    }
+}
+
+/// A log to replay: its flags, and the log read once for what is known before the run (its
+/// methods, its calls, its mean rate).
+#[derive(Debug, Clone)]
+pub struct Log {
+    pub settings: Settings,
+    pub scan: Scan,
+}
+
+impl Log {
+    pub fn read(settings: Settings) -> anyhow::Result<Log> {
+        let scan = Scan::read(&settings)?;
+        Ok(Log { settings, scan })
+    }
+
+    /// The rate of the log's own schedule (its mean, sped up), or None: the log is a pool of
+    /// calls paced by -c, --rps or --stages.
+    pub fn scheduled_rate(&self) -> Option<f64> {
+        self.settings.speed.map(|speed| self.scan.mean_rate() * speed)
     }
 }
 
@@ -135,6 +164,9 @@ struct Recorded {
     by_method: Vec<RecordedMethod>,
     /// Message bytes of the measured calls sent, as logged.
     payload_bytes: u64,
+    /// Streams sent (warm-up included) that the log ended CANCELLED: the client resets each
+    /// at its logged time (`Script::cancel`).
+    resets: u64,
 }
 
 struct RecordedMethod {
@@ -253,6 +285,13 @@ impl Source {
         self.shared.state.lock().unwrap().recorded.payload_bytes
     }
 
+    /// Streams sent, warm-up included, that the client resets itself because the log ended
+    /// them CANCELLED: each is OK to the client and, unless the server ended it first,
+    /// cancelled to the server (analysis/cross_check.rs).
+    pub fn resets(&self) -> u64 {
+        self.shared.state.lock().unwrap().recorded.resets
+    }
+
     /// Why the log was not read to its end, if it was not.
     pub fn failed(&self) -> Option<String> {
         self.shared.state.lock().unwrap().failed.clone()
@@ -281,11 +320,13 @@ impl CallLog for Source {
     }
 
     fn sent(&self, call: &LoggedCall, warmup: bool) {
+        let mut state = self.shared.state.lock().unwrap();
+        // Counted as the server counts: every call of the run, the warm-up's too.
+        state.recorded.resets += call.stream.as_ref().is_some_and(|s| s.cancel.is_some()) as u64;
         // The warm-up's calls are left out, as the run's own numbers leave them out.
         if warmup {
             return;
         }
-        let mut state = self.shared.state.lock().unwrap();
         // The logged messages, framed as they are sent (their bytes are the log's).
         let payload = |framed: &bytes::Bytes| framed.len().saturating_sub(5) as u64;
         state.recorded.payload_bytes += match &call.stream {
@@ -397,7 +438,7 @@ impl Reader {
                     .map(|speed| scaled(call.start.saturating_sub(start) + self.period * pass, speed));
                 let mut logged = self.logged(due, which, &call, &mut headers[which]);
                 if kind != CallKind::Unary {
-                    logged.stream = Some(Box::new(self.script(&call)));
+                    logged.stream = Some(Box::new(self.script(&call, kind)));
                 }
                 if !self.hand_over(logged) {
                     return Ok(());
@@ -440,13 +481,18 @@ impl Reader {
     }
 
     /// A streaming call's messages and close at their logged times since its start, divided
-    /// by `--speed` (a pool keeps them as logged).
-    fn script(&self, call: &Call) -> Script {
+    /// by `--speed` (a pool keeps them as logged), and its reset where the log ended it
+    /// CANCELLED. A client or bidi stream cancelled before its client closed is never closed:
+    /// closed with its last message, the server's answer would end it first, OK to both. A
+    /// server stream's client closes with its one request, as gRPC clients do (a server's log
+    /// lacks that close when the handler never read to the end).
+    fn script(&self, call: &Call, kind: CallKind) -> Script {
         let speed = self.settings.speed.unwrap_or(1.0);
         let cancelled = call.end.filter(|end| end.status == Code::Cancelled as u32);
+        let still_sending = matches!(kind, CallKind::ClientStream | CallKind::Bidi) && call.half_close.is_none();
         Script {
             messages: call.requests.iter().map(|r| (scaled(r.at, speed), crate::grpc::wire::frame(&r.data))).collect(),
-            close: scaled(call.closed_after(), speed),
+            close: (cancelled.is_none() || !still_sending).then(|| scaled(call.closed_after(), speed)),
             cancel: cancelled.map(|end| scaled(end.after, speed)),
         }
     }

@@ -9,6 +9,9 @@ use crate::stats::Statistic;
 use hdrhistogram::Histogram;
 use std::fmt::Write as _;
 
+mod backends;
+use backends::backend_plots;
+
 /// Run colours, in file order (Tableau 10, readable on white and by most colour-blind readers).
 const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
@@ -84,6 +87,8 @@ pub struct Run {
     pub checks: Vec<crate::result::CheckCount>,
     /// Targets broken down by backend: `backends` as given, address by address.
     pub backends: Vec<(String, Slice)>,
+    /// The same, interval by interval (`backend_intervals`), aligned with `intervals`.
+    pub backend_intervals: Option<crate::result::backend_intervals::BackendIntervals>,
 }
 
 /// Reads one result; the error says what makes it no rpcmeter result (the caller names the file).
@@ -113,6 +118,7 @@ pub fn of_result(file: &str, r: &crate::result::Run) -> Result<Run, String> {
     };
     Ok(Run {
         backends: entries(r.backends.as_ref()),
+        backend_intervals: r.backend_intervals.clone(),
         by_name: entries(r.calls_by_name.as_ref()),
         recorded: entries(r.replay.as_ref().map(|x| &x.recorded)),
         flows: entries(r.flows.as_ref()),
@@ -607,7 +613,9 @@ fn run_section(i: usize, r: &Run) -> String {
     s.push_str(&histogram_plot(i, r));
     s.push_str(&percentile_plot(&format!("pct-{i}"), &format!("Latency by percentile: {}", r.label), vec![(i, r)]));
     s.push_str(&series_plots(i, r));
-    s.push_str("</div></section>\n");
+    s.push_str("</div>");
+    s.push_str(&backend_plots(i, r));
+    s.push_str("</section>\n");
     s
 }
 

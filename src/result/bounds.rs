@@ -121,6 +121,11 @@ pub fn check(r: &Run, timed: bool) -> Checked {
         latency("warmup.latency_us", &w.latency_us)?;
     }
     r.intervals.iter().flatten().try_for_each(interval)?;
+    r.backend_intervals.iter().flat_map(|b| &b.lines).try_for_each(backend_series)?;
+    r.backend_intervals
+        .iter()
+        .flat_map(|b| &b.no_backend)
+        .try_for_each(|&n| count("backend_intervals.no_backend[]", n))?;
     if let Some(m) = &r.messages {
         count("messages.sent", m.sent)?;
         count("messages.received", m.received)?;
@@ -153,6 +158,20 @@ fn client(c: &super::Client) -> Checked {
     count("client.threads", c.threads)?;
     // CPU over wall time per thread: above 1 only by measuring noise.
     within("client.utilization", c.utilization, 1e3, "a share of the client's threads")
+}
+
+fn backend_series(line: &super::backend_intervals::BackendSeries) -> Checked {
+    let columns =
+        [("calls", &line.calls), ("ok", &line.ok)].into_iter().chain(line.failed.iter().map(|(s, c)| (s.as_str(), c)));
+    for (key, column) in columns.chain(line.answering.iter().map(|c| ("answering", c))) {
+        let path = format!("backend_intervals.lines[].{key}[]");
+        column.iter().try_for_each(|&n| count(&path, n))?;
+    }
+    for (key, column) in [("p50_us", &line.p50_us), ("p99_us", &line.p99_us)] {
+        let path = format!("backend_intervals.lines[].{key}[]");
+        column.iter().flatten().try_for_each(|&v| micros(&path, v))?;
+    }
+    Ok(())
 }
 
 fn interval(row: &super::IntervalRow) -> Checked {

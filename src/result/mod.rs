@@ -7,6 +7,7 @@
 //! A breakdown of a run (`calls_by_name`, `flows`, `backends`) maps a name to a `Slice`: the
 //! same numbers as the whole run's (`Run::whole`), so what merges, compares or renders a run
 //! takes a slice as well (`Run::of_slice`).
+pub mod backend_intervals;
 pub mod bounds;
 pub mod notices;
 pub mod replay;
@@ -32,8 +33,8 @@ pub use words::{Mode, Process, StreamKind, Verdict, Word, Words};
 /// 2.3 added `request_bytes` and `response_bytes`. 2.4: a merge of inputs of different
 /// modes says `mode: "mixed"` (before, their modes joined: "closed, open", read as mixed),
 /// each input's own `shards[].mode`; a merge's and a coordinator's own notices have their
-/// kinds in `warnings` too, and new kinds (see `NoticeKind`).
-pub const SCHEMA_VERSION: &str = "2.4";
+/// kinds in `warnings` too, and new kinds (see `NoticeKind`). 2.5 added `backend_intervals`.
+pub const SCHEMA_VERSION: &str = "2.5";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -155,6 +156,9 @@ pub struct Run {
     /// Client-side load balancing: each backend address's slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backends: Option<BTreeMap<String, Slice>>,
+    /// Client-side load balancing: the backends' calls interval by interval (2.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_intervals: Option<backend_intervals::BackendIntervals>,
     /// `--workload` checks, each its own entry in the workload's order (two identical checks
     /// on one call are two); 1.x results keyed them "call: expression" and still read.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checks_list")]

@@ -117,8 +117,9 @@ impl SendSchedule {
 pub struct Script {
     /// The client's messages, framed, each with when it leaves.
     pub messages: Vec<(Duration, Bytes)>,
-    /// When the client closes its side (after its last message).
-    pub close: Duration,
+    /// When the client closes its side (after its last message); None: never, the stream is
+    /// reset first (its client cancelled while it was still sending).
+    pub close: Option<Duration>,
     /// When the client cancels the stream, when the log ended it CANCELLED (a client's log
     /// logs its cancel, a server's a CANCELLED status): the stream is reset then.
     pub cancel: Option<Duration>,
@@ -153,7 +154,7 @@ impl Sends for Scheduled<'_> {
 struct Logged<'a> {
     opened: Instant,
     messages: std::slice::Iter<'a, (Duration, Bytes)>,
-    close: Duration,
+    close: Option<Duration>,
 }
 
 impl Sends for Logged<'_> {
@@ -164,7 +165,10 @@ impl Sends for Logged<'_> {
     }
 
     async fn close(&mut self) {
-        tokio::time::sleep_until((self.opened + self.close).into()).await;
+        match self.close {
+            Some(close) => tokio::time::sleep_until((self.opened + close).into()).await,
+            None => std::future::pending().await,
+        }
     }
 }
 
