@@ -57,6 +57,8 @@ fn death_signal(command: &mut Command, signal: rustix::process::Signal) {
     use rustix::process::{getpid, getppid, set_parent_process_death_signal};
     use std::os::unix::process::CommandExt;
     let parent = getpid();
+    // Unsafe by necessity: std's Command sets no death signal, and its `pre_exec`, the only
+    // hook that runs in the child before exec, is unsafe with no safe counterpart.
     // SAFETY: between fork and exec only async-signal-safe calls may run, and nothing may
     // allocate: these are two raw system calls and an integer comparison. The death signal
     // comes when the thread that forked ends: the caller's, which lives as long as the process.

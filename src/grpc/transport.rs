@@ -703,9 +703,16 @@ impl Connection {
         self.send(&PreparedCall::new(spec), framed_request, keep_response).await
     }
 
-    /// `unary` for the hot path: the call's headers are prepared once, in `call`.
-    pub async fn call(&self, call: &PreparedCall, framed_request: Bytes, keep_response: bool) -> Reply {
-        self.send(call, framed_request, keep_response).await
+    /// `unary` for the hot path: the call's headers are prepared once, in `call`. `send`'s own
+    /// future, not one more around it: each layer is a future built and moved (a memcpy) on
+    /// every call (docs/design.md, "The call path").
+    pub fn call<'a>(
+        &'a self,
+        call: &'a PreparedCall,
+        framed_request: Bytes,
+        keep_response: bool,
+    ) -> impl Future<Output = Reply> + 'a {
+        self.send(call, framed_request, keep_response)
     }
 
     /// True once the connection can carry no more calls (peer gone, GOAWAY).
@@ -721,16 +728,16 @@ impl Connection {
             return Reply::error(Code::ResourceExhausted, why);
         }
         let body = if call.messages.gzip { super::wire::gzip_frame(&body) } else { body };
-        let exchange = async {
-            match &self.engine {
-                Engine::Lean(lean) => lean.call(call, body, keep).await,
-                // h2 takes a HeaderMap of its own per request.
-                Engine::H2 { .. } => {
-                    self.exchange(&call.path, call.headers.clone(), body, keep, call.messages.receive).await
-                }
+        match &self.engine {
+            Engine::Lean(lean) => within_deadline(call.deadline, lean.call(call, body, keep)).await,
+            // h2 takes a HeaderMap of its own per request. Boxed: h2's exchange is about a KiB
+            // of future, which a lean call's would otherwise carry and move on every call
+            // (docs/design.md, "The call path"); h2 allocates per request anyway.
+            Engine::H2 { .. } => {
+                let exchange = self.exchange(&call.path, call.headers.clone(), body, keep, call.messages.receive);
+                within_deadline(call.deadline, Box::pin(exchange)).await
             }
-        };
-        within_deadline(call.deadline, exchange).await
+        }
     }
 
     /// The POST of a gRPC call to `path`.

@@ -306,7 +306,9 @@ impl Channel {
         }
         match self.next_ready(dialer) {
             Picked::Ready(conn, index) => Ok((conn, index)),
-            Picked::Reconnect(only) => match only.connect(&dialer.connector, &dialer.addresses).await {
+            // Boxed: a connect's future (TCP, TLS, the HTTP/2 handshake) is some KiB, which every
+            // call's future would otherwise carry and move (docs/design.md, "The call path").
+            Picked::Reconnect(only) => match Box::pin(only.connect(&dialer.connector, &dialer.addresses)).await {
                 Ok(conn) => Ok((conn, only.index.get())),
                 Err(err) => {
                     tokio::time::sleep(NONE_READY_WAIT).await;

@@ -912,11 +912,17 @@ impl Local {
 
     /// One attempt on the connection the worker's channel picks (reconnecting first when it
     /// has closed): a unary call, or a stream whose messages are recorded as they pass. Also
-    /// says which backend answered (None: no backend was ready).
+    /// says which backend answered (None: no backend was ready). `which`: the call of the mix,
+    /// and the header block it is sent with (a logged call's own).
+    ///
+    /// A unary call's futures are built and moved (a memcpy each) on every call, so this is one
+    /// async fn, not a layer more, and a stream's future (some KiB: h2's stream, its schedule,
+    /// its timers) is boxed rather than carried by every unary call's (docs/design.md, "The
+    /// call path").
     async fn attempt(
         &self,
         slot: usize,
-        which: (&Prepared, &PreparedCall),
+        (which, header): (&Prepared, &PreparedCall),
         request: Bytes,
         body: StreamBody<'_>,
         warmup: bool,
@@ -925,27 +931,28 @@ impl Local {
             Ok(picked) => picked,
             Err(reply) => return (reply, None),
         };
-        (self.call_on(&connection, which, request, body, warmup).await, Some(backend))
+        // Captures and checks read the answer (a stream's last message): only their calls keep it.
+        let keep = self.shared.plan.keep_responses || which.rules.is_some();
+        let reply = if which.kind == CallKind::Unary && body.script.is_none() {
+            connection.call(header, request, keep).await
+        } else {
+            Box::pin(self.stream_on(&connection, (which, header), request, body, (warmup, keep))).await
+        };
+        (reply, Some(backend))
     }
 
-    /// `which`: the call of the mix, and the header block it is sent with (a logged call's own).
-    async fn call_on(
+    /// A streaming call, or a logged stream replayed, on `connection`.
+    async fn stream_on(
         &self,
         connection: &crate::grpc::Connection,
         (which, header): (&Prepared, &PreparedCall),
         request: Bytes,
         body: StreamBody<'_>,
-        warmup: bool,
+        (warmup, keep): (bool, bool),
     ) -> Reply {
-        let plan = &self.shared.plan;
-        // Captures and checks read the answer (a stream's last message): only their calls keep it.
-        let keep = plan.keep_responses || which.rules.is_some();
+        let mut observer = Messages { local: self, warmup };
         if let Some(script) = body.script {
-            let mut observer = Messages { local: self, warmup };
             return connection.replay(header, script, keep, &mut observer).await;
-        }
-        if which.kind == CallKind::Unary {
-            return connection.call(header, request, keep).await;
         }
         let requests = &which.requests;
         // A server stream's one request is replayed call by call, as a unary call's; the
@@ -957,7 +964,6 @@ impl Local {
                 .message_with(body.call, index, body.worker, body.captured)
                 .unwrap_or_else(|_| crate::grpc::wire::frame(&[])),
         };
-        let mut observer = Messages { local: self, warmup };
         connection.stream(&which.call, which.kind, which.stream, keep, &mut message, &mut observer).await
     }
 }
@@ -1106,7 +1112,7 @@ async fn worker(local: Rc<Local>, id: u32) {
             local.more_workers.notify_one();
         }
         let answered = match shared.flows.is_empty() {
-            true => call(&local, (id, ticket, slot), which, (origin, turn), warmup, None, logged).await.0,
+            true => call(&local, (id, ticket, slot), which, (origin, turn), warmup, None, logged.as_ref()).await.0,
             false => flow(&local, (id, ticket, slot), which, (origin, turn), warmup).await,
         };
         freed = local.full().then_some(answered);
@@ -1263,7 +1269,7 @@ async fn call(
     (origin, turn): (Origin, Option<Turn<'_>>),
     warmup: bool,
     captured: Option<&mut super::flow::Captured>,
-    logged: Option<LoggedCall>,
+    logged: Option<&LoggedCall>,
 ) -> (Instant, Step) {
     let plan = &local.shared.plan;
     // Numbers of the whole run, as the unsharded schedule gives them: shards' calls and
@@ -1271,13 +1277,13 @@ async fn call(
     let (ticket, worker) = (plan.shard.global(ticket), plan.shard.global(worker as u64) as u32);
     let named = local.shared.named;
     let prepared = &local.shared.calls[which];
-    if let (Some(log), Some(call)) = (&local.shared.log, &logged) {
+    if let (Some(log), Some(call)) = (&local.shared.log, logged) {
         log.sent(call, warmup);
     }
-    let Some(request) = request(prepared, named, (ticket, worker), logged.as_ref(), captured.as_deref()) else {
+    let Some(request) = request(prepared, named, (ticket, worker), logged, captured.as_deref()) else {
         return (Instant::now(), Step::Unsendable);
     };
-    let header = logged.as_ref().map_or(&prepared.call, |c| &c.call);
+    let header = logged.map_or(&prepared.call, |c| &c.call);
     // The wall clock is read only for per-call details.
     let wall = local.shared.details.as_ref().map(|_| SystemTime::now());
     let first_send = Instant::now();
@@ -1305,7 +1311,7 @@ async fn call(
                     call: ticket,
                     worker,
                     captured: captured.as_deref().map_or(&[], |c| &c[..]),
-                    script: logged.as_ref().and_then(|c| c.stream.as_deref()),
+                    script: logged.and_then(|c| c.stream.as_deref()),
                 },
                 warmup,
             )
@@ -1416,6 +1422,46 @@ mod tests {
         let later = std::time::SystemTime::now() + Duration::from_secs(5);
         assert!(wait_for_start(Some(&super::super::plan::Start::At(later)), &stopped).is_err(), "Ctrl-C ends the wait");
     }
+
+    /// The size of the future that `make` would return, read from its type: `make` is never
+    /// called, so its arguments are `never()`s.
+    fn future_size<F: std::future::Future>(_: impl FnOnce() -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn never<T>() -> T {
+        unreachable!("future_size never calls what makes the future")
+    }
+
+    /// A unary call's futures are built and moved (a memcpy each) on every call: the worker's
+    /// `call`, its `attempt`, the connection's `call`. They stay small by boxing what only other
+    /// calls need: streams and replays (`Local::stream_on`), reconnecting (`Channel::pick`),
+    /// h2's exchange (`Connection::send`).
+    #[test]
+    fn a_unary_calls_futures_stay_small() {
+        let body = StreamBody { call: 0, worker: 0, captured: &[], script: None };
+        let sizes = [
+            ("call", future_size(|| call(never(), (0, 0, 0), 0, (Origin::Sent, None), false, None, None))),
+            (
+                "attempt",
+                future_size(|| {
+                    let (local, prepared): (&Local, &Prepared) = (never(), never());
+                    local.attempt(0, (prepared, &prepared.call), Bytes::new(), body, false)
+                }),
+            ),
+            (
+                "Connection::call",
+                future_size(|| never::<&crate::grpc::Connection>().call(never(), Bytes::new(), false)),
+            ),
+        ];
+        for (name, size) in sizes {
+            assert!(size <= CALL_FUTURE_MOST, "{name}'s future is {size} bytes");
+        }
+    }
+
+    /// The most a unary call's future may take, in bytes, in a debug build (where `call`'s is
+    /// 1,328 bytes; with a stream's future inside, over 20 KiB).
+    const CALL_FUTURE_MOST: usize = 2048;
 
     #[test]
     fn rounds_are_the_times_between_their_ends() {

@@ -166,7 +166,12 @@ pub struct Timer {
 impl Timer {
     pub fn new() -> Timer {
         let fd = crate::sys::timerfd();
-        // SAFETY: the timerfd is owned by the AsyncFd and closed only when it is dropped.
+        // tokio has no safe way to register a descriptor: its safe `AsyncFd::with_interest` is
+        // deprecated as unsound since 1.53.3 (any `AsRawFd` could close the descriptor under it),
+        // for this unsafe one. (tokio's pipe types take an OwnedFd safely, but read to clear
+        // readiness: a syscall per wake-up that `release_due` saves.)
+        // SAFETY: the timerfd is an OwnedFd moved into the AsyncFd, so it stays open and the
+        // same descriptor until the AsyncFd is dropped.
         let fd = fd.and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok());
         Timer {
             fd,
@@ -393,7 +398,8 @@ mod tests {
         let refusing = || {
             use rustix::event::{eventfd, EventfdFlags};
             let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap();
-            // SAFETY: the eventfd is owned by the AsyncFd and closed only when it is dropped.
+            // SAFETY: the eventfd is an OwnedFd moved into the AsyncFd, so it stays open and the
+            // same descriptor until the AsyncFd is dropped (`Timer::new` says why unsafe).
             let fd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.unwrap();
             Timer { fd: Some(fd), ..Timer::new() }
         };
