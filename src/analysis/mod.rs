@@ -181,7 +181,7 @@ fn summarize(
         latency: Latency::of(&m.call_latency),
         attempt_latency: Latency::of(&m.attempt_latency),
         service_time: Latency::of(&m.service_time),
-        schedule_lag: plan.pacer.is_open().then(|| Latency::of(&m.schedule_lag)),
+        schedule_lag: plan.pacer.is_open().then(|| Latency::of(m.schedule_lag())),
         late_sends: c.late_sends,
         late_wakeups: c.late_wakeups,
         warmup: warmup(plan, r),
@@ -297,8 +297,8 @@ fn messages(kind: CallKind, bidi: Bidi, r: &Recorded) -> Option<Messages> {
         received: c.messages_received,
         sent_per_s: stats::rate(c.messages_sent, r.window),
         received_per_s: stats::rate(c.messages_received, r.window),
-        round_trip: (kind == CallKind::Bidi && bidi == Bidi::PingPong).then(|| Latency::of(&m.message_latency)),
-        first_message: (kind == CallKind::ServerStream).then(|| Latency::of(&m.first_message)),
+        round_trip: (kind == CallKind::Bidi && bidi == Bidi::PingPong).then(|| Latency::of(m.message_latency())),
+        first_message: (kind == CallKind::ServerStream).then(|| Latency::of(m.first_message())),
     })
 }
 

@@ -171,7 +171,7 @@ fn histograms(m: &crate::record::Tally) -> result::Histograms {
         ok_call_latency: Some(to_text(&m.ok_call_latency)),
         attempt_latency: Some(to_text(&m.attempt_latency)),
         service_time: Some(to_text(&m.service_time)),
-        schedule_lag: Some(to_text(&m.schedule_lag)),
+        schedule_lag: Some(to_text(m.schedule_lag())),
     }
 }
 
@@ -198,9 +198,9 @@ fn messages(m: &super::Messages, measured: &crate::record::Tally) -> result::Mes
         sent_per_s: m.sent_per_s,
         received_per_s: m.received_per_s,
         round_trip_us: m.round_trip.as_ref().map(LatencySummary::of),
-        round_trip_histogram: m.round_trip.as_ref().map(|_| to_text(&measured.message_latency)),
+        round_trip_histogram: m.round_trip.as_ref().map(|_| to_text(measured.message_latency())),
         first_message_us: m.first_message.as_ref().map(LatencySummary::of),
-        first_message_histogram: m.first_message.as_ref().map(|_| to_text(&measured.first_message)),
+        first_message_histogram: m.first_message.as_ref().map(|_| to_text(measured.first_message())),
     }
 }
 

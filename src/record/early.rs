@@ -31,6 +31,15 @@ pub struct EarlyIntervals {
 }
 
 /// A kept histogram back, in the tally's bounds, so that it subtracts from the run's.
+/// A histogram a tally may go without (`Tally::schedule_lag`): absent packs to no bytes.
+fn pack_optional(h: &Option<Histogram<u64>>) -> Vec<u8> {
+    h.as_ref().map_or_else(Vec::new, pack)
+}
+
+fn unpacked_optional(bytes: &[u8]) -> Option<Histogram<u64>> {
+    (!bytes.is_empty()).then(|| unpacked(bytes))
+}
+
 fn unpacked(bytes: &[u8]) -> Histogram<u64> {
     let mut h = new_histogram();
     if let Ok(read) = unpack(bytes) {
@@ -59,10 +68,10 @@ impl EarlyIntervals {
                 histograms: [
                     pack(&s.call_latency),
                     pack(&s.attempt_latency),
-                    pack(&s.schedule_lag),
+                    pack_optional(&s.schedule_lag),
                     pack(&s.service_time),
-                    pack(&s.message_latency),
-                    pack(&s.first_message),
+                    pack_optional(&s.message_latency),
+                    pack_optional(&s.first_message),
                     pack(&s.ok_call_latency),
                 ],
                 counts: s.counts.clone(),
@@ -94,10 +103,10 @@ impl EarlyIntervals {
             let part = Tally {
                 call_latency: unpacked(&k.histograms[0]),
                 attempt_latency: unpacked(&k.histograms[1]),
-                schedule_lag: unpacked(&k.histograms[2]),
+                schedule_lag: unpacked_optional(&k.histograms[2]),
                 service_time: unpacked(&k.histograms[3]),
-                message_latency: unpacked(&k.histograms[4]),
-                first_message: unpacked(&k.histograms[5]),
+                message_latency: unpacked_optional(&k.histograms[4]),
+                first_message: unpacked_optional(&k.histograms[5]),
                 ok_call_latency: unpacked(&k.histograms[6]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),

@@ -106,15 +106,17 @@ pub struct Tally {
     pub ok_call_latency: Histogram<u64>,
     /// Latency of each attempt on its own.
     pub attempt_latency: Histogram<u64>,
-    /// Open loop: how late each send left behind its intended time.
-    pub schedule_lag: Histogram<u64>,
+    /// Open loop: how late each send left behind its intended time. This and the two message
+    /// histograms are made only for runs that record into them (`Slots`): absent reads as
+    /// empty (`Tally::schedule_lag`).
+    pub schedule_lag: Option<Histogram<u64>>,
     /// From the actual first send to the final answer: what the server took, without the
     /// time a call waited to be sent (equal to call latency in closed loop).
     pub service_time: Histogram<u64>,
     /// Bidi ping-pong: from a request message's send to its response message.
-    pub message_latency: Histogram<u64>,
+    pub message_latency: Option<Histogram<u64>>,
     /// Server streams: from the stream's start to its first response message.
-    pub first_message: Histogram<u64>,
+    pub first_message: Option<Histogram<u64>>,
     pub counts: Counts,
     /// Failed calls by status and the server's `grpc-message` (or the transport's error),
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
@@ -231,10 +233,10 @@ impl Default for Tally {
             call_latency: new_histogram(),
             ok_call_latency: new_histogram(),
             attempt_latency: new_histogram(),
-            schedule_lag: new_histogram(),
+            schedule_lag: None,
             service_time: new_histogram(),
-            message_latency: new_histogram(),
-            first_message: new_histogram(),
+            message_latency: None,
+            first_message: None,
             counts: Counts::default(),
             errors: BTreeMap::new(),
             by_name: Vec::new(),
@@ -254,6 +256,24 @@ pub struct Slots {
     pub flows: usize,
     pub checks: usize,
     pub backends: usize,
+    /// Open loop: the tallies hold a schedule lag histogram.
+    pub schedule_lag: bool,
+    /// Streaming calls: the tallies hold the message histograms (round trip, first message).
+    pub streams: bool,
+}
+
+/// The histogram every absent one reads as: made once, on first read (after a run).
+static EMPTY: std::sync::LazyLock<Histogram<u64>> = std::sync::LazyLock::new(new_histogram);
+
+fn or_empty(h: &Option<Histogram<u64>>) -> &Histogram<u64> {
+    h.as_ref().unwrap_or(&EMPTY)
+}
+
+/// `mine += theirs`, making `mine` only when `theirs` holds a histogram.
+fn add_optional(mine: &mut Option<Histogram<u64>>, theirs: &Option<Histogram<u64>>) {
+    if let Some(theirs) = theirs {
+        mine.get_or_insert_with(new_histogram).add(theirs).expect("same histogram bounds");
+    }
 }
 
 /// A latency as a histogram records it: in ns, clamped to what it holds (1 ns to an hour).
@@ -269,8 +289,26 @@ impl Tally {
             by_flow: std::iter::repeat_with(FlowTally::default).take(slots.flows).collect(),
             checks: vec![(0, 0); slots.checks],
             by_backend: std::iter::repeat_with(NameTally::backend).take(slots.backends).collect(),
+            schedule_lag: slots.schedule_lag.then(new_histogram),
+            message_latency: slots.streams.then(new_histogram),
+            first_message: slots.streams.then(new_histogram),
             ..Tally::default()
         }
+    }
+
+    /// The schedule lag histogram; empty when this tally has none (a closed loop's).
+    pub fn schedule_lag(&self) -> &Histogram<u64> {
+        or_empty(&self.schedule_lag)
+    }
+
+    /// The round trip histogram; empty when this tally has none (no streams).
+    pub fn message_latency(&self) -> &Histogram<u64> {
+        or_empty(&self.message_latency)
+    }
+
+    /// The first message histogram; empty when this tally has none (no streams).
+    pub fn first_message(&self) -> &Histogram<u64> {
+        or_empty(&self.first_message)
     }
 
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
@@ -354,19 +392,21 @@ impl Tally {
     pub fn record_message_received(&mut self, first: Option<Duration>) {
         self.counts.messages_received += 1;
         if let Some(after) = first {
-            self.first_message.saturating_record(nanos(after));
+            self.first_message.get_or_insert_with(new_histogram).saturating_record(nanos(after));
         }
     }
 
     /// Bidi ping-pong: one request's round trip.
     pub fn record_round_trip(&mut self, took: Duration) {
-        self.message_latency.saturating_record(nanos(took));
+        self.message_latency.get_or_insert_with(new_histogram).saturating_record(nanos(took));
     }
 
     /// `slot_wait`: the part of `lag` during which every in-flight slot was busy; a late send
     /// counts under the larger part of its lag, the slot wait or the client's own lateness.
+    /// The histogram is there in a tally made `with_slots` of an open-loop run (as are the
+    /// message histograms of a streaming run's); it is made here otherwise (tests, merges).
     pub fn record_lag(&mut self, lag: Duration, slot_wait: Duration) {
-        self.schedule_lag.saturating_record(nanos(lag));
+        self.schedule_lag.get_or_insert_with(new_histogram).saturating_record(nanos(lag));
         if lag > LATE_SEND {
             let waited = slot_wait >= lag / 2;
             self.counts.late_sends += waited as u64;
@@ -379,10 +419,10 @@ impl Tally {
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
         self.ok_call_latency.add(&other.ok_call_latency).expect("same histogram bounds");
         self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
-        self.schedule_lag.add(&other.schedule_lag).expect("same histogram bounds");
         self.service_time.add(&other.service_time).expect("same histogram bounds");
-        self.message_latency.add(&other.message_latency).expect("same histogram bounds");
-        self.first_message.add(&other.first_message).expect("same histogram bounds");
+        add_optional(&mut self.schedule_lag, &other.schedule_lag);
+        add_optional(&mut self.message_latency, &other.message_latency);
+        add_optional(&mut self.first_message, &other.first_message);
         self.counts.add(&other.counts);
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
@@ -411,10 +451,16 @@ impl Tally {
         let _ = self.call_latency.subtract(&part.call_latency);
         let _ = self.ok_call_latency.subtract(&part.ok_call_latency);
         let _ = self.attempt_latency.subtract(&part.attempt_latency);
-        let _ = self.schedule_lag.subtract(&part.schedule_lag);
         let _ = self.service_time.subtract(&part.service_time);
-        let _ = self.message_latency.subtract(&part.message_latency);
-        let _ = self.first_message.subtract(&part.first_message);
+        for (mine, theirs) in [
+            (&mut self.schedule_lag, &part.schedule_lag),
+            (&mut self.message_latency, &part.message_latency),
+            (&mut self.first_message, &part.first_message),
+        ] {
+            if let (Some(mine), Some(theirs)) = (mine, theirs) {
+                let _ = mine.subtract(theirs);
+            }
+        }
         self.counts.subtract(&part.counts);
         for (key, n) in &part.errors {
             if let Some(mine) = self.errors.get_mut(key) {
@@ -437,15 +483,10 @@ impl Tally {
 
     /// Empties the tally, keeping its histograms' memory.
     pub fn clear(&mut self) {
-        for h in [
-            &mut self.call_latency,
-            &mut self.ok_call_latency,
-            &mut self.attempt_latency,
-            &mut self.schedule_lag,
-            &mut self.service_time,
-            &mut self.message_latency,
-            &mut self.first_message,
-        ] {
+        for h in [&mut self.call_latency, &mut self.ok_call_latency, &mut self.attempt_latency, &mut self.service_time]
+            .into_iter()
+            .chain([&mut self.schedule_lag, &mut self.message_latency, &mut self.first_message].into_iter().flatten())
+        {
             empty(h);
         }
         self.counts = Counts::default();
@@ -462,9 +503,7 @@ impl Tally {
     }
 }
 
-/// Empties `h` if it holds anything. Resetting writes every count: a histogram never
-/// recorded into (streams' in a unary run, the schedule lag's in a closed loop) keeps its
-/// counts' pages untouched, and out of the process's memory, only while nothing writes them.
+/// Empties `h` if it holds anything (resetting writes every count: 264 KiB for nothing).
 fn empty(h: &mut Histogram<u64>) {
     if !h.is_empty() {
         h.reset();
@@ -517,6 +556,32 @@ mod tests {
         }
         backend.add(&full);
         assert_eq!((backend.calls, backend.latency.len()), (2000, 2000));
+    }
+
+    #[test]
+    fn only_the_histograms_a_run_records_into_are_made() {
+        // A closed unary run: no schedule lag, no messages (264 KiB each, resident: issue 38).
+        let closed = Tally::with_slots(Slots::default());
+        assert!(closed.schedule_lag.is_none() && closed.message_latency.is_none() && closed.first_message.is_none());
+        let open = Tally::with_slots(Slots { schedule_lag: true, ..Slots::default() });
+        assert!(open.schedule_lag.is_some() && open.message_latency.is_none());
+        let streams = Tally::with_slots(Slots { streams: true, ..Slots::default() });
+        assert!(streams.message_latency.is_some() && streams.first_message.is_some());
+        assert!(streams.schedule_lag.is_none());
+        // Absent reads as empty, and merges, subtracts and clears as empty.
+        let (mut all, mut part) = (closed.clone(), open.clone());
+        part.record_lag(Duration::from_millis(3), Duration::ZERO);
+        part.record_round_trip(Duration::from_millis(2));
+        assert_eq!((all.schedule_lag().len(), all.message_latency().len(), all.first_message().len()), (0, 0, 0));
+        all.add(&part);
+        all.add(&closed);
+        assert_eq!((all.schedule_lag().len(), all.message_latency().len()), (1, 1));
+        all.subtract(&closed);
+        all.subtract(&part);
+        assert_eq!((all.schedule_lag().len(), all.message_latency().len()), (0, 0));
+        part.clear();
+        assert!(part.schedule_lag().is_empty() && part.message_latency().is_empty());
+        assert_eq!(closed.schedule_lag(), &new_histogram());
     }
 
     #[test]
@@ -650,6 +715,6 @@ mod tests {
         s.record_lag(ms(30), ms(1)); // a late wake-up, not a backlog
         s.record_lag(ms(30), Duration::ZERO);
         assert_eq!((s.counts.late_sends, s.counts.late_wakeups), (2, 2));
-        assert_eq!(s.schedule_lag.len(), 5);
+        assert_eq!(s.schedule_lag().len(), 5);
     }
 }

@@ -162,7 +162,7 @@ impl Sink for LiveMetrics {
         s.calls.add(&iv.tally.counts.call_status);
         s.latency.add(&iv.tally.call_latency);
         if s.open_loop {
-            s.schedule_lag.add(&iv.tally.schedule_lag);
+            s.schedule_lag.add(iv.tally.schedule_lag());
         }
         s.in_flight = iv.in_flight;
         s.cpu = iv.usage.cpu;
