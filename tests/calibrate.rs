@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+mod common;
 
 /// One measuring run at a time: two at once would measure each other.
 static MEASURING: Mutex<()> = Mutex::new(());
@@ -105,8 +106,16 @@ fn two_fresh_runs_agree_within_a_factor_of_3() {
     let (a, _) = json(dir.path(), &["--fresh"]);
     let (b, _) = json(dir.path(), &["--fresh"]);
     let (a, b) = (us(&a, "null_rpc_us", "p50"), us(&b, "null_rpc_us", "p50"));
-    // Tolerance: factor 3 either way, wide enough for a shared 2-core machine's neighbours,
+    assert!(a > 0.0 && b > 0.0, "null RPC p50: {a} µs then {b} µs");
+    // Tolerance: factor 3 either way, wide enough for a quiet 2-core machine's neighbours,
     // narrow enough to catch a floor that is noise (a calibration worth caching repeats).
+    // Above a load of one task per core the two runs measure their share of the cores, not
+    // the floor (two busy-loop hogs beside the whole suite, load 6.9: 341 µs then 3,940 µs),
+    // so repeatability is checked only while the cores keep up (common::machine_busy).
+    if let Some(load) = common::machine_busy() {
+        eprintln!("load {load}: repeatability not checked ({a} µs then {b} µs)");
+        return;
+    }
     assert!(a < 3.0 * b && b < 3.0 * a, "null RPC p50: {a} µs then {b} µs");
 }
 
