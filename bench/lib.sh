@@ -25,6 +25,11 @@ build_rpcmeter() {
   rpcmeter="${CARGO_TARGET_DIR:-target}/release/rpcmeter"
 }
 
+# RPCMETER_BIN, a built binary, when given; else build_rpcmeter. Sets rpcmeter.
+rpcmeter_or_build() {
+  if [[ -n ${RPCMETER_BIN:-} ]]; then rpcmeter=$RPCMETER_BIN; else build_rpcmeter; fi
+}
+
 # h2load (nghttp2), /usr/bin/time and fortio; then build_rpcmeter.
 install_peers() {
   have h2load || apt_install nghttp2-client

@@ -18,7 +18,7 @@ SECS=${SECS:-10}
 RUNS=${RUNS:-3}
 THREADS=${THREADS:-2}
 source bench/lib.sh
-if [[ -n ${RPCMETER_BIN:-} ]]; then rpcmeter=$RPCMETER_BIN; else build_rpcmeter; fi
+rpcmeter_or_build
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "load average before: $(loadavg) ($(nproc) cores); $RUNS runs of ${SECS} s at $RATE calls/s, Poisson," \
   "$THREADS client threads, $("$rpcmeter" --version)"

@@ -19,7 +19,7 @@ RATE=${RATE:-2000}
 SECONDS_EACH=${SECONDS_EACH:-20}
 source bench/lib.sh
 [[ -x /usr/bin/time ]] || apt_install time
-if [[ -n ${RPCMETER_BIN:-} ]]; then rpcmeter=$RPCMETER_BIN; else build_rpcmeter; fi
+rpcmeter_or_build
 PARTS=${PARTS:-1 2 3}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
