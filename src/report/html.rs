@@ -724,6 +724,13 @@ fn series_plots(i: usize, r: &Run) -> String {
         .collect()
 }
 
+/// The time axis of a run's interval plots: from the start to the last interval's end
+/// (`ends`: each interval's end, seconds since the start).
+fn time_axis(ends: impl Iterator<Item = f64>) -> Axis {
+    let t_max = ends.fold(0.0, f64::max).max(0.001);
+    Axis::linear(0.0, t_max, "time since start (s)", num)
+}
+
 /// The interval series of one run (the `i`-th), drawn on a shared time axis.
 struct Series<'a> {
     i: usize,
@@ -735,8 +742,7 @@ impl Series<'_> {
     /// A plot of the series over time, `y` its axis, the warm-up shaded and the steady
     /// state's start marked.
     fn plot(&self, id: &str, title: &str, y: Axis) -> Plot {
-        let t_max = self.iv.iter().map(|p| p.t_s).fold(0.0, f64::max).max(0.001);
-        let x = Axis::linear(0.0, t_max, "time since start (s)", num);
+        let x = time_axis(self.iv.iter().map(|p| p.t_s));
         let mut p = Plot::new(&format!("{id}-{}", self.i), "plot-series", title, W, H, x, y);
         let mut any = false;
         for w in self.iv.iter().filter(|p| p.warmup) {

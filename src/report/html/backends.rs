@@ -2,7 +2,7 @@
 //! calls/s and its p99 over time, the intervals where it failed calls ringed in red, and the
 //! calls that found no ready backend as a line of their own. The addresses' legend is one
 //! line of the page above both plots: nine addresses inside a plot hid half of it.
-use super::{Run, H, W};
+use super::{time_axis, Run, H, W};
 use crate::report::svg::{esc, latency_us, num, Axis, Mark, Plot};
 use crate::result::backend_intervals::{BackendIntervals, BackendSeries};
 use std::fmt::Write as _;
@@ -54,11 +54,6 @@ fn per_s(n: u64, length_s: f64) -> f64 {
     }
 }
 
-fn time_axis(times: &[(f64, f64)]) -> Axis {
-    let t_max = times.iter().map(|t| t.0).fold(0.0, f64::max).max(0.001);
-    Axis::linear(0.0, t_max, "time since start (s)", num)
-}
-
 /// Each backend's calls/s; rings where it failed calls; the calls without a backend dashed red.
 fn rate_plot(i: usize, b: &BackendIntervals, times: &[(f64, f64)]) -> String {
     let rates = |counts: &[u64]| -> Vec<(f64, f64)> {
@@ -74,7 +69,7 @@ fn rate_plot(i: usize, b: &BackendIntervals, times: &[(f64, f64)]) -> String {
         "Calls/s per backend",
         W,
         H,
-        time_axis(times),
+        time_axis(times.iter().map(|t| t.0)),
         y,
     );
     let mut any_failed = false;
@@ -128,7 +123,8 @@ fn p99_plot(i: usize, b: &BackendIntervals, times: &[(f64, f64)]) -> String {
         Axis::log(1.0, 1000.0, "call latency p99 (log scale)", latency_us)
     };
     let title = "p99 call latency per backend";
-    let mut p = Plot::new(&format!("be-p99-{i}"), "plot-series plot-backends", title, W, H, time_axis(times), y);
+    let x = time_axis(times.iter().map(|t| t.0));
+    let mut p = Plot::new(&format!("be-p99-{i}"), "plot-series plot-backends", title, W, H, x, y);
     for (k, (line, points)) in b.lines.iter().zip(&lines).enumerate() {
         p.line(points, line_color(k, line), 2.0, false);
     }
