@@ -1,7 +1,8 @@
-//! `rpcmeter compare` when one side failed its slow calls: B's deadline fails every call the
-//! server holds long, so B's latency of OK calls leaves the slow ones out and read "p99
-//! improvement, B 98% faster" against an A that waited for them. A file of its own, so that
-//! its runs do not load the machine during one run of compare_runs.rs's A/A pairs.
+//! A run whose deadline failed its slow calls: `compare` read its latency of OK calls, which
+//! leaves the slow ones out, as "p99 improvement, B 80% faster" against an A that waited for
+//! them; `run --assert p99<...` passes on it, its failures counted at the deadline, and says
+//! the failed share beside. A file of its own, so that its runs do not load the machine during
+//! one run of compare_runs.rs's A/A pairs.
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 #[path = "common/compare_cli.rs"]
@@ -9,7 +10,7 @@ mod compare_cli;
 use compare_cli::{compare, os, row};
 
 mod common;
-use common::{json_of, run_echo, Behaviour, TestServer};
+use common::{json_of, outcome, run_echo, Behaviour, TestServer};
 
 /// One short closed-loop run with `extra` flags, its result written to `dir/name.json`.
 fn measure(server: &TestServer, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
@@ -79,4 +80,24 @@ fn a_side_whose_deadline_failed_its_slow_calls_is_not_called_faster() {
     assert!(row(&stdout, "error rate").contains(": improvement"), "{stdout}");
     let line = row(&stdout, "p99 latency");
     assert!(line.contains("not judged: A failed ") && !line.contains("regression"), "{stdout}");
+}
+
+#[test]
+fn a_latency_assertion_passed_on_failed_calls_says_how_many_failed() {
+    // Every 10th call takes 100 ms. Waited for, p99 is 100 ms: `p99<40ms` is breached. Failed
+    // by a 20 ms deadline, they count at 20 ms: it holds, and the line says 10 % failed.
+    let server = TestServer::start(Behaviour::SlowEvery { every: 10, slow: Duration::from_millis(100) });
+    let args = ["-c", "4", "-z", "1s", "--no-calibrate", "--no-server-stats", "--assert", "p99<40ms"];
+    let (code, stdout, stderr) = outcome(run_echo(server.addr, &args));
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    let line =
+        stdout.lines().find(|l| l.starts_with("Assert p99<40ms: BREACHED (")).unwrap_or_else(|| panic!("{stdout}"));
+    eprintln!("{line}");
+    assert!(!line.contains("failed"), "no call failed: {line}");
+
+    let (code, stdout, stderr) = outcome(run_echo(server.addr, &[&args[..], &["--deadline", "20ms"]].concat()));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let line = stdout.lines().find(|l| l.starts_with("Assert p99<40ms: ok (")).unwrap_or_else(|| panic!("{stdout}"));
+    eprintln!("{line}");
+    assert!(line.ends_with("% of calls failed, each counted at its time to fail)"), "{line}");
 }

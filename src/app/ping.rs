@@ -285,8 +285,7 @@ pub(crate) fn trim_word(t: Trim) -> &'static str {
     }
 }
 
-/// What was done with the outliers flagged, said once for the table and the page (each
-/// printed its own, "trimmed as stated above" and "trimmed as the table says").
+/// What was done with the outliers flagged, said once for the table and the page.
 pub(crate) fn outliers_text(r: &Report) -> String {
     match r.trim {
         Some(t) => format!(
