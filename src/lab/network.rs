@@ -136,13 +136,18 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if let Some(refusal) = not_grpc(&request) {
+            // The rest of the request is still read, as after any answer that leaves first.
+            drop(Unread::new(request.into_body()));
+            return Box::pin(std::future::ready(Ok(refusal)));
+        }
         if echo::takes_fast_path(&request) {
             spin::echo_arrived();
             let lab = self.lab.clone();
             return Box::pin(async move { Ok(echo::fast_echo(&lab, request.into_body()).await) });
         }
         let path = request.uri().path().to_owned();
-        let request = request.map(|body| Unread { body: Some(Box::pin(body)), ended: false });
+        let request = request.map(Unread::new);
         let running = AbortOnDropHandle::new(self.calls.spawn(self.inner.call(request)));
         Box::pin(async move {
             match running.await {
@@ -151,6 +156,44 @@ where
                 Err(_) => Ok(Status::unavailable("the server is stopping").into_http()),
             }
         })
+    }
+}
+
+/// grpc-go's answer to a request that is not a gRPC call (its `ServeHTTP`, in
+/// internal/transport/handler_server.go): 405 to a method other than POST, then 415 to a
+/// content-type other than gRPC's, each with a line of text saying why. gRPC's protocol asks
+/// for the 415 (grpc/grpc doc/PROTOCOL-HTTP2.md, "Content-Type"), so that no other HTTP client
+/// takes a gRPC error, which is HTTP 200, for a success; the body makes it an ordinary HTTP
+/// answer (h2spec's generic/2/2 and 2/3 wait for its DATA). tonic would route such a request
+/// as a call and answer UNIMPLEMENTED in trailers only. None for a gRPC request.
+fn not_grpc<B>(request: &http::Request<B>) -> Option<http::Response<tonic::body::Body>> {
+    let (status, problem) = if request.method() != http::Method::POST {
+        (http::StatusCode::METHOD_NOT_ALLOWED, format!("invalid gRPC request method {:?}", request.method().as_str()))
+    } else {
+        let content_type = request.headers().get(http::header::CONTENT_TYPE).map_or(&b""[..], |v| v.as_bytes());
+        if is_grpc(content_type) {
+            return None;
+        }
+        let content_type = String::from_utf8_lossy(content_type);
+        (http::StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("invalid gRPC request content-type {content_type:?}"))
+    };
+    let body = http_body_util::Full::new(bytes::Bytes::from(problem + "\n"));
+    let mut response = http::Response::new(tonic::body::Body::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+    if status == http::StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+    }
+    Some(response)
+}
+
+/// gRPC's content-type, `application/grpc` alone or followed by `+subtype` or `;parameters`,
+/// as grpc-go reads it (internal/grpcutil/method.go, `ContentSubtype`).
+fn is_grpc(content_type: &[u8]) -> bool {
+    match content_type.strip_prefix(b"application/grpc") {
+        Some(rest) => rest.first().is_none_or(|c| matches!(c, b'+' | b';')),
+        None => false,
     }
 }
 
@@ -167,6 +210,12 @@ const UNREAD_GRACE: Duration = Duration::from_secs(1);
 pub struct Unread<B: http_body::Body + Send + 'static> {
     body: Option<std::pin::Pin<Box<B>>>,
     ended: bool,
+}
+
+impl<B: http_body::Body + Send + 'static> Unread<B> {
+    fn new(body: B) -> Self {
+        Unread { body: Some(Box::pin(body)), ended: false }
+    }
 }
 
 impl<B: http_body::Body + Send + 'static> http_body::Body for Unread<B> {
