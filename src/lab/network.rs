@@ -12,6 +12,7 @@
 //! first and the connection writes their answers in one `writev`: under h2load's echo at 64
 //! streams, server CPU per call fell from about 17 µs to 8.3 (docs/design.md, "Network threads").
 use super::health::HealthService;
+use super::linger::Lingering;
 use super::proto::echo::echo_service_server::EchoServiceServer;
 use super::proto::lab::{
     stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
@@ -25,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
+use tokio_stream::StreamExt;
 use tokio_util::task::AbortOnDropHandle;
 use tonic::codec::CompressionEncoding::Gzip;
 use tonic::transport::server::TcpIncoming;
@@ -75,7 +77,8 @@ async fn serve(
     let reflection_v1 = reflection().build_v1().expect("the lab's descriptor set");
     let reflection_v1alpha = reflection().build_v1alpha().expect("the lab's descriptor set");
     let listener = tokio::net::TcpListener::from_std(listener).expect("a nonblocking std listener inside the runtime");
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Each connection closes lingering (linger.rs): an invalid preface is closed, not reset.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true)).map(|conn| conn.map(Lingering::new));
 
     let until = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
