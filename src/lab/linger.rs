@@ -1,11 +1,12 @@
 //! How the lab closes a connection: a lingering close (tests/serve_h2.rs). A socket closed
 //! while bytes of the client's lie unread in it is reset by the kernel, not closed (RST, not
 //! FIN: RFC 2525 section 2.17), and a reset may make the client's kernel discard what the
-//! server sent just before, a GOAWAY among them. h2's server reads exactly the 24 bytes of the
-//! client's preface; when they are wrong it ends the connection at once, leaving the rest of
-//! what the client sent unread, so h2spec's http2/3.5/2 read ECONNRESET where RFC 9113 section
-//! 3.4 wants the connection closed. h2 drops the socket itself, so the close is done here, on
-//! the socket under it: once hyper has let go of a connection whose client has not ended its
+//! server sent just before, a GOAWAY among them. h2's server (0.4, `ReadPreface`) reads exactly
+//! the 24 bytes of the client's preface and, when they are wrong, fails the handshake without a
+//! GOAWAY (RFC 9113 section 3.4 allows that); hyper then drops the socket with the rest of
+//! what the client sent unread, and h2spec's http2/3.5/2 read ECONNRESET where it wants the
+//! connection closed. Neither crate has a setting for it, so the close is done here, on the
+//! socket under them: once hyper has let go of a connection whose client has not ended its
 //! side, the server's side is ended (FIN) and the client's bytes are read and dropped until it
 //! ends its side too, for at most `LINGER` and `LINGER_BYTES`, then the socket is closed.
 use std::io;

@@ -162,13 +162,15 @@ where
     }
 }
 
-/// grpc-go's answer to a request that is not a gRPC call (its `ServeHTTP`, in
-/// internal/transport/handler_server.go): 405 to a method other than POST, then 415 to a
-/// content-type other than gRPC's, each with a line of text saying why. gRPC's protocol asks
-/// for the 415 (grpc/grpc doc/PROTOCOL-HTTP2.md, "Content-Type"), so that no other HTTP client
-/// takes a gRPC error, which is HTTP 200, for a success; the body makes it an ordinary HTTP
-/// answer (h2spec's generic/2/2 and 2/3 wait for its DATA). tonic would route such a request
-/// as a call and answer UNIMPLEMENTED in trailers only. None for a gRPC request.
+/// The answer to a request that is not a gRPC call, as grpc-go's `ServeHTTP` gives it
+/// (<https://github.com/grpc/grpc-go/blob/v1.72.1/internal/transport/handler_server.go>):
+/// 405 to a method other than POST, then 415 to a content-type other than gRPC's, each with a
+/// line of text saying why. gRPC's protocol asks for the 415
+/// (<https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md>, "Content-Type") so that
+/// no other HTTP client takes a gRPC error, HTTP 200, for a success. grpc-go's own transport
+/// sends the same statuses in headers alone, with a grpc-status; the body here makes it an
+/// ordinary HTTP answer, which h2spec's generic/2/2 and 2/3 want (a DATA frame). tonic would
+/// route such a request as a call: UNIMPLEMENTED in trailers only. None for a gRPC request.
 fn not_grpc<B>(request: &http::Request<B>) -> Option<http::Response<tonic::body::Body>> {
     let (status, problem) = if request.method() != http::Method::POST {
         (http::StatusCode::METHOD_NOT_ALLOWED, format!("invalid gRPC request method {:?}", request.method().as_str()))
@@ -192,7 +194,7 @@ fn not_grpc<B>(request: &http::Request<B>) -> Option<http::Response<tonic::body:
 }
 
 /// gRPC's content-type, `application/grpc` alone or followed by `+subtype` or `;parameters`,
-/// as grpc-go reads it (internal/grpcutil/method.go, `ContentSubtype`).
+/// as grpc-go reads it (`ContentSubtype` in its internal/grpcutil/method.go).
 fn is_grpc(content_type: &[u8]) -> bool {
     match content_type.strip_prefix(b"application/grpc") {
         Some(rest) => rest.first().is_none_or(|c| matches!(c, b'+' | b';')),
