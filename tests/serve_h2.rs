@@ -2,12 +2,12 @@
 //! client's malformed frames after the answer must still meet a stream error, as h2spec's
 //! http2/8.1/1, 8.1.2.1/3 and 5.1/8 want. Those failed whenever the lab's answer to their
 //! request (an unknown path, answered at once) left before the rest of the request arrived;
-//! here the rest is sent only once the answer came, every time. With h2spec installed, the
-//! three cases also run 20 times each.
+//! here the rest is sent only once the answer came, every time.
 //!
 //! Also h2spec's generic/2/2 and 2/3, which want a DATA frame in answer to their request (a
 //! `GET /`, not a gRPC call), and http2/3.5/2, which wants an invalid connection preface met
-//! by a closed connection (RFC 9113 section 3.4), not a reset one.
+//! by a closed connection (RFC 9113 section 3.4), not a reset one. With h2spec installed, the
+//! six cases also run 20 times each.
 use rpcmeter::lab::{LabConfig, LabServer};
 use std::io::{Read, Write};
 use std::net::TcpStream;
