@@ -129,10 +129,9 @@ struct Shared {
     dialer: Dialer,
     details: Option<mpsc::SyncSender<CallRecord>>,
     tickets: AtomicU64,
-    /// Poisson arrivals: scheduled sends leave in the tickets' order (`Turn`), and this many
-    /// have.
+    /// Poisson arrivals: scheduled sends leave in the tickets' order (`Turns`).
     in_order: bool,
-    sends_in_order: AtomicU64,
+    turns: Turns,
     measured_tickets: AtomicU64,
     started: AtomicU64,
     completed: AtomicU64,
@@ -151,6 +150,7 @@ impl Shared {
         self.stopping.store(true, Relaxed);
         self.dialer.stop.store(true, Relaxed);
         self.round_done.notify_waiters();
+        self.turns.passed.notify_waiters();
         self.phase.send_if_modified(|p| {
             let running = matches!(p, Phase::Go(_));
             if running {
@@ -250,7 +250,7 @@ fn share(
         details,
         tickets: AtomicU64::new(0),
         in_order,
-        sends_in_order: AtomicU64::new(0),
+        turns: Turns::default(),
         measured_tickets: AtomicU64::new(0),
         started: AtomicU64::new(0),
         completed: AtomicU64::new(0),
@@ -1092,7 +1092,7 @@ async fn worker(local: Rc<Local>, id: u32) {
         // Poisson arrivals: the earlier tickets' sends go first (`Turn`), and the claims of -n
         // below follow the tickets' order.
         let turn = match intended.is_some() && shared.in_order {
-            true => match Turn::wait(shared, ticket).await {
+            true => match shared.turns.wait(ticket, &shared.stopping).await {
                 Some(turn) => Some(turn),
                 None => break,
             },
@@ -1172,36 +1172,64 @@ impl Drop for Idle<'_> {
     }
 }
 
-/// Poisson arrivals: the turn of the scheduled send of ticket k, which comes once tickets
-/// 0..k have been sent, and passes to k+1 when dropped. Threads (and a thread's workers)
-/// race from their wake-ups to their sends: two sends due microseconds apart (a Poisson
-/// process has many such gaps) left in the wrong order 1.6% of the time with 2 threads,
-/// and the sends' gaps failed the exponential law they are drawn from. Uniform sends are
-/// 1/rate apart and keep their race (and its cost) out of the hot path.
-struct Turn<'a> {
-    sends: &'a AtomicU64,
-    next: u64,
+/// Poisson arrivals: the scheduled sends leave in the tickets' order. Threads (and a
+/// thread's workers) race from their wake-ups to their sends: two sends due microseconds apart
+/// (a Poisson process has many such gaps) left in the wrong order 1.6% of the time with 2
+/// threads, and the sends' gaps failed the exponential law they are drawn from. Uniform sends
+/// are 1/rate apart and keep their race (and its cost) out of the hot path.
+#[derive(Default)]
+struct Turns {
+    /// How many tickets' sends have left.
+    sent: AtomicU64,
+    /// Wakes the waits parked for their turn, at each send (and when the run stops sending).
+    passed: Notify,
 }
 
-impl<'a> Turn<'a> {
+/// How long a send due now spins (yielding to its thread's other tasks) for the earlier ones
+/// before it parks until they have left. On a quiet machine they leave within microseconds of
+/// each other (the schedule lag's p99 was 26-28 µs), so a short spin keeps the order at no
+/// wake-up's cost. A busy machine deschedules the thread holding an earlier ticket for
+/// milliseconds: a waiter that spun through that took a core from it and from the server
+/// (two threads behind two busy loops: schedule lag p99 71-602 ms, against 7-17 ms for one
+/// thread or uniform sends; bench/poisson_ks.sh).
+const TURN_SPIN: Duration = Duration::from_micros(50);
+
+impl Turns {
     /// Waits for ticket `ticket`'s turn: at once when the earlier sends have left (they were
-    /// due before it, which is past), else yielding until they have (the thread's other tasks
-    /// run meanwhile). None when the run stops sending first: the send is not made, as one
-    /// still waiting for its time is not.
-    async fn wait(shared: &'a Shared, ticket: u64) -> Option<Turn<'a>> {
-        while shared.sends_in_order.load(Acquire) < ticket {
-            if shared.stopping.load(Relaxed) {
+    /// due before it, which is past), else spinning for TURN_SPIN and then parked until they
+    /// have (the thread's other tasks run meanwhile). None when the run stops sending first
+    /// (`stopping`): the send is not made, as one still waiting for its time is not.
+    async fn wait<'a>(&'a self, ticket: u64, stopping: &AtomicBool) -> Option<Turn<'a>> {
+        let mut spin_until = None;
+        loop {
+            // Made before the check: a turn passed between the check and the await wakes it.
+            let passed = self.passed.notified();
+            if self.sent.load(Acquire) >= ticket {
+                return Some(Turn { turns: self, next: ticket + 1 });
+            }
+            if stopping.load(Relaxed) {
                 return None;
             }
-            tokio::task::yield_now().await;
+            let now = Instant::now();
+            if now < *spin_until.get_or_insert(now + TURN_SPIN) {
+                tokio::task::yield_now().await;
+            } else {
+                passed.await;
+            }
         }
-        Some(Turn { sends: &shared.sends_in_order, next: ticket + 1 })
     }
+}
+
+/// The turn of the scheduled send of a ticket: passes to the next ticket when dropped.
+struct Turn<'a> {
+    turns: &'a Turns,
+    next: u64,
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.sends.store(self.next, Release);
+        self.turns.sent.store(self.next, Release);
+        self.turns.passed.notify_waiters();
     }
 }
 
@@ -1472,5 +1500,44 @@ mod tests {
         let start = Instant::now();
         let ms = Duration::from_millis;
         assert_eq!(round_lengths(start, &[start + ms(3), start + ms(10)]), [ms(3), ms(7)]);
+    }
+
+    /// A send due while an earlier ticket's has not left (its thread descheduled, as a busy
+    /// machine does) parks after TURN_SPIN: here ticket 0's send is held 300 ms by another
+    /// thread, and the waiter of ticket 1 takes almost no CPU meanwhile, then goes as soon as
+    /// ticket 0 has. It spun through the whole wait (yielding), and took the core the earlier
+    /// send needed. A run that stops sending ends the parked waits.
+    #[test]
+    fn a_send_waiting_for_its_turn_parks_rather_than_spins() {
+        let thread_cpu = || {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+            Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+        };
+        let rt = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (turns, going) = (Turns::default(), AtomicBool::new(false));
+        let held = Duration::from_millis(300);
+        let (cpu, next) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let first = rt().block_on(turns.wait(0, &going)).expect("ticket 0's turn is at once");
+                // The disturbance itself: the earlier send is this late.
+                std::thread::sleep(held);
+                drop(first);
+            });
+            let before = thread_cpu();
+            let turn = rt().block_on(turns.wait(1, &going)).expect("ticket 1's turn after ticket 0's send");
+            (thread_cpu() - before, turn.next)
+        });
+        assert_eq!(next, 2);
+        assert!(cpu < held / 10, "the wait for the earlier send took {cpu:?} of CPU in {held:?}");
+
+        let stopping = AtomicBool::new(false);
+        let ended = std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| rt().block_on(turns.wait(5, &stopping)).is_none());
+            std::thread::sleep(Duration::from_millis(20));
+            stopping.store(true, Relaxed);
+            turns.passed.notify_waiters();
+            waiting.join().unwrap()
+        });
+        assert!(ended, "a stopped run's waiter went on to send");
     }
 }
