@@ -6,15 +6,21 @@ intended and the actual sends: the Kolmogorov-Smirnov statistic D and its p-valu
 share of gaps under 10 µs (the exponential's own share is 1 - exp(-rate * 10 µs)). Then what
 explains the actual short gaps: the share the schedule had at 10 µs or more (the send before
 left late, and this one right behind it), how late those sends before them left, and the
-schedule lag (actual - intended) of all sends. One line per file.
+schedule lag (actual - intended) of all sends, the share of sends more than 1 ms late (what the
+run counts as late) and how many were bunched (left under 10 µs after the send before though the
+schedule had them 10 µs or more apart). One line per file; with the run's `--format json` result
+beside it, then what the run itself told: its late counts and its notices about the schedule.
 
-    bench/poisson_ks.py RATE LABEL=CALLS.csv [LABEL=CALLS.csv ...]
+    bench/poisson_ks.py RATE LABEL=CALLS.csv[,RESULT.json] [...]
 """
 import csv
+import json
 import math
 import sys
 
 SHORT_NS = 10_000
+# The run's own threshold of a late send (src/record/shard.rs, LATE_SEND).
+LATE_NS = 1_000_000
 
 
 def ks_exponential(gaps_ns, rate):
@@ -81,24 +87,42 @@ def line(label, rate, sends):
         why = f" ({len(shortened) / short_count:.0%} of them shortened from >= 10 µs"
         why += f", behind a send late by p50 {percentile(shortened, 0.5) / 1e3:.0f} µs)" if shortened else ")"
     lag = [(a - i) / 1e3 for i, a in sends]
+    late = sum(a - i > LATE_NS for i, a in sends)
     expected = 1.0 - math.exp(-rate * SHORT_NS / 1e9)
     return (
         f"{label}: {len(sends)} sends; KS against the exponential: intended D {d_i:.4f} p {p_i:.3g}, actual D "
         f"{d_a:.4f} p {p_a:.3g}; gaps < 10 µs: law {expected:.2%}, intended {short(intended_gaps):.2%}, actual "
-        f"{short(actual_gaps):.2%}{why}; lag µs p50 {percentile(lag, 0.5):.1f} p99 {percentile(lag, 0.99):.1f} "
-        f"max {max(lag):.0f}"
+        f"{short(actual_gaps):.2%}{why}; bunched {len(shortened)} ({len(shortened) / len(sends):.2%}); lag µs "
+        f"p50 {percentile(lag, 0.5):.1f} p99 {percentile(lag, 0.99):.1f} max {max(lag):.0f}; late > 1 ms "
+        f"{late} ({late / len(sends):.2%})"
     )
+
+
+def told(path):
+    """What the run's result says of its schedule: its late counts and the notices on it."""
+    with open(path) as f:
+        run = json.load(f)
+    lines = [
+        f"  the run counted late by > 1 ms: {run.get('late_wakeups', 0)} by the client's wake-up, "
+        f"{run.get('late_sends', 0)} waiting for a slot"
+    ]
+    words = ("schedule", "late", "wake", "hiccup", "stood still")
+    lines += [f"  notice: {n}" for n in run.get("notices", []) if any(w in n for w in words)]
+    return "\n".join(lines if len(lines) > 1 else lines + ["  no notice on the schedule"])
 
 
 def main():
     rate = float(sys.argv[1])
     for arg in sys.argv[2:]:
-        label, path = arg.split("=", 1)
+        label, paths = arg.split("=", 1)
+        path, _, result = paths.partition(",")
         sends = read_sends(path)
         if len(sends) < 100:
             print(f"{label}: only {len(sends)} scheduled sends in {path}: not judged")
             continue
         print(line(label, rate, sends))
+        if result:
+            print(told(result))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@
 # `--csv-details`. One line per run (bench/poisson_ks.py): the Kolmogorov-Smirnov D and p-value of
 # the intended gaps and of the actual ones against the exponential of the rate, the share of gaps
 # under 10 µs (the law's, the schedule's, the sends'), how many of the short actual gaps follow a
-# send late by 10 µs or more, and the schedule lag. The load average before and after: numbers
-# from a busy machine say how it was busy, not how rpcmeter paces. About 40 s with a built binary.
+# send late by 10 µs or more, the schedule lag, how many sends were bunched and how many left more
+# than 1 ms late; then what the run itself told of it (its late counts and notices). The load
+# average before and after: numbers from a busy machine say how it was busy, not how rpcmeter
+# paces. About 40 s with a built binary.
 #
 #   bench/poisson_ks.sh                     RATE, SECS, RUNS, THREADS (default 2) as above
 #   RPCMETER_BIN=target/debug/rpcmeter bench/poisson_ks.sh     a built binary instead of building
@@ -30,7 +32,7 @@ for run in $(seq "$RUNS"); do
     --call EchoService/echo -d '{"content":"hi"}' --rps "$RATE" --arrival poisson --seed "$seed" -z "${SECS}s" \
     --threads "$THREADS" --connections "$THREADS" --max-in-flight 256 --csv-details "$work/run$run.csv" \
     "$serve_addr" >"$work/run$run.json"
-  runs+=("run $run, seed $seed=$work/run$run.csv")
+  runs+=("run $run, seed $seed=$work/run$run.csv,$work/run$run.json")
 done
 python3 bench/poisson_ks.py "$RATE" "${runs[@]}"
 echo "load average after: $(loadavg)"

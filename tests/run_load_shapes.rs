@@ -119,3 +119,37 @@ fn worker_stages_start_and_park_workers() {
     assert_eq!(server.calls(), u(&r["requests"]["total"]));
     assert!(r["load"].as_str().unwrap().contains("stages 1s:0,0s:8,1s:8,0s:1,1s:1"), "{}", r["load"]);
 }
+
+/// A client that wakes late releases the sends due meanwhile together: the run must say so,
+/// with the share of sends it made late, and that latency still counts from the intended
+/// time. The late wake-up is made for real: the client is stopped (SIGSTOP) for 300 ms, so
+/// the ~150 sends due meanwhile leave together at SIGCONT. Before, the notice gave a count
+/// ("150 sends left more than 1 ms late"), no share, and did not say they left bunched.
+#[test]
+fn a_client_that_woke_late_is_told_the_share_of_sends_it_made_late() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let server = TestServer::start(Behaviour::Echo);
+    let args = ["--rps", "500", "--arrival", "poisson", "--seed", "3", "-z", "3s", "--format", "json"];
+    let mut cmd = run_echo(server.addr, &args);
+    let child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    common::wait::wait_for_count("the run's first calls", 100, || server.calls());
+    let pid = Pid::from_child(&child);
+    kill_process(pid, Signal::STOP).unwrap();
+    // The disturbance itself, not a wait for an event: the client stands still this long.
+    std::thread::sleep(Duration::from_millis(300));
+    kill_process(pid, Signal::CONT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (late, sends) = (u(&r["late_wakeups"]), u(&r["schedule_lag_us"]["count"]));
+    // The sends due in the 299 ms of the stop were more than 1 ms late: about 150 at 500/s.
+    assert!(late * 100 >= sends * 4, "{late} of {sends} sends late by a wake-up: {r}");
+    let share =
+        format!("{late} of {sends} calls ({:.1}%) left more than 1 ms late", 100.0 * late as f64 / sends as f64);
+    let notices: Vec<&str> = r["notices"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let told = notices.iter().find(|n| n.contains(&share));
+    let told = told.unwrap_or_else(|| panic!("no notice says \"{share}\": {notices:#?}"));
+    for words in ["because the client woke late", "left together", "latency still counts from the intended time"] {
+        assert!(told.contains(words), "\"{words}\" not in: {told}");
+    }
+}
