@@ -272,6 +272,9 @@ fn sinks(
     if plan.warmup_auto {
         sinks.early = Some(Default::default());
     }
+    // A shard's result is merged with the others' (app/merge.rs): its interval series must
+    // carry each interval's histograms to be added exactly (docs/results.md, "Merged intervals").
+    sinks.keep_histograms = !plan.shard.is_whole();
     if let Some(style) = settings.progress {
         let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
         sinks.add(Box::new(Progress::new(style, planned, plan.threads)));

@@ -2,7 +2,7 @@
 //! row kept of it (one per interval, 1 s by default), small whatever the run's length.
 //! `--format csv` prints the rows; progress shows the last one.
 use super::resource::Usage;
-use super::shard::{new_backend_histogram, NameTally};
+use super::shard::{new_backend_histogram, pack, NameTally};
 use super::Tally;
 use crate::grpc::status::PerStatus;
 use crate::stats::Statistic;
@@ -46,6 +46,18 @@ pub struct IntervalRow {
     pub messages_received: u64,
     /// Targets broken down by backend: each backend's part of the interval (None otherwise).
     pub backends: Option<BackendRow>,
+    /// The interval's histograms packed (`stats::histogram::pack`), kept for a result that
+    /// will be merged (a shard's), so that a merge adds interval i of every shard exactly
+    /// (app/merge.rs); None otherwise: a long run's rows stay small.
+    pub packed: Option<Packed>,
+}
+
+/// One interval's latency histograms, packed: its call latency, and its service time where
+/// that differs (an open loop; a closed loop's equals the call latency).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    pub call_latency: Vec<u8>,
+    pub service_time: Option<Vec<u8>>,
 }
 
 /// The backends of the run's list of addresses that each keep a line of their own in the
@@ -80,11 +92,18 @@ pub struct BackendLine {
     pub statuses: PerStatus,
     pub p50: Duration,
     pub p99: Duration,
+    /// Its latency histogram packed, kept as `IntervalRow::packed` is (None without calls).
+    pub packed: Option<Vec<u8>>,
 }
 
 impl BackendLine {
-    fn of(statuses: PerStatus, h: &Histogram<u64>) -> BackendLine {
-        BackendLine { statuses, p50: Statistic::Percentile(50.0).of(h), p99: Statistic::Percentile(99.0).of(h) }
+    fn of(statuses: PerStatus, h: &Histogram<u64>, keep: bool) -> BackendLine {
+        BackendLine {
+            statuses,
+            p50: Statistic::Percentile(50.0).of(h),
+            p99: Statistic::Percentile(99.0).of(h),
+            packed: (keep && !h.is_empty()).then(|| pack(h)),
+        }
     }
 
     pub fn calls(&self) -> u64 {
@@ -95,13 +114,13 @@ impl BackendLine {
 impl BackendRow {
     /// The row of an interval's per-backend tallies; None when the run breaks nothing down by
     /// backend. Runs on the collector, once per interval: the folded line's histogram is made
-    /// here, never on a worker thread.
-    pub fn of(backends: &[NameTally]) -> Option<BackendRow> {
+    /// (and with `keep`, every line's packed) here, never on a worker thread.
+    pub fn of(backends: &[NameTally], keep: bool) -> Option<BackendRow> {
         if backends.is_empty() {
             return None;
         }
         let split = backends.len().min(BACKEND_LINES);
-        let lines = backends[..split].iter().map(|b| BackendLine::of(b.statuses, &b.latency)).collect();
+        let lines = backends[..split].iter().map(|b| BackendLine::of(b.statuses, &b.latency, keep)).collect();
         let rest = &backends[split..];
         let others = (!rest.is_empty()).then(|| {
             let (mut statuses, mut latency, mut answering) = (PerStatus::default(), new_backend_histogram(), 0);
@@ -110,7 +129,7 @@ impl BackendRow {
                 latency.add(&b.latency).expect("same histogram bounds");
                 answering += 1;
             }
-            Others { line: BackendLine::of(statuses, &latency), backends: rest.len() as u64, answering }
+            Others { line: BackendLine::of(statuses, &latency, keep), backends: rest.len() as u64, answering }
         });
         Some(BackendRow { lines, others })
     }
@@ -123,8 +142,14 @@ impl BackendRow {
 
 impl IntervalRow {
     pub fn of(iv: &Interval) -> IntervalRow {
+        IntervalRow::keeping(iv, false)
+    }
+
+    /// The row, with its histograms packed when `keep` (a shard's run: `IntervalRow::packed`).
+    pub fn keeping(iv: &Interval, keep: bool) -> IntervalRow {
         let h = &iv.tally.call_latency;
         let c = &iv.tally.counts;
+        let service = &iv.tally.service_time;
         IntervalRow {
             at: iv.at,
             length: iv.length,
@@ -136,12 +161,13 @@ impl IntervalRow {
             p90: Statistic::Percentile(90.0).of(h),
             p99: Statistic::Percentile(99.0).of(h),
             max: Statistic::Max.of(h),
-            service_p99: Statistic::Percentile(99.0).of(&iv.tally.service_time),
+            service_p99: Statistic::Percentile(99.0).of(service),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
             messages_sent: c.messages_sent,
             messages_received: c.messages_received,
-            backends: BackendRow::of(&iv.tally.by_backend),
+            backends: BackendRow::of(&iv.tally.by_backend, keep),
+            packed: keep.then(|| Packed { call_latency: pack(h), service_time: (service != h).then(|| pack(service)) }),
         }
     }
 
@@ -172,7 +198,7 @@ mod tests {
         }
         tally.record_backend(9, Duration::from_millis(2), Code::Unavailable);
         tally.record_backend(10, Duration::from_millis(50), Code::Ok);
-        let row = BackendRow::of(&tally.by_backend).unwrap();
+        let row = BackendRow::of(&tally.by_backend, false).unwrap();
         assert_eq!(row.lines.len(), BACKEND_LINES);
         assert_eq!((row.lines[0].calls(), row.lines[1].calls()), (10, 0));
         let others = row.others.as_ref().unwrap();
@@ -181,6 +207,6 @@ mod tests {
         let p99 = others.line.p99.as_secs_f64();
         assert!((p99 / 0.050 - 1.0).abs() < 0.01, "{p99}");
         assert_eq!(row.calls(), 16);
-        assert_eq!(BackendRow::of(&[]), None, "a run not broken down by backend has no row");
+        assert_eq!(BackendRow::of(&[], false), None, "a run not broken down by backend has no row");
     }
 }

@@ -55,7 +55,12 @@ pub fn unpack(bytes: &[u8]) -> Result<Histogram<u64>, String> {
 
 /// `pack` as base64 text, as JSON results and interval logs carry it.
 pub fn to_text(h: &Histogram<u64>) -> String {
-    base64::engine::general_purpose::STANDARD.encode(pack(h))
+    packed_text(&pack(h))
+}
+
+/// What `pack` made, as `to_text` writes it (a histogram packed earlier, kept as bytes).
+pub fn packed_text(packed: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(packed)
 }
 
 /// The inverse of `to_text`.
