@@ -429,3 +429,35 @@ fn backends_past_the_first_eight_are_one_line_of_the_series() {
     assert_eq!(column(&lines[0], "ok").iter().sum::<u64>(), up.calls());
     assert_intervals_add_up(&r);
 }
+
+/// `run --shards` over backends: merge left the per-backend series out; now each backend's
+/// line is its line of every shard added, interval by interval, and still adds up to the
+/// merged intervals, with each interval's p99 that of its added histogram.
+#[test]
+fn sharded_runs_merge_the_per_backend_series_line_by_line() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    let args = ["--lb", "round_robin", "--shards", "2", "--rps", "200", "-z", "2s", "--interval", "500ms"];
+    let r = json(run(&ipv4(&[&a, &b]), &args));
+    assert_intervals_add_up(&r);
+    for (server, line) in [(&a, series_of(&r, a.addr)), (&b, series_of(&r, b.addr))] {
+        assert_eq!(column(line, "ok").iter().sum::<u64>(), server.calls(), "{line}");
+        let histograms = line["histograms"].as_array().unwrap_or_else(|| panic!("no histograms: {line}"));
+        for (k, text) in histograms.iter().enumerate() {
+            let Some(text) = text.as_str() else {
+                assert!(line["p99_us"][k].is_null(), "{line}");
+                continue;
+            };
+            let h = rpcmeter::stats::histogram::from_text(text).unwrap();
+            assert_eq!(h.len(), line["calls"][k].as_u64().unwrap(), "{line}");
+            let p99 = rpcmeter::units::micros(rpcmeter::stats::Statistic::Percentile(99.0).of(&h));
+            assert_eq!(line["p99_us"][k].as_f64(), Some(p99), "interval {k}: {line}");
+        }
+    }
+    // Both backends served in most intervals.
+    let both = (0..r["intervals"].as_array().unwrap().len())
+        .filter(|&k| [a.addr, b.addr].iter().all(|addr| series_of(&r, *addr)["calls"][k].as_u64() > Some(0)))
+        .count();
+    assert!(both >= 3, "{}", r["backend_intervals"]);
+    let shard_calls: Vec<u64> = r["shards"].as_array().unwrap().iter().map(|s| s["calls"].as_u64().unwrap()).collect();
+    assert_eq!(shard_calls.iter().sum::<u64>(), a.calls() + b.calls(), "{shard_calls:?}");
+}

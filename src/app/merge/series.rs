@@ -225,3 +225,64 @@ fn line(name: &str, of_each: &[(&str, &BackendSeries)], n: usize) -> Result<Back
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::shard::new_backend_histogram;
+
+    /// `n` calls of 1 ms, in a backend's histogram.
+    fn at_1ms(n: u64) -> Histogram<u64> {
+        let mut h = new_backend_histogram();
+        h.record_n(1_000_000, n).unwrap();
+        h
+    }
+
+    /// A line of `calls` calls at 1 ms each per interval, with its histograms.
+    fn line(backend: &str, calls: &[u64], folded: Option<(u64, &[u64])>) -> BackendSeries {
+        let mut out = BackendSeries::named(backend.into(), calls.len());
+        for &n in calls {
+            out.push(n, n, &[], (n > 0).then_some((1000.0, 1000.0)));
+            out.histograms.get_or_insert_with(Vec::new).push((n > 0).then(|| to_text(&at_1ms(n))));
+        }
+        if let Some((backends, answering)) = folded {
+            (out.backends, out.answering) = (Some(backends), Some(answering.to_vec()));
+        }
+        out
+    }
+
+    fn input(label: &str, lines: Vec<BackendSeries>) -> Input {
+        let n = lines[0].calls.len();
+        let result = crate::result::Run {
+            backend_intervals: Some(BackendIntervals { lines, no_backend: vec![1; n] }),
+            ..Default::default()
+        };
+        Input { label: label.into(), result }
+    }
+
+    /// Lines add by address (one that only an input has keeps its values), the folded line
+    /// stays one line, last, and says the most backends any input saw answering.
+    #[test]
+    fn backend_lines_add_by_address_and_the_folded_line_stays_folded() {
+        let a = input("a", vec![line("x:1", &[2, 3], None), line("(3 other backends)", &[1, 0], Some((3, &[1, 0])))]);
+        let b = input("b", vec![line("(3 other backends)", &[4, 1], Some((3, &[2, 1]))), line("y:1", &[5, 0], None)]);
+        let merged = backend_intervals(&[a, b], 3).unwrap().unwrap();
+        let names: Vec<&str> = merged.lines.iter().map(|l| l.backend.as_str()).collect();
+        assert_eq!(names, ["x:1", "y:1", "(3 other backends)"]);
+        let folded = &merged.lines[2];
+        assert_eq!(
+            (folded.calls.clone(), folded.backends, folded.answering.clone()),
+            (vec![5, 1, 0], Some(3), Some(vec![2, 1, 0]))
+        );
+        assert_eq!(merged.lines[1].calls, [5, 0, 0]);
+        let p99 = units::micros(Statistic::Percentile(99.0).of(&at_1ms(5)));
+        assert_eq!(merged.lines[1].p99_us, [Some(p99), None, None]);
+        assert_eq!(merged.no_backend, [2, 2, 0]);
+    }
+
+    #[test]
+    fn the_tolerance_is_a_hundredth_of_the_interval_and_at_least_a_millisecond() {
+        assert_eq!(tolerance(Duration::from_secs(1)), Duration::from_millis(10));
+        assert_eq!(tolerance(Duration::from_millis(50)), Duration::from_millis(1));
+    }
+}
