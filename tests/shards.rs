@@ -391,6 +391,11 @@ fn a_shard_killed_mid_run_leaves_the_intervals_it_sent_in_the_partial_merge() {
     // At least its first 3 intervals, 50 calls/s each.
     assert!(lost["calls"].as_u64().unwrap() >= 140, "{lost}");
     assert!(lost["input"].as_str().unwrap().contains("its intervals"), "{lost}");
+    // The merged series holds the lost shard's intervals beside the other's (it was left
+    // out: the rebuilt part had no series).
+    let rows = r["intervals"].as_array().unwrap_or_else(|| panic!("no intervals: {}", r["notices"]));
+    let calls: u64 = rows.iter().map(|row| row["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls, r["requests"]["total"].as_u64().unwrap(), "{rows:?}");
 }
 
 /// The pid of the shard `which` ("1/2") running against `addr`.

@@ -764,6 +764,7 @@ impl crate::sink::Sink for ToHub {
             statuses,
             call_latency: to_text(&t.call_latency),
             ok_call_latency: to_text(&t.ok_call_latency),
+            service_time: (t.service_time != t.call_latency).then(|| to_text(&t.service_time)),
         };
         self.0.tell(&Message::Interval(Box::new(tallies)));
     }
@@ -792,7 +793,16 @@ fn of_intervals(
         crate::result::slice::add_statuses(&mut run.statuses, &t.statuses);
     }
     let length = Duration::from_nanos(measured.iter().map(|t| t.length_ns).fold(0, u64::saturating_add));
-    let from = started_at + Duration::from_nanos(first.at_ns.saturating_sub(first.length_ns));
+    // Its clock started at the agreed start, as a whole shard's result says; the measured
+    // window after its warm-up intervals (merge places it by both).
+    let warmup = Duration::from_nanos(first.at_ns.saturating_sub(first.length_ns));
+    if !warmup.is_zero() {
+        run.warmup = Some(crate::result::Warmup { duration_s: warmup.as_secs_f64(), ..Default::default() });
+    }
+    run.interval_s = like
+        .and_then(|l| l.interval_s)
+        .or_else(|| tallies.iter().map(|t| t.length_ns).max().map(|ns| Duration::from_nanos(ns).as_secs_f64()));
+    run.intervals = rows_of(tallies);
     if let Some(like) = like {
         (run.target, run.call, run.mode, run.load) =
             (like.target.clone(), like.call.clone(), like.mode.clone(), like.load.clone());
@@ -813,7 +823,7 @@ fn of_intervals(
     run.meta = crate::result::Meta {
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         run_id: Some(uuid::Uuid::new_v4().to_string().into()),
-        started_at: Some(humantime::format_rfc3339_micros(from).to_string()),
+        started_at: Some(humantime::format_rfc3339_micros(started_at).to_string()),
         ended: crate::result::Ended::Partial,
         shard: Some(Some(format!("{index}/{count}"))),
         // The run's fingerprint, the same on every shard (checked at the door).
@@ -823,6 +833,37 @@ fn of_intervals(
         ..Default::default()
     };
     Some(run)
+}
+
+/// A lost shard's interval series, from the tallies it sent: each interval's counts and
+/// histograms, so that the merged series holds its share until it was lost. Its client's CPU
+/// and memory were not sent: 0. None when a histogram does not read.
+fn rows_of(tallies: &[Tallies]) -> Option<Vec<crate::result::IntervalRow>> {
+    use crate::stats::Statistic::{Max, Percentile};
+    let row = |t: &Tallies| -> Option<crate::result::IntervalRow> {
+        let calls = from_text(&t.call_latency).ok()?;
+        let service = t.service_time.as_deref().map_or(Ok(calls.clone()), from_text).ok()?;
+        let us = |h: &hdrhistogram::Histogram<u64>, s: crate::stats::Statistic| crate::units::micros(s.of(h));
+        let length = Duration::from_nanos(t.length_ns);
+        Some(crate::result::IntervalRow {
+            t_s: crate::units::secs(Duration::from_nanos(t.at_ns)),
+            length_s: crate::units::secs(length),
+            phase: if t.warmup { "warmup" } else { "measured" }.into(),
+            calls: t.calls,
+            ok: Some(t.ok),
+            failed: t.failed,
+            rps: crate::stats::rate(t.calls, length),
+            p50_us: us(&calls, Percentile(50.0)),
+            p90_us: us(&calls, Percentile(90.0)),
+            p99_us: us(&calls, Percentile(99.0)),
+            max_us: us(&calls, Max),
+            service_p99_us: us(&service, Percentile(99.0)),
+            histogram: Some(t.call_latency.clone()),
+            service_histogram: t.service_time.clone(),
+            ..Default::default()
+        })
+    };
+    tallies.iter().map(row).collect()
 }
 
 /// The shards' results merged (partial when some are missing, each named; a missing shard's
