@@ -121,10 +121,19 @@ impl Scan {
         serde_json::to_writer(to, self).map_err(std::io::Error::from)
     }
 
-    /// A scan `write_to` wrote.
+    /// A scan `write_to` wrote, at most `MAX_SCAN_TEXT` of it: standard input is bounded like
+    /// every other input, even from the parent (the scan's own limits keep it far below).
     pub fn read_from(from: impl std::io::Read) -> anyhow::Result<Scan> {
-        serde_json::from_reader(std::io::BufReader::new(from))
-            .map_err(|e| crate::error::internal(format!("the log's scan as the parent of the shards gave it: {e}")))
+        use std::io::Read;
+        let mut text = Vec::new();
+        let whence = "the log's scan as the parent of the shards gave it";
+        from.take(MAX_SCAN_TEXT.0 + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| crate::error::internal(format!("{whence}: {e}")))?;
+        if text.len() as u64 > MAX_SCAN_TEXT.0 {
+            return Err(crate::error::internal(format!("{whence}: longer than {MAX_SCAN_TEXT}")));
+        }
+        serde_json::from_slice(&text).map_err(|e| crate::error::internal(format!("{whence}: {e}")))
     }
 
     /// One line on what is not sent, when something is not.
@@ -229,6 +238,9 @@ pub struct Source {
 
 /// Calls read ahead of the workers: a few milliseconds of a busy log.
 const AHEAD: usize = 512;
+
+/// The most of a scan's JSON a shard reads from standard input (`Scan::read_from`).
+const MAX_SCAN_TEXT: crate::input::ByteSize = crate::input::ByteSize::mib(64);
 
 impl Source {
     /// Starts the reader. `spec`: the plan's call options (-m as `metadata`, the deadline);
@@ -604,6 +616,16 @@ mod tests {
     }
 
     /// What a shard of `run --shards` reads on its standard input is the parent's scan, whole.
+    #[test]
+    fn a_scan_on_standard_input_is_read_up_to_its_bound() {
+        // Endless input (a stranger's `--replay-scan-stdin < /dev/zero`) ends at the bound.
+        let endless = std::io::repeat(b' ');
+        let error = Scan::read_from(endless).unwrap_err().to_string();
+        assert!(error.contains("longer than 64.0 MiB"), "{error}");
+        let error = Scan::read_from(&b"{\"calls\": 1}"[..]).unwrap_err().to_string();
+        assert!(error.contains("the log's scan as the parent of the shards gave it"), "{error}");
+    }
+
     #[test]
     fn a_scan_written_reads_back_the_same() {
         use crate::replay::log::tests::{encode, unary};
