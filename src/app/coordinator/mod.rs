@@ -25,6 +25,7 @@ use crate::record::shard::{from_text, new_histogram, to_text};
 use crate::report::Format;
 use crate::result::{NoticeKind, Run};
 use crate::stats::assertions::Assertion;
+use crate::stats::histogram::packed_text;
 use protocol::{invalid, receive, receive_bytes, send, Message, Tallies, MAX_LINE, MAX_RESULT, MAX_UNPROVEN, VERSION};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -750,8 +751,14 @@ impl Client {
 struct ToHub(Arc<Client>);
 
 impl crate::sink::Sink for ToHub {
-    fn interval(&mut self, interval: &crate::record::intervals::Interval, _: &crate::record::intervals::IntervalRow) {
+    fn interval(&mut self, interval: &crate::record::intervals::Interval, row: &crate::record::intervals::IntervalRow) {
         let t = interval.tally;
+        // A shard's row keeps its histograms packed already (Sinks::keep_histograms): sent
+        // as they are, not packed twice.
+        let (call_latency, service_time) = match &row.packed {
+            Some(p) => (packed_text(&p.call_latency), p.service_time.as_deref().map(packed_text)),
+            None => (to_text(&t.call_latency), (t.service_time != t.call_latency).then(|| to_text(&t.service_time))),
+        };
         let statuses =
             t.counts.call_status.nonzero().map(|(code, n)| (crate::grpc::status::name(code).to_string(), n)).collect();
         let tallies = Tallies {
@@ -762,9 +769,9 @@ impl crate::sink::Sink for ToHub {
             ok: t.counts.ok(),
             failed: t.counts.failed(),
             statuses,
-            call_latency: to_text(&t.call_latency),
+            call_latency,
             ok_call_latency: to_text(&t.ok_call_latency),
-            service_time: (t.service_time != t.call_latency).then(|| to_text(&t.service_time)),
+            service_time,
         };
         self.0.tell(&Message::Interval(Box::new(tallies)));
     }
