@@ -429,3 +429,27 @@ fn backends_past_the_first_eight_are_one_line_of_the_series() {
     assert_eq!(column(&lines[0], "ok").iter().sum::<u64>(), up.calls());
     assert_intervals_add_up(&r);
 }
+
+/// `--warmup auto` over backends: the warm-up found after the run is taken out of each
+/// backend's numbers too, its latency with its calls (every tally keeps each backend's latency
+/// then, so that the early intervals' subtracts: record/shard.rs, `Slots::backend_latency`).
+#[test]
+fn a_warm_up_found_afterwards_leaves_each_backends_latency_with_its_calls() {
+    let ms = Duration::from_millis;
+    let warms = || TestServer::start(Behaviour::WarmsUp { slow: ms(12), fast: ms(3), warm: Duration::from_secs(2) });
+    let (a, b) = (warms(), warms());
+    let extra = ["--lb", "round_robin", "--rps", "100", "-z", "5s", "--interval", "500ms", "--warmup", "auto"];
+    let r = json(run(&ipv4(&[&a, &b]), &extra));
+    let (measured, warm) = (r["requests"]["total"].as_u64().unwrap(), r["warmup"]["calls"].as_u64().unwrap_or(0));
+    assert_eq!(measured + warm, a.calls() + b.calls());
+    assert_eq!(calls_of(&r, a.addr) + calls_of(&r, b.addr), measured);
+    for server in [&a, &b] {
+        let slice = &r["backends"][server.addr.to_string()];
+        let calls = calls_of(&r, server.addr);
+        let latency = rpcmeter::record::shard::from_text(slice["histogram"].as_str().unwrap()).unwrap();
+        assert_eq!((slice["latency_us"]["count"].as_u64(), latency.len()), (Some(calls), calls), "{slice}");
+    }
+    if warm == 0 {
+        eprintln!("no warm-up found (a busy machine?): {}", r["steady_state"]);
+    }
+}

@@ -298,7 +298,7 @@ fn checks(s: &Summary) -> Vec<result::CheckCount> {
 
 /// Targets broken down by backend: each address's slice (merge adds them).
 fn backends(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
+    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(share, window))).collect()
 }
 
 /// Targets broken down by backend: each interval's calls by backend, the first
