@@ -55,6 +55,10 @@ fn round_robin_counts_per_backend_equal_each_servers_and_are_balanced() {
     }
     let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
     assert!(hi - lo <= workers, "unbalanced: {counts:?}");
+    // A closed loop without retries: service time and attempts are call latency, to the byte
+    // (its tallies go without their own: record/shard.rs, `Slots`).
+    let h = &r["histograms"];
+    assert!(h["service_time"] == h["call_latency"] && h["attempt_latency"] == h["call_latency"], "{h}");
     assert_eq!(counts.iter().sum::<u64>(), 600);
 }
 
@@ -451,5 +455,33 @@ fn a_warm_up_found_afterwards_leaves_each_backends_latency_with_its_calls() {
     }
     if warm == 0 {
         eprintln!("no warm-up found (a busy machine?): {}", r["steady_state"]);
+    }
+}
+
+/// Ctrl-C: each backend's latency, kept on its worker thread for the whole run, comes with the
+/// thread's last hand-over, all of it ("nothing already measured is lost": record/shard.rs,
+/// `Tally::backend_latency`).
+#[test]
+fn an_interrupted_run_keeps_each_backends_latency_with_its_calls() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    let child = run(&ipv4(&[&a, &b]), &["--lb", "round_robin", "-c", "4", "-z", "60s", "--interval", "200ms"])
+        .args(["--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait::wait_for_count("200 calls at the servers", 200, || a.calls() + b.calls());
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["partial"], true);
+    for server in [&a, &b] {
+        let slice = &r["backends"][server.addr.to_string()];
+        let calls = calls_of(&r, server.addr);
+        assert!(calls >= 50, "{slice}");
+        assert_eq!(calls, server.calls(), "{slice}");
+        assert_eq!(slice["latency_us"]["count"].as_u64(), Some(calls), "{slice}");
     }
 }

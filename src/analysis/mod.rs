@@ -195,8 +195,8 @@ fn summarize(
         throughput_rps: stats::rate(c.calls, r.window),
         ok_rps: crate::result::ok_calls_per_s(c.ok(), r.window),
         latency: Latency::of(&m.call_latency),
-        attempt_latency: Latency::of(&m.attempt_latency),
-        service_time: Latency::of(&m.service_time),
+        attempt_latency: Latency::of(m.attempt_latency()),
+        service_time: Latency::of(m.service_time()),
         schedule_lag: plan.pacer.is_open().then(|| Latency::of(m.schedule_lag())),
         late_sends: c.late_sends,
         late_wakeups: c.late_wakeups,
@@ -566,7 +566,7 @@ mod tests {
         assert_eq!((s.requests.total, s.requests.unsent, s.latency.count), (100, 10, 110));
         assert!(s.latency.percentile(99.0) >= Duration::from_millis(500), "{:?}", s.latency);
         assert_eq!(s.measured.ok_call_latency.len(), 110, "an unsent call did not fail");
-        assert_eq!(s.measured.attempt_latency.len(), 100, "nor was it sent");
+        assert_eq!(s.measured.attempt_latency().len(), 100, "nor was it sent");
         let sent = s.sent_only.as_ref().expect("sent-only figures beside");
         assert_eq!(sent.call_latency.len(), 100);
         assert!(sent.call_latency.max() < 2_000_000);

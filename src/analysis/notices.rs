@@ -462,9 +462,7 @@ mod tests {
     #[test]
     fn schedule_lag_is_named_by_what_most_late_sends_waited_for() {
         let mut s = fine();
-        let mut lag = tally(100, ms(5), 0);
-        lag.schedule_lag = Some(lag.call_latency.clone());
-        s.schedule_lag = Some(Latency::of(lag.schedule_lag()));
+        s.schedule_lag = Some(Latency::of(&tally(100, ms(5), 0).call_latency));
         (s.late_sends, s.late_wakeups) = (80, 20);
         assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is slot wait"));
         (s.late_sends, s.late_wakeups) = (20, 80);

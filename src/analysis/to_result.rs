@@ -169,8 +169,8 @@ fn histograms(m: &crate::record::Tally) -> result::Histograms {
         call_latency: to_text(&m.call_latency),
         sent_call_latency: None,
         ok_call_latency: Some(to_text(&m.ok_call_latency)),
-        attempt_latency: Some(to_text(&m.attempt_latency)),
-        service_time: Some(to_text(&m.service_time)),
+        attempt_latency: Some(to_text(m.attempt_latency())),
+        service_time: Some(to_text(m.service_time())),
         schedule_lag: Some(to_text(m.schedule_lag())),
     }
 }

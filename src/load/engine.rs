@@ -224,9 +224,12 @@ fn share(
         // Each backend's latency is kept once per thread for the run (Tally::backend_latency),
         // but in every tally when the early intervals must subtract it.
         backend_latency: plan.warmup_auto,
-        // Only open loop sends on a schedule, only streams have messages: a closed unary run's
-        // tallies go without those histograms (264 KiB each, resident when made: issue 38).
+        // Only open loop sends on a schedule (its calls' service time is not their latency),
+        // only retries make an attempt shorter than its call, only streams have messages: a
+        // closed unary run's tallies go without those histograms (264 KiB each, resident when
+        // made: issue 38).
         schedule_lag: plan.pacer.is_open(),
+        retries: plan.retry.max_retries > 0,
         streams: !unary,
     };
     let calls = mix
@@ -532,13 +535,13 @@ fn collect(
 ) -> Collected {
     let plan = &shared.plan;
     let mut out = Collected {
-        measured: Tally::default(),
-        warmup: Tally::default(),
+        measured: Tally::with_slots(shared.slots),
+        warmup: Tally::with_slots(shared.slots),
         last_answer: start,
         ended: Ended::Completed,
         each_backend: shared.slots.backend_latency,
     };
-    let mut interval = Tally::default();
+    let mut interval = Tally::with_slots(shared.slots);
     let mut intervals_closed = 0u32;
     // Each thread's last hand-over, by the intervals it closed (`Report::Delta::upto`).
     let mut handed = vec![0u32; threads as usize];

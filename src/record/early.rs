@@ -33,7 +33,8 @@ pub struct EarlyIntervals {
 }
 
 /// A kept histogram back, in the tally's bounds, so that it subtracts from the run's.
-/// A histogram a tally may go without (`Tally::schedule_lag`): absent packs to no bytes.
+/// A histogram a tally may go without (`Tally::schedule_lag`, `Tally::service_time`): absent
+/// packs to no bytes.
 fn pack_optional(h: &Option<Histogram<u64>>) -> Vec<u8> {
     h.as_ref().map_or_else(Vec::new, pack)
 }
@@ -72,9 +73,9 @@ impl EarlyIntervals {
                 length: iv.length,
                 histograms: [
                     pack(&s.call_latency),
-                    pack(&s.attempt_latency),
+                    pack_optional(&s.attempt_latency),
                     pack_optional(&s.schedule_lag),
-                    pack(&s.service_time),
+                    pack_optional(&s.service_time),
                     pack_optional(&s.message_latency),
                     pack_optional(&s.first_message),
                     pack(&s.ok_call_latency),
@@ -108,9 +109,9 @@ impl EarlyIntervals {
         for k in &self.kept[..n] {
             let part = Tally {
                 call_latency: unpacked(&k.histograms[0]),
-                attempt_latency: unpacked(&k.histograms[1]),
+                attempt_latency: unpacked_optional(&k.histograms[1]),
                 schedule_lag: unpacked_optional(&k.histograms[2]),
-                service_time: unpacked(&k.histograms[3]),
+                service_time: unpacked_optional(&k.histograms[3]),
                 message_latency: unpacked_optional(&k.histograms[4]),
                 first_message: unpacked_optional(&k.histograms[5]),
                 ok_call_latency: unpacked(&k.histograms[6]),

@@ -136,7 +136,7 @@ impl IntervalRow {
             p90: Statistic::Percentile(90.0).of(h),
             p99: Statistic::Percentile(99.0).of(h),
             max: Statistic::Max.of(h),
-            service_p99: Statistic::Percentile(99.0).of(&iv.tally.service_time),
+            service_p99: Statistic::Percentile(99.0).of(iv.tally.service_time()),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
             messages_sent: c.messages_sent,

@@ -106,19 +106,24 @@ pub struct Tally {
     /// Call latency of the calls that ended OK: what `compare` judges latency on (a failed
     /// call's latency, a fast rejection say, is no measure of the service).
     pub ok_call_latency: Histogram<u64>,
-    /// Latency of each attempt on its own.
-    pub attempt_latency: Histogram<u64>,
-    /// Open loop: how late each send left behind its intended time. This and the two message
-    /// histograms are made only for runs that record into them (`Slots`): absent reads as
-    /// empty (`Tally::schedule_lag`).
-    pub schedule_lag: Option<Histogram<u64>>,
+    /// Latency of each attempt on its own; None where it is the service time (a run without
+    /// retries: a call's one attempt lasts from its send to its answer). This, the service
+    /// time, the schedule lag and the two message histograms are made only for runs that need
+    /// them (`Slots`: 264 KiB each, resident when made). Read through their accessors
+    /// (`Tally::attempt_latency`, `Tally::schedule_lag`: an absent one reads as what it equals,
+    /// or as empty), written by `record_*`; the fields are `record`'s own (early.rs keeps them
+    /// absent or not).
+    pub(super) attempt_latency: Option<Histogram<u64>>,
+    /// Open loop: how late each send left behind its intended time.
+    pub(super) schedule_lag: Option<Histogram<u64>>,
     /// From the actual first send to the final answer: what the server took, without the
-    /// time a call waited to be sent (equal to call latency in closed loop).
-    pub service_time: Histogram<u64>,
+    /// time a call waited to be sent; None where it is call latency (a closed loop, whose
+    /// calls are timed from their send).
+    pub(super) service_time: Option<Histogram<u64>>,
     /// Bidi ping-pong: from a request message's send to its response message.
-    pub message_latency: Option<Histogram<u64>>,
+    pub(super) message_latency: Option<Histogram<u64>>,
     /// Server streams: from the stream's start to its first response message.
-    pub first_message: Option<Histogram<u64>>,
+    pub(super) first_message: Option<Histogram<u64>>,
     pub counts: Counts,
     /// Failed calls by status and the server's `grpc-message` (or the transport's error),
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
@@ -245,9 +250,9 @@ impl Default for Tally {
         Tally {
             call_latency: new_histogram(),
             ok_call_latency: new_histogram(),
-            attempt_latency: new_histogram(),
+            attempt_latency: Some(new_histogram()),
             schedule_lag: None,
-            service_time: new_histogram(),
+            service_time: Some(new_histogram()),
             message_latency: None,
             first_message: None,
             counts: Counts::default(),
@@ -274,8 +279,12 @@ pub struct Slots {
     /// Each tally keeps each backend's latency (`Tally::backend_latency`): a run whose warm-up
     /// is found afterwards (`--warmup auto`), whose early intervals must subtract it exactly.
     pub backend_latency: bool,
-    /// Open loop: the tallies hold a schedule lag histogram.
+    /// Open loop: the tallies hold a schedule lag and a service time histogram (a closed
+    /// loop's service time is its call latency: `Tally::service_time`).
     pub schedule_lag: bool,
+    /// Retries: the tallies hold an attempt latency histogram (without retries a call's
+    /// attempt lasts as long as its service time: `Tally::attempt_latency`).
+    pub retries: bool,
     /// Streaming calls: the tallies hold the message histograms (round trip, first message).
     pub streams: bool,
 }
@@ -294,6 +303,25 @@ fn add_optional(mine: &mut Option<Histogram<u64>>, theirs: &Option<Histogram<u64
     }
 }
 
+/// One side of `Tally::add` or `Tally::subtract` (`op`) for a histogram a tally may go without,
+/// reading as another then (`mine_is`, `theirs_is`: `Tally::service_time`): `mine op theirs`,
+/// made from what mine equals only when theirs has one of its own; None while neither has.
+fn derived<E>(
+    mine: Option<Histogram<u64>>,
+    mine_is: &Histogram<u64>,
+    theirs: Option<&Histogram<u64>>,
+    theirs_is: &Histogram<u64>,
+    op: fn(&mut Histogram<u64>, &Histogram<u64>) -> Result<(), E>,
+) -> Option<Histogram<u64>> {
+    if mine.is_none() && theirs.is_none() {
+        return None;
+    }
+    let mut mine = mine.unwrap_or_else(|| mine_is.clone());
+    // Same bounds on both sides (adding cannot fail); a subtracted part is in mine.
+    let _ = op(&mut mine, theirs.unwrap_or(theirs_is));
+    Some(mine)
+}
+
 /// A latency as a histogram records it: in ns, clamped to what it holds (1 ns to an hour).
 pub fn nanos(d: Duration) -> u64 {
     (d.as_nanos() as u64).clamp(1, MAX_NANOS)
@@ -310,10 +338,24 @@ impl Tally {
             backend_latency: slots.backend_latency.then(|| backend_histograms(slots.backends)),
             backend_lines: backend_histograms(slots.backends.min(BACKEND_LINES + 1)),
             schedule_lag: slots.schedule_lag.then(new_histogram),
+            service_time: slots.schedule_lag.then(new_histogram),
+            attempt_latency: slots.retries.then(new_histogram),
             message_latency: slots.streams.then(new_histogram),
             first_message: slots.streams.then(new_histogram),
             ..Tally::default()
         }
+    }
+
+    /// The attempt latency histogram; the service time's in a tally without one of its own
+    /// (no retries: `Slots::retries`).
+    pub fn attempt_latency(&self) -> &Histogram<u64> {
+        self.attempt_latency.as_ref().unwrap_or_else(|| self.service_time())
+    }
+
+    /// The service time histogram; call latency's in a tally without one of its own (a
+    /// closed loop's: `Slots::schedule_lag`).
+    pub fn service_time(&self) -> &Histogram<u64> {
+        self.service_time.as_ref().unwrap_or(&self.call_latency)
     }
 
     /// The schedule lag histogram; empty when this tally has none (a closed loop's).
@@ -331,8 +373,12 @@ impl Tally {
         or_empty(&self.first_message)
     }
 
+    /// The attempt's latency is recorded where the tally has a histogram for it (it is the
+    /// call's service time otherwise: `Slots::retries`).
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
-        self.attempt_latency.saturating_record(nanos(latency));
+        if let Some(h) = &mut self.attempt_latency {
+            h.saturating_record(nanos(latency));
+        }
         self.counts.attempts += 1;
         self.counts.attempt_status.record(status);
     }
@@ -411,8 +457,12 @@ impl Tally {
         add_error(&mut self.errors, (status as i32, message), 1);
     }
 
+    /// Recorded where the tally has a histogram for it (it is call latency otherwise: a closed
+    /// loop's, `Slots::schedule_lag`).
     pub fn record_service_time(&mut self, took: Duration) {
-        self.service_time.saturating_record(nanos(took));
+        if let Some(h) = &mut self.service_time {
+            h.saturating_record(nanos(took));
+        }
     }
 
     /// A stream's request message left.
@@ -448,11 +498,18 @@ impl Tally {
     }
 
     pub fn add(&mut self, other: &Tally) {
-        // Same bounds on both sides, so adding cannot fail.
+        // Same bounds on both sides, so adding cannot fail. The derived ones first, from what
+        // each side's equals before this add.
+        let attempts = self.attempt_latency.take();
+        self.attempt_latency =
+            derived(attempts, self.service_time(), other.attempt_latency.as_ref(), other.service_time(), |m, t| {
+                m.add(t)
+            });
+        let service = self.service_time.take();
+        self.service_time =
+            derived(service, &self.call_latency, other.service_time.as_ref(), &other.call_latency, |m, t| m.add(t));
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
         self.ok_call_latency.add(&other.ok_call_latency).expect("same histogram bounds");
-        self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
-        self.service_time.add(&other.service_time).expect("same histogram bounds");
         add_optional(&mut self.schedule_lag, &other.schedule_lag);
         add_optional(&mut self.message_latency, &other.message_latency);
         add_optional(&mut self.first_message, &other.first_message);
@@ -490,10 +547,16 @@ impl Tally {
     /// warm-up found afterwards). Histograms subtract exactly (they cannot fail: every
     /// count of `part` is in this tally); nothing goes below zero.
     pub fn subtract(&mut self, part: &Tally) {
+        let attempts = self.attempt_latency.take();
+        self.attempt_latency =
+            derived(attempts, self.service_time(), part.attempt_latency.as_ref(), part.service_time(), |m, t| {
+                m.subtract(t)
+            });
+        let service = self.service_time.take();
+        self.service_time =
+            derived(service, &self.call_latency, part.service_time.as_ref(), &part.call_latency, |m, t| m.subtract(t));
         let _ = self.call_latency.subtract(&part.call_latency);
         let _ = self.ok_call_latency.subtract(&part.ok_call_latency);
-        let _ = self.attempt_latency.subtract(&part.attempt_latency);
-        let _ = self.service_time.subtract(&part.service_time);
         for (mine, theirs) in [
             (&mut self.schedule_lag, &part.schedule_lag),
             (&mut self.message_latency, &part.message_latency),
@@ -530,10 +593,14 @@ impl Tally {
 
     /// Empties the tally, keeping its histograms' memory.
     pub fn clear(&mut self) {
-        for h in [&mut self.call_latency, &mut self.ok_call_latency, &mut self.attempt_latency, &mut self.service_time]
-            .into_iter()
-            .chain([&mut self.schedule_lag, &mut self.message_latency, &mut self.first_message].into_iter().flatten())
-        {
+        let optional = [
+            &mut self.attempt_latency,
+            &mut self.service_time,
+            &mut self.schedule_lag,
+            &mut self.message_latency,
+            &mut self.first_message,
+        ];
+        for h in [&mut self.call_latency, &mut self.ok_call_latency].into_iter().chain(optional.into_iter().flatten()) {
             empty(h);
         }
         self.counts = Counts::default();
@@ -680,6 +747,47 @@ mod tests {
         part.clear();
         assert!(part.schedule_lag().is_empty() && part.message_latency().is_empty());
         assert_eq!(closed.schedule_lag(), &new_histogram());
+    }
+
+    #[test]
+    fn attempts_and_service_time_are_made_only_where_they_differ_from_what_they_equal() {
+        // A closed loop without retries: a call's one attempt and its service time are its
+        // latency (engine.rs, `call`), and main's results held three identical histograms.
+        let closed = Tally::with_slots(Slots::default());
+        assert!(closed.attempt_latency.is_none() && closed.service_time.is_none());
+        let open = Tally::with_slots(Slots { schedule_lag: true, ..Slots::default() });
+        assert!(open.service_time.is_some() && open.attempt_latency.is_none());
+        let retries = Tally::with_slots(Slots { retries: true, ..Slots::default() });
+        assert!(retries.attempt_latency.is_some() && retries.service_time.is_none());
+        // Absent reads as what it equals; merged with a tally that has its own, exactly.
+        let (mut a, mut b) = (closed, Tally::default());
+        for us in 1..=10 {
+            a.record_attempt(Duration::from_micros(us), Code::Ok);
+            a.record_service_time(Duration::from_micros(us));
+            a.record_call(Duration::from_micros(us), Code::Ok, false);
+        }
+        b.record_attempt(Duration::from_millis(2), Code::Ok);
+        b.record_service_time(Duration::from_millis(3));
+        b.record_call(Duration::from_millis(5), Code::Ok, false);
+        assert!(a.attempt_latency() == &a.call_latency && a.service_time() == &a.call_latency);
+        let mut all = a.clone();
+        all.add(&b);
+        // Each holds a's 10 calls (1-10 µs) and b's own value of it (2, 3 and 5 ms).
+        for (h, theirs) in [
+            (all.attempt_latency(), b.attempt_latency()),
+            (all.service_time(), b.service_time()),
+            (&all.call_latency, &b.call_latency),
+        ] {
+            assert_eq!((h.len(), h.count_between(1000, 10_000), h.max()), (11, 10, theirs.max()));
+        }
+        all.subtract(&b);
+        assert_eq!((all.attempt_latency(), all.service_time()), (&a.call_latency, &a.call_latency));
+        let mut other = b.clone();
+        other.add(&a);
+        other.subtract(&a);
+        assert_eq!((other.attempt_latency(), other.service_time()), (b.attempt_latency(), b.service_time()));
+        a.add(&a.clone());
+        assert!(a.attempt_latency.is_none() && a.service_time.is_none(), "none made by merging");
     }
 
     #[test]
