@@ -757,7 +757,9 @@ impl crate::sink::Sink for ToHub {
         // as they are, not packed twice.
         let (call_latency, service_time) = match &row.packed {
             Some(p) => (packed_text(&p.call_latency), p.service_time.as_deref().map(packed_text)),
-            None => (to_text(&t.call_latency), (t.service_time != t.call_latency).then(|| to_text(&t.service_time))),
+            None => {
+                (to_text(&t.call_latency), (t.service_time() != &t.call_latency).then(|| to_text(t.service_time())))
+            }
         };
         let statuses =
             t.counts.call_status.nonzero().map(|(code, n)| (crate::grpc::status::name(code).to_string(), n)).collect();
