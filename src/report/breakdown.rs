@@ -68,7 +68,10 @@ pub fn rows<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice
         .into_iter()
         .map(|(name, s)| {
             let (by_check, by_capture) = s.stopped();
-            let stat = |stat: Statistic| s.latency_us.micros(stat).filter(|us| us.is_finite());
+            // A slice without calls has no latency, though a result file writes its summary
+            // as zeros (a call due but never sent is counted in it: docs/results.md).
+            let called = s.requests.total > 0 || s.latency_us.count > 0;
+            let stat = |stat: Statistic| s.latency_us.micros(stat).filter(|us| called && us.is_finite());
             Row {
                 name: name.to_string(),
                 detail: match kind {
@@ -154,6 +157,20 @@ mod tests {
             "{text}"
         );
         assert!(lines[4].contains("2 by a failed check"), "{text}");
+    }
+
+    /// A backend down from the start (or a name never called) as a result file has it: no
+    /// calls and a latency summary of zeros. Its cells are "-" (merge's table printed
+    /// `0.0 µs`, the HTML report `0`, issue 41).
+    #[test]
+    fn a_slice_without_calls_has_no_latency() {
+        let mut down = slice(0, 0);
+        down.latency_us.stats = [("p50".into(), 0.0), ("p99".into(), 0.0), ("max".into(), 0.0)].into();
+        let rows = rows(Kind::Backends, [("10.0.0.2:50051", &down)]);
+        assert_eq!((rows[0].p50_us, rows[0].p99_us, rows[0].max_us), (None, None, None));
+        let text = text(Kind::Backends, [("10.0.0.2:50051", &down)]);
+        let row: Vec<&str> = text.lines().nth(3).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["10.0.0.2:50051", "0", "0", "-", "-", "-"], "{text}");
     }
 
     #[test]
