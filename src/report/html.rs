@@ -463,11 +463,10 @@ fn latency_cell(us: Option<f64>) -> String {
     us.filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
 }
 
-/// One breakdown's table (report::breakdown's rows); none without rows. `total`: the run's
-/// calls, which backends' rows add up to with a row for those that found no ready backend
-/// (as the text table has).
+/// One breakdown's table (report::breakdown's rows, as the text tables have them); none
+/// without rows. `total`: the run's calls, which the backends' rows add up to.
 fn breakdown_table(kind: Kind, slices: &[(String, Slice)], total: u64) -> String {
-    let rows = super::breakdown::rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)));
+    let rows = super::breakdown::table_rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)), total);
     if rows.is_empty() {
         return String::new();
     }
@@ -493,15 +492,6 @@ fn breakdown_table(kind: Kind, slices: &[(String, Slice)], total: u64) -> String
             latency_cell(r.p50_us),
             latency_cell(r.p99_us),
             latency_cell(r.max_us),
-        );
-    }
-    let unplaced = total.saturating_sub(rows.iter().map(|r| r.total).sum());
-    if kind == Kind::Backends && unplaced > 0 {
-        let detail = detail.map_or(String::new(), |_| "<td></td>".to_string());
-        let _ = write!(
-            s,
-            "<tr><td>(no ready backend)</td>{detail}<td class=\"n\">{unplaced}</td><td class=\"n bad\">{unplaced}</td>\
-             <td class=\"n\">–</td><td class=\"n\">–</td><td class=\"n\">–</td></tr>"
         );
     }
     s + "</table>\n"

@@ -312,7 +312,7 @@ fn by_flow(o: &mut String, r: &Run) {
 /// One breakdown, as merge's table and the HTML report print it (report::breakdown).
 fn breakdown(o: &mut String, r: &Run, kind: Kind) {
     let slices = r.breakdown(kind.key()).into_iter().flatten();
-    o.push_str(&super::breakdown::text(kind, slices.map(|(name, slice)| (name.as_str(), slice))));
+    o.push_str(&super::breakdown::text(kind, slices.map(|(name, slice)| (name.as_str(), slice)), r.requests.total));
 }
 
 /// How much of a check's `CALL: EXPRESSION` the table prints.
@@ -332,46 +332,10 @@ fn checks(o: &mut String, r: &Run) {
     }
 }
 
-/// More backends than this that took no call are gathered in one row of the table.
-const GATHERED_IDLE_BACKENDS: usize = 5;
-
-/// Targets broken down by backend: one row per address. The text table keeps its own rows
-/// (idle backends gathered, calls that found no backend in a row of their own, so the column
-/// adds up); the merge table and the HTML page draw backends through `breakdown`.
+/// Targets broken down by backend: one row per address, idle ones gathered and the calls
+/// that found no ready backend in a row of their own (report::breakdown::table_rows).
 fn by_backend(o: &mut String, r: &Run) {
-    let Some(backends) = r.backends.as_ref().filter(|b| !b.is_empty()) else { return };
-    let _ = writeln!(o, "\nBy backend:");
-    let row = |o: &mut String, cells: [&str; 6]| {
-        let [addr, requests, failed, p50, p99, max] = cells;
-        let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
-    };
-    row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
-    let mut placed = 0;
-    // Many backends that took no call (a long list, most of it down) are one row.
-    let idle = backends.values().filter(|s| s.requests.total == 0).count();
-    let gather = idle > GATHERED_IDLE_BACKENDS;
-    for (addr, s) in backends {
-        let calls = s.requests.total;
-        if gather && calls == 0 {
-            continue;
-        }
-        placed += calls;
-        // A backend that took no call has no latency to show.
-        let [p50, p99, max] = match calls {
-            0 => ["-", "-", "-"].map(String::from),
-            _ => [Statistic::Percentile(50.0), Statistic::Percentile(99.0), Statistic::Max]
-                .map(|st| at(&s.latency_us, st)),
-        };
-        row(o, [addr, &calls.to_string(), &s.requests.failed.to_string(), &p50, &p99, &max]);
-    }
-    if gather {
-        row(o, [&format!("({idle} backends)"), "0", "0", "-", "-", "-"]);
-    }
-    // Calls that found no ready backend failed in none: their row makes the column add up.
-    let unplaced = r.requests.total.saturating_sub(placed).to_string();
-    if unplaced != "0" {
-        row(o, ["(no ready backend)", &unplaced, &unplaced, "-", "-", "-"]);
-    }
+    breakdown(o, r, Kind::Backends);
 }
 
 /// Counts by status name, in the order of the statuses' codes (OK first), none of 0.
