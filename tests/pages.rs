@@ -193,7 +193,7 @@ fn ping_draws_the_round_trip_distribution() {
     let (code, stdout, stderr) = outcome(cmd);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
-    let html = page_at(&out, &["Outliers (flagged", "  count  "]);
+    let html = page_at(&out, &["  lost    ", "  count  "]);
     for part in ["id=\"ping-series\"", "id=\"ping-box\"", "id=\"ping-violin\"", "gRPC - tcp-connect (medians): "] {
         assert!(html.contains(part), "no {part} in the page");
     }

@@ -19,7 +19,8 @@
 //! A regression is a significant change the bad way: lower throughput, higher latency or
 //! error rate. With `--min-effect`, a significant change smaller than that share of A's value
 //! is "no meaningful difference". A metric that cannot be judged (no OK calls on a side,
-//! latency of a run whose calls mostly failed) says why; `--fail-on-regression` fails on it.
+//! latency of a run whose calls mostly failed, latency of OK calls faster on a side that
+//! failed materially more calls: [`FailedMore`]) says why; `--fail-on-regression` fails on it.
 use crate::error::{bad_input, run_failed};
 use crate::report::Format;
 use crate::result::{NoticeKind, Run};
@@ -586,8 +587,9 @@ pub enum Verdict {
     /// No change that matters: the interval rules out every change of [`Metric::matters`] or
     /// more (or the change is significant but smaller than `--min-effect`).
     NoChange,
-    /// No verdict, and why: a side without a value, a run whose client was disturbed, or an
-    /// interval too wide to rule out a change that matters.
+    /// No verdict, and why: a side without a value, a run whose client was disturbed, an
+    /// interval too wide to rule out a change that matters, or a latency of OK calls on a side
+    /// that failed materially more calls, unless it calls that side slower ([`FailedMore`]).
     NotJudged(String),
 }
 
@@ -741,6 +743,24 @@ impl MetricComparison {
         self
     }
 
+    /// A latency verdict, when a side failed materially more ([`FailedMore`]): it stands when
+    /// it calls that side slower, or when nothing was tested (a side without a value, a
+    /// disturbed run); else it is not judged, and for that reason before an interval too wide
+    /// (more runs would not make it judged).
+    fn unless_failed_more(mut self, failed_more: Option<&FailedMore>) -> Self {
+        let Some(f) = failed_more.filter(|_| LATENCY_METRICS.contains(&self.metric)) else { return self };
+        let stands = match self.verdict {
+            Verdict::Regression => f.side == "B",
+            Verdict::Improvement => f.side == "A",
+            Verdict::NoChange => false,
+            Verdict::NotJudged(_) => self.shift.is_none(),
+        };
+        if !stands {
+            self.verdict = Verdict::NotJudged(f.why());
+        }
+        self
+    }
+
     pub fn is_regression(&self) -> bool {
         self.verdict == Verdict::Regression
     }
@@ -879,8 +899,66 @@ fn disturbed(metric: Metric, a: &[RunResult], b: &[RunResult]) -> Option<String>
 /// Every metric asked for, the tested ones as one family under Holm's step-down procedure
 /// (`stats::compare::holm`): the chance that any of them is called changed when none is stays
 /// at most `alpha`. Each tested metric's interval is at the level Holm tested it at, so that
-/// the interval and the verdict agree.
+/// the interval and the verdict agree. When a side failed materially more of its calls
+/// ([`FailedMore`]), a latency verdict stands only when it calls that side slower.
 pub fn family(
+    metrics: &[Metric],
+    a: &[RunResult],
+    b: &[RunResult],
+    alpha: f64,
+    min_effect: Option<f64>,
+) -> Vec<MetricComparison> {
+    let latency = metrics.iter().any(|m| LATENCY_METRICS.contains(m));
+    let failed_more = if latency { FailedMore::of(a, b, alpha) } else { None };
+    let tested = tested_family(metrics, a, b, alpha, min_effect);
+    tested.into_iter().map(|m| m.unless_failed_more(failed_more.as_ref())).collect()
+}
+
+/// A side that failed materially more of its calls than the other: its error rate is
+/// significantly higher at `alpha` (the noise compare measures for the error rate) and by at
+/// least the error rate's change that matters ([`Metric::matters`], 1 percentage point). The
+/// latency compared is of OK calls, and a side that failed more may have failed its slowest
+/// (a deadline fails exactly those): its p50 and p99 then read lower than its calls took. So
+/// only its being slower is called (failing more and slower is worse either way); faster or
+/// no change is not judged. Issue 39's session 3 saw B with `--deadline 1ms` fail 8-16 % of
+/// its calls and read "p99 improvement, B 85 % faster".
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedMore {
+    /// "A" or "B": the side that failed more.
+    pub side: &'static str,
+    /// Its failed share and the other side's (each the mean over its runs).
+    pub share: f64,
+    pub other_share: f64,
+}
+
+impl FailedMore {
+    fn of(a: &[RunResult], b: &[RunResult], alpha: f64) -> Option<FailedMore> {
+        let errors = tested_family(&[Metric::ErrorRate], a, b, alpha, None).remove(0);
+        let s = errors.shift.filter(|s| s.significant())?;
+        if s.difference.abs() < Metric::ErrorRate.matters(None) {
+            return None;
+        }
+        Some(match s.difference > 0.0 {
+            true => FailedMore { side: "B", share: s.b_mean, other_share: s.a_mean },
+            false => FailedMore { side: "A", share: s.a_mean, other_share: s.b_mean },
+        })
+    }
+
+    /// Why a latency is not judged.
+    pub fn why(&self) -> String {
+        let other = if self.side == "A" { "B" } else { "A" };
+        format!(
+            "{side} failed {}% of its calls against {other}'s {}%: its OK calls may leave its slowest out, so only \
+             {side} slower would be called",
+            percent(self.share),
+            percent(self.other_share),
+            side = self.side,
+        )
+    }
+}
+
+/// [`family`] without the [`FailedMore`] rule.
+fn tested_family(
     metrics: &[Metric],
     a: &[RunResult],
     b: &[RunResult],

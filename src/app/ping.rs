@@ -285,6 +285,17 @@ pub(crate) fn trim_word(t: Trim) -> &'static str {
     }
 }
 
+/// What was done with the outliers flagged, said once for the table and the page.
+pub(crate) fn outliers_text(r: &Report) -> String {
+    match r.trim {
+        Some(t) => format!(
+            "Outliers flagged; the {} ones are left out of the trimmed table and of the difference",
+            trim_word(t)
+        ),
+        None => "Outliers flagged, all kept; --trim z|tukey leaves them out".into(),
+    }
+}
+
 /// The outlier flags of one protocol in words.
 pub(crate) fn flags_text(name: &str, s: &Samples, a: &Analysed) -> String {
     let z: usize = a.z_passes.iter().map(Vec::len).sum();
@@ -367,12 +378,8 @@ pub fn table(r: &Report) -> String {
     let _ = writeln!(o, "\n{}", difference_text(r));
     let _ = writeln!(
         o,
-        "Outliers ({}):\n  {}\n  {}",
-        if r.trim.is_some() {
-            "flagged; trimmed as stated above"
-        } else {
-            "flagged, all kept; --trim z|tukey leaves them out"
-        },
+        "{}:\n  {}\n  {}",
+        outliers_text(r),
         flags_text(net, &r.icmp.0, &r.icmp.1),
         flags_text("grpc", &r.grpc.0, &r.grpc.1)
     );
@@ -441,4 +448,50 @@ pub fn to_json(r: &Report) -> Value {
             "mann_whitney_p": r.test.map(|t| t.p_value),
         })),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of a few samples a side, one of them an outlier, as `run` makes it.
+    fn report(trim: Option<Trim>) -> Report {
+        let samples = |ms: &[u64]| {
+            let mut s = Samples::default();
+            for &m in ms {
+                s.add(Outcome::Answered(Duration::from_millis(m)));
+            }
+            s
+        };
+        let (icmp, grpc) = (samples(&[1, 1, 1, 2, 1, 1, 40]), samples(&[2, 2, 3, 2, 2, 2, 90]));
+        let (icmp_a, grpc_a) = (analyse(&icmp, trim), analyse(&grpc, trim));
+        let bootstrap = Bootstrap::default();
+        Report {
+            target: "127.0.0.1:1".into(),
+            call: "EchoService.echo".into(),
+            method: Method::Tcp,
+            interval: Duration::from_millis(10),
+            asked: 7,
+            interrupted: false,
+            trim,
+            shift: compare::median_shift(&icmp_a.used_ns, &grpc_a.used_ns, &bootstrap),
+            test: compare::mann_whitney(&icmp_a.used_ns, &grpc_a.used_ns),
+            icmp: (icmp, icmp_a),
+            grpc: (grpc, grpc_a),
+            bootstrap,
+        }
+    }
+
+    #[test]
+    fn the_table_and_the_page_say_the_same_of_the_outliers() {
+        for trim in [None, Some(Trim::Z), Some(Trim::Tukey)] {
+            let r = report(trim);
+            let (text, page) = (table(&r), super::super::pages::ping::render(&r));
+            // The table's line above the flags, without its colon, is the page's first note.
+            let line = text.lines().find(|l| l.starts_with("Outliers")).unwrap_or_else(|| panic!("{text}"));
+            let sentence = line.strip_suffix(':').unwrap_or(line);
+            assert!(page.contains(&format!("<h2>Outliers</h2><ul class=\"notices\"><li>{sentence}</li>")), "{page}");
+        }
+        assert!(outliers_text(&report(Some(Trim::Tukey))).contains("the Tukey ones are left out"));
+    }
 }

@@ -8,6 +8,7 @@ mod db;
 mod echo;
 mod exec;
 mod health;
+mod linger;
 mod network;
 mod server;
 mod spin;

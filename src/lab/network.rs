@@ -12,6 +12,7 @@
 //! first and the connection writes their answers in one `writev`: under h2load's echo at 64
 //! streams, server CPU per call fell from about 17 µs to 8.3 (docs/design.md, "Network threads").
 use super::health::HealthService;
+use super::linger::Lingering;
 use super::proto::echo::echo_service_server::EchoServiceServer;
 use super::proto::lab::{
     stats_server::StatsServer, storage_server::StorageServer, streaming_server::StreamingServer,
@@ -25,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
+use tokio_stream::StreamExt;
 use tokio_util::task::AbortOnDropHandle;
 use tonic::codec::CompressionEncoding::Gzip;
 use tonic::transport::server::TcpIncoming;
@@ -75,7 +77,8 @@ async fn serve(
     let reflection_v1 = reflection().build_v1().expect("the lab's descriptor set");
     let reflection_v1alpha = reflection().build_v1alpha().expect("the lab's descriptor set");
     let listener = tokio::net::TcpListener::from_std(listener).expect("a nonblocking std listener inside the runtime");
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Each connection closes lingering (linger.rs): an invalid preface is closed, not reset.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true)).map(|conn| conn.map(Lingering::new));
 
     let until = |mut stopped: watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stop| *stop).await;
@@ -136,13 +139,18 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if let Some(refusal) = not_grpc(&request) {
+            // The rest of the request is still read, as after any answer that leaves first.
+            drop(Unread::new(request.into_body()));
+            return Box::pin(std::future::ready(Ok(refusal)));
+        }
         if echo::takes_fast_path(&request) {
             spin::echo_arrived();
             let lab = self.lab.clone();
             return Box::pin(async move { Ok(echo::fast_echo(&lab, request.into_body()).await) });
         }
         let path = request.uri().path().to_owned();
-        let request = request.map(|body| Unread { body: Some(Box::pin(body)), ended: false });
+        let request = request.map(Unread::new);
         let running = AbortOnDropHandle::new(self.calls.spawn(self.inner.call(request)));
         Box::pin(async move {
             match running.await {
@@ -151,6 +159,46 @@ where
                 Err(_) => Ok(Status::unavailable("the server is stopping").into_http()),
             }
         })
+    }
+}
+
+/// The answer to a request that is not a gRPC call, as grpc-go's `ServeHTTP` gives it
+/// (<https://github.com/grpc/grpc-go/blob/v1.72.1/internal/transport/handler_server.go>):
+/// 405 to a method other than POST, then 415 to a content-type other than gRPC's, each with a
+/// line of text saying why. gRPC's protocol asks for the 415
+/// (<https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md>, "Content-Type") so that
+/// no other HTTP client takes a gRPC error, HTTP 200, for a success. grpc-go's own transport
+/// sends the same statuses in headers alone, with a grpc-status; the body here makes it an
+/// ordinary HTTP answer, which h2spec's generic/2/2 and 2/3 want (a DATA frame). tonic would
+/// route such a request as a call: UNIMPLEMENTED in trailers only. None for a gRPC request.
+fn not_grpc<B>(request: &http::Request<B>) -> Option<http::Response<tonic::body::Body>> {
+    let (status, problem) = if request.method() != http::Method::POST {
+        (http::StatusCode::METHOD_NOT_ALLOWED, format!("invalid gRPC request method {:?}", request.method().as_str()))
+    } else {
+        let content_type = request.headers().get(http::header::CONTENT_TYPE).map_or(&b""[..], |v| v.as_bytes());
+        if is_grpc(content_type) {
+            return None;
+        }
+        let content_type = String::from_utf8_lossy(content_type);
+        (http::StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("invalid gRPC request content-type {content_type:?}"))
+    };
+    let body = http_body_util::Full::new(bytes::Bytes::from(problem + "\n"));
+    let mut response = http::Response::new(tonic::body::Body::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+    if status == http::StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+    }
+    Some(response)
+}
+
+/// gRPC's content-type, `application/grpc` alone or followed by `+subtype` or `;parameters`,
+/// as grpc-go reads it (`ContentSubtype` in its internal/grpcutil/method.go).
+fn is_grpc(content_type: &[u8]) -> bool {
+    match content_type.strip_prefix(b"application/grpc") {
+        Some(rest) => rest.first().is_none_or(|c| matches!(c, b'+' | b';')),
+        None => false,
     }
 }
 
@@ -167,6 +215,12 @@ const UNREAD_GRACE: Duration = Duration::from_secs(1);
 pub struct Unread<B: http_body::Body + Send + 'static> {
     body: Option<std::pin::Pin<Box<B>>>,
     ended: bool,
+}
+
+impl<B: http_body::Body + Send + 'static> Unread<B> {
+    fn new(body: B) -> Self {
+        Unread { body: Some(Box::pin(body)), ended: false }
+    }
 }
 
 impl<B: http_body::Body + Send + 'static> http_body::Body for Unread<B> {

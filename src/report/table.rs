@@ -436,10 +436,22 @@ fn floor(o: &mut String, r: &Run) {
     }
 }
 
-/// Assertions, then the notices that qualify the numbers.
+/// Assertions, then the notices that qualify the numbers. A latency assertion reads every
+/// call, a failed one at its time to fail: a deadline's failures count at the deadline, less
+/// than they would have taken, so its line says the failed share beside the value (a run
+/// whose deadline failed its slowest calls passes `p99<...` on them).
 fn verdicts(o: &mut String, r: &Run) {
+    let q = &r.requests;
+    let failed = match q.failed {
+        0 => String::new(),
+        n => format!("; {:.2}% of calls failed, each counted at its time to fail", n as f64 * 100.0 / q.total as f64),
+    };
     for a in r.assertions.iter().flatten() {
-        let _ = writeln!(o, "Assert {}: {} ({})", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
+        let latency = crate::stats::assertions::parse(&a.assertion).is_ok_and(|checks| {
+            checks.iter().any(|c| matches!(c.metric, crate::stats::assertions::Metric::Latency(_)))
+        });
+        let beside = if latency { failed.as_str() } else { "" };
+        let _ = writeln!(o, "Assert {}: {} ({}{beside})", a.assertion, if a.ok { "ok" } else { "BREACHED" }, a.value);
     }
     for n in r.notices.texts() {
         let _ = writeln!(o, "Note: {n}");
@@ -657,6 +669,26 @@ mod tests {
         assert_eq!(text(floor, &s), "", "left out");
         s.floor = Some(None);
         assert!(text(floor, &s).contains("not calibrated"));
+    }
+
+    #[test]
+    fn a_latency_assertion_says_the_failed_share_beside_its_value() {
+        // Every tenth call failed: the latency assertion counts them at their time to fail.
+        let mut r = result(&run());
+        let checked = |assertion: &str, value: &str| crate::result::Checked {
+            assertion: assertion.into(),
+            value: value.into(),
+            ok: true,
+        };
+        r.assertions = Some(vec![checked("p99<30ms", "2 ms"), checked("error_rate<20%", "10.00%")]);
+        let mut t = String::new();
+        verdicts(&mut t, &r);
+        let line = |start: &str| t.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("{t}")).to_string();
+        assert_eq!(
+            line("Assert p99"),
+            "Assert p99<30ms: ok (2 ms; 10.00% of calls failed, each counted at its time to fail)"
+        );
+        assert_eq!(line("Assert error_rate"), "Assert error_rate<20%: ok (10.00%)");
     }
 
     #[test]

@@ -45,6 +45,12 @@ pub enum Behaviour {
         base: Duration,
         per_second: Duration,
     },
+    /// Call number n (1-based, server-wide) takes `slow` when n % every == 0, else no time:
+    /// a tail that a client's deadline can cut off.
+    SlowEvery {
+        every: u64,
+        slow: Duration,
+    },
 }
 
 struct Echo {
@@ -75,6 +81,11 @@ impl EchoService for Echo {
                 let _ = tokio::task::spawn_blocking(move || std::thread::sleep(d)).await;
             }
             Behaviour::Echo => {}
+            Behaviour::SlowEvery { every, slow } => {
+                if n.is_multiple_of(every) {
+                    take(slow).await;
+                }
+            }
             Behaviour::StallAt { at, stall } => {
                 let until = {
                     let mut s = self.stalled_until.lock().unwrap();

@@ -2,7 +2,7 @@
 //! cannot show is the distribution and its course: every sample in order (network and gRPC,
 //! losses and flagged outliers marked), box plots and violins of both (`report::html`'s, as
 //! the ping-vs-gRPC lab draws them), beside the table and the difference `ping` prints.
-use super::super::ping::{difference_text, flags_text, ms, trim_word, Analysed, Report};
+use super::super::ping::{difference_text, flags_text, ms, outliers_text, trim_word, Analysed, Report};
 use super::{boxed, notes, page};
 use crate::report::html::{box_plot, violins, Distribution};
 use crate::report::svg::{esc, latency_us, num, Axis, Mark, Plot};
@@ -42,18 +42,8 @@ pub fn render(r: &Report) -> String {
         body += &violins("ping-violin", "Round trips: density", &ds);
     }
     body += "</div>\n";
-    let outliers = vec![
-        format!(
-            "Outliers {}",
-            if r.trim.is_some() {
-                "flagged; trimmed as the table says"
-            } else {
-                "flagged, all kept; --trim z|tukey leaves them out"
-            }
-        ),
-        flags_text(net, &r.icmp.0, &r.icmp.1),
-        flags_text("grpc", &r.grpc.0, &r.grpc.1),
-    ];
+    let outliers =
+        vec![outliers_text(r), flags_text(net, &r.icmp.0, &r.icmp.1), flags_text("grpc", &r.grpc.0, &r.grpc.1)];
     body += &notes("Outliers", &outliers);
     page(&format!("rpcmeter ping {}", r.target), &body)
 }

@@ -1,0 +1,103 @@
+//! A run whose deadline failed its slow calls: `compare` read its latency of OK calls, which
+//! leaves the slow ones out, as "p99 improvement, B 80% faster" against an A that waited for
+//! them; `run --assert p99<...` passes on it, its failures counted at the deadline, and says
+//! the failed share beside. A file of its own, so that its runs do not load the machine during
+//! one run of compare_runs.rs's A/A pairs.
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+#[path = "common/compare_cli.rs"]
+mod compare_cli;
+use compare_cli::{compare, os, row};
+
+mod common;
+use common::{json_of, outcome, run_echo, Behaviour, TestServer};
+
+/// One short closed-loop run with `extra` flags, its result written to `dir/name.json`.
+fn measure(server: &TestServer, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let args = ["-c", "4", "-z", "1s", "--warmup", "100ms", "--interval", "250ms", "--no-calibrate"];
+    let result = json_of(run_echo(server.addr, &[&args[..], &["--no-server-stats"], extra].concat()));
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, result.to_string()).unwrap();
+    path
+}
+
+/// `compare FLAGS A... -- B...`.
+fn judge(a: &[PathBuf], b: &[PathBuf], flags: &[&str]) -> (Option<i32>, String, String) {
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| os(f)).collect();
+    args.extend(a.iter().map(|p| p.as_os_str()));
+    args.push(os("--"));
+    args.extend(b.iter().map(|p| p.as_os_str()));
+    compare(&args)
+}
+
+#[test]
+fn a_side_whose_deadline_failed_its_slow_calls_is_not_called_faster() {
+    // Every 10th call takes 50 ms, the others no time: A waits for them, B's 20 ms deadline
+    // fails them.
+    let server = TestServer::start(Behaviour::SlowEvery { every: 10, slow: Duration::from_millis(50) });
+    let dir = tempfile::tempdir().unwrap();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..3 {
+        // Interleaved, A B B A A B, as `compare --runs` runs them.
+        let order = if i % 2 == 0 { ["a", "b"] } else { ["b", "a"] };
+        for side in order {
+            let name = format!("{side}{i}");
+            match side {
+                "a" => a.push(measure(&server, dir.path(), &name, &[])),
+                _ => b.push(measure(&server, dir.path(), &name, &["--deadline", "20ms"])),
+            }
+        }
+    }
+
+    let (code, stdout, stderr) = judge(&a, &b, &["--fail-on-regression"]);
+    eprintln!("{stdout}");
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(row(&stdout, "error rate").contains(": regression"), "{stdout}");
+    for label in ["p50 latency", "p99 latency"] {
+        let line = row(&stdout, label);
+        assert!(!line.contains("faster") && !line.contains("improvement"), "{stdout}");
+        assert!(line.contains("not judged: B failed ") && line.contains("% of its calls against A's "), "{stdout}");
+    }
+    // Only latency asked for: the gate fails on it, saying why.
+    let (code, stdout, stderr) = judge(&a, &b, &["--metric=p99", "--fail-on-regression"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("not judged: p99 latency (B failed "), "{stderr}");
+    // The page says it where it says what was not judged.
+    let (code, html, stderr) = judge(&a, &b, &["--format=html"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(html.contains("Not judged: p99 latency: B failed "), "{html}");
+    // JSON: the same verdict and why.
+    let (_, json, _) = judge(&a, &b, &["--format=json", "--metric=p99"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let p99 = &report["metrics"][0];
+    assert_eq!(p99["verdict"], "not judged", "{p99}");
+    assert!(p99["why"].as_str().unwrap().starts_with("B failed "), "{p99}");
+
+    // Swapped: B waits for the calls A failed. Its p99 is slower than A's OK calls, but A's
+    // leave out what B waited for: no regression called on that.
+    let (code, stdout, stderr) = judge(&b, &a, &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(row(&stdout, "error rate").contains(": improvement"), "{stdout}");
+    let line = row(&stdout, "p99 latency");
+    assert!(line.contains("not judged: A failed ") && !line.contains("regression"), "{stdout}");
+}
+
+#[test]
+fn a_latency_assertion_passed_on_failed_calls_says_how_many_failed() {
+    // Every 10th call takes 100 ms. Waited for, p99 is 100 ms: `p99<40ms` is breached. Failed
+    // by a 20 ms deadline, they count at 20 ms: it holds, and the line says 10 % failed.
+    let server = TestServer::start(Behaviour::SlowEvery { every: 10, slow: Duration::from_millis(100) });
+    let args = ["-c", "4", "-z", "1s", "--no-calibrate", "--no-server-stats", "--assert", "p99<40ms"];
+    let (code, stdout, stderr) = outcome(run_echo(server.addr, &args));
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    let line =
+        stdout.lines().find(|l| l.starts_with("Assert p99<40ms: BREACHED (")).unwrap_or_else(|| panic!("{stdout}"));
+    eprintln!("{line}");
+    assert!(!line.contains("failed"), "no call failed: {line}");
+
+    let (code, stdout, stderr) = outcome(run_echo(server.addr, &[&args[..], &["--deadline", "20ms"]].concat()));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let line = stdout.lines().find(|l| l.starts_with("Assert p99<40ms: ok (")).unwrap_or_else(|| panic!("{stdout}"));
+    eprintln!("{line}");
+    assert!(line.ends_with("% of calls failed, each counted at its time to fail)"), "{line}");
+}
