@@ -360,7 +360,7 @@ fn down_texts(answered: &[(&str, u64)]) -> Vec<String> {
         let busiest = answered.iter().map(|(_, n)| *n).max().unwrap_or(0);
         out.push(format!(
             "{} more backends answered under half the {busiest} calls OK of the busiest ({none} of them none): \
-             down or unreachable? (each is in the By backend table)",
+             down or unreachable? (the JSON result's `backends` has each)",
             rest.len()
         ));
     }
