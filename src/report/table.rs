@@ -324,11 +324,15 @@ fn checks(o: &mut String, r: &Run) {
     let _ = writeln!(o, "\nChecks:");
     for c in checks {
         let (pass, fail) = (c.pass, c.fail);
-        let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
+        // A check of a step that no flow reached (stopped before it) has no share to read as 0 %.
+        let share = match pass + fail {
+            0 => "never run".to_string(),
+            all => format!("{:.2}%", pass as f64 * 100.0 / all as f64),
+        };
         // A check's expected value may be a whole body: the line shows its start.
         let label = format!("{}: {}", c.call, c.expression);
         let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
-        let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
+        let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share})");
     }
 }
 
