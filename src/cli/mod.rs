@@ -173,6 +173,8 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
             history: whole.history,
             fingerprint: run_settings::fingerprint(&arguments)?,
             progress: !args.quiet,
+            // The log, read whole here, is not read whole again by each shard.
+            scan: whole.replay.map(|log| log.scan),
         };
         return crate::app::shards::run_local(whole, &children);
     }

@@ -64,3 +64,17 @@ pub fn from_text(text: &str) -> Result<Histogram<u64>, String> {
         base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| format!("is not base64: {e}"))?;
     unpack(&bytes)
 }
+
+/// A histogram field written as `to_text` (`#[serde(with = "crate::stats::histogram::as_text")]`).
+pub mod as_text {
+    use hdrhistogram::Histogram;
+
+    pub fn serialize<S: serde::Serializer>(h: &Histogram<u64>, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_str(&super::to_text(h))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Histogram<u64>, D::Error> {
+        let text: String = serde::Deserialize::deserialize(from)?;
+        super::from_text(&text).map_err(serde::de::Error::custom)
+    }
+}
