@@ -185,9 +185,14 @@ fn messages_line(m: &crate::result::Messages) -> String {
         m.kind, m.sent, m.sent_per_s, m.received, m.received_per_s
     );
     for (latency, what) in [(&m.round_trip_us, "round trip"), (&m.first_message_us, "first message")] {
-        if let Some(l) = latency {
-            let p = |p: f64| l.micros(Statistic::Percentile(p)).map_or("–".into(), latency_us);
-            line += &format!("; {what} p50 {}, p99 {}", p(50.0), p(99.0));
+        match latency {
+            // No message came back (a silent ping-pong): no time to show as 0.
+            Some(l) if l.is_empty() => line += &format!("; {what}: none (no message came back)"),
+            Some(l) => {
+                let p = |p: f64| l.micros(Statistic::Percentile(p)).map_or("–".into(), latency_us);
+                line += &format!("; {what} p50 {}, p99 {}", p(50.0), p(99.0));
+            }
+            None => {}
         }
     }
     line
@@ -1035,6 +1040,11 @@ mod tests {
             "{html}"
         );
         assert!(!render(&[parse("u.json", &result("fine", 4)).unwrap()]).contains("Messages (streams)"));
+        // A silent server's ping-pong: it drew "round trip p50 0, p99 0".
+        v["messages"]["received"] = 0.into();
+        v["messages"]["round_trip_us"] = serde_json::json!({"count": 0, "p50": 0.0, "p99": 0.0, "max": 0.0});
+        let html = render(&[parse("s.json", &v.to_string()).unwrap()]);
+        assert!(html.contains("0 received (5.0/s); round trip: none (no message came back)"), "{html}");
     }
 
     #[test]

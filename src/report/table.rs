@@ -141,6 +141,10 @@ fn messages(o: &mut String, r: &Run) {
         m.sent, m.sent_per_s, m.received, m.received_per_s, m.kind
     );
     let line = |name: &str, l: &LatencySummary| {
+        // A server that answered no message (a silent ping-pong) gave no time to show as 0 µs.
+        if l.is_empty() {
+            return format!("  {name} none (no message came back)");
+        }
         let p = |p: f64| at(l, Statistic::Percentile(p));
         let (p50, p90, p99, max) = (p(50.0), p(90.0), p(99.0), at(l, Statistic::Max));
         format!("  {name} p50 {p50}, p90 {p90}, p99 {p99}, max {max} ({} messages)", l.count)
@@ -557,6 +561,12 @@ mod tests {
         });
         let t = text(messages, &s);
         assert!(t.contains("10 sent (5.0/s), 9 received (4.5/s)") && t.contains("Round trip:"), "{t}");
+        // A silent server's ping-pong: no message came back, so no round trip to read as 0 µs
+        // (it printed "p50 0.0 µs, p90 0.0 µs, p99 0.0 µs, max 0.0 µs (0 messages)").
+        let none = crate::stats::Latency::of(&hdrhistogram::Histogram::new(3).unwrap());
+        s.messages.as_mut().unwrap().round_trip = Some(none);
+        let t = text(messages, &s);
+        assert!(t.contains("Round trip:   none (no message came back)\n"), "{t}");
     }
 
     #[test]
