@@ -258,7 +258,7 @@ const SLOW_BACKEND_CALLS: u64 = 20;
 /// On a busy machine a starved thread or a late wake-up puts one of two equal backends' p50
 /// several times the other's (8.3 ms against 1.4 ms at a load of 17 on 2 cores), yet still
 /// within the stalls that the other's slowest tenth shows; a slow pod stands above them.
-fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)], hiccup: Option<Duration>) -> Vec<Notice> {
+fn slow_backends(backends: &[(&str, &crate::record::shard::NameTally)], hiccup: Option<Duration>) -> Vec<Notice> {
     let judged: Vec<(&str, Duration, Duration, u64)> = backends
         .iter()
         .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
@@ -487,9 +487,7 @@ mod tests {
     #[test]
     fn schedule_lag_is_named_by_what_most_late_sends_waited_for() {
         let mut s = fine();
-        let mut lag = tally(100, ms(5), 0);
-        lag.schedule_lag = Some(lag.call_latency.clone());
-        s.schedule_lag = Some(Latency::of(lag.schedule_lag()));
+        s.schedule_lag = Some(Latency::of(&tally(100, ms(5), 0).call_latency));
         (s.late_sends, s.late_wakeups) = (80, 20);
         assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is slot wait"));
         (s.late_sends, s.late_wakeups) = (20, 80);
@@ -576,7 +574,7 @@ mod tests {
             t
         };
         let kinds = |backends: &[(&str, crate::record::shard::NameTally)]| {
-            slow_backends(backends, None)
+            slow_backends(&backends.iter().map(|(a, share)| (*a, share)).collect::<Vec<_>>(), None)
                 .iter()
                 .map(|n| n.text.split(' ').nth(1).unwrap().to_string())
                 .collect::<Vec<_>>()
@@ -603,8 +601,9 @@ mod tests {
             t.calls = us.len() as u64;
             t
         };
-        let named =
-            |backends: &[(&str, crate::record::shard::NameTally)], hiccup| !slow_backends(backends, hiccup).is_empty();
+        let named = |backends: &[(&str, crate::record::shard::NameTally)], hiccup| {
+            !slow_backends(&backends.iter().map(|(a, share)| (*a, share)).collect::<Vec<_>>(), hiccup).is_empty()
+        };
         // As seen at a load of 17 on 2 cores: two equal echo servers, one's p50 5.6x the
         // other's, the other's p90 above it (the machine's stalls, not the server).
         let equal = share(&[[1_400; 12].as_slice(), &[8_000; 4], &[12_000; 4]].concat());

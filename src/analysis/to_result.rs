@@ -169,8 +169,8 @@ fn histograms(m: &crate::record::Tally) -> result::Histograms {
         call_latency: to_text(&m.call_latency),
         sent_call_latency: None,
         ok_call_latency: Some(to_text(&m.ok_call_latency)),
-        attempt_latency: Some(to_text(&m.attempt_latency)),
-        service_time: Some(to_text(&m.service_time)),
+        attempt_latency: Some(to_text(m.attempt_latency())),
+        service_time: Some(to_text(m.service_time())),
         schedule_lag: Some(to_text(m.schedule_lag())),
     }
 }
@@ -298,7 +298,7 @@ fn checks(s: &Summary) -> Vec<result::CheckCount> {
 
 /// Targets broken down by backend: each address's slice (merge adds them).
 fn backends(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
+    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(share, window))).collect()
 }
 
 /// Targets broken down by backend: each interval's calls by backend, the first
