@@ -666,7 +666,7 @@ pub fn table(merged: &Run) -> String {
     }
     for kind in Kind::ALL {
         let slices = merged.breakdown(kind.key()).into_iter().flatten();
-        o += &crate::report::breakdown::text(kind, slices.map(|(name, s)| (name.as_str(), s)));
+        o += &crate::report::breakdown::text(kind, slices.map(|(name, s)| (name.as_str(), s)), merged.requests.total);
     }
     if let Some(checks) = merged.checks.as_ref().filter(|c| !c.is_empty()) {
         o += "\nChecks:\n";
