@@ -55,6 +55,10 @@ fn round_robin_counts_per_backend_equal_each_servers_and_are_balanced() {
     }
     let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
     assert!(hi - lo <= workers, "unbalanced: {counts:?}");
+    // A closed loop without retries: service time and attempts are call latency, to the byte
+    // (its tallies go without their own: record/shard.rs, `Slots`).
+    let h = &r["histograms"];
+    assert!(h["service_time"] == h["call_latency"] && h["attempt_latency"] == h["call_latency"], "{h}");
     assert_eq!(counts.iter().sum::<u64>(), 600);
 }
 
@@ -428,4 +432,88 @@ fn backends_past_the_first_eight_are_one_line_of_the_series() {
     assert!(column(&lines[8], "answering").iter().all(|&n| n == 0), "{}", lines[8]);
     assert_eq!(column(&lines[0], "ok").iter().sum::<u64>(), up.calls());
     assert_intervals_add_up(&r);
+}
+
+/// `run --shards` over backends: merge left the per-backend series out; now each backend's
+/// line is its line of every shard added, interval by interval, and still adds up to the
+/// merged intervals, with each interval's p99 that of its added histogram.
+#[test]
+fn sharded_runs_merge_the_per_backend_series_line_by_line() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    let args = ["--lb", "round_robin", "--shards", "2", "--rps", "200", "-z", "2s", "--interval", "500ms"];
+    let r = json(run(&ipv4(&[&a, &b]), &args));
+    assert_intervals_add_up(&r);
+    for (server, line) in [(&a, series_of(&r, a.addr)), (&b, series_of(&r, b.addr))] {
+        assert_eq!(column(line, "ok").iter().sum::<u64>(), server.calls(), "{line}");
+        let histograms = line["histograms"].as_array().unwrap_or_else(|| panic!("no histograms: {line}"));
+        for (k, text) in histograms.iter().enumerate() {
+            let Some(text) = text.as_str() else {
+                assert!(line["p99_us"][k].is_null(), "{line}");
+                continue;
+            };
+            let h = rpcmeter::stats::histogram::from_text(text).unwrap();
+            assert_eq!(h.len(), line["calls"][k].as_u64().unwrap(), "{line}");
+            let p99 = rpcmeter::units::micros(rpcmeter::stats::Statistic::Percentile(99.0).of(&h));
+            assert_eq!(line["p99_us"][k].as_f64(), Some(p99), "interval {k}: {line}");
+        }
+    }
+    // Both backends served in most intervals.
+    let both = (0..r["intervals"].as_array().unwrap().len())
+        .filter(|&k| [a.addr, b.addr].iter().all(|addr| series_of(&r, *addr)["calls"][k].as_u64() > Some(0)))
+        .count();
+    assert!(both >= 3, "{}", r["backend_intervals"]);
+    let shard_calls: Vec<u64> = r["shards"].as_array().unwrap().iter().map(|s| s["calls"].as_u64().unwrap()).collect();
+    assert_eq!(shard_calls.iter().sum::<u64>(), a.calls() + b.calls(), "{shard_calls:?}");
+}
+
+/// `--warmup auto` over backends: the warm-up found after the run is taken out of each
+/// backend's numbers too, its latency with its calls (every tally keeps each backend's latency
+/// then, so that the early intervals' subtracts: record/shard.rs, `Slots::backend_latency`).
+#[test]
+fn a_warm_up_found_afterwards_leaves_each_backends_latency_with_its_calls() {
+    let ms = Duration::from_millis;
+    let warms = || TestServer::start(Behaviour::WarmsUp { slow: ms(12), fast: ms(3), warm: Duration::from_secs(2) });
+    let (a, b) = (warms(), warms());
+    let extra = ["--lb", "round_robin", "--rps", "100", "-z", "5s", "--interval", "500ms", "--warmup", "auto"];
+    let r = json(run(&ipv4(&[&a, &b]), &extra));
+    let (measured, warm) = (r["requests"]["total"].as_u64().unwrap(), r["warmup"]["calls"].as_u64().unwrap_or(0));
+    assert_eq!(measured + warm, a.calls() + b.calls());
+    assert_eq!(calls_of(&r, a.addr) + calls_of(&r, b.addr), measured);
+    for server in [&a, &b] {
+        let slice = &r["backends"][server.addr.to_string()];
+        let calls = calls_of(&r, server.addr);
+        let latency = rpcmeter::record::shard::from_text(slice["histogram"].as_str().unwrap()).unwrap();
+        assert_eq!((slice["latency_us"]["count"].as_u64(), latency.len()), (Some(calls), calls), "{slice}");
+    }
+    if warm == 0 {
+        eprintln!("no warm-up found (a busy machine?): {}", r["steady_state"]);
+    }
+}
+
+/// Ctrl-C: each backend's latency, kept on its worker thread for the whole run, comes with the
+/// thread's last hand-over, all of it ("nothing already measured is lost": record/shard.rs,
+/// `Tally::backend_latency`).
+#[test]
+fn an_interrupted_run_keeps_each_backends_latency_with_its_calls() {
+    let (a, b) = (TestServer::start(Behaviour::Echo), TestServer::start(Behaviour::Echo));
+    let child = run(&ipv4(&[&a, &b]), &["--lb", "round_robin", "-c", "4", "-z", "60s", "--interval", "200ms"])
+        .args(["--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait::wait_for_count("200 calls at the servers", 200, || a.calls() + b.calls());
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["partial"], true);
+    for server in [&a, &b] {
+        let slice = &r["backends"][server.addr.to_string()];
+        let calls = calls_of(&r, server.addr);
+        assert!(calls >= 50, "{slice}");
+        assert_eq!(calls, server.calls(), "{slice}");
+        assert_eq!(slice["latency_us"]["count"].as_u64(), Some(calls), "{slice}");
+    }
 }

@@ -45,6 +45,9 @@ fn each_command_has_its_man_page() {
     let (code, page, stderr) = common::rpcmeter_with(["man", "run"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(page.contains(".TH rpcmeter-run 1") && page.contains("\\-\\-workload"), "{}", &page[..page.len().min(400)]);
+    // As git's pages: named git-commit(1), used as `git commit` (it read `rpcmeter-run [--call]`,
+    // a program there is not).
+    assert!(page.contains(".SH SYNOPSIS\n\\fBrpcmeter run\\fR "), "{}", &page[..page.len().min(600)]);
     let (code, _, stderr) = common::rpcmeter_with(["man", "nope"]);
     assert_eq!(code, Some(2));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");

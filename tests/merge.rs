@@ -390,7 +390,8 @@ type Edit = (&'static str, fn(&mut serde_json::Value), &'static str);
 
 /// A hand-edited result is refused where it is read, in one line, exit 2 (before: `report`
 /// drew a 309-digit calls/s, -3 µs and u64::MAX calls; `merge` took `duration_s: 1e308` as
-/// `Duration: inf s` and `0` as no window, doubling the merged throughput).
+/// `Duration: inf s` and `0` as no window, doubling the merged throughput; both drew 12 to
+/// 18 digits of calls/s from counts that their window or each other could not hold).
 #[test]
 fn numbers_beyond_a_run_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,12 +400,24 @@ fn numbers_beyond_a_run_are_refused_in_one_line() {
     other["meta"]["run_id"] = "00000000-0000-4000-8000-000000000002".into();
     let good = dir.path().join("good.json");
     write(&good, &other);
-    let edits: [Edit; 5] = [
+    let edits: [Edit; 7] = [
         ("rps", |v| v["throughput_rps"] = 1e308.into(), "throughput_rps 1e308 is not a rate per second"),
         ("negative", |v| v["latency_us"]["p50"] = (-3.0).into(), "latency_us.p50 -3 is not a latency in µs"),
         ("calls", |v| v["requests"]["total"] = u64::MAX.into(), "requests.total 18446744073709551615 is not a count"),
         ("endless", |v| v["duration_s"] = 1e308.into(), "duration_s 1e308 is not a duration in seconds"),
         ("zero", |v| v["duration_s"] = 0.into(), "duration_s 0 with 206 calls: no measured window"),
+        // Each count within its bound, but not with the others: report drew OK calls/s of
+        // 211014982063726.5 from 10^12 OK of 500 calls, merge 106098957806387152.0 calls/s.
+        (
+            "ok",
+            |v| v["requests"]["ok"] = 1_000_000_000_000u64.into(),
+            "requests.ok 1000000000000 and requests.failed 0 are more than requests.total 206",
+        ),
+        (
+            "window",
+            |v| v["requests"]["total"] = 1_000_000_000_000_000u64.into(),
+            "requests.total 1000000000000000 in duration_s 1.000162: more than 1e9 calls/s",
+        ),
     ];
     for (name, edit, says) in edits {
         let mut v = saved.clone();

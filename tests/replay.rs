@@ -500,6 +500,93 @@ fn a_sharded_replay_and_a_merge_keep_the_logs_own_numbers_method_by_method() {
     }
 }
 
+/// The opens of `file` by any process while `run` runs (inotify). An event the same as the
+/// last one queued, still unread, is merged into it: the reads and closes watched beside the
+/// opens keep one process's opens apart, but two processes opening it at one instant are
+/// counted once (a sharded run's shards do: `bytes_read` counts them).
+fn opens_while(file: &Path, run: impl FnOnce()) -> usize {
+    use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+    let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, file, WatchFlags::OPEN | WatchFlags::ACCESS | WatchFlags::CLOSE_NOWRITE).unwrap();
+    run();
+    let mut buffer = vec![std::mem::MaybeUninit::uninit(); 1 << 16];
+    let mut events = inotify::Reader::new(&watch, &mut buffer);
+    let mut opens = 0;
+    loop {
+        match events.next() {
+            Ok(event) => {
+                assert!(!event.events().contains(ReadFlags::QUEUE_OVERFLOW), "more events than inotify queues");
+                opens += event.events().contains(ReadFlags::OPEN) as usize;
+            }
+            Err(rustix::io::Errno::AGAIN) => return opens,
+            Err(e) => panic!("inotify: {e}"),
+        }
+    }
+}
+
+/// `rpcmeter ARGS`, run to its end: its output, and the bytes it and every process it started
+/// read (Linux's `rchar` in /proc/PID/io, of a shell that waited for it: a process's count
+/// takes in each child's as the child is waited for).
+fn bytes_read(args: &[&std::ffi::OsStr]) -> (String, u64) {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#""$@" && grep '^rchar:' /proc/$$/io >&2"#, "sh", env!("CARGO_BIN_EXE_rpcmeter")]).args(args);
+    let (code, stdout, stderr) = outcome(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    let read = stderr.lines().last().and_then(|l| l.strip_prefix("rchar:")).map(|n| n.trim().parse().unwrap());
+    (stdout, read.unwrap_or_else(|| panic!("no rchar: {stderr}")))
+}
+
+/// The log is read whole once before its calls are sent, however many runs send them: a
+/// sweep's steps share the first step's scan, and the parent of `run --shards` hands its scan
+/// to each shard. Before, each step and each shard read the log whole again (a 2 GiB log:
+/// seconds each): a sweep of 3 steps opened it 6 times, `run --shards 2` read it 5 times.
+#[test]
+fn a_sweep_and_a_sharded_replay_read_the_log_whole_once() {
+    let lab = LabProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    // More calls than a run reads ahead of its workers (source.rs AHEAD): a step's pool of
+    // them never starts over, which would open the log again.
+    let pool = dir.path().join("pool.binlog");
+    std::fs::write(&pool, small_log(1000, false)).unwrap();
+    let opens = opens_while(&pool, || {
+        let mut cmd = rpcmeter();
+        cmd.args(["sweep", "--clients", "1..3", "run", "--plaintext", "--no-save", "--no-calibrate", "-q"])
+            .args(["--format", "json", "-n", "10", "--replay"])
+            .arg(&pool)
+            .arg(&lab.addr);
+        let steps: Value = serde_json::from_str(&run_ok(cmd)).unwrap();
+        assert_eq!(steps["steps"].as_array().map(Vec::len), Some(3), "{steps}");
+    });
+    assert_eq!(opens, 1 + 3, "a scan, then each step's calls");
+
+    // 64 echoes of 64 KiB: 4 MiB of log, far above what the rest of the run reads (its
+    // answers, the shards' results).
+    let mut echo = b"\n\x80\x80\x04".to_vec();
+    echo.resize(echo.len() + (64 << 10), b'a');
+    let log = dir.path().join("big.binlog");
+    std::fs::write(&log, mixed_log(64, false, &[(ECHO, &echo)])).unwrap();
+    let size = std::fs::metadata(&log).unwrap().len();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let (out, read) = bytes_read(&[
+        os("run"),
+        os("--plaintext"),
+        os("--no-save"),
+        os("--no-calibrate"),
+        os("-q"),
+        os("--format"),
+        os("json"),
+        os("--shards"),
+        os("2"),
+        os("--replay"),
+        log.as_os_str(),
+        std::ffi::OsStr::new(&lab.addr),
+    ]);
+    let sharded: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(sharded["requests"]["ok"].as_u64(), Some(64), "{}", sharded["requests"]);
+    let times = read as f64 / size as f64;
+    assert!((3.0..4.0).contains(&times), "the log read {times:.2} times: the parent's scan, then each shard's calls");
+}
+
 /// One logged event of a call: its time (ns into the log), kind and payload.
 type Event =
     (u64, rpcmeter::replay::proto::grpc_log_entry::EventType, Option<rpcmeter::replay::proto::grpc_log_entry::Payload>);

@@ -189,11 +189,25 @@ fn usage_errors_ignored_flags_and_extreme_numbers() {
         case("retry on OK", 2, "never retried", echo(&["--retry-on", "OK"])),
         case("zero deadline", 2, "--deadline", echo(&["--deadline", "0s"])),
         case("unknown export format", 2, "xml", echo(&["--export", "xml=out.xml"])),
+        // Named as the target was given, with or without reflection (both named `localhost:0`
+        // or `localhost`, and an IPv6 address without its brackets, issue 41).
         case(
             "absent unix socket",
             1,
-            "x.sock",
+            "cannot connect to unix:/nonexistent/x.sock: ",
             args(&[], false).into_iter().chain(["unix:/nonexistent/x.sock".to_string()]).collect(),
+        ),
+        case(
+            "absent unix socket, by reflection",
+            1,
+            "server reflection on unix:/nonexistent/x.sock: cannot connect to unix:/nonexistent/x.sock: ",
+            ["--plaintext", "--call", "EchoService/echo", "unix:/nonexistent/x.sock"].map(String::from).to_vec(),
+        ),
+        case(
+            "closed IPv6 port, by reflection",
+            1,
+            "server reflection on [::1]:1: cannot connect to [::1]:1",
+            ["--plaintext", "--call", "EchoService/echo", "[::1]:1"].map(String::from).to_vec(),
         ),
         case("one file for two outputs", 2, "overwrite", echo(&["-o", &same, "--hdr-log", &same])),
         // Flags that would be silently ignored in a combination.

@@ -148,6 +148,9 @@ fn the_table_and_the_report_say_why_flows_ended_early() {
     assert!(row.contains(" 10 "), "{row}");
     let why = lines.next().unwrap();
     assert!(why.trim_start().starts_with("stopped 10 by a failed check (stop_on_check_failure)"), "{table}");
+    // The get's check never ran: it read "0 passed 0 failed (0.00%)", as if it failed.
+    let never = table.lines().find(|l| l.trim_start().starts_with("get: found == true")).unwrap();
+    assert!(never.ends_with("0 passed         0 failed  (never run)"), "{never}");
     let json = dir.path().join("r.json");
     let out = rpcmeter(&addr, &file, &["-c", "2", "-n", "10", "--format", "json", "-o", json.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

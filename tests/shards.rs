@@ -391,6 +391,11 @@ fn a_shard_killed_mid_run_leaves_the_intervals_it_sent_in_the_partial_merge() {
     // At least its first 3 intervals, 50 calls/s each.
     assert!(lost["calls"].as_u64().unwrap() >= 140, "{lost}");
     assert!(lost["input"].as_str().unwrap().contains("its intervals"), "{lost}");
+    // The merged series holds the lost shard's intervals beside the other's (it was left
+    // out: the rebuilt part had no series).
+    let rows = r["intervals"].as_array().unwrap_or_else(|| panic!("no intervals: {}", r["notices"]));
+    let calls: u64 = rows.iter().map(|row| row["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls, r["requests"]["total"].as_u64().unwrap(), "{rows:?}");
 }
 
 /// The pid of the shard `which` ("1/2") running against `addr`.
@@ -502,4 +507,109 @@ fn a_cluster_of_the_parents_short_flags_stays_with_the_parent() {
     let merged: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(merged["requests"]["total"], 20, "{merged}");
     assert_eq!(merged["shards"].as_array().map(Vec::len), Some(2), "{merged}");
+}
+
+/// Interval `k`'s call-latency histogram of a result (`intervals[k].histogram`).
+fn interval_histogram(r: &serde_json::Value, k: usize) -> hdrhistogram::Histogram<u64> {
+    let text =
+        r["intervals"][k]["histogram"].as_str().unwrap_or_else(|| panic!("no histogram in {}", r["intervals"][k]));
+    rpcmeter::stats::histogram::from_text(text).unwrap()
+}
+
+fn p99_us(h: &hdrhistogram::Histogram<u64>) -> f64 {
+    rpcmeter::units::micros(rpcmeter::stats::Statistic::Percentile(99.0).of(h))
+}
+
+/// `merge` once left every interval series out ("a p99 per interval cannot be added across
+/// inputs"), so a distributed run had no time series in any format. The shards' intervals
+/// now carry their histograms, and interval i of the whole adds interval i of each shard.
+#[test]
+fn local_shards_merge_into_one_interval_series() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--shards", "2", "--rps", "200", "-z", "3s", "--interval", "500ms"];
+    let r = json_of(run_echo(server.addr, &args));
+    let rows = r["intervals"].as_array().unwrap_or_else(|| panic!("no intervals: {}", r["notices"]));
+    assert!(rows.len() >= 6, "{} intervals", rows.len());
+    let calls: u64 = rows.iter().map(|row| row["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls, r["requests"]["total"].as_u64().unwrap(), "{rows:?}");
+    for (k, row) in rows.iter().enumerate() {
+        let h = interval_histogram(&r, k);
+        assert_eq!(h.len(), row["calls"].as_u64().unwrap(), "interval {k}");
+        assert_eq!(row["p99_us"].as_f64().unwrap(), p99_us(&h), "interval {k}");
+    }
+    // The merged run's page draws its series.
+    let (json, page) = (dir.path().join("m.json"), dir.path().join("m.html"));
+    std::fs::write(&json, r.to_string()).unwrap();
+    let (code, _, stderr) = rpcmeter_with(["report", json.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for id in ["ts-rps-0", "ts-latency-0", "ts-errors-0"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "no {id} in the merged run's page");
+    }
+}
+
+/// Two shards started together by hand (`--start-at`), merged: each interval's calls are
+/// the shards' added and its p99 is that of the union of their histograms; shards whose
+/// starts are further apart than intervals may be are merged without a series, saying why.
+#[test]
+fn merged_intervals_are_the_union_of_the_shards_and_misaligned_ones_are_left_out() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let ms = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let start = format!("{}.{:03}", ms / 1000, ms % 1000);
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            let mut cmd =
+                run_echo(server.addr, &["--rps", "300", "-z", "2s", "--interval", "500ms", "--format", "json"]);
+            cmd.args(["--shard", &format!("{i}/2"), "--start-at", &start]).stdout(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let mut paths = Vec::new();
+    let mut results = Vec::new();
+    for (i, shard) in shards.into_iter().enumerate() {
+        let out = shard.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = dir.path().join(format!("{i}.json"));
+        std::fs::write(&path, &out.stdout).unwrap();
+        results.push(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap());
+        paths.push(path);
+    }
+    let merge = |a: &std::path::Path, b: &std::path::Path| {
+        let (code, stdout, stderr) =
+            rpcmeter_with(["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--format", "json"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap()
+    };
+    let merged = merge(&paths[0], &paths[1]);
+    let rows = merged["intervals"].as_array().unwrap_or_else(|| panic!("no intervals: {}", merged["notices"]));
+    let n = |r: &serde_json::Value| r["intervals"].as_array().unwrap().len();
+    assert_eq!(rows.len(), n(&results[0]).max(n(&results[1])));
+    for (k, row) in rows.iter().enumerate() {
+        let mut union = rpcmeter::record::shard::new_histogram();
+        let mut calls = 0;
+        for r in results.iter().filter(|r| n(r) > k) {
+            union.add(interval_histogram(r, k)).unwrap();
+            calls += r["intervals"][k]["calls"].as_u64().unwrap();
+        }
+        assert_eq!(row["calls"].as_u64().unwrap(), calls, "interval {k}");
+        assert_eq!(row["p99_us"].as_f64().unwrap(), p99_us(&union), "interval {k}");
+    }
+    let total: u64 = rows.iter().map(|row| row["calls"].as_u64().unwrap()).sum();
+    assert_eq!(total, merged["requests"]["total"].as_u64().unwrap());
+
+    // Shard 1 placed 50 ms later: more than 1 % of a 500 ms interval.
+    let mut late = results[1].clone();
+    let started = humantime::parse_rfc3339(late["meta"]["started_at"].as_str().unwrap()).unwrap();
+    let moved = started + std::time::Duration::from_millis(50);
+    late["meta"]["started_at"] = humantime::format_rfc3339_millis(moved).to_string().into();
+    let late_path = dir.path().join("late.json");
+    std::fs::write(&late_path, late.to_string()).unwrap();
+    let apart = merge(&paths[0], &late_path);
+    assert!(apart.get("intervals").is_none(), "{}", apart["intervals"]);
+    let said = apart["warnings"].as_array().unwrap().iter().find(|w| w["kind"] == "series_left_out");
+    let said = said.unwrap_or_else(|| panic!("no notice: {}", apart["warnings"]));
+    assert!(said["message"].as_str().unwrap().contains("more than the 5.00 ms that intervals of 0.5 s"), "{said}");
 }

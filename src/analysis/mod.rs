@@ -14,11 +14,13 @@ pub use steady::SteadyState;
 pub use summary::*;
 
 use crate::calibrate::Calibration;
+use crate::grpc::status::PerStatus;
 use crate::grpc::transport::{Bidi, CallKind};
 use crate::load::engine::Recorded;
 use crate::load::plan::Plan;
 use crate::record::early::EarlyIntervals;
 use crate::record::intervals::IntervalRow;
+use crate::record::shard::NameTally;
 use crate::stats::assertions::{Assertion, Metric, Value};
 use crate::stats::{self, Latency};
 use hdrhistogram::Histogram;
@@ -106,6 +108,9 @@ pub(crate) fn summary_of(run: Run) -> Summary {
             plan.warmup = length;
         }
     }
+    // Taken out before `summarize` copies the measured tally: each backend's latency is most
+    // of it with many addresses (1000: 36 MB).
+    let backend_shares = backend_shares(&mut recorded);
     let mut summary = summarize(&plan, meta, call, &recorded, rows, steady);
     summary.messages = messages(kind, bidi, &recorded);
     // Each name with its numbers (the unsent calls' among them, and its calls sent only
@@ -122,11 +127,7 @@ pub(crate) fn summary_of(run: Run) -> Summary {
     summary.flow_shares =
         with_sent(paired(flow_names, std::mem::take(&mut measured.by_flow), Default::default), sent_flows);
     summary.check_counts = paired(check_names, std::mem::take(&mut measured.checks), Default::default);
-    let addresses = recorded.backends.iter().map(|a| a.to_string()).collect();
-    let backends = paired(addresses, std::mem::take(&mut measured.by_backend), no_calls);
-    // An idle backend's tally is a full histogram: an empty one, that grows, stands for it.
-    summary.backend_shares =
-        backends.into_iter().map(|(a, share)| (a, if share.calls > 0 { share } else { no_calls() })).collect();
+    summary.backend_shares = backend_shares;
     // Before the notices: the slow-backend judgement weighs the client's own stalls.
     summary.client.hiccups = hiccups.filter(|h| !h.is_empty()).map(crate::calibrate::Floor::of);
     summary.notices = notices::notices(&plan, &summary);
@@ -137,6 +138,21 @@ pub(crate) fn summary_of(run: Run) -> Summary {
         add_server(&mut summary, server, client_resets);
     }
     summary
+}
+
+/// Each address of the run with its backend's measured share, taken out of the measured tally.
+/// An idle backend's latency is a full histogram: an empty one, that grows, stands for it.
+fn backend_shares(recorded: &mut Recorded) -> Vec<(String, NameTally)> {
+    let measured = &mut recorded.measured;
+    let mut statuses = std::mem::take(&mut measured.by_backend).into_iter();
+    let mut latency = measured.backend_latency.take().unwrap_or_default().into_iter();
+    let share = |(statuses, latency): (Option<PerStatus>, Option<Histogram<u64>>)| match statuses {
+        Some(statuses) if statuses.total() > 0 => {
+            NameTally { calls: statuses.total(), statuses, latency: latency.unwrap_or_else(|| no_calls().latency) }
+        }
+        _ => no_calls(),
+    };
+    recorded.backends.iter().map(|a| (a.to_string(), share((statuses.next(), latency.next())))).collect()
 }
 
 /// Each name's share with its sent-only latencies, recorded in the same order as its
@@ -179,8 +195,8 @@ fn summarize(
         throughput_rps: stats::rate(c.calls, r.window),
         ok_rps: crate::result::ok_calls_per_s(c.ok(), r.window),
         latency: Latency::of(&m.call_latency),
-        attempt_latency: Latency::of(&m.attempt_latency),
-        service_time: Latency::of(&m.service_time),
+        attempt_latency: Latency::of(m.attempt_latency()),
+        service_time: Latency::of(m.service_time()),
         schedule_lag: plan.pacer.is_open().then(|| Latency::of(m.schedule_lag())),
         late_sends: c.late_sends,
         late_wakeups: c.late_wakeups,
@@ -550,7 +566,7 @@ mod tests {
         assert_eq!((s.requests.total, s.requests.unsent, s.latency.count), (100, 10, 110));
         assert!(s.latency.percentile(99.0) >= Duration::from_millis(500), "{:?}", s.latency);
         assert_eq!(s.measured.ok_call_latency.len(), 110, "an unsent call did not fail");
-        assert_eq!(s.measured.attempt_latency.len(), 100, "nor was it sent");
+        assert_eq!(s.measured.attempt_latency().len(), 100, "nor was it sent");
         let sent = s.sent_only.as_ref().expect("sent-only figures beside");
         assert_eq!(sent.call_latency.len(), 100);
         assert!(sent.call_latency.max() < 2_000_000);

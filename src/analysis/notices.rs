@@ -272,7 +272,7 @@ const SLOW_BACKEND_CALLS: u64 = 20;
 /// On a busy machine a starved thread or a late wake-up puts one of two equal backends' p50
 /// several times the other's (8.3 ms against 1.4 ms at a load of 17 on 2 cores), yet still
 /// within the stalls that the other's slowest tenth shows; a slow pod stands above them.
-fn slow_backends(backends: &[(&str, crate::record::shard::NameTally)], hiccup: Option<Duration>) -> Vec<Notice> {
+fn slow_backends(backends: &[(&str, &crate::record::shard::NameTally)], hiccup: Option<Duration>) -> Vec<Notice> {
     let judged: Vec<(&str, Duration, Duration, u64)> = backends
         .iter()
         .filter(|(_, share)| share.calls >= SLOW_BACKEND_CALLS)
@@ -328,29 +328,54 @@ fn down_backends(plan: &Plan, s: &Summary) -> Vec<Notice> {
     let backends = s.by_backend();
     let answered: Vec<(&str, u64)> =
         backends.iter().map(|(addr, share)| (*addr, share.statuses.get(tonic::Code::Ok))).collect();
-    let mut out = Vec::new();
-    for (i, &(addr, ok)) in answered.iter().enumerate() {
-        let mut others: Vec<u64> = answered.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, n))| *n).collect();
-        others.sort();
-        let Some(&median) = others.get(others.len() / 2) else { continue };
-        if median < SLOW_BACKEND_CALLS || ok * 2 >= median {
-            continue;
-        }
-        let how = match ok {
-            0 => "none: down or unreachable from the start?".to_owned(),
-            _ => format!("{}% of it: down or unreachable for part of the run?", ok * 100 / median),
-        };
-        out.push(notice(
-            NoticeKind::DownBackend,
-            format!("backend {addr} answered {ok} calls OK where the other backends' median is {median}, {how}"),
-        ));
-    }
+    let mut out =
+        down_texts(&answered).into_iter().map(|text| notice(NoticeKind::DownBackend, text)).collect::<Vec<_>>();
     let placed: u64 = backends.iter().map(|(_, share)| share.calls).sum();
     let unplaced = s.requests.total.saturating_sub(placed);
     if !out.is_empty() && unplaced > 0 {
         out.push(notice(
             NoticeKind::DownBackend,
             format!("{unplaced} calls found no ready backend (UNAVAILABLE, in no backend's row)"),
+        ));
+    }
+    out
+}
+
+/// More backends found down than this are told in one notice after these.
+const NAMED_DOWN_BACKENDS: usize = 3;
+
+/// A line for each backend that answered under half the OK calls of the busiest other one
+/// (of 20 or more): round_robin gives every ready backend the same share, within the number
+/// of workers, so a backend that was up all along never falls under half of another's. The
+/// others' median named none when most were down (49 of 50 addresses closed: a median of 0).
+/// Past `NAMED_DOWN_BACKENDS`, the rest are one line.
+fn down_texts(answered: &[(&str, u64)]) -> Vec<String> {
+    let mut down = Vec::new();
+    for (i, &(addr, ok)) in answered.iter().enumerate() {
+        let others = answered.iter().enumerate().filter(|(j, _)| *j != i);
+        let Some(busiest) = others.map(|(_, (_, n))| *n).max() else { continue };
+        if busiest >= SLOW_BACKEND_CALLS && ok * 2 < busiest {
+            down.push((addr, ok, busiest));
+        }
+    }
+    let mut out: Vec<String> = down
+        .iter()
+        .take(NAMED_DOWN_BACKENDS)
+        .map(|&(addr, ok, busiest)| {
+            let how = match ok {
+                0 => "none: down or unreachable from the start?".to_owned(),
+                _ => format!("{}% of it: down or unreachable for part of the run?", ok * 100 / busiest),
+            };
+            format!("backend {addr} answered {ok} calls OK where the busiest other backend answered {busiest}, {how}")
+        })
+        .collect();
+    if let Some(rest) = down.get(NAMED_DOWN_BACKENDS..).filter(|rest| !rest.is_empty()) {
+        let none = rest.iter().filter(|(_, ok, _)| *ok == 0).count();
+        let busiest = answered.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        out.push(format!(
+            "{} more backends answered under half the {busiest} calls OK of the busiest ({none} of them none): \
+             down or unreachable? (the JSON result's `backends` has each)",
+            rest.len()
         ));
     }
     out
@@ -476,9 +501,7 @@ mod tests {
     #[test]
     fn schedule_lag_is_named_by_what_most_late_sends_waited_for() {
         let mut s = fine();
-        let mut lag = tally(100, ms(5), 0);
-        lag.schedule_lag = Some(lag.call_latency.clone());
-        s.schedule_lag = Some(Latency::of(lag.schedule_lag()));
+        s.schedule_lag = Some(Latency::of(&tally(100, ms(5), 0).call_latency));
         (s.late_sends, s.late_wakeups) = (80, 20);
         assert!(schedule_lag(&open_plan(), &s).unwrap().text.contains("is slot wait"));
         (s.late_sends, s.late_wakeups) = (20, 80);
@@ -532,6 +555,29 @@ mod tests {
         assert!(steadiness(&plan(), &s).is_none());
     }
 
+    /// 49 of 50 backends down from the start were named by no notice: each compared itself
+    /// with the others' median, 0 (issue 41).
+    #[test]
+    fn backends_under_half_the_busiest_are_down_however_many() {
+        let names: Vec<String> = (0..50).map(|i| format!("10.0.0.{i}:1")).collect();
+        let mut answered: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 0)).collect();
+        answered[0].1 = 200;
+        let texts = down_texts(&answered);
+        assert_eq!(texts.len(), 4, "{texts:#?}");
+        assert!(
+            texts[0].starts_with("backend 10.0.0.1:1 answered 0 calls OK where the busiest other backend answered 200")
+        );
+        assert!(texts[0].ends_with("from the start?"), "{}", texts[0]);
+        assert!(texts[3]
+            .starts_with("46 more backends answered under half the 200 calls OK of the busiest (46 of them none)"));
+        // One down of three, and one up for a fifth of the run: each named; equal shares are not.
+        let three = [("a:1", 100), ("b:1", 0), ("c:1", 99)];
+        assert_eq!(down_texts(&three).len(), 1);
+        assert!(down_texts(&[("a:1", 100), ("b:1", 20)])[0].contains("20% of it"));
+        assert!(down_texts(&[("a:1", 100), ("b:1", 92), ("c:1", 96)]).is_empty());
+        assert!(down_texts(&[("a:1", 19), ("b:1", 0)]).is_empty(), "too few calls to judge");
+    }
+
     #[test]
     fn the_slow_backend_stands_above_twice_the_others_median() {
         let share = |p50_us: u64, calls: u64| {
@@ -543,7 +589,7 @@ mod tests {
             t
         };
         let kinds = |backends: &[(&str, crate::record::shard::NameTally)]| {
-            slow_backends(backends, None)
+            slow_backends(&backends.iter().map(|(a, share)| (*a, share)).collect::<Vec<_>>(), None)
                 .iter()
                 .map(|n| n.text.split(' ').nth(1).unwrap().to_string())
                 .collect::<Vec<_>>()
@@ -570,8 +616,9 @@ mod tests {
             t.calls = us.len() as u64;
             t
         };
-        let named =
-            |backends: &[(&str, crate::record::shard::NameTally)], hiccup| !slow_backends(backends, hiccup).is_empty();
+        let named = |backends: &[(&str, crate::record::shard::NameTally)], hiccup| {
+            !slow_backends(&backends.iter().map(|(a, share)| (*a, share)).collect::<Vec<_>>(), hiccup).is_empty()
+        };
         // As seen at a load of 17 on 2 cores: two equal echo servers, one's p50 5.6x the
         // other's, the other's p90 above it (the machine's stalls, not the server).
         let equal = share(&[[1_400; 12].as_slice(), &[8_000; 4], &[12_000; 4]].concat());

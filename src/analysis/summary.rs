@@ -237,9 +237,10 @@ impl Summary {
             .collect()
     }
 
-    /// Each backend's address and measured share, in the order of the run's addresses.
-    pub fn by_backend(&self) -> Vec<(&str, NameTally)> {
-        self.backend_shares.iter().map(|(addr, share)| (addr.as_str(), share.clone())).collect()
+    /// Each backend's address and measured share, in the order of the run's addresses (not
+    /// copied: with many addresses, each backend's latency is most of a run's memory).
+    pub fn by_backend(&self) -> Vec<(&str, &NameTally)> {
+        self.backend_shares.iter().map(|(addr, share)| (addr.as_str(), share)).collect()
     }
 
     pub fn partial(&self) -> bool {

@@ -8,6 +8,7 @@ use crate::grpc::transport::CallKind;
 use crate::load::pacer::{Arrival, Pacer};
 use crate::record::shard::to_text;
 use crate::result::{self, LatencySummary, Mode, Process, Run, Slice, StreamKind, Verdict};
+use crate::stats::histogram::packed_text as text;
 use crate::stats::steady::Steadiness;
 use crate::stats::Latency;
 use crate::units;
@@ -169,8 +170,8 @@ fn histograms(m: &crate::record::Tally) -> result::Histograms {
         call_latency: to_text(&m.call_latency),
         sent_call_latency: None,
         ok_call_latency: Some(to_text(&m.ok_call_latency)),
-        attempt_latency: Some(to_text(&m.attempt_latency)),
-        service_time: Some(to_text(&m.service_time)),
+        attempt_latency: Some(to_text(m.attempt_latency())),
+        service_time: Some(to_text(m.service_time())),
         schedule_lag: Some(to_text(m.schedule_lag())),
     }
 }
@@ -251,6 +252,8 @@ fn interval_row(row: &crate::record::intervals::IntervalRow) -> result::Interval
         client_rss_bytes: row.client_rss_bytes,
         messages_sent: row.messages_sent,
         messages_received: row.messages_received,
+        histogram: row.packed.as_ref().map(|p| text(&p.call_latency)),
+        service_histogram: row.packed.as_ref().and_then(|p| p.service_time.as_deref()).map(text),
     }
 }
 
@@ -298,7 +301,7 @@ fn checks(s: &Summary) -> Vec<result::CheckCount> {
 
 /// Targets broken down by backend: each address's slice (merge adds them).
 fn backends(s: &Summary, window: std::time::Duration) -> Vec<(String, Slice)> {
-    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(&share, window))).collect()
+    s.by_backend().into_iter().map(|(addr, share)| (addr.to_owned(), slice(share, window))).collect()
 }
 
 /// Targets broken down by backend: each interval's calls by backend, the first
@@ -318,14 +321,16 @@ fn backend_intervals(s: &Summary) -> result::backend_intervals::BackendIntervals
     });
     let mut no_backend = Vec::with_capacity(n);
     let empty = BackendLine::default();
+    // A shard's lines carry their histograms, as its intervals do.
+    let keep = s.intervals.iter().any(|row| row.packed.is_some());
     for row in &s.intervals {
         let at = row.backends.as_ref();
         for (k, series) in lines.iter_mut().enumerate() {
-            push_line(series, at.and_then(|b| b.lines.get(k)).unwrap_or(&empty));
+            push_line(series, at.and_then(|b| b.lines.get(k)).unwrap_or(&empty), keep);
         }
         if let Some(series) = &mut others {
             let folded = at.and_then(|b| b.others.as_ref());
-            push_line(series, folded.map_or(&empty, |o| &o.line));
+            push_line(series, folded.map_or(&empty, |o| &o.line), keep);
             series.answering.get_or_insert_with(Vec::new).push(folded.map_or(0, |o| o.answering));
         }
         no_backend.push(row.calls.saturating_sub(at.map_or(0, |b| b.calls())));
@@ -334,8 +339,12 @@ fn backend_intervals(s: &Summary) -> result::backend_intervals::BackendIntervals
     result::backend_intervals::BackendIntervals { lines, no_backend }
 }
 
-/// One interval of a backend's line.
-fn push_line(series: &mut result::backend_intervals::BackendSeries, line: &crate::record::intervals::BackendLine) {
+/// One interval of a backend's line, with its histogram when the run `keep`s them.
+fn push_line(
+    series: &mut result::backend_intervals::BackendSeries,
+    line: &crate::record::intervals::BackendLine,
+    keep: bool,
+) {
     let ok = line.statuses.get(tonic::Code::Ok);
     let failed: Vec<(&str, u64)> = line
         .statuses
@@ -345,6 +354,9 @@ fn push_line(series: &mut result::backend_intervals::BackendSeries, line: &crate
         .collect();
     let latency = (line.calls() > 0).then(|| (units::micros(line.p50), units::micros(line.p99)));
     series.push(line.calls(), ok, &failed, latency);
+    if keep {
+        series.histograms.get_or_insert_with(Vec::new).push(line.packed.as_deref().map(text));
+    }
 }
 
 /// One share of a run (a call name's, a backend's) as a slice.

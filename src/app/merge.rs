@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+mod series;
+
 /// One input: where it came from and its result.
 pub struct Input {
     pub label: String,
@@ -118,6 +120,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     out.notices = notices(inputs, &mixed);
     out.partial = inputs.iter().any(|i| i.result.partial);
     copy_settings(inputs, &mut out);
+    merge_series(inputs, &mut out);
     out.meta = result::Meta {
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         schema_version: Some(result::SCHEMA_VERSION.into()),
@@ -338,6 +341,26 @@ fn notices(inputs: &[Input], mixed: &[String]) -> result::Notices {
         notices.0.extend(own.map(|n| result::Notice { message: format!("{}: {}", i.label, n.message), ..n.clone() }));
     }
     notices
+}
+
+/// The interval series and the per-backend one, added interval by interval when the inputs'
+/// intervals cover the same time (`series`); else left out, and why said.
+fn merge_series(inputs: &[Input], out: &mut Run) {
+    use crate::result::NoticeKind::SeriesLeftOut;
+    let per_backend = inputs.iter().any(|i| i.result.backend_intervals.is_some());
+    match series::intervals(inputs) {
+        Ok(rows) => out.intervals = rows,
+        Err(why) => {
+            let also = if per_backend { " (and the per-backend one)" } else { "" };
+            out.notices.push(SeriesLeftOut, format!("the interval series{also} is not merged: {why}"));
+            return;
+        }
+    }
+    let n = out.intervals.as_ref().map_or(0, Vec::len);
+    match series::backend_intervals(inputs, n) {
+        Ok(lines) => out.backend_intervals = lines,
+        Err(why) => out.notices.push(SeriesLeftOut, format!("the per-backend series is not merged: {why}")),
+    }
 }
 
 /// What the run was, from the first input; what inputs differ in named with every value, none
@@ -643,7 +666,7 @@ pub fn table(merged: &Run) -> String {
     }
     for kind in Kind::ALL {
         let slices = merged.breakdown(kind.key()).into_iter().flatten();
-        o += &crate::report::breakdown::text(kind, slices.map(|(name, s)| (name.as_str(), s)));
+        o += &crate::report::breakdown::text(kind, slices.map(|(name, s)| (name.as_str(), s)), merged.requests.total);
     }
     if let Some(checks) = merged.checks.as_ref().filter(|c| !c.is_empty()) {
         o += "\nChecks:\n";

@@ -187,7 +187,10 @@ pub fn measure_with(
     let call = if mix.named { settings.call.clone() } else { mix.calls[0].method.clone() };
     let (call_names, flow_names, check_names) = (mix.call_names(), mix.flow_names(), mix.check_names());
     let (kind, bidi) = mix.streams();
-    let cancelling = mix.calls.iter().any(|c| c.stream.cancel.is_some());
+    // Which of the mix's calls `--cancel-after` applies to (a unary call of a mix with streams
+    // takes no stream flag).
+    let cancelling: Vec<bool> = mix.calls.iter().map(|c| c.stream.cancel.is_some()).collect();
+    let named = mix.named;
     // Two names may call one method (with other data): the server counts it once.
     let mut paths: Vec<String> = mix.calls.iter().map(|c| c.path.to_string()).collect();
     paths.sort_unstable();
@@ -216,7 +219,7 @@ pub fn measure_with(
         arguments: settings.arguments.clone(),
     };
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let client_resets = client_resets(cancelling, replay.as_ref(), &recorded);
+    let client_resets = client_resets(&cancelling, named, replay.as_ref(), &recorded);
     let result = analysis::finish(analysis::Run {
         plan,
         meta,
@@ -246,13 +249,23 @@ pub fn measure_with(
 }
 
 /// Streams the client reset itself, warm-up included: a replay's where its log ended them
-/// CANCELLED; with `--cancel-after` (`cancelling`), any of its calls (an upper bound).
-fn client_resets(cancelling: bool, replay: Option<&super::replay::Replaying>, r: &engine::Recorded) -> u64 {
-    match replay {
-        Some(replay) => replay.resets(),
-        None if cancelling => r.measured.counts.attempts + r.warmup.counts.attempts,
-        None => 0,
+/// CANCELLED; with `--cancel-after`, at most every call of the mix's calls it applies to
+/// (`cancelling`, by the mix's index; counted by name when the mix is `named`, else the run
+/// is of one method). A stream it resets ends OK, so it is not retried: one reset a call.
+fn client_resets(
+    cancelling: &[bool],
+    named: bool,
+    replay: Option<&super::replay::Replaying>,
+    r: &engine::Recorded,
+) -> u64 {
+    if let Some(replay) = replay {
+        return replay.resets();
     }
+    let calls = |t: &crate::record::Tally| match named {
+        true => t.by_name.iter().zip(cancelling).filter(|(_, cancels)| **cancels).map(|(name, _)| name.calls).sum(),
+        false => t.counts.calls * cancelling.iter().any(|cancels| *cancels) as u64,
+    };
+    calls(&r.measured) + calls(&r.warmup)
 }
 
 /// The run's sinks beside `extra`: the warm-up detector, progress, `--hdr-log`,
@@ -272,6 +285,9 @@ fn sinks(
     if plan.warmup_auto {
         sinks.early = Some(Default::default());
     }
+    // A shard's result is merged with the others' (app/merge.rs): its interval series must
+    // carry each interval's histograms to be added exactly (docs/results.md, "Merged intervals").
+    sinks.keep_histograms = !plan.shard.is_whole();
     if let Some(style) = settings.progress {
         let planned = plan.stop.duration.map(|d| d.saturating_add(plan.warmup));
         sinks.add(Box::new(Progress::new(style, planned, plan.threads)));
@@ -357,5 +373,58 @@ pub(crate) fn verdict(result: &Run, outputs_failed: Vec<anyhow::Error>) -> anyho
             Err(outputs_failed.into_iter().next().expect("one"))
         }
         false => Err(run_failed(problems.join("; "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_resets;
+    use crate::analysis::cross_check::cross_check;
+    use crate::analysis::fixture::{plan, recorded, summary, tally};
+    use crate::analysis::ServerSide;
+    use std::time::Duration;
+    use tonic::Code;
+
+    /// A server that received every call and answered `ok` of them OK.
+    fn server(received: u64, ok: u64) -> ServerSide {
+        ServerSide {
+            received,
+            ok,
+            failed: received - ok,
+            rejected: 0,
+            messages_in: received,
+            messages_out: ok,
+            throughput_rps: None,
+            cpu: Duration::ZERO,
+            rss_bytes: 0,
+            echo_spin: Duration::ZERO,
+        }
+    }
+
+    /// A mix of 90 unary calls and 10 streams `--cancel-after` resets, all OK to the client:
+    /// at most 10 fewer OK calls on the server are the resets; 15 fewer are 5 calls lost,
+    /// which an allowance of every call of the run (100) hid.
+    #[test]
+    fn only_the_calls_cancel_after_applies_to_may_be_fewer_ok_calls_on_the_server() {
+        let mut measured = tally(100, Duration::from_millis(1), 0);
+        for i in 0..100 {
+            measured.record_named((i >= 90) as usize, Duration::from_millis(1), Code::Ok);
+        }
+        let run = recorded(measured, Duration::from_secs(2));
+        let resets = client_resets(&[false, true], true, None, &run);
+        assert_eq!(resets, 10);
+        let client = summary(plan(), run);
+        assert!(cross_check(&client, &server(100, 90), resets).is_empty());
+        let told = cross_check(&client, &server(100, 85), resets);
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(
+            told[0].text.contains("counted 100 calls (85 ok) where the client sent 100 (100 ok"),
+            "{}",
+            told[0].text
+        );
+        // One method it applies to: its every call.
+        let one = recorded(tally(100, Duration::from_millis(1), 0), Duration::from_secs(2));
+        assert_eq!(client_resets(&[true], false, None, &one), 100);
+        assert_eq!(client_resets(&[false], false, None, &one), 0);
     }
 }

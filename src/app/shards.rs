@@ -7,13 +7,15 @@ use super::coordinator::{conclude, Conclusion, Event, Hub, Outcome};
 use super::merge;
 use crate::error::run_failed;
 use crate::history::SaveTo;
+use crate::replay::source::Scan;
 use crate::report::Format;
 use crate::stats::assertions::Assertion;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Runs the shards as child processes that join a coordinator in this process (the same
@@ -35,12 +37,15 @@ pub struct Whole {
     pub fingerprint: Fingerprint,
     /// Print the merged progress each interval (not `--quiet`).
     pub progress: bool,
+    /// A `--replay` log's scan, given to each shard on its standard input
+    /// (`--replay-scan-stdin`): the shard reads the log only to send its calls.
+    pub scan: Option<Arc<Scan>>,
 }
 
 /// `run --shards`: `arguments` are each child's `run` flags, the parent's own (--shards,
 /// --join-timeout, -o, --format, -q, --history, --no-save) already taken out.
 pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode> {
-    let Whole { shards, format, output, join_timeout, checks, history, fingerprint, progress } = whole;
+    let Whole { shards, format, output, join_timeout, checks, history, fingerprint, progress, scan } = whole;
     let exe = std::env::current_exe().map_err(|e| crate::error::internal(format!("cannot find rpcmeter: {e}")))?;
     // Before any child starts: from here on a signal is the parent's to pass on, never its end.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
@@ -52,7 +57,8 @@ pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode>
     let (addr, closer) = (hub.local_addr().to_string(), hub.closer.clone());
     // The children are signalled by this process, never told to stop by the hub.
     let hub = std::thread::spawn(move || hub.run(None));
-    let mut children = spawn(&exe, arguments, shards, &addr, join_timeout, &secret_text)?;
+    let scan = scan.map(|scan| written(&scan)).transpose()?;
+    let mut children = spawn(&exe, arguments, shards, (&addr, join_timeout), &secret_text, scan)?;
     let interrupted = pass_signals(&mut signals, &mut children);
     // Every child has ended: no result is coming that has not come.
     let _ = closer.send(Event::Closed);
@@ -79,15 +85,23 @@ pub fn run_local(whole: Whole, arguments: &[String]) -> anyhow::Result<ExitCode>
     conclude(&outcome, end)
 }
 
-/// Starts the `shards` children, each told its index, the hub and the secret; on a failure
+/// A scan as each shard reads it on its standard input.
+fn written(scan: &Scan) -> anyhow::Result<Arc<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    scan.write_to(&mut bytes).map_err(|e| crate::error::internal(format!("cannot write the log's scan: {e}")))?;
+    Ok(Arc::new(bytes))
+}
+
+/// Starts the `shards` children, each told its index, the hub (`join`: its address and the
+/// time to join it) and the secret, and given `scan` on its standard input; on a failure
 /// kills those already started.
 fn spawn(
     exe: &std::path::Path,
     arguments: &[String],
     shards: u32,
-    addr: &str,
-    join_timeout: Duration,
+    (addr, join_timeout): (&str, Duration),
     secret_text: &str,
+    scan: Option<Arc<Vec<u8>>>,
 ) -> anyhow::Result<Vec<Shard>> {
     let mut children = Vec::new();
     for index in 0..shards {
@@ -102,12 +116,15 @@ fn spawn(
             // behind however the run ends.
             .args(["--format", "json", "-q", "--no-save"])
             .env(SECRET_ENV, secret_text)
-            .stdin(Stdio::null())
+            .stdin(if scan.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if scan.is_some() {
+            command.arg("--replay-scan-stdin");
+        }
         bound_to_parent(&mut command);
         match command.spawn() {
-            Ok(child) => children.push(Shard::watch(index, child)),
+            Ok(child) => children.push(Shard::watch(index, child, scan.clone())),
             Err(e) => {
                 stop(&mut children, libc::SIGKILL);
                 return Err(crate::error::internal(format!("cannot start shard {index}: {e}")));
@@ -191,13 +208,18 @@ struct Shard {
 }
 
 impl Shard {
-    fn watch(index: u32, mut child: Child) -> Shard {
+    /// `input`: what the shard reads on its standard input, written on a thread of its own
+    /// (a shard that failed before reading it ends the write, never the parent).
+    fn watch(index: u32, mut child: Child, input: Option<Arc<Vec<u8>>>) -> Shard {
         fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
             std::thread::spawn(move || {
                 let mut all = Vec::new();
                 let _ = from.read_to_end(&mut all);
                 all
             })
+        }
+        if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+            std::thread::spawn(move || stdin.write_all(&input));
         }
         let stdout = child.stdout.take().map(drain).unwrap_or_else(|| drain(std::io::empty()));
         let stderr = child.stderr.take().map(drain).unwrap_or_else(|| drain(std::io::empty()));

@@ -174,12 +174,16 @@ fn validate(args: &KubeArgs) -> anyhow::Result<Checked> {
 /// call of its own is refused now, not as one failed pod on the cluster. Returns the run's
 /// length (warm-up, -z, drain, connect timeout) when its flags tell it.
 fn each_shard(args: &KubeArgs, shards: u32, coordinator: &str, join_timeout: &str) -> anyhow::Result<Option<Duration>> {
-    let mut length = None;
+    let (mut length, mut scanned) = (None, None);
     for i in 0..shards {
         let extra = ["--shard", &format!("{i}/{shards}"), "--coordinator", coordinator, "--join-timeout", join_timeout]
             .map(String::from);
         let shard = super::run::nested("kube", &args.run, &extra)?;
-        let settings = shard.settings(vec![]).map_err(|e| bad_input(format!("kube --shards {shards}: {e}")))?;
+        // A --replay log is read whole by the first shard's settings; the others take its scan.
+        let settings = shard
+            .settings_scanned(vec![], scanned.clone())
+            .map_err(|e| bad_input(format!("kube --shards {shards}: {e}")))?;
+        scanned = settings.replay.as_ref().map(|log| log.scan.clone());
         let plan = &settings.plan;
         let run = match plan.stop.duration {
             Some(d) => Some(d),

@@ -130,8 +130,9 @@ fn man_page(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
                     names.join(", ")
                 )));
             };
-            let full = format!("rpcmeter-{}", sub.get_name());
-            sub.name(full.clone()).bin_name(full).version(env!("CARGO_PKG_VERSION"))
+            // Named rpcmeter-run(1) and used as `rpcmeter run`, as git's pages are.
+            let (page, usage) = (format!("rpcmeter-{}", sub.get_name()), format!("rpcmeter {}", sub.get_name()));
+            sub.name(page).bin_name(usage).version(env!("CARGO_PKG_VERSION"))
         }
     };
     let mut text = Vec::new();
@@ -172,6 +173,8 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
             history: whole.history,
             fingerprint: run_settings::fingerprint(&arguments)?,
             progress: !args.quiet,
+            // The log, read whole here, is not read whole again by each shard.
+            scan: whole.replay.map(|log| log.scan),
         };
         return crate::app::shards::run_local(whole, &children);
     }

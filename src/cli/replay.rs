@@ -2,6 +2,7 @@
 use crate::error::bad_input;
 use crate::input::ByteSize;
 use crate::replay::log::Framing;
+use crate::replay::source::Scan;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +34,20 @@ pub struct ReplayArgs {
     /// The largest log entry read [default: 16MiB]
     #[arg(long, value_name = "SIZE", value_parser = crate::input::size)]
     pub replay_max_entry: Option<ByteSize>,
+    /// The log's scan on standard input, as the parent of `run --shards` writes it for each
+    /// shard (app/shards.rs): the shard reads the log only to send its calls
+    #[arg(long, requires = "replay", conflicts_with = "shards", hide = true)]
+    pub replay_scan_stdin: bool,
+}
+
+impl ReplayArgs {
+    /// The scan `--replay-scan-stdin` passes, read from standard input.
+    pub fn passed_scan(&self) -> anyhow::Result<Option<std::sync::Arc<Scan>>> {
+        match self.replay_scan_stdin {
+            true => Ok(Some(std::sync::Arc::new(Scan::read_from(std::io::stdin().lock())?))),
+            false => Ok(None),
+        }
+    }
 }
 
 fn speed(text: &str) -> Result<f64, String> {

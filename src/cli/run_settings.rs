@@ -2,7 +2,9 @@
 //! network is touched. Not only the flags are read: `settings` reads the workload file
 //! (`--workload`, checked whole here; its data files are read when the run resolves its
 //! calls), the `--replay` log (read whole once, `source::Log`: its methods and calls for the
-//! run, its mean rate for the plan; the run reads it again call by call), the memory free
+//! run, its mean rate for the plan; the run reads it again call by call; a sweep's steps and
+//! `run --shards`' shards take the first reading's scan), standard input (that scan, in a
+//! shard: `--replay-scan-stdin`), the memory free
 //! (/proc/meminfo, for the calls asked to be in flight at once), the cores (std's
 //! `available_parallelism`, which reads the cgroup's CPU quota), the clock (`--start-at`)
 //! and the system's random source (a Poisson seed); a coordinated run's `fingerprint` reads
@@ -23,13 +25,14 @@ use crate::load::plan::{Plan, ShardOf, StopAt};
 use crate::load::retry::RetryPolicy;
 use crate::load::workload::Workload;
 use crate::record::resource;
-use crate::replay::source::Log;
+use crate::replay::source::{Log, Scan};
 use crate::report::Format;
 use crate::schema::{self, DataSource, SchemaSource};
 use crate::sink::details::MetadataColumn;
 use crate::sink::progress::Style as ProgressStyle;
 use crate::stats::assertions;
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Memory one call in flight may take (its worker, h2 stream, buffers), for the up-front
@@ -119,6 +122,12 @@ impl RunArgs {
     /// The run these flags describe, checked; `arguments` are its words as given (a result
     /// records them, redacted).
     pub fn settings(&self, arguments: Vec<String>) -> anyhow::Result<Settings> {
+        self.settings_scanned(arguments, self.replay.passed_scan()?)
+    }
+
+    /// `settings`, the `--replay` log's scan given (`scanned`: made of the same file by a
+    /// sweep's first step, or passed by the parent of `run --shards`) rather than read again.
+    pub fn settings_scanned(&self, arguments: Vec<String>, scanned: Option<Arc<Scan>>) -> anyhow::Result<Settings> {
         let args = self;
         let coordination = coordination(args)?;
         let redactor = crate::app::redact::Redactor::new(&args.redact);
@@ -141,7 +150,7 @@ impl RunArgs {
             (None, None) => DataSource::Empty,
         };
         // Read whole, once, before the plan: on its own schedule the log's mean rate is the plan's.
-        let replay = replay.map(Log::read).transpose()?;
+        let replay = replay.map(|replay| Log::read_unless_scanned(replay, scanned)).transpose()?;
         let plan = plan(args, target, options, replay.as_ref())?;
         Ok(Settings {
             schema,
@@ -248,9 +257,10 @@ pub fn credentials(args: &RunArgs, arguments: &[String]) -> anyhow::Result<Crede
 /// `run`'s flags that are a shard's own (which shard, where it meets the others, its outputs,
 /// its machine's files and identity) or the whole run's judge's (`--assert`, judged once on
 /// the merged result): left out of the run's fingerprint.
-const NOT_FINGERPRINTED: [&str; 29] = [
+const NOT_FINGERPRINTED: [&str; 30] = [
     "shard",
     "shards",
+    "replay_scan_stdin",
     "start_at",
     "coordinator",
     "coordinator_secret_file",

@@ -41,10 +41,17 @@ pub fn main(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let run = super::run::nested("sweep", &args.run, &[])?;
     run.input.apply();
     let output = output(&args, &run)?;
-    // Every step's settings are made and checked before the first step runs.
+    // Every step's settings are made and checked before the first step runs; a `--replay`
+    // log is read whole by the first step's, the others take its scan (each step reads the
+    // log again only to send its calls).
+    let mut scanned = None;
     let steps = loads
         .into_iter()
-        .map(|load| Ok((load.step(), load.applied_to(&run)?.settings(vec![])?)))
+        .map(|load| {
+            let settings = load.applied_to(&run)?.settings_scanned(vec![], scanned.clone())?;
+            scanned = settings.replay.as_ref().map(|log| log.scan.clone());
+            Ok((load.step(), settings))
+        })
         .collect::<anyhow::Result<_>>()?;
     let control = super::interruptible()?;
     sweep::run(steps, control, output)

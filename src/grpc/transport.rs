@@ -123,6 +123,16 @@ impl Target {
             || host.eq_ignore_ascii_case("localhost")
             || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
+
+    /// The server as a message names it: a Unix socket by its path, an IPv6 address in
+    /// brackets, an address list by its first address (the one dialled first).
+    pub fn server(&self) -> String {
+        match &self.unix {
+            Some(path) => format!("unix:{}", path.display()),
+            None if self.host.contains(':') && !self.host.starts_with('[') => format!("[{}]:{}", self.host, self.port),
+            None => format!("{}:{}", self.host, self.port),
+        }
+    }
 }
 
 impl std::fmt::Display for Target {
@@ -402,8 +412,10 @@ impl Connector {
     /// addresses when given; also says which address answered (None for a Unix socket).
     pub async fn connect_to(&self, addrs: Option<&[SocketAddr]>) -> anyhow::Result<(Connection, Option<SocketAddr>)> {
         let opened = tokio::time::timeout(self.timeout, self.open(addrs)).await;
-        let whom = match addrs {
-            Some([one]) => one.to_string(),
+        let whom = match (addrs, &self.dial) {
+            (Some([one]), _) => one.to_string(),
+            // Its authority is `localhost`: the socket is named by its path, as it was given.
+            (_, Dial::Unix(path)) => format!("unix:{}", path.display()),
             _ => self.authority.to_string(),
         };
         opened
@@ -420,8 +432,7 @@ impl Connector {
                 self.over(tcp).await.map(|c| (c, peer))
             }
             Dial::Unix(path) => {
-                let socket =
-                    tokio::net::UnixStream::connect(path).await.map_err(|e| format!("{}: {e}", path.display()))?;
+                let socket = tokio::net::UnixStream::connect(path).await.map_err(|e| e.to_string())?;
                 self.over(socket).await.map(|c| (c, None))
             }
         }

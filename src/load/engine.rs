@@ -221,9 +221,15 @@ fn share(
         flows: mix.flows.len(),
         checks: mix.checks(),
         backends: 0,
-        // Only open loop sends on a schedule, only streams have messages: a closed unary run's
-        // tallies go without those histograms (264 KiB each, resident when made: issue 38).
+        // Each backend's latency is kept once per thread for the run (Tally::backend_latency),
+        // but in every tally when the early intervals must subtract it.
+        backend_latency: plan.warmup_auto,
+        // Only open loop sends on a schedule (its calls' service time is not their latency),
+        // only retries make an attempt shorter than its call, only streams have messages: a
+        // closed unary run's tallies go without those histograms (264 KiB each, resident when
+        // made: issue 38).
         schedule_lag: plan.pacer.is_open(),
+        retries: plan.retry.max_retries > 0,
         streams: !unary,
     };
     let calls = mix
@@ -438,6 +444,9 @@ struct Collected {
     warmup: Tally,
     last_answer: Instant,
     ended: Ended,
+    /// Whether every tally keeps each backend's latency (`Slots::backend_latency`), the
+    /// intervals' too; otherwise a thread's table of it comes with its last hand-over.
+    each_backend: bool,
 }
 
 impl Collected {
@@ -445,15 +454,21 @@ impl Collected {
     /// emptied here, off the worker's thread, and sent `home` (a thread that has ended drops them).
     fn take(
         &mut self,
-        [warmup, measured]: [Tally; 2],
+        [warmup, mut measured]: [Tally; 2],
         last_answer: Option<Instant>,
         interval: &mut Tally,
         home: &mpsc::Sender<Tally>,
     ) {
+        // A thread's whole-run table is the run's, moved in (1000 backends: 36 MB), not the
+        // interval's.
+        let table = if self.each_backend { None } else { measured.backend_latency.take() };
         interval.add(&warmup);
         interval.add(&measured);
         self.warmup.add(&warmup);
         self.measured.add(&measured);
+        if let Some(table) = table {
+            self.measured.add_backend_latency(table);
+        }
         if let Some(t) = last_answer {
             self.last_answer = self.last_answer.max(t);
         }
@@ -519,9 +534,14 @@ fn collect(
     threads: u32,
 ) -> Collected {
     let plan = &shared.plan;
-    let mut out =
-        Collected { measured: Tally::default(), warmup: Tally::default(), last_answer: start, ended: Ended::Completed };
-    let mut interval = Tally::default();
+    let mut out = Collected {
+        measured: Tally::with_slots(shared.slots),
+        warmup: Tally::with_slots(shared.slots),
+        last_answer: start,
+        ended: Ended::Completed,
+        each_backend: shared.slots.backend_latency,
+    };
+    let mut interval = Tally::with_slots(shared.slots);
     let mut intervals_closed = 0u32;
     // Each thread's last hand-over, by the intervals it closed (`Report::Delta::upto`).
     let mut handed = vec![0u32; threads as usize];
@@ -757,6 +777,9 @@ impl Local {
         for _ in 0..SPARE_TALLIES {
             let _ = home.send(Tally::with_slots(slots));
         }
+        // The thread's table of each backend's measured latency, which the measured tally
+        // carries and hands on to the next (`take_delta`).
+        let measured = Tally::with_slots(Slots { backend_latency: shared.dialer.addresses.by_backend, ..slots });
         Rc::new(Local {
             shared: shared.clone(),
             // Set at the go signal.
@@ -765,7 +788,7 @@ impl Local {
             channels,
             slots,
             warmup: RefCell::new(Tally::with_slots(slots)),
-            measured: RefCell::new(Tally::with_slots(slots)),
+            measured: RefCell::new(measured),
             home,
             spares,
             ready: RefCell::new(Vec::with_capacity(SPARE_TALLIES)),
@@ -796,9 +819,15 @@ impl Local {
             return None;
         }
         let mut spare = || spares.pop().expect("two spares");
+        let mut measured = std::mem::replace(&mut *self.measured.borrow_mut(), spare());
+        // The table of each backend's latency stays on the thread, from one measured tally to
+        // the next, until its last hand-over (`Tally::backend_latency`).
+        if upto != u32::MAX && !self.slots.backend_latency {
+            self.measured.borrow_mut().backend_latency = measured.backend_latency.take();
+        }
         Some(Report::Delta {
             warmup: std::mem::replace(&mut *self.warmup.borrow_mut(), spare()),
-            measured: std::mem::replace(&mut *self.measured.borrow_mut(), spare()),
+            measured,
             last_answer: *self.last_answer.borrow(),
             home: self.home.clone(),
             thread,

@@ -2,7 +2,7 @@
 //! found afterwards (`--warmup auto`) can be taken out of the result exactly. Bounded: only
 //! the first `KEPT` intervals, a few KB each.
 use crate::record::intervals::Interval;
-use crate::record::shard::{new_histogram, pack, unpack};
+use crate::record::shard::{new_backend_histogram, new_histogram, pack, unpack};
 use crate::record::{Counts, Tally};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -21,8 +21,10 @@ struct Kept {
     /// Flows as names, with their stops (by check, by capture).
     by_flow: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>, u64, u64)>,
     checks: Vec<(u64, u64)>,
-    /// Each backend's, likewise.
-    by_backend: Vec<(u64, crate::grpc::status::PerStatus, Vec<u8>)>,
+    /// Each backend's calls by status, and its packed latency where the tally kept it
+    /// (`Slots::backend_latency`: a run with `--warmup auto` keeps it in every tally).
+    by_backend: Vec<crate::grpc::status::PerStatus>,
+    backend_latency: Option<Vec<Vec<u8>>>,
 }
 
 #[derive(Default)]
@@ -31,7 +33,8 @@ pub struct EarlyIntervals {
 }
 
 /// A kept histogram back, in the tally's bounds, so that it subtracts from the run's.
-/// A histogram a tally may go without (`Tally::schedule_lag`): absent packs to no bytes.
+/// A histogram a tally may go without (`Tally::schedule_lag`, `Tally::service_time`): absent
+/// packs to no bytes.
 fn pack_optional(h: &Option<Histogram<u64>>) -> Vec<u8> {
     h.as_ref().map_or_else(Vec::new, pack)
 }
@@ -41,14 +44,17 @@ fn unpacked_optional(bytes: &[u8]) -> Option<Histogram<u64>> {
 }
 
 fn unpacked(bytes: &[u8]) -> Histogram<u64> {
-    let mut h = new_histogram();
+    unpacked_into(new_histogram(), bytes)
+}
+
+fn unpacked_into(mut h: Histogram<u64>, bytes: &[u8]) -> Histogram<u64> {
     if let Ok(read) = unpack(bytes) {
         let _ = h.add(&read);
     }
     h
 }
 
-/// Kept per-name (or per-backend) shares back.
+/// Kept per-name shares back.
 fn shares(kept: &[(u64, crate::grpc::status::PerStatus, Vec<u8>)]) -> Vec<crate::record::shard::NameTally> {
     kept.iter()
         .map(|(calls, statuses, latency)| crate::record::shard::NameTally {
@@ -67,9 +73,9 @@ impl EarlyIntervals {
                 length: iv.length,
                 histograms: [
                     pack(&s.call_latency),
-                    pack(&s.attempt_latency),
+                    pack_optional(&s.attempt_latency),
                     pack_optional(&s.schedule_lag),
-                    pack(&s.service_time),
+                    pack_optional(&s.service_time),
                     pack_optional(&s.message_latency),
                     pack_optional(&s.first_message),
                     pack(&s.ok_call_latency),
@@ -86,7 +92,8 @@ impl EarlyIntervals {
                     })
                     .collect(),
                 checks: s.checks.clone(),
-                by_backend: s.by_backend.iter().map(|n| (n.calls, n.statuses, pack(&n.latency))).collect(),
+                by_backend: s.by_backend.clone(),
+                backend_latency: s.backend_latency.as_ref().map(|each| each.iter().map(pack).collect()),
             });
         }
     }
@@ -102,16 +109,22 @@ impl EarlyIntervals {
         for k in &self.kept[..n] {
             let part = Tally {
                 call_latency: unpacked(&k.histograms[0]),
-                attempt_latency: unpacked(&k.histograms[1]),
+                attempt_latency: unpacked_optional(&k.histograms[1]),
                 schedule_lag: unpacked_optional(&k.histograms[2]),
-                service_time: unpacked(&k.histograms[3]),
+                service_time: unpacked_optional(&k.histograms[3]),
                 message_latency: unpacked_optional(&k.histograms[4]),
                 first_message: unpacked_optional(&k.histograms[5]),
                 ok_call_latency: unpacked(&k.histograms[6]),
                 counts: k.counts.clone(),
                 errors: k.errors.clone(),
                 by_name: shares(&k.by_name),
-                by_backend: shares(&k.by_backend),
+                by_backend: k.by_backend.clone(),
+                backend_latency: k
+                    .backend_latency
+                    .as_ref()
+                    .map(|each| each.iter().map(|bytes| unpacked_into(new_backend_histogram(), bytes)).collect()),
+                // The series' lines are not kept: their rows are made as each interval closes.
+                backend_lines: Vec::new(),
                 by_flow: k
                     .by_flow
                     .iter()

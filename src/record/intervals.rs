@@ -2,7 +2,7 @@
 //! row kept of it (one per interval, 1 s by default), small whatever the run's length.
 //! `--format csv` prints the rows; progress shows the last one.
 use super::resource::Usage;
-use super::shard::{new_backend_histogram, NameTally};
+use super::shard::pack;
 use super::Tally;
 use crate::grpc::status::PerStatus;
 use crate::stats::Statistic;
@@ -46,14 +46,22 @@ pub struct IntervalRow {
     pub messages_received: u64,
     /// Targets broken down by backend: each backend's part of the interval (None otherwise).
     pub backends: Option<BackendRow>,
+    /// The interval's histograms packed (`stats::histogram::pack`), kept for a result that
+    /// will be merged (a shard's), so that a merge adds interval i of every shard exactly
+    /// (app/merge.rs); None otherwise: a long run's rows stay small.
+    pub packed: Option<Packed>,
 }
 
-/// The backends of the run's list of addresses that each keep a line of their own in the
-/// per-backend series, in the list's order; the rest are folded into one line. So an
-/// interval's row holds at most this many lines and one more whatever the number of backends
-/// (1000 addresses: 9 lines, not 1000), and the report's plots stay readable (docs/results.md,
-/// `backend_intervals`).
-pub const BACKEND_LINES: usize = 8;
+/// One interval's latency histograms, packed: its call latency, and its service time where
+/// that differs (an open loop; a closed loop's equals the call latency).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    pub call_latency: Vec<u8>,
+    pub service_time: Option<Vec<u8>>,
+}
+
+/// How many backends keep a line of their own in the per-backend series (record/shard.rs).
+pub use super::shard::BACKEND_LINES;
 
 /// One interval's calls by backend: the first `BACKEND_LINES` backends' lines, by index, and
 /// the rest folded.
@@ -80,11 +88,18 @@ pub struct BackendLine {
     pub statuses: PerStatus,
     pub p50: Duration,
     pub p99: Duration,
+    /// Its latency histogram packed, kept as `IntervalRow::packed` is (None without calls).
+    pub packed: Option<Vec<u8>>,
 }
 
 impl BackendLine {
-    fn of(statuses: PerStatus, h: &Histogram<u64>) -> BackendLine {
-        BackendLine { statuses, p50: Statistic::Percentile(50.0).of(h), p99: Statistic::Percentile(99.0).of(h) }
+    fn of(statuses: PerStatus, h: &Histogram<u64>, keep: bool) -> BackendLine {
+        BackendLine {
+            statuses,
+            p50: Statistic::Percentile(50.0).of(h),
+            p99: Statistic::Percentile(99.0).of(h),
+            packed: (keep && !h.is_empty()).then(|| pack(h)),
+        }
     }
 
     pub fn calls(&self) -> u64 {
@@ -92,25 +107,31 @@ impl BackendLine {
     }
 }
 
+/// A line's latency where the tally has none (a line whose backends took no call).
+static EMPTY_LINE: std::sync::LazyLock<Histogram<u64>> = std::sync::LazyLock::new(super::shard::new_backend_histogram);
+
 impl BackendRow {
-    /// The row of an interval's per-backend tallies; None when the run breaks nothing down by
-    /// backend. Runs on the collector, once per interval: the folded line's histogram is made
-    /// here, never on a worker thread.
-    pub fn of(backends: &[NameTally]) -> Option<BackendRow> {
+    /// The row of an interval's tally, by backend; None when the run breaks nothing down by
+    /// backend. Each line's latency is the tally's histogram of that line
+    /// (`Tally::backend_lines`, the folded backends' together); with `keep`, every line's is
+    /// packed too (on the collector, once per interval, never on a worker thread).
+    pub fn of(tally: &Tally, keep: bool) -> Option<BackendRow> {
+        let backends = &tally.by_backend;
         if backends.is_empty() {
             return None;
         }
+        let latency = |line: usize| tally.backend_lines.get(line).unwrap_or(&EMPTY_LINE);
         let split = backends.len().min(BACKEND_LINES);
-        let lines = backends[..split].iter().map(|b| BackendLine::of(b.statuses, &b.latency)).collect();
+        let lines = backends[..split].iter().enumerate().map(|(i, b)| BackendLine::of(*b, latency(i), keep)).collect();
         let rest = &backends[split..];
         let others = (!rest.is_empty()).then(|| {
-            let (mut statuses, mut latency, mut answering) = (PerStatus::default(), new_backend_histogram(), 0);
-            for b in rest.iter().filter(|b| b.calls > 0) {
-                statuses.add(&b.statuses);
-                latency.add(&b.latency).expect("same histogram bounds");
+            let (mut statuses, mut answering) = (PerStatus::default(), 0);
+            for b in rest.iter().filter(|b| b.total() > 0) {
+                statuses.add(b);
                 answering += 1;
             }
-            Others { line: BackendLine::of(statuses, &latency), backends: rest.len() as u64, answering }
+            let line = BackendLine::of(statuses, latency(BACKEND_LINES), keep);
+            Others { line, backends: rest.len() as u64, answering }
         });
         Some(BackendRow { lines, others })
     }
@@ -123,8 +144,14 @@ impl BackendRow {
 
 impl IntervalRow {
     pub fn of(iv: &Interval) -> IntervalRow {
+        IntervalRow::keeping(iv, false)
+    }
+
+    /// The row, with its histograms packed when `keep` (a shard's run: `IntervalRow::packed`).
+    pub fn keeping(iv: &Interval, keep: bool) -> IntervalRow {
         let h = &iv.tally.call_latency;
         let c = &iv.tally.counts;
+        let service = iv.tally.service_time();
         IntervalRow {
             at: iv.at,
             length: iv.length,
@@ -136,12 +163,13 @@ impl IntervalRow {
             p90: Statistic::Percentile(90.0).of(h),
             p99: Statistic::Percentile(99.0).of(h),
             max: Statistic::Max.of(h),
-            service_p99: Statistic::Percentile(99.0).of(&iv.tally.service_time),
+            service_p99: Statistic::Percentile(99.0).of(service),
             client_cpu_total: iv.usage.cpu,
             client_rss_bytes: iv.usage.rss_bytes,
             messages_sent: c.messages_sent,
             messages_received: c.messages_received,
-            backends: BackendRow::of(&iv.tally.by_backend),
+            backends: BackendRow::of(iv.tally, keep),
+            packed: keep.then(|| Packed { call_latency: pack(h), service_time: (service != h).then(|| pack(service)) }),
         }
     }
 
@@ -172,7 +200,7 @@ mod tests {
         }
         tally.record_backend(9, Duration::from_millis(2), Code::Unavailable);
         tally.record_backend(10, Duration::from_millis(50), Code::Ok);
-        let row = BackendRow::of(&tally.by_backend).unwrap();
+        let row = BackendRow::of(&tally, false).unwrap();
         assert_eq!(row.lines.len(), BACKEND_LINES);
         assert_eq!((row.lines[0].calls(), row.lines[1].calls()), (10, 0));
         let others = row.others.as_ref().unwrap();
@@ -181,6 +209,6 @@ mod tests {
         let p99 = others.line.p99.as_secs_f64();
         assert!((p99 / 0.050 - 1.0).abs() < 0.01, "{p99}");
         assert_eq!(row.calls(), 16);
-        assert_eq!(BackendRow::of(&[]), None, "a run not broken down by backend has no row");
+        assert_eq!(BackendRow::of(&Tally::default(), false), None, "a run not broken down by backend has no row");
     }
 }

@@ -17,10 +17,12 @@ pub fn new_histogram() -> Histogram<u64> {
 
 /// A backend's latency histogram: 2 significant digits (1%) over the same range, 36 KiB of
 /// counts instead of 264 KiB. Every histogram's counts are written when it is made
-/// (hdrhistogram's `resize` fills them with zeros), so each is resident from the start, and a
-/// run's tallies hold one per backend: with 1000 addresses the 3-digit ones took 264 MB per
-/// tally and 1.9 GB at the peak of a debug build's run (docs/design.md, "Recording: no allocation
-/// on the call path", Backends).
+/// (hdrhistogram's `resize` fills them with zeros), so each is resident from the start: with
+/// 1000 addresses the 3-digit ones took 264 MB per tally and 1.9 GB at the peak of a debug
+/// build's run, and one per backend in each tally still 295 MB in release. So only the series'
+/// lines have one in every tally (`Tally::backend_lines`), and each backend's own is kept once
+/// per thread for the whole run (`Tally::backend_latency`; docs/design.md, "Recording: no
+/// allocation on the call path", Backends).
 pub fn new_backend_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_NANOS, 2).expect("static histogram bounds are valid")
 }
@@ -104,19 +106,24 @@ pub struct Tally {
     /// Call latency of the calls that ended OK: what `compare` judges latency on (a failed
     /// call's latency, a fast rejection say, is no measure of the service).
     pub ok_call_latency: Histogram<u64>,
-    /// Latency of each attempt on its own.
-    pub attempt_latency: Histogram<u64>,
-    /// Open loop: how late each send left behind its intended time. This and the two message
-    /// histograms are made only for runs that record into them (`Slots`): absent reads as
-    /// empty (`Tally::schedule_lag`).
-    pub schedule_lag: Option<Histogram<u64>>,
+    /// Latency of each attempt on its own; None where it is the service time (a run without
+    /// retries: a call's one attempt lasts from its send to its answer). This, the service
+    /// time, the schedule lag and the two message histograms are made only for runs that need
+    /// them (`Slots`: 264 KiB each, resident when made). Read through their accessors
+    /// (`Tally::attempt_latency`, `Tally::schedule_lag`: an absent one reads as what it equals,
+    /// or as empty), written by `record_*`; the fields are `record`'s own (early.rs keeps them
+    /// absent or not).
+    pub(super) attempt_latency: Option<Histogram<u64>>,
+    /// Open loop: how late each send left behind its intended time.
+    pub(super) schedule_lag: Option<Histogram<u64>>,
     /// From the actual first send to the final answer: what the server took, without the
-    /// time a call waited to be sent (equal to call latency in closed loop).
-    pub service_time: Histogram<u64>,
+    /// time a call waited to be sent; None where it is call latency (a closed loop, whose
+    /// calls are timed from their send).
+    pub(super) service_time: Option<Histogram<u64>>,
     /// Bidi ping-pong: from a request message's send to its response message.
-    pub message_latency: Option<Histogram<u64>>,
+    pub(super) message_latency: Option<Histogram<u64>>,
     /// Server streams: from the stream's start to its first response message.
-    pub first_message: Option<Histogram<u64>>,
+    pub(super) first_message: Option<Histogram<u64>>,
     pub counts: Counts,
     /// Failed calls by status and the server's `grpc-message` (or the transport's error),
     /// as ghz groups them; at most `ERROR_KINDS` kinds, the rest counted under one line.
@@ -127,10 +134,26 @@ pub struct Tally {
     pub by_flow: Vec<FlowTally>,
     /// `--workload` checks, by their index in the workload: (pass, fail).
     pub checks: Vec<(u64, u64)>,
-    /// Each backend address's share, by its index in the run's list of addresses (empty but
-    /// for targets broken down by backend: docs/targets.md).
-    pub by_backend: Vec<NameTally>,
+    /// Each backend address's calls by final status, by its index in the run's list of
+    /// addresses (empty but for targets broken down by backend: docs/targets.md).
+    pub by_backend: Vec<PerStatus>,
+    /// Each backend's latency, by the same index, in a tally that keeps it (None otherwise).
+    /// A worker thread keeps its measured calls' in one table for the whole run, which moves
+    /// from one measured tally to the next at each hand-over and goes with the last one
+    /// (engine.rs, `Local::take_delta`); its hand-overs' tallies go without, but for a run
+    /// whose warm-up is found afterwards, where each interval's must subtract (`Slots`).
+    pub backend_latency: Option<Vec<Histogram<u64>>>,
+    /// The latency of the per-backend series' lines (`BACKEND_LINES`): the first backends'
+    /// one each, then all the others' together (`Tally::record_backend`).
+    pub backend_lines: Vec<Histogram<u64>>,
 }
+
+/// The backends of the run's list of addresses that each keep a line of their own in the
+/// per-backend series, in the list's order; the rest are folded into one line. So an
+/// interval's row holds at most this many lines and one more whatever the number of backends
+/// (1000 addresses: 9 lines, not 1000), and the report's plots stay readable (docs/results.md,
+/// `backend_intervals`).
+pub const BACKEND_LINES: usize = 8;
 
 /// One flow of a workload: whole flows (a `NameTally`: the status each ended with, the
 /// latency from its start to its last answer) and why some ended early without a failed
@@ -193,11 +216,6 @@ impl Default for NameTally {
 }
 
 impl NameTally {
-    /// A backend's share: its histogram is `new_backend_histogram`'s.
-    pub fn backend() -> NameTally {
-        NameTally { calls: 0, statuses: PerStatus::default(), latency: new_backend_histogram() }
-    }
-
     pub fn add(&mut self, other: &NameTally) {
         self.calls += other.calls;
         self.statuses.add(&other.statuses);
@@ -232,9 +250,9 @@ impl Default for Tally {
         Tally {
             call_latency: new_histogram(),
             ok_call_latency: new_histogram(),
-            attempt_latency: new_histogram(),
+            attempt_latency: Some(new_histogram()),
             schedule_lag: None,
-            service_time: new_histogram(),
+            service_time: Some(new_histogram()),
             message_latency: None,
             first_message: None,
             counts: Counts::default(),
@@ -243,6 +261,8 @@ impl Default for Tally {
             by_flow: Vec::new(),
             checks: Vec::new(),
             by_backend: Vec::new(),
+            backend_latency: None,
+            backend_lines: Vec::new(),
         }
     }
 }
@@ -256,8 +276,15 @@ pub struct Slots {
     pub flows: usize,
     pub checks: usize,
     pub backends: usize,
-    /// Open loop: the tallies hold a schedule lag histogram.
+    /// Each tally keeps each backend's latency (`Tally::backend_latency`): a run whose warm-up
+    /// is found afterwards (`--warmup auto`), whose early intervals must subtract it exactly.
+    pub backend_latency: bool,
+    /// Open loop: the tallies hold a schedule lag and a service time histogram (a closed
+    /// loop's service time is its call latency: `Tally::service_time`).
     pub schedule_lag: bool,
+    /// Retries: the tallies hold an attempt latency histogram (without retries a call's
+    /// attempt lasts as long as its service time: `Tally::attempt_latency`).
+    pub retries: bool,
     /// Streaming calls: the tallies hold the message histograms (round trip, first message).
     pub streams: bool,
 }
@@ -276,6 +303,25 @@ fn add_optional(mine: &mut Option<Histogram<u64>>, theirs: &Option<Histogram<u64
     }
 }
 
+/// One side of `Tally::add` or `Tally::subtract` (`op`) for a histogram a tally may go without,
+/// reading as another then (`mine_is`, `theirs_is`: `Tally::service_time`): `mine op theirs`,
+/// made from what mine equals only when theirs has one of its own; None while neither has.
+fn derived<E>(
+    mine: Option<Histogram<u64>>,
+    mine_is: &Histogram<u64>,
+    theirs: Option<&Histogram<u64>>,
+    theirs_is: &Histogram<u64>,
+    op: fn(&mut Histogram<u64>, &Histogram<u64>) -> Result<(), E>,
+) -> Option<Histogram<u64>> {
+    if mine.is_none() && theirs.is_none() {
+        return None;
+    }
+    let mut mine = mine.unwrap_or_else(|| mine_is.clone());
+    // Same bounds on both sides (adding cannot fail); a subtracted part is in mine.
+    let _ = op(&mut mine, theirs.unwrap_or(theirs_is));
+    Some(mine)
+}
+
 /// A latency as a histogram records it: in ns, clamped to what it holds (1 ns to an hour).
 pub fn nanos(d: Duration) -> u64 {
     (d.as_nanos() as u64).clamp(1, MAX_NANOS)
@@ -288,12 +334,28 @@ impl Tally {
             by_name: std::iter::repeat_with(NameTally::default).take(slots.names).collect(),
             by_flow: std::iter::repeat_with(FlowTally::default).take(slots.flows).collect(),
             checks: vec![(0, 0); slots.checks],
-            by_backend: std::iter::repeat_with(NameTally::backend).take(slots.backends).collect(),
+            by_backend: vec![PerStatus::default(); slots.backends],
+            backend_latency: slots.backend_latency.then(|| backend_histograms(slots.backends)),
+            backend_lines: backend_histograms(slots.backends.min(BACKEND_LINES + 1)),
             schedule_lag: slots.schedule_lag.then(new_histogram),
+            service_time: slots.schedule_lag.then(new_histogram),
+            attempt_latency: slots.retries.then(new_histogram),
             message_latency: slots.streams.then(new_histogram),
             first_message: slots.streams.then(new_histogram),
             ..Tally::default()
         }
+    }
+
+    /// The attempt latency histogram; the service time's in a tally without one of its own
+    /// (no retries: `Slots::retries`).
+    pub fn attempt_latency(&self) -> &Histogram<u64> {
+        self.attempt_latency.as_ref().unwrap_or_else(|| self.service_time())
+    }
+
+    /// The service time histogram; call latency's in a tally without one of its own (a
+    /// closed loop's: `Slots::schedule_lag`).
+    pub fn service_time(&self) -> &Histogram<u64> {
+        self.service_time.as_ref().unwrap_or(&self.call_latency)
     }
 
     /// The schedule lag histogram; empty when this tally has none (a closed loop's).
@@ -311,8 +373,12 @@ impl Tally {
         or_empty(&self.first_message)
     }
 
+    /// The attempt's latency is recorded where the tally has a histogram for it (it is the
+    /// call's service time otherwise: `Slots::retries`).
     pub fn record_attempt(&mut self, latency: Duration, status: Code) {
-        self.attempt_latency.saturating_record(nanos(latency));
+        if let Some(h) = &mut self.attempt_latency {
+            h.saturating_record(nanos(latency));
+        }
         self.counts.attempts += 1;
         self.counts.attempt_status.record(status);
     }
@@ -363,14 +429,27 @@ impl Tally {
     /// A call answered by the backend at `index` of the run's addresses (besides `record_call`);
     /// its slot as `record_named`'s (a backend that a `dns:///` target's resolver finds
     /// during the run gets its slot here, the one allocation a recording may make).
+    /// Its latency goes into its line's histogram, and into its own in a tally that keeps it.
     pub fn record_backend(&mut self, index: usize, latency: Duration, status: Code) {
         if index >= self.by_backend.len() {
-            self.by_backend.resize_with(index + 1, NameTally::backend);
+            self.by_backend.resize(index + 1, PerStatus::default());
         }
-        let backend = &mut self.by_backend[index];
-        backend.calls += 1;
-        backend.statuses.record(status);
-        backend.latency.saturating_record(nanos(latency));
+        self.by_backend[index].record(status);
+        if let Some(each) = &mut self.backend_latency {
+            grow(each, index + 1);
+            each[index].saturating_record(nanos(latency));
+        }
+        grow(&mut self.backend_lines, line(index) + 1);
+        self.backend_lines[line(index)].saturating_record(nanos(latency));
+    }
+
+    /// Adds a table of each backend's latency (a worker thread's, at its last hand-over) to
+    /// this tally's; moved in, not copied, when this tally has none.
+    pub fn add_backend_latency(&mut self, table: Vec<Histogram<u64>>) {
+        match &mut self.backend_latency {
+            Some(mine) => add_histograms(mine, &table),
+            None => self.backend_latency = Some(table),
+        }
     }
 
     /// A failed call's message; allocates only for failures, and only for a kind not seen yet.
@@ -378,8 +457,12 @@ impl Tally {
         add_error(&mut self.errors, (status as i32, message), 1);
     }
 
+    /// Recorded where the tally has a histogram for it (it is call latency otherwise: a closed
+    /// loop's, `Slots::schedule_lag`).
     pub fn record_service_time(&mut self, took: Duration) {
-        self.service_time.saturating_record(nanos(took));
+        if let Some(h) = &mut self.service_time {
+            h.saturating_record(nanos(took));
+        }
     }
 
     /// A stream's request message left.
@@ -415,11 +498,18 @@ impl Tally {
     }
 
     pub fn add(&mut self, other: &Tally) {
-        // Same bounds on both sides, so adding cannot fail.
+        // Same bounds on both sides, so adding cannot fail. The derived ones first, from what
+        // each side's equals before this add.
+        let attempts = self.attempt_latency.take();
+        self.attempt_latency =
+            derived(attempts, self.service_time(), other.attempt_latency.as_ref(), other.service_time(), |m, t| {
+                m.add(t)
+            });
+        let service = self.service_time.take();
+        self.service_time =
+            derived(service, &self.call_latency, other.service_time.as_ref(), &other.call_latency, |m, t| m.add(t));
         self.call_latency.add(&other.call_latency).expect("same histogram bounds");
         self.ok_call_latency.add(&other.ok_call_latency).expect("same histogram bounds");
-        self.attempt_latency.add(&other.attempt_latency).expect("same histogram bounds");
-        self.service_time.add(&other.service_time).expect("same histogram bounds");
         add_optional(&mut self.schedule_lag, &other.schedule_lag);
         add_optional(&mut self.message_latency, &other.message_latency);
         add_optional(&mut self.first_message, &other.first_message);
@@ -427,8 +517,17 @@ impl Tally {
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
         }
-        add_shares(&mut self.by_name, &other.by_name, NameTally::default);
-        add_shares(&mut self.by_backend, &other.by_backend, NameTally::backend);
+        add_shares(&mut self.by_name, &other.by_name);
+        if self.by_backend.len() < other.by_backend.len() {
+            self.by_backend.resize(other.by_backend.len(), PerStatus::default());
+        }
+        for (mine, theirs) in self.by_backend.iter_mut().zip(&other.by_backend) {
+            mine.add(theirs);
+        }
+        if let Some(theirs) = &other.backend_latency {
+            add_histograms(self.backend_latency.get_or_insert_with(Vec::new), theirs);
+        }
+        add_histograms(&mut self.backend_lines, &other.backend_lines);
         if self.by_flow.len() < other.by_flow.len() {
             self.by_flow.resize_with(other.by_flow.len(), FlowTally::default);
         }
@@ -448,10 +547,16 @@ impl Tally {
     /// warm-up found afterwards). Histograms subtract exactly (they cannot fail: every
     /// count of `part` is in this tally); nothing goes below zero.
     pub fn subtract(&mut self, part: &Tally) {
+        let attempts = self.attempt_latency.take();
+        self.attempt_latency =
+            derived(attempts, self.service_time(), part.attempt_latency.as_ref(), part.service_time(), |m, t| {
+                m.subtract(t)
+            });
+        let service = self.service_time.take();
+        self.service_time =
+            derived(service, &self.call_latency, part.service_time.as_ref(), &part.call_latency, |m, t| m.subtract(t));
         let _ = self.call_latency.subtract(&part.call_latency);
         let _ = self.ok_call_latency.subtract(&part.ok_call_latency);
-        let _ = self.attempt_latency.subtract(&part.attempt_latency);
-        let _ = self.service_time.subtract(&part.service_time);
         for (mine, theirs) in [
             (&mut self.schedule_lag, &part.schedule_lag),
             (&mut self.message_latency, &part.message_latency),
@@ -468,10 +573,15 @@ impl Tally {
             }
         }
         self.errors.retain(|_, n| *n > 0);
-        for (mine, theirs) in
-            self.by_name.iter_mut().zip(&part.by_name).chain(self.by_backend.iter_mut().zip(&part.by_backend))
-        {
+        for (mine, theirs) in self.by_name.iter_mut().zip(&part.by_name) {
             mine.subtract(theirs);
+        }
+        for (mine, theirs) in self.by_backend.iter_mut().zip(&part.by_backend) {
+            mine.subtract(theirs);
+        }
+        let mine = self.backend_latency.iter_mut().flatten().zip(part.backend_latency.iter().flatten());
+        for (mine, theirs) in mine.chain(self.backend_lines.iter_mut().zip(&part.backend_lines)) {
+            let _ = mine.subtract(theirs);
         }
         for (mine, theirs) in self.by_flow.iter_mut().zip(&part.by_flow) {
             mine.subtract(theirs);
@@ -483,16 +593,24 @@ impl Tally {
 
     /// Empties the tally, keeping its histograms' memory.
     pub fn clear(&mut self) {
-        for h in [&mut self.call_latency, &mut self.ok_call_latency, &mut self.attempt_latency, &mut self.service_time]
-            .into_iter()
-            .chain([&mut self.schedule_lag, &mut self.message_latency, &mut self.first_message].into_iter().flatten())
-        {
+        let optional = [
+            &mut self.attempt_latency,
+            &mut self.service_time,
+            &mut self.schedule_lag,
+            &mut self.message_latency,
+            &mut self.first_message,
+        ];
+        for h in [&mut self.call_latency, &mut self.ok_call_latency].into_iter().chain(optional.into_iter().flatten()) {
             empty(h);
         }
         self.counts = Counts::default();
         self.errors.clear();
-        for name in self.by_name.iter_mut().chain(&mut self.by_backend) {
+        for name in &mut self.by_name {
             name.clear();
+        }
+        self.by_backend.fill(PerStatus::default());
+        for h in self.backend_latency.iter_mut().flatten().chain(&mut self.backend_lines) {
+            empty(h);
         }
         for flow in &mut self.by_flow {
             flow.clear();
@@ -510,15 +628,40 @@ fn empty(h: &mut Histogram<u64>) {
     }
 }
 
-/// Adds per-name (or per-backend) shares index by index, growing `mine` to `theirs` with
-/// `new` shares.
-fn add_shares(mine: &mut Vec<NameTally>, theirs: &[NameTally], new: fn() -> NameTally) {
+/// Adds per-name shares index by index, growing `mine` to `theirs`.
+fn add_shares(mine: &mut Vec<NameTally>, theirs: &[NameTally]) {
     if mine.len() < theirs.len() {
-        mine.resize_with(theirs.len(), new);
+        mine.resize_with(theirs.len(), NameTally::default);
     }
     for (mine, theirs) in mine.iter_mut().zip(theirs) {
         mine.add(theirs);
     }
+}
+
+/// `n` backend histograms (`new_backend_histogram`).
+fn backend_histograms(n: usize) -> Vec<Histogram<u64>> {
+    std::iter::repeat_with(new_backend_histogram).take(n).collect()
+}
+
+/// Grows `backends` to `n` backend histograms: only for a backend a `dns:///` target's
+/// resolver found during the run (a run's tallies are made with a slot for each one known).
+fn grow(backends: &mut Vec<Histogram<u64>>, n: usize) {
+    if backends.len() < n {
+        backends.resize_with(n, new_backend_histogram);
+    }
+}
+
+/// Adds backend histograms index by index, growing `mine` to `theirs`.
+fn add_histograms(mine: &mut Vec<Histogram<u64>>, theirs: &[Histogram<u64>]) {
+    grow(mine, theirs.len());
+    for (mine, theirs) in mine.iter_mut().zip(theirs) {
+        mine.add(theirs).expect("same histogram bounds");
+    }
+}
+
+/// The series' line of the backend at `index` (`BACKEND_LINES`).
+fn line(index: usize) -> usize {
+    index.min(BACKEND_LINES)
 }
 
 /// Where messages beyond `ERROR_KINDS` are counted.
@@ -535,27 +678,49 @@ fn add_error(errors: &mut BTreeMap<(i32, String), u64>, (code, message): (i32, &
 mod tests {
     use super::*;
 
+    /// Bytes of histogram counts a tally holds for its backends (resident: a histogram's
+    /// counts are all written when it is made).
+    fn backend_bytes(tally: &Tally) -> usize {
+        let each = tally.backend_latency.iter().flatten();
+        each.chain(&tally.backend_lines).map(|h| h.distinct_values() * 8).sum()
+    }
+
     #[test]
-    fn a_thousand_backends_cost_a_tally_tens_of_megabytes_not_hundreds() {
-        // A histogram's counts are all written when it is made, so they are resident memory:
-        // 264 MiB per tally of 1000 backends at 3 significant digits.
-        let tally = Tally::with_slots(Slots { backends: 1000, ..Slots::default() });
-        let bytes: usize = tally.by_backend.iter().map(|b| b.latency.distinct_values() * 8).sum();
-        assert!(bytes <= 40 << 20, "{} MiB of counts", bytes >> 20);
-        // Still within 1% of every latency, and merged with a full histogram exactly.
-        let mut backend = NameTally::backend();
-        let mut full = NameTally::default();
+    fn a_thousand_backends_cost_a_hand_over_tally_the_series_lines_not_a_histogram_each() {
+        // A run's tallies on a worker thread: the warm-up, the measured one with the thread's
+        // table of each backend's latency, and the spares (engine.rs, SPARE_TALLIES). With a
+        // histogram per backend in each, 1000 addresses peaked at 295 MB (issue 41).
+        let slots = Slots { backends: 1000, ..Slots::default() };
+        let hand_over = Tally::with_slots(slots);
+        assert_eq!((hand_over.by_backend.len(), hand_over.backend_lines.len()), (1000, BACKEND_LINES + 1));
+        assert!(backend_bytes(&hand_over) <= 1 << 20, "{} KiB of counts", backend_bytes(&hand_over) >> 10);
+        let table = Tally::with_slots(Slots { backend_latency: true, ..slots });
+        assert!(backend_bytes(&table) <= 40 << 20, "{} MiB of counts", backend_bytes(&table) >> 20);
+        // The collector takes a thread's table in, not a copy of it, and adds the next.
+        let mut run = hand_over.clone();
+        let mut table = table.backend_latency.unwrap();
+        table[999].record(1000).unwrap();
+        let first = table.clone();
+        let at = first.as_ptr();
+        run.add_backend_latency(first);
+        run.add_backend_latency(table);
+        assert_eq!(run.backend_latency.as_ref().unwrap().as_ptr(), at);
+        assert_eq!(run.backend_latency.as_ref().unwrap()[999].len(), 2);
+    }
+
+    #[test]
+    fn a_backends_latency_is_within_one_percent_and_merges_with_a_full_histogram() {
+        let (mut backend, mut full) = (new_backend_histogram(), new_histogram());
         for us in 1..=1000u64 {
-            backend.record(Duration::from_micros(us * 37), Code::Ok);
-            full.record(Duration::from_micros(us * 37), Code::Ok);
+            backend.record(nanos(Duration::from_micros(us * 37))).unwrap();
+            full.record(nanos(Duration::from_micros(us * 37))).unwrap();
         }
         for q in [0.5, 0.99, 0.999] {
-            let (coarse, fine) =
-                (backend.latency.value_at_quantile(q) as f64, full.latency.value_at_quantile(q) as f64);
+            let (coarse, fine) = (backend.value_at_quantile(q) as f64, full.value_at_quantile(q) as f64);
             assert!((coarse / fine - 1.0).abs() < 0.01, "q{q}: {coarse} against {fine}");
         }
-        backend.add(&full);
-        assert_eq!((backend.calls, backend.latency.len()), (2000, 2000));
+        backend.add(&full).unwrap();
+        assert_eq!(backend.len(), 2000);
     }
 
     #[test]
@@ -582,6 +747,47 @@ mod tests {
         part.clear();
         assert!(part.schedule_lag().is_empty() && part.message_latency().is_empty());
         assert_eq!(closed.schedule_lag(), &new_histogram());
+    }
+
+    #[test]
+    fn attempts_and_service_time_are_made_only_where_they_differ_from_what_they_equal() {
+        // A closed loop without retries: a call's one attempt and its service time are its
+        // latency (engine.rs, `call`), and main's results held three identical histograms.
+        let closed = Tally::with_slots(Slots::default());
+        assert!(closed.attempt_latency.is_none() && closed.service_time.is_none());
+        let open = Tally::with_slots(Slots { schedule_lag: true, ..Slots::default() });
+        assert!(open.service_time.is_some() && open.attempt_latency.is_none());
+        let retries = Tally::with_slots(Slots { retries: true, ..Slots::default() });
+        assert!(retries.attempt_latency.is_some() && retries.service_time.is_none());
+        // Absent reads as what it equals; merged with a tally that has its own, exactly.
+        let (mut a, mut b) = (closed, Tally::default());
+        for us in 1..=10 {
+            a.record_attempt(Duration::from_micros(us), Code::Ok);
+            a.record_service_time(Duration::from_micros(us));
+            a.record_call(Duration::from_micros(us), Code::Ok, false);
+        }
+        b.record_attempt(Duration::from_millis(2), Code::Ok);
+        b.record_service_time(Duration::from_millis(3));
+        b.record_call(Duration::from_millis(5), Code::Ok, false);
+        assert!(a.attempt_latency() == &a.call_latency && a.service_time() == &a.call_latency);
+        let mut all = a.clone();
+        all.add(&b);
+        // Each holds a's 10 calls (1-10 µs) and b's own value of it (2, 3 and 5 ms).
+        for (h, theirs) in [
+            (all.attempt_latency(), b.attempt_latency()),
+            (all.service_time(), b.service_time()),
+            (&all.call_latency, &b.call_latency),
+        ] {
+            assert_eq!((h.len(), h.count_between(1000, 10_000), h.max()), (11, 10, theirs.max()));
+        }
+        all.subtract(&b);
+        assert_eq!((all.attempt_latency(), all.service_time()), (&a.call_latency, &a.call_latency));
+        let mut other = b.clone();
+        other.add(&a);
+        other.subtract(&a);
+        assert_eq!((other.attempt_latency(), other.service_time()), (b.attempt_latency(), b.service_time()));
+        a.add(&a.clone());
+        assert!(a.attempt_latency.is_none() && a.service_time.is_none(), "none made by merging");
     }
 
     #[test]
@@ -630,20 +836,31 @@ mod tests {
 
     #[test]
     fn per_backend_shares_merge_subtract_and_clear() {
-        let (mut a, mut b) = (Tally::default(), Tally::default());
-        for i in 0..90u64 {
+        // 11 backends, 8 to 10 folded into the last line (the slots grow past the 3 made); `a`
+        // keeps each backend's latency (a thread's measured tally), `b` only the lines.
+        let slots = Slots { backends: 3, ..Slots::default() };
+        let (mut a, mut b) = (Tally::with_slots(Slots { backend_latency: true, ..slots }), Tally::with_slots(slots));
+        for i in 0..99u64 {
             let shard = if i % 2 == 0 { &mut a } else { &mut b };
             let status = if i % 10 == 0 { Code::Unavailable } else { Code::Ok };
-            shard.record_backend((i % 3) as usize, Duration::from_micros(i + 1), status);
+            shard.record_backend((i % 11) as usize, Duration::from_micros(i + 1), status);
         }
         let mut all = a.clone();
         all.add(&b);
-        assert_eq!(all.by_backend.iter().map(|n| n.calls).collect::<Vec<_>>(), vec![30, 30, 30]);
-        assert_eq!(all.by_backend.iter().map(|n| n.statuses.get(Code::Unavailable)).sum::<u64>(), 9);
+        assert_eq!(all.by_backend.iter().map(PerStatus::total).collect::<Vec<_>>(), vec![9; 11]);
+        assert_eq!(all.by_backend.iter().map(|n| n.get(Code::Unavailable)).sum::<u64>(), 10);
+        let lines: Vec<u64> = all.backend_lines.iter().map(|h| h.len()).collect();
+        assert_eq!(lines, [9, 9, 9, 9, 9, 9, 9, 9, 27]);
+        let each: Vec<u64> = all.backend_latency.as_ref().unwrap().iter().map(|h| h.len()).collect();
+        assert_eq!(each, [5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5], "a's calls only");
         all.subtract(&b);
-        assert_eq!(all.by_backend.iter().map(|n| n.calls).sum::<u64>(), 45);
-        all.clear();
-        assert!(all.by_backend.iter().all(|n| n.calls == 0 && n.latency.is_empty()));
+        assert_eq!(all.by_backend.iter().map(PerStatus::total).sum::<u64>(), 50);
+        assert_eq!(all.backend_lines.iter().map(|h| h.len()).sum::<u64>(), 50);
+        all.subtract(&a);
+        assert!(all.backend_latency.iter().flatten().all(|h| h.is_empty()));
+        a.clear();
+        assert!(a.by_backend.iter().all(|n| n.total() == 0));
+        assert!(a.backend_lines.iter().chain(a.backend_latency.iter().flatten()).all(|h| h.is_empty()));
     }
 
     #[test]

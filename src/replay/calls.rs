@@ -101,7 +101,7 @@ impl Call {
 }
 
 /// What the log held beside its calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Leftovers {
     /// Entries of calls whose client header is not in the log (it began during them), or
     /// that came after their call was let out.

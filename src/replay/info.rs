@@ -5,6 +5,7 @@ use super::log::{Entries, Framing};
 use super::source::Skip;
 use crate::grpc::transport::CallKind;
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::time::Duration;
@@ -17,7 +18,7 @@ const MAX_KEYS: usize = 100;
 const RATE_ROWS: usize = 20;
 
 /// One method's calls.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Method {
     pub calls: u64,
     /// Calls with more than one message of the client, and of the server: the method's kind.
@@ -32,13 +33,14 @@ pub struct Method {
     /// Status code -> calls; calls without an end are not in it.
     pub statuses: BTreeMap<u32, u64>,
     /// Logged latency (trailer time - header time), ns.
+    #[serde(with = "crate::stats::histogram::as_text")]
     pub latency: Histogram<u64>,
     pub request_bytes: Sizes,
     pub response_bytes: Sizes,
 }
 
 /// Sizes seen: least, sum, most.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Sizes {
     pub min: u64,
     pub sum: u64,
@@ -85,7 +87,7 @@ impl Method {
 
 /// Calls per period from the first call's start; the period doubles whenever the span would
 /// need more rows than are kept, so a log of any span holds a few hundred counters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rate {
     pub period: Duration,
     pub counts: Vec<u64>,
@@ -119,8 +121,8 @@ impl Rate {
     }
 }
 
-/// What a log holds.
-#[derive(Debug, Clone)]
+/// What a log holds (written whole for the shards of `run --shards`: `source::Scan`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Info {
     pub framing: Framing,
     pub bytes: u64,

@@ -10,7 +10,7 @@ use prost::Message;
 use std::io::{BufRead, ErrorKind, Read, Write};
 
 /// How each entry's length is written before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 pub enum Framing {
     /// 4 bytes, big-endian: grpc-go's file sink (`binarylog.NewTempFileSink`).
     Be32,

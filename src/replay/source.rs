@@ -68,8 +68,10 @@ impl Skip {
     }
 }
 
-/// What the first pass found.
-#[derive(Debug, Clone)]
+/// What the first pass found. A sweep's steps share it, and the parent of `run --shards`
+/// hands its own to each shard (`write_to`, `read_from`), so that the log is read whole once
+/// before the calls are sent.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Scan {
     pub info: Info,
     /// The methods sent, in the mix's order (`LoggedCall::which`), and their kinds.
@@ -114,6 +116,26 @@ impl Scan {
         (mean * 10.0).round().max(1.0) / 10.0
     }
 
+    /// The scan as `read_from` takes it (JSON).
+    pub fn write_to(&self, to: impl std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(to, self).map_err(std::io::Error::from)
+    }
+
+    /// A scan `write_to` wrote, at most `MAX_SCAN_TEXT` of it: standard input is bounded like
+    /// every other input, even from the parent (the scan's own limits keep it far below).
+    pub fn read_from(from: impl std::io::Read) -> anyhow::Result<Scan> {
+        use std::io::Read;
+        let mut text = Vec::new();
+        let whence = "the log's scan as the parent of the shards gave it";
+        from.take(MAX_SCAN_TEXT.0 + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| crate::error::internal(format!("{whence}: {e}")))?;
+        if text.len() as u64 > MAX_SCAN_TEXT.0 {
+            return Err(crate::error::internal(format!("{whence}: longer than {MAX_SCAN_TEXT}")));
+        }
+        serde_json::from_slice(&text).map_err(|e| crate::error::internal(format!("{whence}: {e}")))
+    }
+
     /// One line on what is not sent, when something is not.
     pub fn skipped_line(&self) -> Option<String> {
         let (truncated, none) = self.info.skipped();
@@ -132,13 +154,24 @@ impl Scan {
 #[derive(Debug, Clone)]
 pub struct Log {
     pub settings: Settings,
-    pub scan: Scan,
+    pub scan: Arc<Scan>,
 }
 
 impl Log {
     pub fn read(settings: Settings) -> anyhow::Result<Log> {
-        let scan = Scan::read(&settings)?;
+        let scan = Arc::new(Scan::read(&settings)?);
         Ok(Log { settings, scan })
+    }
+
+    /// The log with a scan already made of its file (`scanned`: by a sweep's first step, by
+    /// the parent of `run --shards`), or read now without one, or when the file's length is
+    /// no longer the one scanned (it changed since).
+    pub fn read_unless_scanned(settings: Settings, scanned: Option<Arc<Scan>>) -> anyhow::Result<Log> {
+        let length = std::fs::metadata(&settings.file).map(|m| m.len()).ok();
+        match scanned {
+            Some(scan) if length == Some(scan.info.bytes) => Ok(Log { settings, scan }),
+            _ => Log::read(settings),
+        }
     }
 
     /// The rate of the log's own schedule (its mean, sped up), or None: the log is a pool of
@@ -205,6 +238,9 @@ pub struct Source {
 
 /// Calls read ahead of the workers: a few milliseconds of a busy log.
 const AHEAD: usize = 512;
+
+/// The most of a scan's JSON a shard reads from standard input (`Scan::read_from`).
+const MAX_SCAN_TEXT: crate::input::ByteSize = crate::input::ByteSize::mib(64);
 
 impl Source {
     /// Starts the reader. `spec`: the plan's call options (-m as `metadata`, the deadline);
@@ -577,6 +613,50 @@ mod tests {
         for key in ["authorization", "x-request-id", "grpc-timeout", ":authority", "user-agent", "te"] {
             assert!(!sent(key, &dropped, &secret), "{key}");
         }
+    }
+
+    /// What a shard of `run --shards` reads on its standard input is the parent's scan, whole.
+    #[test]
+    fn a_scan_on_standard_input_is_read_up_to_its_bound() {
+        // Endless input (a stranger's `--replay-scan-stdin < /dev/zero`) ends at the bound.
+        let endless = std::io::repeat(b' ');
+        let error = Scan::read_from(endless).unwrap_err().to_string();
+        assert!(error.contains("longer than 64.0 MiB"), "{error}");
+        let error = Scan::read_from(&b"{\"calls\": 1}"[..]).unwrap_err().to_string();
+        assert!(error.contains("the log's scan as the parent of the shards gave it"), "{error}");
+    }
+
+    #[test]
+    fn a_scan_written_reads_back_the_same() {
+        use crate::replay::log::tests::{encode, unary};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("calls.binlog");
+        let calls: Vec<_> =
+            (0..5).flat_map(|i| unary(i + 1, i * 1_000_000, "/A/b", b"hi", 500 + i, i as u32 % 2)).collect();
+        std::fs::write(&file, encode(&calls, Framing::Be32)).unwrap();
+        let settings = Settings {
+            file,
+            framing: None,
+            max_entry: 1 << 20,
+            speed: Some(1.0),
+            repeat: false,
+            drop_headers: vec![],
+            redact: vec![],
+        };
+        let scan = Scan::read(&settings).unwrap();
+        let mut written = Vec::new();
+        scan.write_to(&mut written).unwrap();
+        let back = Scan::read_from(&written[..]).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{scan:?}"));
+        assert_eq!(back.info.methods["/A/b"].latency, scan.info.methods["/A/b"].latency);
+        // Of the same file, it is taken as it is; of a file changed since, the file is read.
+        let log = Log::read_unless_scanned(settings.clone(), Some(Arc::new(back))).unwrap();
+        assert_eq!(log.scan.info.bytes, std::fs::metadata(&settings.file).unwrap().len());
+        let mut stale = scan.clone();
+        stale.calls = 99;
+        assert_eq!(Log::read_unless_scanned(settings.clone(), Some(Arc::new(stale.clone()))).unwrap().scan.calls, 99);
+        stale.info.bytes += 1;
+        assert_eq!(Log::read_unless_scanned(settings, Some(Arc::new(stale))).unwrap().scan.calls, 5);
     }
 
     #[test]

@@ -68,7 +68,10 @@ pub fn rows<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice
         .into_iter()
         .map(|(name, s)| {
             let (by_check, by_capture) = s.stopped();
-            let stat = |stat: Statistic| s.latency_us.micros(stat).filter(|us| us.is_finite());
+            // A slice without calls has no latency, though a result file writes its summary
+            // as zeros (a call due but never sent is counted in it: docs/results.md).
+            let called = s.requests.total > 0 || s.latency_us.count > 0;
+            let stat = |stat: Statistic| s.latency_us.micros(stat).filter(|us| called && us.is_finite());
             Row {
                 name: name.to_string(),
                 detail: match kind {
@@ -88,14 +91,49 @@ pub fn rows<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice
         .collect()
 }
 
+/// More backends than this that took no call are gathered in one row.
+const GATHERED_IDLE_BACKENDS: usize = 5;
+
+/// A breakdown's rows as every table prints them (the run's, merge's, the HTML report's).
+/// Backends add up to the run's `total` calls: those that took no call are one row when
+/// there are many (a long list, most of it down), and the calls that found no ready
+/// backend, in no backend's slice, have a row of their own.
+pub fn table_rows<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>, total: u64) -> Vec<Row> {
+    let mut rows = rows(kind, slices);
+    // A run without backends (one plain address) has no rows to add up.
+    if kind != Kind::Backends || rows.is_empty() {
+        return rows;
+    }
+    let placed: u64 = rows.iter().map(|r| r.total).sum();
+    let idle = rows.iter().filter(|r| r.total == 0).count();
+    if idle > GATHERED_IDLE_BACKENDS {
+        rows.retain(|r| r.total > 0);
+        rows.push(Row::without_latency(format!("({idle} backends)"), 0));
+    }
+    let unplaced = total.saturating_sub(placed);
+    if unplaced > 0 {
+        rows.push(Row::without_latency("(no ready backend)".into(), unplaced));
+    }
+    rows
+}
+
+impl Row {
+    /// A row of `calls` that no backend answered (each failed), or of backends that took none.
+    fn without_latency(name: String, calls: u64) -> Row {
+        let (p50_us, p99_us, max_us, stopped) = (None, None, None, None);
+        Row { name, detail: String::new(), total: calls, failed: calls, p50_us, p99_us, max_us, stopped }
+    }
+}
+
 /// A latency in µs as the table writes durations; "-" when there is none.
 fn duration(us: Option<f64>) -> String {
     us.and_then(|us| Duration::try_from_secs_f64(us / 1e6).ok()).map_or_else(|| "-".into(), crate::units::duration)
 }
 
 /// The breakdown as the text tables print it (the run's and merge's); empty without rows.
-pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>) -> String {
-    let rows = rows(kind, slices);
+/// `total`: the run's calls, which the backends' rows add up to (`table_rows`).
+pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>, total: u64) -> String {
+    let rows = table_rows(kind, slices, total);
     if rows.is_empty() {
         return String::new();
     }
@@ -143,7 +181,7 @@ mod tests {
         let rows = rows(Kind::Flows, [("put-then-get", &flow)]);
         assert_eq!((rows[0].detail.as_str(), rows[0].total, rows[0].p50_us), ("put -> get", 60, Some(684.031)));
         assert!(rows[0].stopped.as_deref().is_some_and(|w| w.contains("2 by a failed check")), "{rows:?}");
-        let text = text(Kind::Flows, [("put-then-get", &flow)]);
+        let text = text(Kind::Flows, [("put-then-get", &flow)], 60);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "By flow (latency: from its start to its last answer):");
         assert!(lines[2].trim_start().starts_with("flow") && lines[2].ends_with("steps"), "{text}");
@@ -156,11 +194,43 @@ mod tests {
         assert!(lines[4].contains("2 by a failed check"), "{text}");
     }
 
+    /// A backend down from the start (or a name never called) as a result file has it: no
+    /// calls and a latency summary of zeros. Its cells are "-" (merge's table printed
+    /// `0.0 µs`, the HTML report `0`, issue 41).
+    #[test]
+    fn a_slice_without_calls_has_no_latency() {
+        let mut down = slice(0, 0);
+        down.latency_us.stats = [("p50".into(), 0.0), ("p99".into(), 0.0), ("max".into(), 0.0)].into();
+        let rows = rows(Kind::Backends, [("10.0.0.2:50051", &down)]);
+        assert_eq!((rows[0].p50_us, rows[0].p99_us, rows[0].max_us), (None, None, None));
+        let text = text(Kind::Backends, [("10.0.0.2:50051", &down)], 0);
+        let row: Vec<&str> = text.lines().nth(3).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["10.0.0.2:50051", "0", "0", "-", "-", "-"], "{text}");
+    }
+
+    /// Merge's By backend table had neither the row of calls that found no ready backend nor
+    /// the idle backends gathered, so its column did not add up to the calls (issue 41).
+    #[test]
+    fn backends_add_up_to_the_runs_calls_and_idle_ones_are_one_row() {
+        let (up, idle) = (slice(10, 0), slice(0, 0));
+        let names: Vec<String> = (1..=6).map(|i| format!("10.0.0.{i}:50051")).collect();
+        let slices = std::iter::once(("10.0.0.9:50051", &up)).chain(names.iter().map(|n| (n.as_str(), &idle)));
+        let text = text(Kind::Backends, slices, 15);
+        let rows: Vec<Vec<&str>> = text.lines().skip(3).map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        assert_eq!(rows[0][..3], ["10.0.0.9:50051", "10", "0"], "{text}");
+        assert_eq!(rows[1], ["(6", "backends)", "0", "0", "-", "-", "-"], "{text}");
+        assert_eq!(rows[2], ["(no", "ready", "backend)", "5", "5", "-", "-", "-"], "{text}");
+        // A few idle backends keep a row each; every call placed, no extra row.
+        let few = super::text(Kind::Backends, [("10.0.0.9:50051", &up), ("10.0.0.1:50051", &idle)], 10);
+        assert_eq!(few.lines().count(), 5, "{few}");
+    }
+
     #[test]
     fn no_rows_no_table_and_a_backend_has_no_detail() {
-        assert_eq!(text(Kind::Names, []), "");
+        assert_eq!(text(Kind::Names, [], 0), "");
         let b = slice(10, 1);
-        let text = text(Kind::Backends, [("10.0.0.1:50051", &b)]);
+        let text = text(Kind::Backends, [("10.0.0.1:50051", &b)], 10);
         assert!(text.contains("By backend:") && text.lines().nth(2).unwrap().ends_with("max"), "{text}");
     }
 }

@@ -81,5 +81,6 @@ fn whole(r: &Run) -> IntervalRow {
         client_rss_bytes: client.max_rss_bytes,
         messages_sent: m.map_or(0, |m| m.sent),
         messages_received: m.map_or(0, |m| m.received),
+        ..IntervalRow::default()
     }
 }

@@ -185,9 +185,14 @@ fn messages_line(m: &crate::result::Messages) -> String {
         m.kind, m.sent, m.sent_per_s, m.received, m.received_per_s
     );
     for (latency, what) in [(&m.round_trip_us, "round trip"), (&m.first_message_us, "first message")] {
-        if let Some(l) = latency {
-            let p = |p: f64| l.micros(Statistic::Percentile(p)).map_or("–".into(), latency_us);
-            line += &format!("; {what} p50 {}, p99 {}", p(50.0), p(99.0));
+        match latency {
+            // No message came back (a silent ping-pong): no time to show as 0.
+            Some(l) if l.is_empty() => line += &format!("; {what}: none (no message came back)"),
+            Some(l) => {
+                let p = |p: f64| l.micros(Statistic::Percentile(p)).map_or("–".into(), latency_us);
+                line += &format!("; {what} p50 {}, p99 {}", p(50.0), p(99.0));
+            }
+            None => {}
         }
     }
     line
@@ -463,11 +468,10 @@ fn latency_cell(us: Option<f64>) -> String {
     us.filter(|v| v.is_finite()).map_or_else(|| "–".to_string(), latency_us)
 }
 
-/// One breakdown's table (report::breakdown's rows); none without rows. `total`: the run's
-/// calls, which backends' rows add up to with a row for those that found no ready backend
-/// (as the text table has).
+/// One breakdown's table (report::breakdown's rows, as the text tables have them); none
+/// without rows. `total`: the run's calls, which the backends' rows add up to.
 fn breakdown_table(kind: Kind, slices: &[(String, Slice)], total: u64) -> String {
-    let rows = super::breakdown::rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)));
+    let rows = super::breakdown::table_rows(kind, slices.iter().map(|(name, s)| (name.as_str(), s)), total);
     if rows.is_empty() {
         return String::new();
     }
@@ -493,15 +497,6 @@ fn breakdown_table(kind: Kind, slices: &[(String, Slice)], total: u64) -> String
             latency_cell(r.p50_us),
             latency_cell(r.p99_us),
             latency_cell(r.max_us),
-        );
-    }
-    let unplaced = total.saturating_sub(rows.iter().map(|r| r.total).sum());
-    if kind == Kind::Backends && unplaced > 0 {
-        let detail = detail.map_or(String::new(), |_| "<td></td>".to_string());
-        let _ = write!(
-            s,
-            "<tr><td>(no ready backend)</td>{detail}<td class=\"n\">{unplaced}</td><td class=\"n bad\">{unplaced}</td>\
-             <td class=\"n\">–</td><td class=\"n\">–</td><td class=\"n\">–</td></tr>"
         );
     }
     s + "</table>\n"
@@ -1045,6 +1040,11 @@ mod tests {
             "{html}"
         );
         assert!(!render(&[parse("u.json", &result("fine", 4)).unwrap()]).contains("Messages (streams)"));
+        // A silent server's ping-pong: it drew "round trip p50 0, p99 0".
+        v["messages"]["received"] = 0.into();
+        v["messages"]["round_trip_us"] = serde_json::json!({"count": 0, "p50": 0.0, "p99": 0.0, "max": 0.0});
+        let html = render(&[parse("s.json", &v.to_string()).unwrap()]);
+        assert!(html.contains("0 received (5.0/s); round trip: none (no message came back)"), "{html}");
     }
 
     #[test]

@@ -141,6 +141,10 @@ fn messages(o: &mut String, r: &Run) {
         m.sent, m.sent_per_s, m.received, m.received_per_s, m.kind
     );
     let line = |name: &str, l: &LatencySummary| {
+        // A server that answered no message (a silent ping-pong) gave no time to show as 0 µs.
+        if l.is_empty() {
+            return format!("  {name} none (no message came back)");
+        }
         let p = |p: f64| at(l, Statistic::Percentile(p));
         let (p50, p90, p99, max) = (p(50.0), p(90.0), p(99.0), at(l, Statistic::Max));
         format!("  {name} p50 {p50}, p90 {p90}, p99 {p99}, max {max} ({} messages)", l.count)
@@ -312,7 +316,7 @@ fn by_flow(o: &mut String, r: &Run) {
 /// One breakdown, as merge's table and the HTML report print it (report::breakdown).
 fn breakdown(o: &mut String, r: &Run, kind: Kind) {
     let slices = r.breakdown(kind.key()).into_iter().flatten();
-    o.push_str(&super::breakdown::text(kind, slices.map(|(name, slice)| (name.as_str(), slice))));
+    o.push_str(&super::breakdown::text(kind, slices.map(|(name, slice)| (name.as_str(), slice)), r.requests.total));
 }
 
 /// How much of a check's `CALL: EXPRESSION` the table prints.
@@ -324,54 +328,22 @@ fn checks(o: &mut String, r: &Run) {
     let _ = writeln!(o, "\nChecks:");
     for c in checks {
         let (pass, fail) = (c.pass, c.fail);
-        let share = if pass + fail == 0 { 0.0 } else { pass as f64 * 100.0 / (pass + fail) as f64 };
+        // A check of a step that no flow reached (stopped before it) has no share to read as 0 %.
+        let share = match pass + fail {
+            0 => "never run".to_string(),
+            all => format!("{:.2}%", pass as f64 * 100.0 / all as f64),
+        };
         // A check's expected value may be a whole body: the line shows its start.
         let label = format!("{}: {}", c.call, c.expression);
         let label = super::printable::printable(&crate::units::abridged(&label, CHECK_CHARS)).to_string();
-        let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share:.2}%)");
+        let _ = writeln!(o, "  {label:<40} {pass:>9} passed {fail:>9} failed  ({share})");
     }
 }
 
-/// More backends than this that took no call are gathered in one row of the table.
-const GATHERED_IDLE_BACKENDS: usize = 5;
-
-/// Targets broken down by backend: one row per address. The text table keeps its own rows
-/// (idle backends gathered, calls that found no backend in a row of their own, so the column
-/// adds up); the merge table and the HTML page draw backends through `breakdown`.
+/// Targets broken down by backend: one row per address, idle ones gathered and the calls
+/// that found no ready backend in a row of their own (report::breakdown::table_rows).
 fn by_backend(o: &mut String, r: &Run) {
-    let Some(backends) = r.backends.as_ref().filter(|b| !b.is_empty()) else { return };
-    let _ = writeln!(o, "\nBy backend:");
-    let row = |o: &mut String, cells: [&str; 6]| {
-        let [addr, requests, failed, p50, p99, max] = cells;
-        let _ = writeln!(o, "  {addr:<24} {requests:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}");
-    };
-    row(o, ["backend", "requests", "failed", "p50", "p99", "max"]);
-    let mut placed = 0;
-    // Many backends that took no call (a long list, most of it down) are one row.
-    let idle = backends.values().filter(|s| s.requests.total == 0).count();
-    let gather = idle > GATHERED_IDLE_BACKENDS;
-    for (addr, s) in backends {
-        let calls = s.requests.total;
-        if gather && calls == 0 {
-            continue;
-        }
-        placed += calls;
-        // A backend that took no call has no latency to show.
-        let [p50, p99, max] = match calls {
-            0 => ["-", "-", "-"].map(String::from),
-            _ => [Statistic::Percentile(50.0), Statistic::Percentile(99.0), Statistic::Max]
-                .map(|st| at(&s.latency_us, st)),
-        };
-        row(o, [addr, &calls.to_string(), &s.requests.failed.to_string(), &p50, &p99, &max]);
-    }
-    if gather {
-        row(o, [&format!("({idle} backends)"), "0", "0", "-", "-", "-"]);
-    }
-    // Calls that found no ready backend failed in none: their row makes the column add up.
-    let unplaced = r.requests.total.saturating_sub(placed).to_string();
-    if unplaced != "0" {
-        row(o, ["(no ready backend)", &unplaced, &unplaced, "-", "-", "-"]);
-    }
+    breakdown(o, r, Kind::Backends);
 }
 
 /// Counts by status name, in the order of the statuses' codes (OK first), none of 0.
@@ -589,6 +561,12 @@ mod tests {
         });
         let t = text(messages, &s);
         assert!(t.contains("10 sent (5.0/s), 9 received (4.5/s)") && t.contains("Round trip:"), "{t}");
+        // A silent server's ping-pong: no message came back, so no round trip to read as 0 µs
+        // (it printed "p50 0.0 µs, p90 0.0 µs, p99 0.0 µs, max 0.0 µs (0 messages)").
+        let none = crate::stats::Latency::of(&hdrhistogram::Histogram::new(3).unwrap());
+        s.messages.as_mut().unwrap().round_trip = Some(none);
+        let t = text(messages, &s);
+        assert!(t.contains("Round trip:   none (no message came back)\n"), "{t}");
     }
 
     #[test]

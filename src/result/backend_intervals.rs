@@ -35,6 +35,10 @@ pub struct BackendSeries {
     /// Call latency; null in an interval without calls.
     pub p50_us: Vec<Option<f64>>,
     pub p99_us: Vec<Option<f64>>,
+    /// Each interval's latency histogram (2.6; null without calls), as the interval series
+    /// carries them: in a shard's result and a merge of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Vec<Option<String>>>,
 }
 
 impl BackendSeries {

@@ -59,11 +59,20 @@ fn counts<'a>(path: &str, each: impl IntoIterator<Item = (&'a String, &'a u64)>)
     each.into_iter().try_for_each(|(name, n)| count(&format!("{path}.{name}"), *n))
 }
 
+/// OK and failed calls are among the calls made (both at most 2^53 here, so the sum holds).
+fn outcomes(path: &str, total: u64, ok: u64, failed: u64) -> Checked {
+    match ok + failed <= total {
+        true => Ok(()),
+        false => Err(format!("{path}.ok {ok} and {path}.failed {failed} are more than {path}.total {total}")),
+    }
+}
+
 fn slice(path: &str, s: &Slice) -> Checked {
     let c = &s.requests;
     for (key, n) in [("total", c.total), ("ok", c.ok), ("failed", c.failed)] {
         count(&format!("{path}.requests.{key}"), n)?;
     }
+    outcomes(&format!("{path}.requests"), c.total, c.ok, c.failed)?;
     rate(&format!("{path}.throughput_rps"), s.throughput_rps)?;
     counts(&format!("{path}.statuses"), &s.statuses)?;
     latency(&format!("{path}.latency_us"), &s.latency_us)
@@ -94,6 +103,13 @@ pub fn check(r: &Run, timed: bool) -> Checked {
     // those calls in another input's window).
     if timed && q.total > 0 && r.duration_s < 1e-6 {
         return Err(format!("duration_s {} with {} calls: no measured window", show(r.duration_s), q.total));
+    }
+    outcomes("requests", q.total, q.ok, q.failed)?;
+    // Counts each within bounds can still be more than their window holds: every rate drawn
+    // from them (report's, merge's) would be beyond any client.
+    if timed && q.total as f64 > MAX_RATE * r.duration_s {
+        let (total, window, rate) = (q.total, show(r.duration_s), show(MAX_RATE));
+        return Err(format!("requests.total {total} in duration_s {window}: more than {rate} calls/s"));
     }
     rate("throughput_rps", r.throughput_rps)?;
     rate("ok_rps", r.ok_rps.unwrap_or(0.0))?;

@@ -34,7 +34,10 @@ pub use words::{Mode, Process, StreamKind, Verdict, Word, Words};
 /// modes says `mode: "mixed"` (before, their modes joined: "closed, open", read as mixed),
 /// each input's own `shards[].mode`; a merge's and a coordinator's own notices have their
 /// kinds in `warnings` too, and new kinds (see `NoticeKind`). 2.5 added `backend_intervals`.
-pub const SCHEMA_VERSION: &str = "2.5";
+/// 2.6: a shard's intervals (and backend lines) carry their histograms, and a merge of
+/// aligned inputs adds them into a merged interval series (the notice `series_left_out` when
+/// it cannot).
+pub const SCHEMA_VERSION: &str = "2.6";
 const SCHEMA_MAJOR: u64 = 2;
 
 /// The breakdowns whose values are slices, by key: what merge adds name by name and what
@@ -363,6 +366,13 @@ pub struct IntervalRow {
     pub client_rss_bytes: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
+    /// The interval's call-latency histogram (2.6), as `histograms.call_latency` is written:
+    /// in a shard's result and a merge of them, so that a merge adds interval i exactly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
+    /// Its service-time histogram, where it differs from `histogram` (an open loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_histogram: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]

@@ -37,6 +37,9 @@ words! {
         Rebuilt = "rebuilt",
         /// `merge` of a stream: a line that is not a result, left out (2.4).
         LeftOut = "left_out",
+        /// A merge whose inputs' interval series (or per-backend one) cannot be added
+        /// interval by interval: the series is left out, and why said (2.6).
+        SeriesLeftOut = "series_left_out",
     }
 }
 

@@ -103,6 +103,12 @@ impl LatencySummary {
         Some(Duration::from_nanos((us * 1e3).round() as u64))
     }
 
+    /// Of no value: no count and every statistic 0 (how a result writes an empty histogram's
+    /// summary; a summary written without `count` still has its statistics).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0 && self.stats.values().all(|us| *us == 0.0)
+    }
+
     /// A statistic in µs, when the summary has it.
     pub fn micros(&self, stat: Statistic) -> Option<f64> {
         self.stats.get(&stat.key()).copied()

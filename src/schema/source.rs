@@ -144,7 +144,7 @@ pub(super) async fn reflect(
     metadata: &http::HeaderMap,
     pick: impl FnOnce(&[String]) -> anyhow::Result<&str>,
 ) -> anyhow::Result<DescriptorPool> {
-    let addr = format!("{}:{}", target.host, target.port);
+    let addr = target.server();
     let conn = Connector::new(target)?.connect().await.with_context(|| format!("server reflection on {addr}"))?;
     let mut reflection = Reflection { conn, addr, version: Version::V1, metadata: metadata.clone() };
 

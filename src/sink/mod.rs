@@ -33,6 +33,9 @@ pub struct Sinks {
     pub rows: Vec<IntervalRow>,
     /// `--warmup auto`: the first intervals kept whole.
     pub early: Option<crate::record::early::EarlyIntervals>,
+    /// Keep each row's histograms packed (`IntervalRow::packed`): a shard's run, whose
+    /// result is merged interval by interval.
+    pub keep_histograms: bool,
 }
 
 impl Sinks {
@@ -54,7 +57,7 @@ impl Sinks {
 
 impl Feed for Sinks {
     fn interval(&mut self, interval: &Interval) {
-        let row = IntervalRow::of(interval);
+        let row = IntervalRow::keeping(interval, self.keep_histograms);
         if let Some(early) = &mut self.early {
             early.keep(interval);
         }

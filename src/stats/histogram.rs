@@ -55,7 +55,12 @@ pub fn unpack(bytes: &[u8]) -> Result<Histogram<u64>, String> {
 
 /// `pack` as base64 text, as JSON results and interval logs carry it.
 pub fn to_text(h: &Histogram<u64>) -> String {
-    base64::engine::general_purpose::STANDARD.encode(pack(h))
+    packed_text(&pack(h))
+}
+
+/// What `pack` made, as `to_text` writes it (a histogram packed earlier, kept as bytes).
+pub fn packed_text(packed: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(packed)
 }
 
 /// The inverse of `to_text`.
@@ -63,4 +68,18 @@ pub fn from_text(text: &str) -> Result<Histogram<u64>, String> {
     let bytes =
         base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| format!("is not base64: {e}"))?;
     unpack(&bytes)
+}
+
+/// A histogram field written as `to_text` (`#[serde(with = "crate::stats::histogram::as_text")]`).
+pub mod as_text {
+    use hdrhistogram::Histogram;
+
+    pub fn serialize<S: serde::Serializer>(h: &Histogram<u64>, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_str(&super::to_text(h))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Histogram<u64>, D::Error> {
+        let text: String = serde::Deserialize::deserialize(from)?;
+        super::from_text(&text).map_err(serde::de::Error::custom)
+    }
 }

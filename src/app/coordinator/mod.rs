@@ -25,6 +25,7 @@ use crate::record::shard::{from_text, new_histogram, to_text};
 use crate::report::Format;
 use crate::result::{NoticeKind, Run};
 use crate::stats::assertions::Assertion;
+use crate::stats::histogram::packed_text;
 use protocol::{invalid, receive, receive_bytes, send, Message, Tallies, MAX_LINE, MAX_RESULT, MAX_UNPROVEN, VERSION};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -750,8 +751,16 @@ impl Client {
 struct ToHub(Arc<Client>);
 
 impl crate::sink::Sink for ToHub {
-    fn interval(&mut self, interval: &crate::record::intervals::Interval, _: &crate::record::intervals::IntervalRow) {
+    fn interval(&mut self, interval: &crate::record::intervals::Interval, row: &crate::record::intervals::IntervalRow) {
         let t = interval.tally;
+        // A shard's row keeps its histograms packed already (Sinks::keep_histograms): sent
+        // as they are, not packed twice.
+        let (call_latency, service_time) = match &row.packed {
+            Some(p) => (packed_text(&p.call_latency), p.service_time.as_deref().map(packed_text)),
+            None => {
+                (to_text(&t.call_latency), (t.service_time() != &t.call_latency).then(|| to_text(t.service_time())))
+            }
+        };
         let statuses =
             t.counts.call_status.nonzero().map(|(code, n)| (crate::grpc::status::name(code).to_string(), n)).collect();
         let tallies = Tallies {
@@ -762,8 +771,9 @@ impl crate::sink::Sink for ToHub {
             ok: t.counts.ok(),
             failed: t.counts.failed(),
             statuses,
-            call_latency: to_text(&t.call_latency),
+            call_latency,
             ok_call_latency: to_text(&t.ok_call_latency),
+            service_time,
         };
         self.0.tell(&Message::Interval(Box::new(tallies)));
     }
@@ -792,7 +802,16 @@ fn of_intervals(
         crate::result::slice::add_statuses(&mut run.statuses, &t.statuses);
     }
     let length = Duration::from_nanos(measured.iter().map(|t| t.length_ns).fold(0, u64::saturating_add));
-    let from = started_at + Duration::from_nanos(first.at_ns.saturating_sub(first.length_ns));
+    // Its clock started at the agreed start, as a whole shard's result says; the measured
+    // window after its warm-up intervals (merge places it by both).
+    let warmup = Duration::from_nanos(first.at_ns.saturating_sub(first.length_ns));
+    if !warmup.is_zero() {
+        run.warmup = Some(crate::result::Warmup { duration_s: warmup.as_secs_f64(), ..Default::default() });
+    }
+    run.interval_s = like
+        .and_then(|l| l.interval_s)
+        .or_else(|| tallies.iter().map(|t| t.length_ns).max().map(|ns| Duration::from_nanos(ns).as_secs_f64()));
+    run.intervals = rows_of(tallies);
     if let Some(like) = like {
         (run.target, run.call, run.mode, run.load) =
             (like.target.clone(), like.call.clone(), like.mode.clone(), like.load.clone());
@@ -813,7 +832,7 @@ fn of_intervals(
     run.meta = crate::result::Meta {
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         run_id: Some(uuid::Uuid::new_v4().to_string().into()),
-        started_at: Some(humantime::format_rfc3339_micros(from).to_string()),
+        started_at: Some(humantime::format_rfc3339_micros(started_at).to_string()),
         ended: crate::result::Ended::Partial,
         shard: Some(Some(format!("{index}/{count}"))),
         // The run's fingerprint, the same on every shard (checked at the door).
@@ -823,6 +842,37 @@ fn of_intervals(
         ..Default::default()
     };
     Some(run)
+}
+
+/// A lost shard's interval series, from the tallies it sent: each interval's counts and
+/// histograms, so that the merged series holds its share until it was lost. Its client's CPU
+/// and memory were not sent: 0. None when a histogram does not read.
+fn rows_of(tallies: &[Tallies]) -> Option<Vec<crate::result::IntervalRow>> {
+    use crate::stats::Statistic::{Max, Percentile};
+    let row = |t: &Tallies| -> Option<crate::result::IntervalRow> {
+        let calls = from_text(&t.call_latency).ok()?;
+        let service = t.service_time.as_deref().map_or(Ok(calls.clone()), from_text).ok()?;
+        let us = |h: &hdrhistogram::Histogram<u64>, s: crate::stats::Statistic| crate::units::micros(s.of(h));
+        let length = Duration::from_nanos(t.length_ns);
+        Some(crate::result::IntervalRow {
+            t_s: crate::units::secs(Duration::from_nanos(t.at_ns)),
+            length_s: crate::units::secs(length),
+            phase: if t.warmup { "warmup" } else { "measured" }.into(),
+            calls: t.calls,
+            ok: Some(t.ok),
+            failed: t.failed,
+            rps: crate::stats::rate(t.calls, length),
+            p50_us: us(&calls, Percentile(50.0)),
+            p90_us: us(&calls, Percentile(90.0)),
+            p99_us: us(&calls, Percentile(99.0)),
+            max_us: us(&calls, Max),
+            service_p99_us: us(&service, Percentile(99.0)),
+            histogram: Some(t.call_latency.clone()),
+            service_histogram: t.service_time.clone(),
+            ..Default::default()
+        })
+    };
+    tallies.iter().map(row).collect()
 }
 
 /// The shards' results merged (partial when some are missing, each named; a missing shard's

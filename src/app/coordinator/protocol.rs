@@ -63,6 +63,10 @@ pub struct Tallies {
     /// Histograms in their text form (record/shard.rs `to_text`).
     pub call_latency: String,
     pub ok_call_latency: String,
+    /// Service time, where it differs from the call latency (an open loop): with it, a lost
+    /// shard's interval series is rebuilt whole (`of_intervals`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time: Option<String>,
 }
 
 pub fn send(stream: &mut impl Write, message: &Message) -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 
 /// Which messages a method's call carries each way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CallKind {
     Unary,
     /// Many requests, one response.
