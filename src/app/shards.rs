@@ -35,8 +35,8 @@ pub struct Whole {
     pub history: Option<SaveTo>,
     /// The run's fingerprint, which every shard's must match.
     pub fingerprint: Fingerprint,
-    /// Print the merged progress each interval (not `--quiet`).
-    pub progress: bool,
+    /// Print the merged progress (None: `--quiet`).
+    pub progress: Option<crate::sink::progress::Style>,
     /// A `--replay` log's scan, given to each shard on its standard input
     /// (`--replay-scan-stdin`): the shard reads the log only to send its calls.
     pub scan: Option<Arc<Scan>>,
