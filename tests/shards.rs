@@ -388,6 +388,9 @@ fn a_shard_killed_mid_run_leaves_the_intervals_it_sent_in_the_partial_merge() {
     assert_eq!(out.status.code(), Some(1), "{said}{rest}");
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {said}{rest}"));
     assert_eq!(r["missing_shards"][0]["shard"], "1/2", "{}", r["missing_shards"]);
+    // Why it is missing is said, though the shard killed said nothing (it read "…result:  (").
+    let why = r["missing_shards"][0]["why"].as_str().unwrap();
+    assert!(why.contains("killed by signal 9"), "{}", r["missing_shards"]);
     let parts = r["shards"].as_array().unwrap();
     let lost = parts.iter().find(|p| p["shard"] == "1/2").unwrap_or_else(|| panic!("{}", r["shards"]));
     // At least its first 3 intervals, 50 calls/s each.
