@@ -115,7 +115,7 @@ impl Sink for Progress {
             Some(bar) => bar.set_message(message),
             None if iv.at.saturating_sub(self.last_line) >= LINE_EVERY => {
                 self.last_line = iv.at;
-                eprintln!("progress {}:{message}", duration(iv.at));
+                eprintln!("progress {:.1} s:{message}", iv.at.as_secs_f64());
             }
             None => {}
         }
