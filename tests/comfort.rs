@@ -17,6 +17,8 @@ fn a_run_without_a_terminal_prints_a_progress_line_every_ten_seconds() {
     let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("progress ")).collect();
     assert_eq!(lines.len(), 1, "one line at 10 s: {stderr}");
     assert!(lines[0].contains(" calls/s") && lines[0].contains("errors"), "{}", lines[0]);
+    // Run time to a tenth, as the sharded run's line ("progress 10.000 s" it read).
+    assert!(lines[0].starts_with("progress 10.0 s:"), "{}", lines[0]);
 }
 
 /// `-o result.html` writes the HTML report (it wrote the text table), and `--format html`

@@ -440,7 +440,7 @@ fn a_bad_result_from_a_proven_shard_fails_that_shard_not_the_run() {
         addr: addr.clone(),
         listen: false,
         join_timeout: Duration::from_secs(20),
-        progress: false,
+        progress: None,
     };
     let credentials = Credentials {
         secret: Secret::new(SECRET.as_bytes(), "test").unwrap(),

@@ -33,8 +33,8 @@ pub struct Coordination {
     /// This process runs the hub (shard 0 of `--coordinator`; not `run --shards`' children).
     pub listen: bool,
     pub join_timeout: Duration,
-    /// Shard 0 prints a line of the merged progress each interval (not `--quiet`).
-    pub progress: bool,
+    /// Shard 0 prints lines of the merged progress (None: `--quiet`).
+    pub progress: Option<ProgressStyle>,
 }
 
 /// Everything a run needs, validated.

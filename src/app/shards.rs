@@ -35,8 +35,8 @@ pub struct Whole {
     pub history: Option<SaveTo>,
     /// The run's fingerprint, which every shard's must match.
     pub fingerprint: Fingerprint,
-    /// Print the merged progress each interval (not `--quiet`).
-    pub progress: bool,
+    /// Print the merged progress (None: `--quiet`).
+    pub progress: Option<crate::sink::progress::Style>,
     /// A `--replay` log's scan, given to each shard on its standard input
     /// (`--replay-scan-stdin`): the shard reads the log only to send its calls.
     pub scan: Option<Arc<Scan>>,
@@ -180,6 +180,16 @@ fn finish_shards(children: Vec<Shard>, outcome: &mut Outcome, shards: u32) -> Ve
     failed
 }
 
+/// How a shard that printed nothing on stderr ended: by which signal, or with which code.
+fn ended_silently(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.signal(), status.code()) {
+        (Some(signal), _) => format!("killed by signal {signal} without a word"),
+        (None, Some(code)) => format!("exited with code {code} without a word"),
+        (None, None) => format!("ended without a word ({status})"),
+    }
+}
+
 /// Sends `signal` to every shard still running (not yet waited for, so its pid is still its).
 fn stop(children: &mut [Shard], signal: i32) {
     for child in children.iter_mut().filter(|c| !c.ended) {
@@ -242,7 +252,13 @@ impl Shard {
         let status = self.status.take();
         let stdout = String::from_utf8_lossy(&self.stdout.join().unwrap_or_default()).into_owned();
         let stderr = self.stderr.join().unwrap_or_default();
-        let said = String::from_utf8_lossy(&stderr).lines().last().unwrap_or("").to_string();
+        let last = String::from_utf8_lossy(&stderr).lines().last().unwrap_or("").trim().to_string();
+        // A shard killed says nothing: its end says what happened to it.
+        let said = match (last.is_empty(), status) {
+            (false, _) => last,
+            (true, Some(status)) => ended_silently(status),
+            (true, None) => "it gave no exit status".to_string(),
+        };
         (self.index, status.is_some_and(|s| s.success()), stdout, said)
     }
 }

@@ -172,7 +172,7 @@ fn run_command(args: run::RunArgs) -> anyhow::Result<ExitCode> {
             checks: whole.checks,
             history: whole.history,
             fingerprint: run_settings::fingerprint(&arguments)?,
-            progress: !args.quiet,
+            progress: crate::sink::progress::Style::of_stderr(args.quiet),
             // The log, read whole here, is not read whole again by each shard.
             scan: whole.replay.map(|log| log.scan),
         };

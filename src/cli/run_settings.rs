@@ -31,7 +31,6 @@ use crate::schema::{self, DataSource, SchemaSource};
 use crate::sink::details::MetadataColumn;
 use crate::sink::progress::Style as ProgressStyle;
 use crate::stats::assertions;
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -172,10 +171,7 @@ impl RunArgs {
             },
             csv_metadata: csv_metadata(args),
             checks,
-            progress: (!args.quiet).then(|| match std::io::stderr().is_terminal() {
-                true => ProgressStyle::Terminal,
-                false => ProgressStyle::Log,
-            }),
+            progress: ProgressStyle::of_stderr(args.quiet),
             floor: !args.no_calibrate,
             server_stats: !args.no_server_stats,
             name: args.name.clone(),
@@ -244,7 +240,12 @@ fn coordination(args: &RunArgs) -> anyhow::Result<Option<Coordination>> {
     if !addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(bad_input(format!("--coordinator {addr}: not HOST:PORT")));
     }
-    Ok(Some(Coordination { addr, listen, join_timeout: args.join_timeout, progress: !args.quiet }))
+    Ok(Some(Coordination {
+        addr,
+        listen,
+        join_timeout: args.join_timeout,
+        progress: ProgressStyle::of_stderr(args.quiet),
+    }))
 }
 
 /// What a shard of a coordinated run proves at the door: the run's secret (from

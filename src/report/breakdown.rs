@@ -132,6 +132,9 @@ fn duration(us: Option<f64>) -> String {
 
 /// The breakdown as the text tables print it (the run's and merge's); empty without rows.
 /// `total`: the run's calls, which the backends' rows add up to (`table_rows`).
+/// The most of a name the text table prints.
+const NAME_CHARS: usize = 48;
+
 pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>, total: u64) -> String {
     let rows = table_rows(kind, slices, total);
     if rows.is_empty() {
@@ -142,7 +145,14 @@ pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice
         other => other.title(),
     };
     let mut o = format!("\n{title}:\n");
-    let width = if kind == Kind::Backends { 24 } else { 16 };
+    // The name column is as wide as its longest name (a longer one pushed its row's numbers
+    // out of line), up to NAME_CHARS; a name past that shows its start.
+    let names: Vec<String> = rows
+        .iter()
+        .map(|r| super::printable::printable(&crate::units::abridged(&r.name, NAME_CHARS)).to_string())
+        .collect();
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let width = longest.max(if kind == Kind::Backends { 24 } else { 16 });
     let line = |o: &mut String, cells: [&str; 7]| {
         let [name, count, failed, p50, p99, max, detail] = cells;
         let text = format!("  {name:<width$} {count:>9} {failed:>9} {p50:>11} {p99:>11} {max:>11}  {detail}");
@@ -150,12 +160,11 @@ pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice
     };
     let (name, count, detail) = kind.headers();
     line(&mut o, [name, count, "failed", "p50", "p99", "max", detail.unwrap_or("")]);
-    for r in &rows {
-        let name = super::printable::printable(&r.name).to_string();
+    for (r, name) in rows.iter().zip(&names) {
         let detail = super::printable::printable(&r.detail).to_string();
         let (total, failed) = (r.total.to_string(), r.failed.to_string());
         let [p50, p99, max] = [r.p50_us, r.p99_us, r.max_us].map(duration);
-        line(&mut o, [&name, &total, &failed, &p50, &p99, &max, &detail]);
+        line(&mut o, [name, &total, &failed, &p50, &p99, &max, &detail]);
         if let Some(why) = &r.stopped {
             let _ = writeln!(o, "  {:<width$} {why}", "");
         }
@@ -173,6 +182,20 @@ mod tests {
         s.requests.failed = failed;
         s.latency_us.stats = [("p50".into(), 684.031), ("p99".into(), 1500.0), ("max".into(), 2e6)].into();
         s
+    }
+
+    #[test]
+    fn a_long_name_widens_its_column_and_the_numbers_stay_in_line() {
+        let (short, long) = (slice(10, 0), slice(20, 1));
+        let text = text(Kind::Names, [("put", &short), ("a_rather_long_call_name", &long)], 30);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("  ")).collect();
+        let at = |l: &str, what: &str| l.find(what).unwrap_or_else(|| panic!("{what} in {l}"));
+        // The count column ends at one place in the header and every row.
+        let ends: Vec<usize> = lines.iter().zip(["requests", "10", "20"]).map(|(l, w)| at(l, w) + w.len()).collect();
+        assert!(ends.windows(2).all(|w| w[0] == w[1]), "{text}");
+        let huge = "n".repeat(200);
+        let text = super::text(Kind::Names, [(huge.as_str(), &short)], 10);
+        assert!(text.lines().all(|l| l.chars().count() < 160), "{text}");
     }
 
     #[test]

@@ -16,6 +16,25 @@ pub enum Style {
     Log,
 }
 
+impl Style {
+    /// Progress for a run, as standard error is: None when `quiet`.
+    pub fn of_stderr(quiet: bool) -> Option<Style> {
+        use std::io::IsTerminal;
+        (!quiet).then(|| match std::io::stderr().is_terminal() {
+            true => Style::Terminal,
+            false => Style::Log,
+        })
+    }
+
+    /// How often a plain line is printed: each interval on a terminal, `LINE_EVERY` in a log.
+    pub fn every(self) -> Duration {
+        match self {
+            Style::Terminal => Duration::ZERO,
+            Style::Log => LINE_EVERY,
+        }
+    }
+}
+
 /// How often a log gets a progress line: often enough to tell a live run from a hung one,
 /// rare enough that a 10-minute run adds 60 lines.
 pub const LINE_EVERY: Duration = Duration::from_secs(10);
@@ -96,7 +115,7 @@ impl Sink for Progress {
             Some(bar) => bar.set_message(message),
             None if iv.at.saturating_sub(self.last_line) >= LINE_EVERY => {
                 self.last_line = iv.at;
-                eprintln!("progress {}:{message}", duration(iv.at));
+                eprintln!("progress {:.1} s:{message}", iv.at.as_secs_f64());
             }
             None => {}
         }

@@ -112,42 +112,72 @@ pub struct Hub {
     pub closer: mpsc::Sender<Event>,
     deadline: Instant,
     join_timeout: Duration,
-    /// Print a line of the merged intervals as they arrive (shard 0 not `--quiet`).
-    pub progress: bool,
+    /// Print lines of the merged intervals as they arrive (None: shard 0 is `--quiet`).
+    pub progress: Option<crate::sink::progress::Style>,
 }
 
-/// One line on stderr per interval every running shard has sent: the whole run's progress.
-#[derive(Default)]
+/// The whole run's progress on stderr, from the intervals every running shard has sent: a
+/// line per interval on a terminal, one per `LINE_EVERY` of run time in a log (as a plain
+/// run's progress, sink/progress.rs), each of the calls since the line before.
 struct Progress {
-    printed: usize,
+    /// Run time a line is due at least this long after the last.
+    every: Duration,
+    /// Intervals already in a line or in the window.
+    seen: usize,
+    /// The intervals since the last line: calls, failed, latency, length.
+    calls: u64,
+    failed: u64,
+    latency: hdrhistogram::Histogram<u64>,
+    length: Duration,
 }
 
 impl Progress {
+    fn new(style: crate::sink::progress::Style) -> Progress {
+        Progress {
+            every: style.every(),
+            seen: 0,
+            calls: 0,
+            failed: 0,
+            latency: new_histogram(),
+            length: Duration::ZERO,
+        }
+    }
+
     fn update(&mut self, count: u32, outcome: &Outcome) {
         let running = (0..count).filter(|i| !outcome.results.contains_key(i) && !outcome.missing.contains_key(i));
         let reached = running.map(|i| outcome.intervals.get(&i).map_or(0, Vec::len)).min().unwrap_or(0);
-        for k in self.printed..reached {
+        for k in self.seen..reached {
             let each: Vec<&Tallies> = outcome.intervals.values().filter_map(|all| all.get(k)).collect();
             let Some(first) = each.first() else { continue };
-            let mut latency = new_histogram();
             for t in &each {
                 if let Ok(h) = from_text(&t.call_latency) {
-                    let _ = latency.add(&h);
+                    let _ = self.latency.add(&h);
                 }
             }
-            let calls: u64 = each.iter().map(|t| t.calls).sum();
-            let failed: u64 = each.iter().map(|t| t.failed).sum();
-            let length = Duration::from_nanos(first.length_ns);
-            let p99 = crate::stats::Statistic::Percentile(99.0).of(&latency);
-            eprintln!(
-                "rpcmeter: {:.1} s: {calls} calls ({:.1} calls/s, {failed} failed, p99 {}) from {} shards",
-                Duration::from_nanos(first.at_ns).as_secs_f64(),
-                crate::stats::rate(calls, length),
-                crate::units::duration(p99),
-                each.len()
-            );
+            self.calls += each.iter().map(|t| t.calls).sum::<u64>();
+            self.failed += each.iter().map(|t| t.failed).sum::<u64>();
+            self.length += Duration::from_nanos(first.length_ns);
+            if self.length >= self.every {
+                let at = Duration::from_nanos(first.at_ns.saturating_add(first.length_ns));
+                self.line(at, each.len());
+            }
         }
-        self.printed = self.printed.max(reached);
+        self.seen = self.seen.max(reached);
+    }
+
+    /// The window's line, `at` run time at its end; the window starts again.
+    fn line(&mut self, at: Duration, shards: usize) {
+        let p99 = crate::stats::Statistic::Percentile(99.0).of(&self.latency);
+        eprintln!(
+            "rpcmeter: {:.1} s: {} calls ({:.1} calls/s, {} failed, p99 {}) from {shards} shards",
+            at.as_secs_f64(),
+            self.calls,
+            crate::stats::rate(self.calls, self.length),
+            self.failed,
+            crate::units::duration(p99),
+        );
+        (self.calls, self.failed, self.length) = (0, 0, Duration::ZERO);
+        self.latency.reset();
     }
 }
 
@@ -210,7 +240,7 @@ impl Hub {
             }
         });
         let deadline = Instant::now() + join_timeout;
-        Ok(Hub { addr: bound, count, events, closer, deadline, join_timeout, progress: false })
+        Ok(Hub { addr: bound, count, events, closer, deadline, join_timeout, progress: None })
     }
 
     /// Where a shard on this machine reaches the hub.
@@ -276,7 +306,7 @@ impl Hub {
         let n = self.count;
         let mut stopped = false;
         let mut until: Option<Instant> = None;
-        let mut progress = Progress::default();
+        let mut progress = self.progress.map(Progress::new);
         while outcome.results.len() + outcome.missing.len() < n as usize {
             if !stopped && interrupted() {
                 stopped = true;
@@ -290,7 +320,7 @@ impl Hub {
             match self.events.recv_timeout(Duration::from_millis(50)) {
                 Ok(Event::Interval { index, tallies }) => {
                     outcome.intervals.entry(index).or_default().push(*tallies);
-                    if self.progress {
+                    if let Some(progress) = &mut progress {
                         progress.update(n, &outcome);
                     }
                 }
