@@ -58,6 +58,18 @@ pub fn start(
     Ok(threads)
 }
 
+/// Streams a client may reset before the server has taken them up, per connection, before
+/// h2 ends the connection with GOAWAY ENHANCE_YOUR_CALM "too_many_resets" (its guard against
+/// CVE-2023-44487, "rapid reset"). h2's default, 20, was reached by `run --deadline 250us`
+/// alone whenever this thread fell behind for a moment (8 callers whose deadlines pass every
+/// 250 µs reset 32 streams a millisecond): calls in flight then failed UNAVAILABLE, the lab's
+/// rule and not the service. grpc-go's server sends no GOAWAY for resets at all. 4096 takes a
+/// stall of 100 ms at that pace; it still bounds what one connection holds (a reset stream
+/// waiting is its request's headers: about a MiB at most in all), and a stream taken up costs
+/// the server what a call costs, so a stranger's resets buy no more than calls would.
+/// tests/serve_h2.rs sends both: 50 resets at once (served) and 100,000 (GOAWAY).
+const MAX_PENDING_ACCEPT_RESETS: usize = 4096;
+
 /// One network thread's server: tonic's, with the lab's services behind `Dispatch`.
 async fn serve(
     lab: Arc<Lab>,
@@ -93,6 +105,7 @@ async fn serve(
     tokio::task::spawn(spin::between_echo_calls(lab.config.spin));
     let dispatch = lab.clone();
     let server = builder
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESETS))
         .layer(tower_layer::layer_fn(move |inner| Dispatch { inner, lab: dispatch.clone(), calls: calls.clone() }))
         // Clients may compress requests (`run --compression gzip`); answers go uncompressed.
         .add_service(EchoServiceServer::new(lab.clone()).accept_compressed(Gzip))

@@ -25,6 +25,11 @@ impl LabProcess {
         let addr = first.trim_end().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line: {first:?}"));
         LabProcess { addr: addr.to_string(), child, _stdout: stdout }
     }
+
+    /// The server's process id, to read its cost from /proc.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for LabProcess {
