@@ -335,7 +335,7 @@ fn echo_on(conn: &mut TcpStream, addr: &str, stream: u32) -> Result<Vec<u8>, Str
 /// A client whose deadline is shorter than the server's pace cancels calls the server has not
 /// yet taken up: h2's default limit (20 such streams at once, its guard against CVE-2023-44487,
 /// "rapid reset") answered 50 of them in one write with GOAWAY "too_many_resets", and every
-/// call in flight on the connection failed UNAVAILABLE (recheck41.md: 1 run in 3 of
+/// call in flight on the connection failed UNAVAILABLE (1 run in 3 of
 /// `run --deadline 250us`). grpc-go's server sends no GOAWAY there; the lab must not either.
 #[test]
 fn fifty_calls_cancelled_at_once_leave_the_connection_serving() {

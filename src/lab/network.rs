@@ -65,9 +65,10 @@ pub fn start(
 /// 250 µs reset 32 streams a millisecond): calls in flight then failed UNAVAILABLE, the lab's
 /// rule and not the service. grpc-go's server sends no GOAWAY for resets at all. 4096 takes a
 /// stall of 100 ms at that pace; it still bounds what one connection holds (a reset stream
-/// waiting is its request's headers: about a MiB at most in all), and a stream taken up costs
+/// waiting holds its request's headers, a few hundred bytes), and a stream taken up costs
 /// the server what a call costs, so a stranger's resets buy no more than calls would.
-/// tests/serve_h2.rs sends both: 50 resets at once (served) and 100,000 (GOAWAY).
+/// tests/serve_h2.rs sends both: 50 resets at once and 100,000 in a burst (served, with the
+/// server's RSS a few MiB larger; a server that fell behind would send the GOAWAY).
 const MAX_PENDING_ACCEPT_RESETS: usize = 4096;
 
 /// One network thread's server: tonic's, with the lab's services behind `Dispatch`.
