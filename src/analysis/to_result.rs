@@ -223,8 +223,9 @@ fn verdict(v: Steadiness) -> Verdict {
     }
 }
 
-/// A run with no OK call is not judged: its latencies are those of failures.
-fn steady_state(s: &super::SteadyState, ok: u64) -> result::SteadyState {
+/// A run with no OK call is not judged: its latencies are those of failures. A run's and a
+/// merge's verdict (app/merge.rs) are written by this one function.
+pub fn steady_state(s: &super::SteadyState, ok: u64) -> result::SteadyState {
     result::SteadyState {
         verdict: if ok == 0 { Verdict::NotJudged } else { verdict(s.verdict) }.into(),
         steady_after_s: s.after.filter(|_| ok > 0).map(units::secs),
