@@ -62,21 +62,6 @@ mod tests {
     use crate::analysis::fixture::*;
     use std::time::Duration;
 
-    fn server(received: u64, ok: u64, rps: Option<f64>) -> ServerSide {
-        ServerSide {
-            received,
-            ok,
-            failed: received - ok,
-            rejected: 0,
-            messages_in: received,
-            messages_out: ok,
-            throughput_rps: rps,
-            cpu: Duration::ZERO,
-            rss_bytes: 0,
-            echo_spin: Duration::ZERO,
-        }
-    }
-
     /// 1000 attempts, 900 OK, over 2 s: 500 calls/s.
     fn client() -> Summary {
         summary(plan(), recorded(tally(1000, Duration::from_millis(1), 10), Duration::from_secs(2)))

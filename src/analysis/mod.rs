@@ -394,6 +394,23 @@ pub(crate) mod fixture {
     use crate::record::Tally;
     use std::time::{Duration, SystemTime};
 
+    /// A server that received `received` calls and answered `ok` of them OK, at `rps` if it
+    /// said so.
+    pub fn server(received: u64, ok: u64, rps: Option<f64>) -> ServerSide {
+        ServerSide {
+            received,
+            ok,
+            failed: received - ok,
+            rejected: 0,
+            messages_in: received,
+            messages_out: ok,
+            throughput_rps: rps,
+            cpu: Duration::ZERO,
+            rss_bytes: 0,
+            echo_spin: Duration::ZERO,
+        }
+    }
+
     /// Closed loop, 8 workers on 2 threads, 1 s intervals, against a remote target.
     pub fn plan() -> Plan {
         Plan {

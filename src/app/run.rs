@@ -380,26 +380,9 @@ pub(crate) fn verdict(result: &Run, outputs_failed: Vec<anyhow::Error>) -> anyho
 mod tests {
     use super::client_resets;
     use crate::analysis::cross_check::cross_check;
-    use crate::analysis::fixture::{plan, recorded, summary, tally};
-    use crate::analysis::ServerSide;
+    use crate::analysis::fixture::{plan, recorded, server, summary, tally};
     use std::time::Duration;
     use tonic::Code;
-
-    /// A server that received every call and answered `ok` of them OK.
-    fn server(received: u64, ok: u64) -> ServerSide {
-        ServerSide {
-            received,
-            ok,
-            failed: received - ok,
-            rejected: 0,
-            messages_in: received,
-            messages_out: ok,
-            throughput_rps: None,
-            cpu: Duration::ZERO,
-            rss_bytes: 0,
-            echo_spin: Duration::ZERO,
-        }
-    }
 
     /// A mix of 90 unary calls and 10 streams `--cancel-after` resets, all OK to the client:
     /// at most 10 fewer OK calls on the server are the resets; 15 fewer are 5 calls lost,
@@ -414,8 +397,8 @@ mod tests {
         let resets = client_resets(&[false, true], true, None, &run);
         assert_eq!(resets, 10);
         let client = summary(plan(), run);
-        assert!(cross_check(&client, &server(100, 90), resets).is_empty());
-        let told = cross_check(&client, &server(100, 85), resets);
+        assert!(cross_check(&client, &server(100, 90, None), resets).is_empty());
+        let told = cross_check(&client, &server(100, 85, None), resets);
         assert_eq!(told.len(), 1, "{told:?}");
         assert!(
             told[0].text.contains("counted 100 calls (85 ok) where the client sent 100 (100 ok"),
