@@ -614,7 +614,55 @@ fn merged_intervals_are_the_union_of_the_shards_and_misaligned_ones_are_left_out
     std::fs::write(&late_path, late.to_string()).unwrap();
     let apart = merge(&paths[0], &late_path);
     assert!(apart.get("intervals").is_none(), "{}", apart["intervals"]);
+    // The steady state is judged on the merged series, and without one not at all.
+    assert!(merged["steady_state"]["verdict"].is_string(), "{}", merged["steady_state"]);
+    assert!(apart.get("steady_state").is_none(), "{}", apart["steady_state"]);
     let said = apart["warnings"].as_array().unwrap().iter().find(|w| w["kind"] == "series_left_out");
     let said = said.unwrap_or_else(|| panic!("no notice: {}", apart["warnings"]));
     assert!(said["message"].as_str().unwrap().contains("more than the 5.00 ms that intervals of 0.5 s"), "{said}");
+}
+
+/// A merged run once had no steady-state verdict, so its table and page said nothing of
+/// warm-up where a single run's did. It is judged on the merged series as a run's is: over
+/// the full intervals, in the same words, and its table prints the line.
+#[test]
+fn a_merged_series_is_judged_for_its_steady_state() {
+    let server = TestServer::start(Behaviour::Echo);
+    let args = ["--shards", "2", "--rps", "200", "-z", "3s", "--interval", "500ms"];
+    let r = json_of(run_echo(server.addr, &args));
+    let rows = r["intervals"].as_array().unwrap_or_else(|| panic!("no intervals: {}", r["notices"]));
+    let s = &r["steady_state"];
+    let words = ["steady", "no steady state", "too short to judge", "an interval without calls"];
+    assert!(words.iter().any(|w| s["verdict"] == *w), "{s}");
+    let full = rows.iter().filter(|row| row["length_s"].as_f64().unwrap() >= 0.5).count();
+    assert_eq!(s["intervals"].as_u64().unwrap() as usize, full, "{s}: {rows:?}");
+    assert_eq!(s["series"], "p50 call latency per interval", "{s}");
+    assert_eq!(s["steady_after_s"].is_f64(), s["verdict"] == "steady", "{s}");
+
+    let out = run_echo(server.addr, &args).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.contains("\nSteady state ("), "no steady state line:\n{table}");
+}
+
+/// A server slow (12 ms) for its first 2 s, then fast (3 ms), loaded by two shards: the
+/// merged series is steady after about 2 s (as tests/run_steady.rs checks a single run).
+/// Not checked on a machine too busy for its levels to be told apart (`machine_busy`), nor
+/// when an interval holds no calls (the verdict then rightly refuses to read the series).
+#[test]
+fn a_merged_series_finds_the_servers_warm_up() {
+    let ms = std::time::Duration::from_millis;
+    let server = TestServer::start(Behaviour::WarmsUp { slow: ms(12), fast: ms(3), warm: ms(2000) });
+    let r = json_of(run_echo(server.addr, &["--shards", "2", "--rps", "100", "-z", "6s", "--interval", "500ms"]));
+    let s = &r["steady_state"];
+    let p50s: Vec<&serde_json::Value> = r["intervals"].as_array().unwrap().iter().map(|row| &row["p50_us"]).collect();
+    // Judged, however busy the machine; what it found is checked only when it is not.
+    assert!(s["verdict"].is_string(), "no verdict: {s}: p50s {p50s:?}");
+    if s["verdict"] == "an interval without calls" || machine_busy().is_some() {
+        eprintln!("not judged ({s}), a busy machine (load {:?}): p50s {p50s:?}", machine_busy());
+        return;
+    }
+    assert_eq!(s["verdict"], "steady", "{s}: p50s {p50s:?}");
+    let after = s["steady_after_s"].as_f64().unwrap();
+    assert!((after - 2.0).abs() <= 1.0, "steady after {after} s, truth 2 s: p50s {p50s:?}");
 }

@@ -5,6 +5,7 @@ use crate::load::engine::Recorded;
 use crate::record::early::EarlyIntervals;
 use crate::record::intervals::IntervalRow;
 use crate::record::Tally;
+use crate::result;
 use crate::stats::steady::{self, Steadiness};
 use std::time::Duration;
 
@@ -21,14 +22,44 @@ pub struct SteadyState {
 /// PELT on the per-interval p50 latency of the full intervals (the last, shorter one is
 /// left out: its few calls are no level). docs/design.md, "Measurement rules".
 pub fn steady_state(rows: &[IntervalRow], interval: Duration) -> SteadyState {
-    let full: Vec<&IntervalRow> = rows.iter().filter(|r| r.length >= interval).collect();
-    let p50s: Vec<f64> = full.iter().map(|r| if r.calls == 0 { f64::NAN } else { r.p50.as_secs_f64() }).collect();
+    judge(rows.iter().map(|r| Point { at: r.at, length: r.length, p50: (r.calls > 0).then_some(r.p50) }), interval)
+}
+
+/// One interval as the verdict reads it: where it ends (from the start of the run), how long
+/// it is, and its p50 call latency (None: it had no calls).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub at: Duration,
+    pub length: Duration,
+    pub p50: Option<Duration>,
+}
+
+/// The verdict on any interval series: a run's own rows (`steady_state`) and a merge's added
+/// ones (`of_result_rows`) are judged by this one function.
+pub fn judge(points: impl IntoIterator<Item = Point>, interval: Duration) -> SteadyState {
+    let full: Vec<Point> = points.into_iter().filter(|p| p.length >= interval).collect();
+    let p50s: Vec<f64> = full.iter().map(|p| p.p50.map_or(f64::NAN, |d| d.as_secs_f64())).collect();
     let verdict = steady::latency_steadiness(&p50s);
     let after = match verdict {
-        Steadiness::Steady { from } => Some(full.get(from).map_or(Duration::ZERO, |r| r.at.saturating_sub(r.length))),
+        Steadiness::Steady { from } => Some(full.get(from).map_or(Duration::ZERO, |p| p.at.saturating_sub(p.length))),
         _ => None,
     };
     SteadyState { verdict, after, intervals: full.len() }
+}
+
+/// The verdict on a result's interval series, as written (a merge's, app/merge.rs): its
+/// times read back to the microsecond and the latency to the nanosecond they were written to
+/// (`units::secs`, `units::micros`), so that a 0.3 s interval read as 0.299999… s still
+/// counts as full.
+pub fn of_result_rows(rows: &[result::IntervalRow], interval: Duration) -> SteadyState {
+    let whole = |n: f64| if n.is_finite() && n > 0.0 { n.round() as u64 } else { 0 };
+    let secs = |s: f64| Duration::from_micros(whole(s * 1e6));
+    let point = |r: &result::IntervalRow| Point {
+        at: secs(r.t_s),
+        length: secs(r.length_s),
+        p50: (r.calls > 0).then(|| Duration::from_nanos(whole(r.p50_us * 1e3))),
+    };
+    judge(rows.iter().map(point), secs(interval.as_secs_f64()))
 }
 
 /// `--warmup auto`: the warm-up that `found` (the steady state of `rows`) names is taken out

@@ -223,8 +223,9 @@ fn verdict(v: Steadiness) -> Verdict {
     }
 }
 
-/// A run with no OK call is not judged: its latencies are those of failures.
-fn steady_state(s: &super::SteadyState, ok: u64) -> result::SteadyState {
+/// A run with no OK call is not judged: its latencies are those of failures. A run's and a
+/// merge's verdict (app/merge.rs) are written by this one function.
+pub fn steady_state(s: &super::SteadyState, ok: u64) -> result::SteadyState {
     result::SteadyState {
         verdict: if ok == 0 { Verdict::NotJudged } else { verdict(s.verdict) }.into(),
         steady_after_s: s.after.filter(|_| ok > 0).map(units::secs),
@@ -421,5 +422,22 @@ mod tests {
         assert_eq!(counts, [("get", 3, 0), ("get", 0, 4)]);
         let back = Run::parse(&result(&s).to_json_pretty()).unwrap();
         assert_eq!(back.checks.unwrap(), checks, "read back as written");
+    }
+
+    /// A merge judges the series as written (`of_result_rows`), a run its rows as recorded
+    /// (`steady_state`): the same rows give the same verdict either way, a 0.3 s interval
+    /// (0.299999… s read back) included.
+    #[test]
+    fn rows_as_written_are_judged_as_the_rows_they_were_written_from() {
+        use crate::analysis::steady::{of_result_rows, steady_state};
+        let (_, rows, _) = fixture::warming_up(4, 12);
+        let written: Vec<result::IntervalRow> = rows.iter().map(interval_row).collect();
+        let second = Duration::from_secs(1);
+        assert_eq!(of_result_rows(&written, second), steady_state(&rows, second));
+        assert_eq!(steady_state(&rows, second).after, Some(Duration::from_secs(4)));
+        let tenths: Vec<result::IntervalRow> =
+            written.iter().map(|r| result::IntervalRow { length_s: 0.3, ..r.clone() }).collect();
+        let interval = Duration::try_from_secs_f64(0.3).unwrap();
+        assert_eq!(of_result_rows(&tenths, interval).intervals, 16);
     }
 }

@@ -349,7 +349,10 @@ fn merge_series(inputs: &[Input], out: &mut Run) {
     use crate::result::NoticeKind::SeriesLeftOut;
     let per_backend = inputs.iter().any(|i| i.result.backend_intervals.is_some());
     match series::intervals(inputs) {
-        Ok(rows) => out.intervals = rows,
+        Ok(rows) => {
+            out.intervals = rows;
+            out.steady_state = steady_state(out);
+        }
         Err(why) => {
             let also = if per_backend { " (and the per-backend one)" } else { "" };
             out.notices.push(SeriesLeftOut, format!("the interval series{also} is not merged: {why}"));
@@ -361,6 +364,15 @@ fn merge_series(inputs: &[Input], out: &mut Run) {
         Ok(lines) => out.backend_intervals = lines,
         Err(why) => out.notices.push(SeriesLeftOut, format!("the per-backend series is not merged: {why}")),
     }
+}
+
+/// The steady state of the merged series, judged as a single run's is (analysis/steady.rs):
+/// none without a series.
+fn steady_state(out: &Run) -> Option<result::SteadyState> {
+    use crate::analysis::{steady, to_result};
+    let interval = Duration::try_from_secs_f64(out.interval_s.unwrap_or(0.0)).unwrap_or_default();
+    let rows = out.intervals.as_deref()?;
+    Some(to_result::steady_state(&steady::of_result_rows(rows, interval), out.requests.ok))
 }
 
 /// What the run was, from the first input; what inputs differ in named with every value, none
@@ -633,7 +645,7 @@ pub fn table(merged: &Run) -> String {
     let shards = merged.shards.as_deref().unwrap_or_default();
     let mixed = merged.mode.known() == Some(result::Mode::Mixed);
     let mut o = format!(
-        "{} {}  (merged from {} results, mode {}){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n\nShards:\n",
+        "{} {}  (merged from {} results, mode {}){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n",
         merged.target,
         merged.call,
         shards.len(),
@@ -651,6 +663,11 @@ pub fn table(merged: &Run) -> String {
         ms(l, "p99.9"),
         ms(l, "max"),
     );
+    // Judged on the merged series, none without one.
+    if merged.steady_state.is_some() {
+        crate::report::table::steady_state(&mut o, merged);
+    }
+    o += "\nShards:\n";
     for s in shards {
         // A slice has no client of its own: its run's served every name.
         let cpu = s.client.as_ref().map_or(String::new(), |c| format!(", client CPU {} µs/call", c.cpu_us_per_request));

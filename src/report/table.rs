@@ -254,8 +254,8 @@ fn rounds(o: &mut String, r: &Run) {
     let _ = writeln!(o, "  Rounds: {verdict}");
 }
 
-/// The steady-state verdict on the interval series.
-fn steady_state(o: &mut String, r: &Run) {
+/// The steady-state verdict on the interval series (a merge's table writes it too).
+pub fn steady_state(o: &mut String, r: &Run) {
     let s = r.steady_state.clone().unwrap_or_default();
     let after = s.steady_after_s.and_then(|s| Duration::try_from_secs_f64(s).ok());
     let _ = writeln!(
