@@ -54,10 +54,9 @@ pub fn main(args: MergeArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.output {
         // A .html file gets the page, never JSON (`run -o FILE.html` decides the same way).
-        let format = super::run_settings::primary_format(Format::Table, Some(path.as_path()));
-        let text = match format {
-            Format::Html => merge::render(&merged, Format::Html)?,
-            _ => merged.to_json_pretty(),
+        let text = match super::run_settings::html_path(path) {
+            true => merge::render(&merged, Format::Html)?,
+            false => merged.to_json_pretty(),
         };
         crate::app::outputs::write_whole(path, text.as_bytes()).map_err(|e| output_failed(path, e))?;
     }

@@ -269,10 +269,7 @@ fn address_list(text: &str, v6: bool, list: &str) -> Result<TargetText, String> 
 /// `--format` of a subcommand that prints one table, or the same as JSON: `report::Format`
 /// (one format type everywhere) with only `table` and `json` offered.
 pub fn table_or_json() -> impl clap::builder::TypedValueParser<Value = crate::report::Format> {
-    use clap::builder::TypedValueParser as _;
-    use clap::ValueEnum as _;
-    clap::builder::PossibleValuesParser::new(["table", "json"])
-        .map(|name| crate::report::Format::from_str(&name, true).expect("a listed format"))
+    formats(&["table", "json"])
 }
 
 /// `--format` of a command that also draws an HTML page of its own: table, json or html.

@@ -363,9 +363,7 @@ fn export(text: &str) -> Result<(Format, PathBuf), String> {
     }
     let path = PathBuf::from(path);
     // Never a text table in a page's file (`-o FILE.html` draws the page).
-    if format == Format::Table
-        && super::run_settings::primary_format(Format::Table, Some(path.as_path())) == Format::Html
-    {
+    if format == Format::Table && super::run_settings::html_path(&path) {
         return Err(format!("{text:?}: the table is text, not a page: give html={}", path.display()));
     }
     Ok((format, path))

@@ -614,13 +614,15 @@ fn default_seed(start_at: Option<SystemTime>) -> u64 {
 /// `--format` names a format other than the default table. The commands with a page of their
 /// own (compare, history, ping, sweep) decide the same way.
 pub fn primary_format(format: Format, output: Option<&std::path::Path>) -> Format {
-    let html = output
-        .and_then(|p| p.extension())
-        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
     match format {
-        Format::Table if html => Format::Html,
+        Format::Table if output.is_some_and(html_path) => Format::Html,
         other => other,
     }
+}
+
+/// A file named for a page: `.html` or `.htm`, in any case.
+pub fn html_path(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
 }
 
 #[cfg(test)]
