@@ -32,7 +32,6 @@ pub struct EarlyIntervals {
     kept: Vec<Kept>,
 }
 
-/// A kept histogram back, in the tally's bounds, so that it subtracts from the run's.
 /// A histogram a tally may go without (`Tally::schedule_lag`, `Tally::service_time`): absent
 /// packs to no bytes.
 fn pack_optional(h: &Option<Histogram<u64>>) -> Vec<u8> {
@@ -43,6 +42,7 @@ fn unpacked_optional(bytes: &[u8]) -> Option<Histogram<u64>> {
     (!bytes.is_empty()).then(|| unpacked(bytes))
 }
 
+/// A kept histogram back, in the tally's bounds, so that it subtracts from the run's.
 fn unpacked(bytes: &[u8]) -> Histogram<u64> {
     unpacked_into(new_histogram(), bytes)
 }

@@ -130,11 +130,11 @@ fn duration(us: Option<f64>) -> String {
     us.and_then(|us| Duration::try_from_secs_f64(us / 1e6).ok()).map_or_else(|| "-".into(), crate::units::duration)
 }
 
-/// The breakdown as the text tables print it (the run's and merge's); empty without rows.
-/// `total`: the run's calls, which the backends' rows add up to (`table_rows`).
 /// The most of a name the text table prints.
 const NAME_CHARS: usize = 48;
 
+/// The breakdown as the text tables print it (the run's and merge's); empty without rows.
+/// `total`: the run's calls, which the backends' rows add up to (`table_rows`).
 pub fn text<'a>(kind: Kind, slices: impl IntoIterator<Item = (&'a str, &'a Slice)>, total: u64) -> String {
     let rows = table_rows(kind, slices, total);
     if rows.is_empty() {
