@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-mod series;
+pub(crate) mod series;
 
 /// One input: where it came from and its result.
 pub struct Input {

@@ -878,13 +878,11 @@ fn of_intervals(
 /// histograms, so that the merged series holds its share until it was lost. Its client's CPU
 /// and memory were not sent: 0. None when a histogram does not read.
 fn rows_of(tallies: &[Tallies]) -> Option<Vec<crate::result::IntervalRow>> {
-    use crate::stats::Statistic::{Max, Percentile};
     let row = |t: &Tallies| -> Option<crate::result::IntervalRow> {
         let calls = from_text(&t.call_latency).ok()?;
         let service = t.service_time.as_deref().map_or(Ok(calls.clone()), from_text).ok()?;
-        let us = |h: &hdrhistogram::Histogram<u64>, s: crate::stats::Statistic| crate::units::micros(s.of(h));
         let length = Duration::from_nanos(t.length_ns);
-        Some(crate::result::IntervalRow {
+        let mut row = crate::result::IntervalRow {
             t_s: crate::units::secs(Duration::from_nanos(t.at_ns)),
             length_s: crate::units::secs(length),
             phase: if t.warmup { "warmup" } else { "measured" }.into(),
@@ -892,15 +890,12 @@ fn rows_of(tallies: &[Tallies]) -> Option<Vec<crate::result::IntervalRow>> {
             ok: Some(t.ok),
             failed: t.failed,
             rps: crate::stats::rate(t.calls, length),
-            p50_us: us(&calls, Percentile(50.0)),
-            p90_us: us(&calls, Percentile(90.0)),
-            p99_us: us(&calls, Percentile(99.0)),
-            max_us: us(&calls, Max),
-            service_p99_us: us(&service, Percentile(99.0)),
             histogram: Some(t.call_latency.clone()),
             service_histogram: t.service_time.clone(),
             ..Default::default()
-        })
+        };
+        merge::series::latency_columns(&mut row, &calls, &service);
+        Some(row)
     };
     tallies.iter().map(row).collect()
 }

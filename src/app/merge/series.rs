@@ -119,19 +119,25 @@ fn row(inputs: &[Input], series: &[&[IntervalRow]], k: usize) -> Result<Interval
     out.client_cpu_total_s = (out.client_cpu_total_s * 1e6).round() / 1e6;
     let calls = calls.expect("interval k is some input's");
     let service = service.expect("beside the calls'");
-    let us = |h: &Histogram<u64>, s: Statistic| units::micros(s.of(h));
     out.rps = crate::stats::rate(out.calls, Duration::try_from_secs_f64(out.length_s).unwrap_or_default());
-    (out.p50_us, out.p90_us, out.p99_us) = (
-        us(&calls, Statistic::Percentile(50.0)),
-        us(&calls, Statistic::Percentile(90.0)),
-        us(&calls, Statistic::Percentile(99.0)),
-    );
-    out.max_us = us(&calls, Statistic::Max);
-    out.service_p99_us = us(&service, Statistic::Percentile(99.0));
+    latency_columns(&mut out, &calls, &service);
     // The merged series carries its histograms too, so that it merges again.
     out.histogram = Some(to_text(&calls));
     out.service_histogram = service_differs.then(|| to_text(&service));
     Ok(out)
+}
+
+/// An interval row's latency columns, read from its call and service-time histograms (a
+/// merged interval's, or a lost shard's rebuilt from the tallies it sent).
+pub(crate) fn latency_columns(row: &mut IntervalRow, calls: &Histogram<u64>, service: &Histogram<u64>) {
+    let us = |h: &Histogram<u64>, s: Statistic| units::micros(s.of(h));
+    (row.p50_us, row.p90_us, row.p99_us) = (
+        us(calls, Statistic::Percentile(50.0)),
+        us(calls, Statistic::Percentile(90.0)),
+        us(calls, Statistic::Percentile(99.0)),
+    );
+    row.max_us = us(calls, Statistic::Max);
+    row.service_p99_us = us(service, Statistic::Percentile(99.0));
 }
 
 /// `h` added to `sum` (the first becomes the sum: its precision is the inputs').
