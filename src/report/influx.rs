@@ -4,7 +4,6 @@
 //! interval of the series, stamped at the interval's end. ghz's `influx-details` (a line per
 //! call) has no counterpart here: a run keeps no per-call list in memory (`--csv-details`
 //! streams calls to a file instead).
-use super::prometheus::mode;
 use super::Export;
 use crate::result::{LatencySummary, Run};
 use crate::stats::Statistic;
@@ -71,7 +70,7 @@ fn tags(r: &Run) -> String {
     tags.extend([
         ("call".into(), tag(&r.call)),
         ("target".into(), tag(&r.target)),
-        ("mode".into(), mode(r).into()),
+        ("mode".into(), r.mode.as_str().into()),
         ("c".into(), r.concurrency.to_string()),
         ("end_reason".into(), tag(r.meta.ended.as_str())),
         ("has_errors".into(), (r.requests.failed > 0).to_string()),

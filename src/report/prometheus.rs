@@ -131,11 +131,6 @@ pub fn histogram_sum(h: &Histogram<u64>) -> Duration {
     Duration::from_secs_f64((h.mean() * h.len() as f64 / 1e9).max(0.0))
 }
 
-/// The run's mode as a label value (a merge of inputs of different modes: `mixed`).
-pub fn mode(r: &Run) -> &str {
-    r.mode.as_str()
-}
-
 /// A label name from free text (a `--tag` key): letters, digits and `_`, not starting with a digit.
 pub fn label_name(text: &str) -> String {
     let mut name: String = text.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
@@ -153,7 +148,7 @@ impl Export for Prometheus {
             ("name", r.meta.name.as_deref().unwrap_or("")),
             ("call", &r.call),
             ("target", &r.target),
-            ("mode", mode(r)),
+            ("mode", r.mode.as_str()),
             ("end_reason", r.meta.ended.as_str()),
         ];
         labels.extend(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));

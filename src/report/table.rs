@@ -176,7 +176,7 @@ fn warmup(o: &mut String, r: &Run) {
 fn percentiles(o: &mut String, r: &Run) {
     let l = r.latency_us.latency();
     let sent = r.sent_latency_us.as_ref().map(LatencySummary::latency);
-    match (super::prometheus::mode(r), &r.service_time_us, sent) {
+    match (r.mode.as_str(), &r.service_time_us, sent) {
         ("open", Some(service), None) => {
             let _ = writeln!(
                 o,
