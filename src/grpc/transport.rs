@@ -137,8 +137,8 @@ impl Target {
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(path) = &self.unix {
-            write!(f, "unix:{}", path.display())
+        if self.unix.is_some() {
+            f.write_str(&self.server())
         } else if let Addresses::List(list) = &self.addresses {
             let scheme = if list.first().is_some_and(|a| a.is_ipv6()) { "ipv6" } else { "ipv4" };
             let list: Vec<String> = list.iter().map(|a| a.to_string()).collect();
@@ -148,10 +148,8 @@ impl std::fmt::Display for Target {
                 true => write!(f, "dns:///[{}]:{}", self.host, self.port),
                 false => write!(f, "dns:///{}:{}", self.host, self.port),
             }
-        } else if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
         } else {
-            write!(f, "{}:{}", self.host, self.port)
+            f.write_str(&self.server())
         }
     }
 }
