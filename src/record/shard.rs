@@ -522,30 +522,17 @@ impl Tally {
         for ((code, message), n) in &other.errors {
             add_error(&mut self.errors, (*code, message), *n);
         }
-        add_shares(&mut self.by_name, &other.by_name);
-        if self.by_backend.len() < other.by_backend.len() {
-            self.by_backend.resize(other.by_backend.len(), PerStatus::default());
-        }
-        for (mine, theirs) in self.by_backend.iter_mut().zip(&other.by_backend) {
-            mine.add(theirs);
-        }
+        add_each(&mut self.by_name, &other.by_name, NameTally::default, NameTally::add);
+        add_each(&mut self.by_backend, &other.by_backend, PerStatus::default, PerStatus::add);
         if let Some(theirs) = &other.backend_latency {
             add_histograms(self.backend_latency.get_or_insert_with(Vec::new), theirs);
         }
         add_histograms(&mut self.backend_lines, &other.backend_lines);
-        if self.by_flow.len() < other.by_flow.len() {
-            self.by_flow.resize_with(other.by_flow.len(), FlowTally::default);
-        }
-        for (mine, theirs) in self.by_flow.iter_mut().zip(&other.by_flow) {
-            mine.add(theirs);
-        }
-        if self.checks.len() < other.checks.len() {
-            self.checks.resize(other.checks.len(), (0, 0));
-        }
-        for (mine, theirs) in self.checks.iter_mut().zip(&other.checks) {
+        add_each(&mut self.by_flow, &other.by_flow, FlowTally::default, FlowTally::add);
+        add_each(&mut self.checks, &other.checks, Default::default, |mine, theirs| {
             mine.0 += theirs.0;
             mine.1 += theirs.1;
-        }
+        });
     }
 
     /// Takes out what `part` recorded, when `part` was added into this tally before (a
@@ -633,13 +620,14 @@ fn empty(h: &mut Histogram<u64>) {
     }
 }
 
-/// Adds per-name shares index by index, growing `mine` to `theirs`.
-fn add_shares(mine: &mut Vec<NameTally>, theirs: &[NameTally]) {
+/// Adds slot by slot (per name, flow, check or backend), growing `mine` with `new` to
+/// `theirs`' length.
+fn add_each<T>(mine: &mut Vec<T>, theirs: &[T], new: fn() -> T, add: fn(&mut T, &T)) {
     if mine.len() < theirs.len() {
-        mine.resize_with(theirs.len(), NameTally::default);
+        mine.resize_with(theirs.len(), new);
     }
     for (mine, theirs) in mine.iter_mut().zip(theirs) {
-        mine.add(theirs);
+        add(mine, theirs);
     }
 }
 
@@ -658,10 +646,7 @@ fn grow(backends: &mut Vec<Histogram<u64>>, n: usize) {
 
 /// Adds backend histograms index by index, growing `mine` to `theirs`.
 fn add_histograms(mine: &mut Vec<Histogram<u64>>, theirs: &[Histogram<u64>]) {
-    grow(mine, theirs.len());
-    for (mine, theirs) in mine.iter_mut().zip(theirs) {
-        mine.add(theirs).expect("same histogram bounds");
-    }
+    add_each(mine, theirs, new_backend_histogram, |mine, theirs| mine.add(theirs).expect("same histogram bounds"));
 }
 
 /// The series' line of the backend at `index` (`BACKEND_LINES`).
