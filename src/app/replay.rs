@@ -7,7 +7,6 @@ use super::run::Settings;
 use crate::error::bad_input;
 use crate::grpc::transport::{Bidi, CallKind, StreamLimits};
 use crate::load::engine;
-use crate::load::plan::Plan;
 use crate::replay::source::{self, call_name, method_name, Log, Scan, Source};
 use crate::result::replay::Replay;
 use crate::schema::RequestSource;
@@ -48,10 +47,11 @@ impl Replaying {
     }
 }
 
-/// The mix and plan of a replay, its reader started.
-pub(crate) fn mix(settings: &Settings, log: &Log) -> anyhow::Result<(engine::Mix, Plan, Replaying)> {
+/// The mix of a replay, its reader started (its plan is the run's: run_settings paced it at
+/// the log's rate).
+pub(crate) fn mix(settings: &Settings, log: &Log) -> anyhow::Result<(engine::Mix, Replaying)> {
     let Log { settings: replay, scan } = log;
-    let plan = settings.plan.clone();
+    let plan = &settings.plan;
     let stream = settings.stream;
     if stream.count.is_some() || stream.duration.is_some() || !stream.interval.is_zero() {
         return Err(bad_input("--stream-*: a replayed log's calls are sent as they were logged"));
@@ -103,7 +103,7 @@ pub(crate) fn mix(settings: &Settings, log: &Log) -> anyhow::Result<(engine::Mix
     };
     let streaming =
         scan.methods.iter().enumerate().filter(|(_, (_, k))| *k != CallKind::Unary).map(|(i, _)| i).collect();
-    Ok((mix, plan, Replaying { source, replay, streaming }))
+    Ok((mix, Replaying { source, replay, streaming }))
 }
 
 /// One line naming the logged metadata keys that are not sent (never their values).

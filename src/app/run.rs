@@ -181,7 +181,8 @@ pub fn measure_with(
     outputs: &mut Outputs,
     extra: Vec<Box<dyn crate::sink::Sink>>,
 ) -> anyhow::Result<(Run, Option<anyhow::Error>)> {
-    let Stage { plan, mix, replay } = prepare(settings, control).inspect_err(|_| outputs.discard())?;
+    let Stage { mix, replay } = prepare(settings, control).inspect_err(|_| outputs.discard())?;
+    let plan = settings.plan.clone();
     // A workload or a replay is named by the run's words (`workload FILE`), one method by its
     // full name.
     let call = if mix.named { settings.call.clone() } else { mix.calls[0].method.clone() };
@@ -319,9 +320,8 @@ fn sinks(
     Ok(sinks)
 }
 
-/// A run ready to start: its plan, its calls resolved, and for a replay the log's reader.
+/// A run ready to start: its calls resolved, and for a replay the log's reader.
 struct Stage {
-    plan: Plan,
     mix: Mix,
     /// `--replay`: the log's reader, for its own numbers once the run is over.
     replay: Option<super::replay::Replaying>,
@@ -330,8 +330,8 @@ struct Stage {
 /// The run's stage: its calls resolved against the schema (or read from the log).
 fn prepare(settings: &Settings, control: &Control) -> anyhow::Result<Stage> {
     if let Some(replay) = &settings.replay {
-        let (mix, plan, replaying) = super::replay::mix(settings, replay)?;
-        return Ok(Stage { plan, mix, replay: Some(replaying) });
+        let (mix, replaying) = super::replay::mix(settings, replay)?;
+        return Ok(Stage { mix, replay: Some(replaying) });
     }
     let target = &settings.plan.target;
     let mix = match &settings.workload {
@@ -346,7 +346,7 @@ fn prepare(settings: &Settings, control: &Control) -> anyhow::Result<Stage> {
             Mix::single(&method, requests, settings.stream)?
         }
     };
-    Ok(Stage { plan: settings.plan.clone(), mix, replay: None })
+    Ok(Stage { mix, replay: None })
 }
 
 /// Exit 0, or one error naming every problem: no answer, every call failed, each breached
