@@ -35,11 +35,7 @@ struct Frame {
 }
 
 fn write_frame(conn: &mut TcpStream, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-    let len = (payload.len() as u32).to_be_bytes();
-    let mut frame = vec![len[1], len[2], len[3], kind, flags];
-    frame.extend_from_slice(&stream.to_be_bytes());
-    frame.extend_from_slice(payload);
-    conn.write_all(&frame).unwrap();
+    conn.write_all(&frame_bytes(kind, flags, stream, payload)).unwrap();
 }
 
 /// None once the connection is closed (or the read timed out: the caller says which it wants).
@@ -69,12 +65,9 @@ fn block(fields: &[(&str, &str)]) -> Vec<u8> {
 /// Opens stream 1 with a POST to `/` (h2spec's request) and waits for the lab's whole answer
 /// (the frame with END_STREAM); the connection then reads with a timeout.
 fn answered_stream(addr: &str) -> TcpStream {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
-    write_frame(&mut conn, SETTINGS, 0, 0, &[]);
+    let mut conn = connected(addr);
     let request = block(&[(":method", "POST"), (":scheme", "http"), (":path", "/"), (":authority", addr)]);
     write_frame(&mut conn, HEADERS, END_HEADERS, 1, &request);
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     loop {
         let frame = read_frame(&mut conn).expect("the lab answers the request");
         if frame.kind == SETTINGS && frame.flags == 0 {
