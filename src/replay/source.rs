@@ -122,7 +122,8 @@ impl Scan {
     }
 
     /// A scan `write_to` wrote, at most `MAX_SCAN_TEXT` of it: standard input is bounded like
-    /// every other input, even from the parent (the scan's own limits keep it far below).
+    /// every other input, even from the parent (the scan's own limits keep it far below); a
+    /// longer or garbled one is bad input, one line and exit 2.
     pub fn read_from(from: impl std::io::Read) -> anyhow::Result<Scan> {
         use std::io::Read;
         let mut text = Vec::new();
@@ -131,9 +132,9 @@ impl Scan {
             .read_to_end(&mut text)
             .map_err(|e| crate::error::internal(format!("{whence}: {e}")))?;
         if text.len() as u64 > MAX_SCAN_TEXT.0 {
-            return Err(crate::error::internal(format!("{whence}: longer than {MAX_SCAN_TEXT}")));
+            return Err(bad_input(format!("{whence}: longer than {MAX_SCAN_TEXT}")));
         }
-        serde_json::from_slice(&text).map_err(|e| crate::error::internal(format!("{whence}: {e}")))
+        serde_json::from_slice(&text).map_err(|e| bad_input(format!("{whence}: {e}")))
     }
 
     /// One line on what is not sent, when something is not.
@@ -620,10 +621,13 @@ mod tests {
     fn a_scan_on_standard_input_is_read_up_to_its_bound() {
         // Endless input (a stranger's `--replay-scan-stdin < /dev/zero`) ends at the bound.
         let endless = std::io::repeat(b' ');
-        let error = Scan::read_from(endless).unwrap_err().to_string();
-        assert!(error.contains("longer than 64.0 MiB"), "{error}");
-        let error = Scan::read_from(&b"{\"calls\": 1}"[..]).unwrap_err().to_string();
-        assert!(error.contains("the log's scan as the parent of the shards gave it"), "{error}");
+        let error = Scan::read_from(endless).unwrap_err();
+        assert!(error.to_string().contains("longer than 64.0 MiB"), "{error}");
+        // Bad input (exit 2), as any other input that is not what it should be.
+        assert_eq!(crate::error::exit_code(&error), 2, "{error}");
+        let error = Scan::read_from(&b"{\"calls\": 1}"[..]).unwrap_err();
+        assert!(error.to_string().contains("the log's scan as the parent of the shards gave it"), "{error}");
+        assert_eq!(crate::error::exit_code(&error), 2, "{error}");
     }
 
     #[test]
