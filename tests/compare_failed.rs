@@ -53,10 +53,16 @@ fn a_side_whose_deadline_failed_its_slow_calls_is_not_called_faster() {
     eprintln!("{stdout}");
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(row(&stdout, "error rate").contains(": regression"), "{stdout}");
+    // B's OK calls leave its slowest out, so B is never called faster. Slower may be called:
+    // B's p50 is over the fast 90 % only, below A's, which waited for them; if B's p50 is
+    // still higher (B sends twice as many calls, and the server is busier), it is slower.
+    // CI saw p50 1.042 [1.009, 1.076] "regression" once; p99 always leaves out what B failed.
     for label in ["p50 latency", "p99 latency"] {
         let line = row(&stdout, label);
         assert!(!line.contains("faster") && !line.contains("improvement"), "{stdout}");
-        assert!(line.contains("not judged: B failed ") && line.contains("% of its calls against A's "), "{stdout}");
+        let not_judged = line.contains("not judged: B failed ") && line.contains("% of its calls against A's ");
+        let slower = label == "p50 latency" && line.contains(" slower: regression");
+        assert!(not_judged || slower, "{stdout}");
     }
     // Only latency asked for: the gate fails on it, saying why.
     let (code, stdout, stderr) = judge(&a, &b, &["--metric=p99", "--fail-on-regression"]);
