@@ -90,10 +90,13 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     for input in inputs {
         windows.extend(measured_windows(&input.result).map_err(|e| bad_input(format!("{}: {e}", input.label)))?);
     }
+    let each: f64 = windows.iter().map(|(from, to)| to - from).sum();
     let windows = union(windows);
     let start = windows.first().map_or(0.0, |w| w.0);
     let span = windows.last().map_or(0.0, |w| w.1) - start;
     let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
+    // Some inputs ran at the same time: their windows overlap (by more than a µs's rounding).
+    let together = measured < each - 1e-6;
     let rate = |n: u64| if measured > 0.0 { n as f64 / measured } else { 0.0 };
     let micros = |s: f64| (s * 1e6).round() / 1e6;
 
@@ -120,7 +123,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     out.notices = notices(inputs, &mixed);
     out.partial = inputs.iter().any(|i| i.result.partial);
     copy_settings(inputs, &mut out);
-    merge_series(inputs, &mut out);
+    merge_series(inputs, together, &mut out);
     out.meta = result::Meta {
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         schema_version: Some(result::SCHEMA_VERSION.into()),
@@ -344,10 +347,20 @@ fn notices(inputs: &[Input], mixed: &[String]) -> result::Notices {
 }
 
 /// The interval series and the per-backend one, added interval by interval when the inputs'
-/// intervals cover the same time (`series`); else left out, and why said.
-fn merge_series(inputs: &[Input], out: &mut Run) {
+/// intervals cover the same time (`series`); else left out, and why said. Plain runs' results
+/// (no interval histograms) have no series to add: that is said only when they ran at the
+/// same time (`together`), where shards of one run would have had one.
+fn merge_series(inputs: &[Input], together: bool, out: &mut Run) {
     use crate::result::NoticeKind::SeriesLeftOut;
     let per_backend = inputs.iter().any(|i| i.result.backend_intervals.is_some());
+    if !inputs.iter().any(|i| series::has_histograms(&i.result)) {
+        // Slices (`--slice`) and bursts have no series at all: nothing is left out.
+        let plain = inputs.iter().any(|i| i.result.intervals.as_ref().is_some_and(|rows| !rows.is_empty()));
+        if together && plain {
+            out.notices.push(SeriesLeftOut, PLAIN_TOGETHER);
+        }
+        return;
+    }
     match series::intervals(inputs) {
         Ok(rows) => {
             out.intervals = rows;
@@ -365,6 +378,11 @@ fn merge_series(inputs: &[Input], out: &mut Run) {
         Err(why) => out.notices.push(SeriesLeftOut, format!("the per-backend series is not merged: {why}")),
     }
 }
+
+/// Plain runs merged that ran at the same time: what their series lacks, and how to get it.
+const PLAIN_TOGETHER: &str = "no interval series: these runs overlap in time, but a plain run's intervals \
+     carry no histograms to add; run them as shards of one run (--shard I/N --start-at TIME each, or \
+     run --shards N) to have one";
 
 /// The steady state of the merged series, judged as a single run's is (analysis/steady.rs),
 /// and its notice said as a single run's is (analysis/notices.rs `steadiness`); none without
