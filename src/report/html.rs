@@ -1006,22 +1006,43 @@ pub fn violins(id: &str, title: &str, runs: &[Distribution]) -> String {
     p.finish()
 }
 
-/// Throughput against concurrency, when the runs differ in it: client-side, and the
-/// server's own count when the files carry one.
-fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
-    let mut points: Vec<(f64, &Run, usize)> =
-        runs.iter().enumerate().filter_map(|(i, r)| r.concurrency.map(|c| (c, r, i))).collect();
+/// A run's place on the throughput-vs-concurrency plot, with its colour's index.
+type Point<'a> = (f64, &'a Run, usize);
+
+/// Whether the points differ in concurrency, so that a line through them says something.
+fn spread(points: &[Point]) -> bool {
     let (lo, hi) = points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
-    if points.len() < 2 || lo == hi {
-        return None;
-    }
-    points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let x = if hi / lo.max(1.0) >= 8.0 {
-        Axis::log(lo.max(1.0), hi, "concurrency (workers or most calls in flight; log scale)", num)
+    points.len() >= 2 && lo < hi
+}
+
+/// Throughput against the concurrency the user chose, when the runs differ in it: closed
+/// loops' workers (a burst's size); open loops', against their most calls in flight, only when
+/// no two closed loops differ (then `--max-in-flight` is what was varied). Client-side, and
+/// the server's own count when the files carry one. The other runs are drawn apart, each a
+/// dashed level at its throughput across the plot: an open loop joined the workers' line at
+/// its `--max-in-flight`, a concurrency no one chose.
+fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
+    let points = runs.iter().enumerate().filter_map(|(i, r)| r.concurrency.map(|c| (c, r, i)));
+    let (open, others): (Vec<Point>, Vec<Point>) = points.partition(|p| p.1.mode.known() == Some(Mode::Open));
+    let (chosen, unknown): (Vec<Point>, Vec<Point>) =
+        others.into_iter().partition(|p| matches!(p.1.mode.known(), Some(Mode::Closed | Mode::Burst)));
+    let (mut points, mut apart, what) = if spread(&chosen) {
+        (chosen, open, "concurrency (workers, or a burst's calls)")
+    } else if spread(&open) {
+        (open, chosen, "most calls in flight (open loop)")
     } else {
-        Axis::linear(0.0, hi, "concurrency (workers or most calls in flight)", num)
+        return None;
     };
-    let top = points.iter().map(|p| p.1.throughput_rps.max(p.1.server_rps.unwrap_or(0.0))).fold(0.0, f64::max);
+    apart.extend(unknown);
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (lo, hi) = (points[0].0, points[points.len() - 1].0);
+    let x = if hi / lo.max(1.0) >= 8.0 {
+        Axis::log(lo.max(1.0), hi, &format!("{what}; log scale"), num)
+    } else {
+        Axis::linear(0.0, hi, what, num)
+    };
+    let top =
+        points.iter().chain(&apart).map(|p| p.1.throughput_rps.max(p.1.server_rps.unwrap_or(0.0))).fold(0.0, f64::max);
     let y = Axis::linear(0.0, top.max(1.0) * 1.15, "throughput (calls/s)", num);
     let mut p = Plot::new("tput-concurrency", "plot-scaling", "Throughput vs concurrency", W, H, x, y);
     p.legend_bottom = true;
@@ -1039,7 +1060,24 @@ fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
         }
         p.legend("server-side throughput (lab Stats)", "#444", Mark::Ring);
     }
+    levels(&mut p, &apart);
     Some(p.finish())
+}
+
+/// The runs off the concurrency axis, each a dashed level across the plot at its throughput,
+/// in its colour, named at its right end; one legend entry says what the levels are.
+fn levels(p: &mut Plot, apart: &[Point]) {
+    for (_, r, i) in apart {
+        p.hline(r.throughput_rps, color(*i), &format!("{}: {:.1} calls/s", short(&r.label), r.throughput_rps));
+    }
+    if !apart.is_empty() {
+        let open = apart.iter().all(|(_, r, _)| r.mode.known() == Some(Mode::Open));
+        p.legend(
+            if open { "open loop at a rate (no concurrency)" } else { "runs off this axis" },
+            "#888",
+            Mark::Dashed,
+        );
+    }
 }
 
 #[cfg(test)]
@@ -1181,6 +1219,58 @@ mod tests {
         // The call's cell likewise: it read `EchoService.ech` over `o`.
         let call = "<td><span class=\"nobr\">EchoService</span><wbr><span class=\"nobr\">/echo</span></td>";
         assert!(html.contains(call), "the method's name may break anywhere");
+    }
+
+    /// A run of `mode` at `concurrency` and `rps` calls/s, named `name`.
+    fn paced(name: &str, mode: &str, concurrency: u32, rps: f64) -> Run {
+        let mut v: Value = serde_json::from_str(&result("fine", concurrency)).unwrap();
+        (v["meta"]["name"], v["mode"], v["throughput_rps"]) = (name.into(), mode.into(), rps.into());
+        parse(&format!("{name}.json"), &v.to_string()).unwrap()
+    }
+
+    /// The throughput-vs-concurrency plot's `<svg>`.
+    fn scaling_plot(runs: &[Run]) -> String {
+        let svg = throughput_vs_concurrency(runs).expect("a plot");
+        assert!(svg.starts_with("<svg id=\"tput-concurrency\""), "{svg}");
+        svg
+    }
+
+    /// The vertices of the plot's first path: the client-side line.
+    fn line_points(svg: &str) -> usize {
+        let d = svg.split("<path d=\"").nth(1).unwrap().split('"').next().unwrap();
+        d.split_whitespace().count()
+    }
+
+    /// An open loop's `--max-in-flight` is no concurrency its user chose: it joined the closed
+    /// loops' line there (at 32, between 16 and 64 workers). Now it is a level at its
+    /// throughput across the plot, named, with a legend saying why.
+    #[test]
+    fn an_open_loop_is_drawn_apart_from_the_workers_line() {
+        let runs = [
+            paced("c1", "closed", 1, 2000.0),
+            paced("c4", "closed", 4, 7000.0),
+            paced("open500", "open", 32, 500.0),
+            paced("c64", "closed", 64, 9000.0),
+        ];
+        let svg = scaling_plot(&runs);
+        assert_eq!(line_points(&svg), 3, "the workers' line holds the 3 closed loops only: {svg}");
+        assert!(!svg.contains("concurrency 32"), "the open loop is a point at its max in flight: {svg}");
+        assert!(svg.contains(">open500: 500.0 calls/s</text>"), "{svg}");
+        assert!(svg.contains(">open loop at a rate (no concurrency)</text>"), "{svg}");
+        assert!(svg.contains("concurrency (workers, or a burst&#39;s calls)"), "{svg}");
+
+        // Open loops alone, differing in --max-in-flight: that is what was varied, on its axis;
+        // a single closed loop beside them is the level then.
+        let runs = [paced("m4", "open", 4, 900.0), paced("m32", "open", 32, 1000.0), paced("c8", "closed", 8, 3000.0)];
+        let svg = scaling_plot(&runs);
+        assert_eq!(line_points(&svg), 2, "{svg}");
+        assert!(
+            svg.contains("most calls in flight (open loop)") && svg.contains(">c8: 3000.0 calls/s</text>"),
+            "{svg}"
+        );
+        assert!(svg.contains(">runs off this axis</text>"), "{svg}");
+        // Nothing varied that a line could show: no plot.
+        assert!(throughput_vs_concurrency(&[paced("a", "open", 32, 500.0), paced("b", "closed", 4, 900.0)]).is_none());
     }
 
     #[test]
