@@ -97,13 +97,15 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
     // Some inputs ran at the same time: their windows overlap (by more than a µs's rounding).
     let together = measured < each - 1e-6;
-    let rate = |n: u64| if measured > 0.0 { n as f64 / measured } else { 0.0 };
+    // To the µs, as written: the rates are of the window a reader reads back.
+    let window = crate::units::from_secs(measured).unwrap_or_default();
+    let rate = |n: u64| crate::stats::rate(n, window);
     let micros = |s: f64| (s * 1e6).round() / 1e6;
 
     let mut out = Run { ..Run::default() };
     merge_latencies(inputs, &mut out)?;
     merge_counts(inputs, &mut out);
-    out.duration_s = micros(measured);
+    out.duration_s = crate::units::secs(window);
     out.duration_is = Some(DURATION_IS.into());
     out.span_s = Some(micros(span));
     out.windows = Some(
