@@ -58,6 +58,19 @@ pub fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e6
 }
 
+/// `d` to the nearest microsecond, the resolution `secs` writes: a rate over this window is
+/// the rate a reader computes from the written seconds (`from_secs`), to the last bit.
+pub fn whole_micros(d: Duration) -> Duration {
+    Duration::from_micros(u64::try_from((d.as_nanos() + 500) / 1000).unwrap_or(u64::MAX))
+}
+
+/// Seconds as `secs` wrote them, back to the microsecond; None for a negative, endless or
+/// not-a-number value, or one beyond u64 microseconds.
+pub fn from_secs(s: f64) -> Option<Duration> {
+    let us = (s * 1e6).round();
+    (us >= 0.0 && us < u64::MAX as f64).then(|| Duration::from_micros(us as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +93,19 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(micros(Duration::from_nanos(1_348_985)), 1348.985);
         assert_eq!(secs(Duration::from_nanos(1_348_984_999)), 1.348985);
+    }
+
+    /// A window to the µs, written and read back, is the same window, short or long.
+    #[test]
+    fn seconds_written_read_back_to_the_microsecond() {
+        for ns in [1_918_600, 1_348_984_999, 3_600_000_000_499, 7 * 86_400_000_000_123] {
+            let window = whole_micros(Duration::from_nanos(ns));
+            assert_eq!(window.subsec_nanos() % 1000, 0);
+            assert_eq!(from_secs(secs(window)), Some(window), "{ns} ns");
+        }
+        assert_eq!(whole_micros(Duration::from_nanos(1_918_600)), Duration::from_micros(1919));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e308] {
+            assert_eq!(from_secs(bad), None, "{bad}");
+        }
     }
 }

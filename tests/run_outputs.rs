@@ -127,6 +127,35 @@ fn results_carry_metadata_and_more_percentiles() {
     }
 }
 
+/// A run of a few ms with every call OK: its calls/s and OK calls/s are one number, in the
+/// table and in the JSON, and the JSON's rates are its counts over its own `duration_s`.
+/// Before, the table's OK calls/s (from `duration_s`, written to the µs) and calls/s (from
+/// the window to the ns) differed in their last digit (`2123.8 calls/s (2124.0 ok/s)`).
+#[test]
+fn a_short_runs_calls_and_ok_calls_per_second_agree() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    for _ in 0..3 {
+        let mut cmd = run_echo(server.addr, &["-n", "5", "--export"]);
+        cmd.arg(format!("json={}", json.display()));
+        let (code, stdout, stderr) = outcome(cmd);
+        assert_eq!(code, Some(0), "{stderr}");
+        let line = stdout.lines().find(|l| l.trim_start().starts_with("Throughput:")).expect(&stdout);
+        let numbers: Vec<&str> = line.split(['(', ' ']).filter(|w| w.parse::<f64>().is_ok()).collect();
+        assert_eq!(numbers.len(), 2, "{line}");
+        assert_eq!(numbers[0], numbers[1], "every call was OK: {line}");
+
+        let text = std::fs::read_to_string(&json).unwrap();
+        let run = rpcmeter::result::Run::parse(&text).unwrap();
+        assert_eq!((run.requests.total, run.requests.ok), (5, 5), "{text}");
+        assert_eq!(run.ok_rps, Some(run.throughput_rps), "{text}");
+        // What a reader computes from the file is what the file says.
+        assert_eq!(run.ok_calls_per_s(), run.throughput_rps, "{text}");
+        assert_eq!(format!("{:.1}", run.throughput_rps), numbers[0], "the table prints the JSON's rate");
+    }
+}
+
 #[test]
 fn exports_beside_the_report_and_a_readable_hdr_log() {
     let server = TestServer::start(Behaviour::Echo);

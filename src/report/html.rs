@@ -294,8 +294,8 @@ table { border-collapse: collapse; background: #fff; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } #summary td:nth-child(4) { min-width: 7em; }
 #summary { font-size: 12px; } #summary th, #summary td { padding: 3px 5px; } #summary th { white-space: normal; }
-#summary td:nth-child(2) { overflow-wrap: anywhere; min-width: 6em; }
-.wide { overflow-x: auto; max-width: 100%; } #summary td:first-child, #summary td:nth-child(3) { white-space: normal; overflow-wrap: anywhere; min-width: 8em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+#summary td:nth-child(2) { min-width: 6em; } .nobr { white-space: nowrap; }
+.wide { overflow-x: auto; max-width: 100%; } #summary td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 8em; } #summary td:nth-child(3) { min-width: 8em; } td:first-child { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 ul.notices { margin: 4px 0; padding-left: 20px; font-size: 13px; } ul.notices li { margin: 2px 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 12px; }
 figure { margin: 12px 0; max-width: 900px; } table.lab td { font-variant-numeric: tabular-nums; }
@@ -400,8 +400,8 @@ fn summary_table(runs: &[Run]) -> String {
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
             color(i),
             esc(&r.label),
-            esc(&r.target),
-            esc(&r.call),
+            address_html(&r.target),
+            method_html(&r.call),
             esc(if r.load.is_empty() { r.mode.as_str() } else { &r.load }),
             r.total,
             r.ok,
@@ -421,6 +421,75 @@ fn summary_table(runs: &[Run]) -> String {
     }
     t.push_str("</table></div>\n");
     t
+}
+
+/// A target as HTML that wraps only between its parts: after a scheme (`ipv4:`, `unix:`,
+/// `dns:///`) and a list's commas, before a host name's or a path's dots and slashes, after
+/// an IPv6 address's colons; never inside an IPv4 address or a port (at 1280 px the
+/// summary's cell read `127.0.0.1:424` over `79`). Each part is a `nobr` span.
+fn address_html(target: &str) -> String {
+    nobr_html(&address_parts(target))
+}
+
+/// A method's name as HTML that wraps only before a dot or a slash (`rpcmeter.lab.v1`,
+/// `.TestService`, `/Cpu`): the summary's call cell read `EchoService.ech` over `o`.
+fn method_html(call: &str) -> String {
+    nobr_html(&member_parts(call))
+}
+
+/// The parts, each a span no line breaks inside, with a break allowed between them.
+fn nobr_html(parts: &[&str]) -> String {
+    parts.iter().map(|p| format!("<span class=\"nobr\">{}</span>", esc(p))).collect::<Vec<_>>().join("<wbr>")
+}
+
+/// `address_html`'s parts, in order: joined they are `target`.
+fn address_parts(target: &str) -> Vec<&str> {
+    let (scheme, list) = match target.find(':').filter(|&at| is_scheme(&target[..at], &target[at + 1..])) {
+        // "dns:///host": the slashes stay with the scheme; "unix:/tmp/x": the path's own stays with it.
+        Some(at) if target[at + 1..].starts_with("//") => {
+            target.split_at(target.len() - target[at + 1..].trim_start_matches('/').len())
+        }
+        Some(at) => target.split_at(at + 1),
+        None => ("", target),
+    };
+    let mut parts: Vec<&str> = vec![scheme];
+    for member in list.split_inclusive(',') {
+        parts.extend(member_parts(member));
+    }
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
+/// A scheme before the first colon: letters, digits, `+-.`, and not a host before its port.
+fn is_scheme(head: &str, rest: &str) -> bool {
+    !head.is_empty()
+        && head.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        && !rest.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// One address of a list (its comma kept): an IPv4 address or a host with no dot is one
+/// part; an IPv6 literal breaks after its colons (not in `::`, nor after the `]`); a host
+/// name or a path breaks before each dot and slash. The port after the last colon is never
+/// split, since none of these breaks falls in it.
+fn member_parts(member: &str) -> Vec<&str> {
+    let address = member.trim_end_matches(',');
+    if address.parse::<std::net::SocketAddrV4>().is_ok() || address.parse::<std::net::Ipv4Addr>().is_ok() {
+        return vec![member];
+    }
+    let bytes = member.as_bytes();
+    let in_brackets = |i: usize| member[..i].contains('[') && !member[..i].contains(']');
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in 1..bytes.len() {
+        let before_dot_or_slash = matches!(bytes[i], b'.' | b'/') && !in_brackets(i);
+        let after_colon = bytes[i - 1] == b':' && bytes[i] != b':' && in_brackets(i - 1);
+        if before_dot_or_slash || after_colon {
+            parts.push(&member[start..i]);
+            start = i;
+        }
+    }
+    parts.push(&member[start..]);
+    parts
 }
 
 /// What went wrong, in red where no reader can miss it; nothing for a clean run.
@@ -579,7 +648,7 @@ fn run_section(i: usize, r: &Run) -> String {
         color(i),
         esc(&r.label),
         esc(&r.file),
-        esc(&r.target),
+        address_html(&r.target),
         esc(&r.call),
         esc(&r.load),
         esc(&r.started_at),
@@ -937,22 +1006,43 @@ pub fn violins(id: &str, title: &str, runs: &[Distribution]) -> String {
     p.finish()
 }
 
-/// Throughput against concurrency, when the runs differ in it: client-side, and the
-/// server's own count when the files carry one.
-fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
-    let mut points: Vec<(f64, &Run, usize)> =
-        runs.iter().enumerate().filter_map(|(i, r)| r.concurrency.map(|c| (c, r, i))).collect();
+/// A run's place on the throughput-vs-concurrency plot, with its colour's index.
+type Point<'a> = (f64, &'a Run, usize);
+
+/// Whether the points differ in concurrency, so that a line through them says something.
+fn spread(points: &[Point]) -> bool {
     let (lo, hi) = points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
-    if points.len() < 2 || lo == hi {
-        return None;
-    }
-    points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let x = if hi / lo.max(1.0) >= 8.0 {
-        Axis::log(lo.max(1.0), hi, "concurrency (workers or most calls in flight; log scale)", num)
+    points.len() >= 2 && lo < hi
+}
+
+/// Throughput against the concurrency the user chose, when the runs differ in it: closed
+/// loops' workers (a burst's size); open loops', against their most calls in flight, only when
+/// no two closed loops differ (then `--max-in-flight` is what was varied). Client-side, and
+/// the server's own count when the files carry one. The other runs are drawn apart, each a
+/// dashed level at its throughput across the plot: an open loop joined the workers' line at
+/// its `--max-in-flight`, a concurrency no one chose.
+fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
+    let points = runs.iter().enumerate().filter_map(|(i, r)| r.concurrency.map(|c| (c, r, i)));
+    let (open, others): (Vec<Point>, Vec<Point>) = points.partition(|p| p.1.mode.known() == Some(Mode::Open));
+    let (chosen, unknown): (Vec<Point>, Vec<Point>) =
+        others.into_iter().partition(|p| matches!(p.1.mode.known(), Some(Mode::Closed | Mode::Burst)));
+    let (mut points, mut apart, what) = if spread(&chosen) {
+        (chosen, open, "concurrency (workers, or a burst's calls)")
+    } else if spread(&open) {
+        (open, chosen, "most calls in flight (open loop)")
     } else {
-        Axis::linear(0.0, hi, "concurrency (workers or most calls in flight)", num)
+        return None;
     };
-    let top = points.iter().map(|p| p.1.throughput_rps.max(p.1.server_rps.unwrap_or(0.0))).fold(0.0, f64::max);
+    apart.extend(unknown);
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (lo, hi) = (points[0].0, points[points.len() - 1].0);
+    let x = if hi / lo.max(1.0) >= 8.0 {
+        Axis::log(lo.max(1.0), hi, &format!("{what}; log scale"), num)
+    } else {
+        Axis::linear(0.0, hi, what, num)
+    };
+    let top =
+        points.iter().chain(&apart).map(|p| p.1.throughput_rps.max(p.1.server_rps.unwrap_or(0.0))).fold(0.0, f64::max);
     let y = Axis::linear(0.0, top.max(1.0) * 1.15, "throughput (calls/s)", num);
     let mut p = Plot::new("tput-concurrency", "plot-scaling", "Throughput vs concurrency", W, H, x, y);
     p.legend_bottom = true;
@@ -970,7 +1060,24 @@ fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
         }
         p.legend("server-side throughput (lab Stats)", "#444", Mark::Ring);
     }
+    levels(&mut p, &apart);
     Some(p.finish())
+}
+
+/// The runs off the concurrency axis, each a dashed level across the plot at its throughput,
+/// in its colour, named at its right end; one legend entry says what the levels are.
+fn levels(p: &mut Plot, apart: &[Point]) {
+    for (_, r, i) in apart {
+        p.hline(r.throughput_rps, color(*i), &format!("{}: {:.1} calls/s", short(&r.label), r.throughput_rps));
+    }
+    if !apart.is_empty() {
+        let open = apart.iter().all(|(_, r, _)| r.mode.known() == Some(Mode::Open));
+        p.legend(
+            if open { "open loop at a rate (no concurrency)" } else { "runs off this axis" },
+            "#888",
+            Mark::Dashed,
+        );
+    }
 }
 
 #[cfg(test)]
@@ -1080,6 +1187,90 @@ mod tests {
         let html = render(&[parse("e.json", &v.to_string()).unwrap()]);
         assert!(!html.contains(['\x1b', '\x07', '\u{9b}']), "raw control character in the HTML");
         assert!(html.contains(r"\x1b]0;PWNED\x07\x9b2J"), "escaped message missing");
+    }
+
+    /// The summary's target cell wraps between an address's parts only: at 1280 px it read
+    /// `127.0.0.1:424` over `79` (any character could end a line).
+    #[test]
+    fn an_address_wraps_between_its_parts_never_in_a_port_or_an_octet() {
+        let mut v: Value = serde_json::from_str(&result("fine", 4)).unwrap();
+        v["target"] = "127.0.0.1:42479".into();
+        let html = render(&[parse("a.json", &v.to_string()).unwrap()]);
+        let cell = "</a></td><td><span class=\"nobr\">127.0.0.1:42479</span></td>";
+        assert!(
+            html.contains(cell),
+            "the address is not one unbreakable part: {}",
+            &html[html.find("id=\"summary\"").unwrap()..][..1200]
+        );
+        assert!(html.contains(".nobr { white-space: nowrap; }"));
+        let cases: [(&str, &[&str]); 7] = [
+            ("localhost:50051", &["localhost:50051"]),
+            ("ipv4:127.0.0.1:1,127.0.0.1:2", &["ipv4:", "127.0.0.1:1,", "127.0.0.1:2"]),
+            ("ipv6:[::1]:1,[2001:db8::7]:50051", &["ipv6:", "[::", "1]:1,", "[2001:", "db8::", "7]:50051"]),
+            ("unix:/run/rpc/app.sock", &["unix:", "/run", "/rpc", "/app", ".sock"]),
+            ("dns:///grpc.example.com:443", &["dns:///", "grpc", ".example", ".com:443"]),
+            ("[::1]:1", &["[::", "1]:1"]),
+            ("api.internal:8443", &["api", ".internal:8443"]),
+        ];
+        for (target, parts) in cases {
+            assert_eq!(address_parts(target), parts, "{target}");
+        }
+        assert_eq!(address_html("a.b:1"), "<span class=\"nobr\">a</span><wbr><span class=\"nobr\">.b:1</span>");
+        // The call's cell likewise: it read `EchoService.ech` over `o`.
+        let call = "<td><span class=\"nobr\">EchoService</span><wbr><span class=\"nobr\">/echo</span></td>";
+        assert!(html.contains(call), "the method's name may break anywhere");
+    }
+
+    /// A run of `mode` at `concurrency` and `rps` calls/s, named `name`.
+    fn paced(name: &str, mode: &str, concurrency: u32, rps: f64) -> Run {
+        let mut v: Value = serde_json::from_str(&result("fine", concurrency)).unwrap();
+        (v["meta"]["name"], v["mode"], v["throughput_rps"]) = (name.into(), mode.into(), rps.into());
+        parse(&format!("{name}.json"), &v.to_string()).unwrap()
+    }
+
+    /// The throughput-vs-concurrency plot's `<svg>`.
+    fn scaling_plot(runs: &[Run]) -> String {
+        let svg = throughput_vs_concurrency(runs).expect("a plot");
+        assert!(svg.starts_with("<svg id=\"tput-concurrency\""), "{svg}");
+        svg
+    }
+
+    /// The vertices of the plot's first path: the client-side line.
+    fn line_points(svg: &str) -> usize {
+        let d = svg.split("<path d=\"").nth(1).unwrap().split('"').next().unwrap();
+        d.split_whitespace().count()
+    }
+
+    /// An open loop's `--max-in-flight` is no concurrency its user chose: it joined the closed
+    /// loops' line there (at 32, between 16 and 64 workers). Now it is a level at its
+    /// throughput across the plot, named, with a legend saying why.
+    #[test]
+    fn an_open_loop_is_drawn_apart_from_the_workers_line() {
+        let runs = [
+            paced("c1", "closed", 1, 2000.0),
+            paced("c4", "closed", 4, 7000.0),
+            paced("open500", "open", 32, 500.0),
+            paced("c64", "closed", 64, 9000.0),
+        ];
+        let svg = scaling_plot(&runs);
+        assert_eq!(line_points(&svg), 3, "the workers' line holds the 3 closed loops only: {svg}");
+        assert!(!svg.contains("concurrency 32"), "the open loop is a point at its max in flight: {svg}");
+        assert!(svg.contains(">open500: 500.0 calls/s</text>"), "{svg}");
+        assert!(svg.contains(">open loop at a rate (no concurrency)</text>"), "{svg}");
+        assert!(svg.contains("concurrency (workers, or a burst&#39;s calls)"), "{svg}");
+
+        // Open loops alone, differing in --max-in-flight: that is what was varied, on its axis;
+        // a single closed loop beside them is the level then.
+        let runs = [paced("m4", "open", 4, 900.0), paced("m32", "open", 32, 1000.0), paced("c8", "closed", 8, 3000.0)];
+        let svg = scaling_plot(&runs);
+        assert_eq!(line_points(&svg), 2, "{svg}");
+        assert!(
+            svg.contains("most calls in flight (open loop)") && svg.contains(">c8: 3000.0 calls/s</text>"),
+            "{svg}"
+        );
+        assert!(svg.contains(">runs off this axis</text>"), "{svg}");
+        // Nothing varied that a line could show: no plot.
+        assert!(throughput_vs_concurrency(&[paced("a", "open", 32, 500.0), paced("b", "closed", 4, 900.0)]).is_none());
     }
 
     #[test]

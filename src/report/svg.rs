@@ -424,6 +424,40 @@ impl Plot {
         }
     }
 
+    /// A dashed horizontal line across the plot at `y`, its label above its right end: data a
+    /// legend must not hide, like `vline`'s (a mark every 8 units along both).
+    pub fn hline(&mut self, y: f64, color: &str, label: &str) {
+        let py = self.py(y);
+        if !(self.top..=self.top + self.plot_height()).contains(&py) {
+            return;
+        }
+        let (left, right) = (self.left, self.left + self.plot_width());
+        let _ = write!(
+            self.body,
+            r#"<line x1="{left}" y1="{py:.1}" x2="{right}" y2="{py:.1}" stroke="{color}" stroke-width="1.6" stroke-dasharray="6 4"/>"#,
+        );
+        let mut x = left;
+        while x <= right {
+            self.marks.push((x, py));
+            x += 8.0;
+        }
+        let label_width = label.chars().count() as f64 * 6.4;
+        let mut x = right - 4.0 - label_width;
+        while x < right {
+            self.marks.push((x, py - 8.0));
+            x += 8.0;
+        }
+        if !label.is_empty() {
+            let _ = write!(
+                self.body,
+                r#"<text class="note" x="{:.1}" y="{:.1}" text-anchor="end" style="fill:{color}">{}</text>"#,
+                right - 4.0,
+                py - 4.0,
+                esc(label)
+            );
+        }
+    }
+
     /// A closed polygon in data coordinates.
     pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str, opacity: f64, stroke: &str) {
         let mut d = String::new();
@@ -628,6 +662,21 @@ mod tests {
         for line in [9.0, 9.6] {
             assert!(!(x - 6.0..=x + w + 6.0).contains(&p.px(line)), "legend at x {x} over the line at {}", p.px(line));
         }
+    }
+
+    /// A horizontal level (an open-loop run's throughput) and its label count as data: the
+    /// legend asked for at the bottom goes to the top, where it hid neither.
+    #[test]
+    fn the_legend_does_not_hide_a_level_or_its_label() {
+        let mut p = plot();
+        p.legend_bottom = true;
+        p.hline(0.5, "#000", "open500: 500.0 calls/s");
+        p.legend("open loop at a rate (no concurrency)", "#888", Mark::Dashed);
+        let (w, h) = (270.0, 25.0);
+        let (_, y) = p.legend_place(w, h);
+        assert!(y + h < p.py(0.5) - 20.0, "legend at y {y} over the level at {}", p.py(0.5));
+        let svg = p.finish();
+        assert!(svg.contains("text-anchor=\"end\" style=\"fill:#000\">open500: 500.0 calls/s</text>"), "{svg}");
     }
 
     /// A point on the frame (the highest concurrency) is drawn whole; one off the axes is clipped.

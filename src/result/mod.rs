@@ -700,7 +700,7 @@ impl Run {
 
     /// The measured window (`duration_s`); zero when it is none.
     pub fn window(&self) -> Duration {
-        Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
+        crate::units::from_secs(self.duration_s).unwrap_or_default()
     }
 
     /// Wall time of the whole run (`elapsed_s`); without it, the measured window and the

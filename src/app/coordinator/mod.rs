@@ -848,7 +848,9 @@ fn of_intervals(
         run.rps_target = like.rps_target.clone();
     }
     run.requests.attempts = Some(run.requests.total);
-    run.duration_s = length.as_secs_f64();
+    // To the µs, as every result's: its rates are read back from it (`result::Run::window`).
+    let length = crate::units::whole_micros(length);
+    run.duration_s = crate::units::secs(length);
     run.throughput_rps = crate::stats::rate(run.requests.total, length);
     run.latency_us = crate::result::LatencySummary::of_histogram(&calls);
     run.histograms = crate::result::Histograms {
