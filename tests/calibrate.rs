@@ -62,9 +62,12 @@ fn floors_are_ordered_as_physics_demands_even_without_a_cache() {
     // tokio's timer has 1 ms resolution: sleep(1 ms) never ends early, and the overshoot is recorded.
     assert!(us(&v, "tokio_sleep_overshoot_us", "max") > 0.0);
     // IN_FLIGHT calls pipelined on one thread do at least about what one call at a time
-    // does (1 / p50); factor 2 of slack for a busy machine.
+    // does (1 / p50). The two are measured at different moments, and the rate is a mean that
+    // a descheduled client lowers where a median does not: beside two busy loops and builds
+    // (load 12) it read 854.6 calls/s against a p50 of 355.8 µs (0.30 of 1 / p50). A factor
+    // of 10 still catches a rate in the wrong unit or of the wrong count.
     let calls_per_s = v["max_calls_per_s"].as_f64().unwrap();
-    assert!(calls_per_s > 0.0 && calls_per_s >= 0.5 * 1e6 / rpc, "{calls_per_s} calls/s, null RPC p50 {rpc} µs");
+    assert!(calls_per_s > 0.0 && calls_per_s >= 0.1 * 1e6 / rpc, "{calls_per_s} calls/s, null RPC p50 {rpc} µs");
 
     let m = &v["machine"];
     assert!(m["cores"].as_u64().unwrap() >= 1);

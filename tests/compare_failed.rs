@@ -52,7 +52,11 @@ fn a_side_whose_deadline_failed_its_slow_calls_is_not_called_faster() {
     let (code, stdout, stderr) = judge(&a, &b, &["--fail-on-regression"]);
     eprintln!("{stdout}");
     assert_eq!(code, Some(1), "{stdout}{stderr}");
-    assert!(row(&stdout, "error rate").contains(": regression"), "{stdout}");
+    // B failed more, or its runs were too spread to tell: never "no change" or "improvement".
+    // Beside two busy loops B's runs failed 18 % on average, B - A [-20, +57] pp (a busy run's
+    // deadline fails fast calls held up too): "not judged", 2 of 8 runs of this file.
+    let errors = row(&stdout, "error rate");
+    assert!(errors.contains(": regression") || errors.contains("not judged: the interval cannot rule out"), "{stdout}");
     // B's OK calls leave its slowest out, so B is never called faster. Slower may be called:
     // B's p50 is over the fast 90 % only, below A's, which waited for them; if B's p50 is
     // still higher (B sends twice as many calls, and the server is busier), it is slower.
@@ -83,7 +87,11 @@ fn a_side_whose_deadline_failed_its_slow_calls_is_not_called_faster() {
     // leave out what B waited for: no regression called on that.
     let (code, stdout, stderr) = judge(&b, &a, &[]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(row(&stdout, "error rate").contains(": improvement"), "{stdout}");
+    let errors = row(&stdout, "error rate");
+    assert!(
+        errors.contains(": improvement") || errors.contains("not judged: the interval cannot rule out"),
+        "{stdout}"
+    );
     let line = row(&stdout, "p99 latency");
     assert!(line.contains("not judged: A failed ") && !line.contains("regression"), "{stdout}");
 }
@@ -101,9 +109,25 @@ fn a_latency_assertion_passed_on_failed_calls_says_how_many_failed() {
     eprintln!("{line}");
     assert!(!line.contains("failed"), "no call failed: {line}");
 
-    let (code, stdout, stderr) = outcome(run_echo(server.addr, &[&args[..], &["--deadline", "20ms"]].concat()));
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
-    let line = stdout.lines().find(|l| l.starts_with("Assert p99<40ms: ok (")).unwrap_or_else(|| panic!("{stdout}"));
-    eprintln!("{line}");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let export = format!("json={}", json.display());
+    // With the calibrated floor, so that the run measures its client's hiccups.
+    let deadline = ["-c", "4", "-z", "1s", "--no-server-stats", "--assert", "p99<40ms", "--deadline", "20ms"];
+    let (code, stdout, stderr) = outcome(run_echo(server.addr, &[&deadline[..], &["--export", &export]].concat()));
+    let line = stdout.lines().find(|l| l.starts_with("Assert p99<40ms: ")).unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.ends_with("% of calls failed, each counted at its time to fail)"), "{line}");
+    // Every call ends by its 20 ms deadline, as far as the client is on time to see it: the
+    // assertion holds unless the client was held up 20 ms or more. Beside two busy loops one
+    // run in 8 took 2.78 s for its 1 s, its slowest call 1.94 s, and read p99 91.29 ms:
+    // BREACHED, exit 1. Then only the share said beside it is checked.
+    let held = common::client_hiccup_max(&serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap());
+    eprintln!("{line}, the client held up {held:?} at most");
+    if held < Duration::from_millis(20) {
+        assert!(line.starts_with("Assert p99<40ms: ok ("), "client held up {held:?} at most: {stdout}");
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+    } else {
+        eprintln!("not checked whether it holds: the client was held up {held:?}");
+        assert_eq!(code, Some(if line.contains(": ok (") { 0 } else { 1 }), "{stdout}{stderr}");
+    }
 }

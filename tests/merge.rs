@@ -435,3 +435,65 @@ fn numbers_beyond_a_run_are_refused_in_one_line() {
         }
     }
 }
+
+/// A saved plain run (open.json: 1 s measured) and a copy of it started `later` seconds after
+/// it, merged: what `merge` prints in `format`.
+fn merged_plain(dir: &std::path::Path, later: f64, format: &str) -> String {
+    merged_saved(dir, "open.json", later, &["--format", format])
+}
+
+/// The saved result `name` and a copy of it started `later` seconds after it, merged with `args`.
+fn merged_saved(dir: &std::path::Path, name: &str, later: f64, args: &[&str]) -> String {
+    let a = read(&std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/results")).join(name));
+    let mut b = a.clone();
+    b["meta"]["run_id"] = "00000000-0000-4000-8000-000000000003".into();
+    let started = humantime::parse_rfc3339(a["meta"]["started_at"].as_str().unwrap()).unwrap();
+    let moved = started + std::time::Duration::from_secs_f64(later);
+    b["meta"]["started_at"] = humantime::format_rfc3339_millis(moved).to_string().into();
+    let (pa, pb) = (dir.join("a.json"), dir.join("b.json"));
+    write(&pa, &a);
+    write(&pb, &b);
+    let out = rpcmeter().arg("merge").args(args).args([&pa, &pb]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn series_notices(m: &serde_json::Value) -> Vec<&serde_json::Value> {
+    m["warnings"].as_array().unwrap().iter().filter(|w| w["kind"] == "series_left_out").collect()
+}
+
+/// `merge a.json b.json` of two plain runs made one after the other warned `series_left_out`
+/// ("a.json's intervals carry no histograms"): a series of runs at different times is no
+/// series, and nothing the user could change would give one. Such a merge now says nothing
+/// of it (docs/merge.md).
+#[test]
+fn plain_runs_apart_merge_without_a_word_on_a_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let m: serde_json::Value = serde_json::from_str(&merged_plain(dir.path(), 60.0, "json")).unwrap();
+    assert!(m.get("intervals").is_none() && m.get("steady_state").is_none(), "{m}");
+    assert!(series_notices(&m).is_empty(), "{}", m["warnings"]);
+    let table = merged_plain(dir.path(), 60.0, "table");
+    assert!(!table.contains("series"), "{table}");
+}
+
+/// Two plain runs that ran at the same time (0.1 s apart, each 1 s long) could have had a
+/// merged series, had they run as shards: the one notice says so, and how.
+#[test]
+fn plain_runs_at_the_same_time_are_told_how_to_have_a_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let m: serde_json::Value = serde_json::from_str(&merged_plain(dir.path(), 0.1, "json")).unwrap();
+    assert!(m.get("intervals").is_none(), "{}", m["intervals"]);
+    let said = series_notices(&m);
+    let [notice] = said[..] else { panic!("not one series notice: {}", m["warnings"]) };
+    let text = notice["message"].as_str().unwrap();
+    assert!(text.contains("overlap in time") && text.contains("(--shard I/N --start-at TIME each"), "{text}");
+    assert!(merged_plain(dir.path(), 0.1, "table").contains(&format!("Note: {text}")));
+    // A slice has no series to have: merged, it says nothing of one (the whole does).
+    let json = |args: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&merged_saved(dir.path(), "workload.json", 0.01, args)).unwrap()
+    };
+    let whole = json(&["--format", "json"]);
+    assert_eq!(series_notices(&whole).len(), 1, "{}", whole["warnings"]);
+    let slice = json(&["--format", "json", "--slice", "calls_by_name=put"]);
+    assert!(series_notices(&slice).is_empty(), "{}", slice["warnings"]);
+}

@@ -666,3 +666,59 @@ fn a_merged_series_finds_the_servers_warm_up() {
     let after = s["steady_after_s"].as_f64().unwrap();
     assert!((after - 2.0).abs() <= 1.0, "steady after {after} s, truth 2 s: p50s {p50s:?}");
 }
+
+/// A merged run once had the steady-state verdict ("steady after 4.0 s") but not the notice a
+/// single run gets beside it (`warm_up`: the result includes that warm-up), in any format.
+/// A server slow (100 ms) for its first 4 s, then fast (1 ms), under two shards for 8 s:
+/// 8 of 16 half-second intervals have a p50 of at least 100 ms (a sleep never ends early),
+/// the rest about 1 ms, and a busy machine moved an echo's p50 to 8 ms at worst (load 17 on
+/// 2 cores, analysis/notices.rs `slow_backends`): the levels stay over ten times apart, so
+/// the verdict finds the warm-up (or, if the machine reshaped the fast half, no steady
+/// state): either calls for the notice. Only an interval without calls (a client held up
+/// past a whole interval) gives no verdict, and so no notice, as a single run's.
+#[test]
+fn a_merged_runs_warm_up_is_noticed_as_a_single_runs_is() {
+    let ms = std::time::Duration::from_millis;
+    let server = TestServer::start(Behaviour::WarmsUp { slow: ms(100), fast: ms(1), warm: ms(4000) });
+    let r = json_of(run_echo(server.addr, &["--shards", "2", "--rps", "100", "-z", "8s", "--interval", "500ms"]));
+    let s = &r["steady_state"];
+    let p50s: Vec<&serde_json::Value> = r["intervals"].as_array().unwrap().iter().map(|row| &row["p50_us"]).collect();
+    let own: Vec<&serde_json::Value> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| ["warm_up", "no_steady_state"].iter().any(|k| w["kind"] == *k))
+        .collect();
+    if s["verdict"] == "an interval without calls" {
+        eprintln!("no verdict, an interval holds no calls (a busy machine): p50s {p50s:?}");
+        assert!(own.is_empty(), "{own:?}");
+        return;
+    }
+    let [notice] = own[..] else { panic!("not one steady-state notice: {own:?}; {s}: p50s {p50s:?}") };
+    let text = notice["message"].as_str().unwrap();
+    match s["verdict"].as_str().unwrap() {
+        "steady" => {
+            let after = s["steady_after_s"].as_f64().unwrap();
+            assert!(after > 0.5, "steady after {after} s, the truth 4 s: p50s {p50s:?}");
+            assert_eq!(notice["kind"], "warm_up", "{notice}");
+            let said = format!("the per-interval p50 latency was steady only after {after:.1} s: the result includes");
+            assert!(text.starts_with(&said), "{text}");
+        }
+        "no steady state" => {
+            assert_eq!(notice["kind"], "no_steady_state", "{notice}");
+            assert!(text.starts_with("no steady state reached: the per-interval p50 latency"), "{text}");
+        }
+        other => panic!("{other}: a 100x warm-up not judged: p50s {p50s:?}"),
+    }
+    // The table and the page say it too.
+    let dir = tempfile::tempdir().unwrap();
+    let (json, page) = (dir.path().join("m.json"), dir.path().join("m.html"));
+    std::fs::write(&json, r.to_string()).unwrap();
+    let merged = rpcmeter::app::merge::read(&json).unwrap().result;
+    let table = rpcmeter::app::merge::render(&merged, rpcmeter::report::Format::Table).unwrap();
+    assert!(table.contains(&format!("Note: {text}")), "{table}");
+    let (code, _, stderr) = rpcmeter_with(["report", json.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(text), "the page does not say {text:?}");
+}

@@ -32,7 +32,7 @@ pub fn notices(plan: &Plan, s: &Summary) -> Vec<Notice> {
         client_cpu(s),
         shared_cores(plan, s),
         littles_law(plan, s),
-        steadiness(plan, s),
+        steadiness(&s.steady, s.requests.ok, plan.warmup, plan.interval),
     ]
     .into_iter()
     .flatten()
@@ -235,25 +235,28 @@ fn shared_cores(plan: &Plan, s: &Summary) -> Option<Notice> {
 }
 
 /// No steady state, or one reached only well after the warm-up excluded; not judged when no
-/// call succeeded (a failure's latency says nothing of the service's).
-fn steadiness(plan: &Plan, s: &Summary) -> Option<Notice> {
-    match (s.steady.verdict, s.steady.after) {
-        _ if s.requests.ok == 0 => None,
+/// call succeeded (a failure's latency says nothing of the service's). A run's and a merge's
+/// (app/merge.rs, on its merged series) are said by this one function: `steady` the verdict on
+/// the series, `ok` the OK calls it holds, `warmup` what the run excluded (`--warmup`, or what
+/// `--warmup auto` found), `interval` the series' interval.
+pub fn steadiness(steady: &super::SteadyState, ok: u64, warmup: Duration, interval: Duration) -> Option<Notice> {
+    match (steady.verdict, steady.after) {
+        _ if ok == 0 => None,
         (Steadiness::NoSteadyState, _) => Some(notice(
             NoticeKind::NoSteadyState,
             "no steady state reached: the per-interval p50 latency was still changing at the end; \
              a longer run (or a longer --warmup) may tell more",
         )),
-        (Steadiness::Steady { .. }, Some(after)) if after > plan.warmup + plan.interval => Some(notice(
+        (Steadiness::Steady { .. }, Some(after)) if after > warmup + interval => Some(notice(
             NoticeKind::WarmUp,
             format!(
                 "the per-interval p50 latency was steady only after {:.1} s{}: the result includes that warm-up \
                  (--warmup {} excludes it)",
                 after.as_secs_f64(),
-                if plan.warmup.is_zero() {
+                if warmup.is_zero() {
                     String::new()
                 } else {
-                    format!(", not after the {} of --warmup", units::duration(plan.warmup))
+                    format!(", not after the {} of --warmup", units::duration(warmup))
                 },
                 humantime::format_duration(Duration::from_secs(after.as_secs_f64().ceil() as u64))
             ),
@@ -549,10 +552,9 @@ mod tests {
     #[test]
     fn steadiness_is_not_judged_without_an_ok_call() {
         let (r, rows, _) = warming_up(4, 12);
-        let mut s = crate::analysis::summary_of(run(plan(), r, rows));
-        assert_eq!(steadiness(&plan(), &s).unwrap().kind, NoticeKind::WarmUp);
-        s.requests.ok = 0;
-        assert!(steadiness(&plan(), &s).is_none());
+        let (s, p) = (crate::analysis::summary_of(run(plan(), r, rows)), plan());
+        assert_eq!(steadiness(&s.steady, s.requests.ok, p.warmup, p.interval).unwrap().kind, NoticeKind::WarmUp);
+        assert!(steadiness(&s.steady, 0, p.warmup, p.interval).is_none());
     }
 
     /// 49 of 50 backends down from the start were named by no notice: each compared itself

@@ -90,10 +90,13 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     for input in inputs {
         windows.extend(measured_windows(&input.result).map_err(|e| bad_input(format!("{}: {e}", input.label)))?);
     }
+    let each: f64 = windows.iter().map(|(from, to)| to - from).sum();
     let windows = union(windows);
     let start = windows.first().map_or(0.0, |w| w.0);
     let span = windows.last().map_or(0.0, |w| w.1) - start;
     let measured: f64 = windows.iter().map(|(from, to)| to - from).sum();
+    // Some inputs ran at the same time: their windows overlap (by more than a µs's rounding).
+    let together = measured < each - 1e-6;
     // To the µs, as written: the rates are of the window a reader reads back.
     let window = crate::units::from_secs(measured).unwrap_or_default();
     let rate = |n: u64| crate::stats::rate(n, window);
@@ -122,7 +125,7 @@ pub fn merge(inputs: &[Input]) -> anyhow::Result<Run> {
     out.notices = notices(inputs, &mixed);
     out.partial = inputs.iter().any(|i| i.result.partial);
     copy_settings(inputs, &mut out);
-    merge_series(inputs, &mut out);
+    merge_series(inputs, together, &mut out);
     out.meta = result::Meta {
         rpcmeter_version: env!("CARGO_PKG_VERSION").into(),
         schema_version: Some(result::SCHEMA_VERSION.into()),
@@ -346,14 +349,24 @@ fn notices(inputs: &[Input], mixed: &[String]) -> result::Notices {
 }
 
 /// The interval series and the per-backend one, added interval by interval when the inputs'
-/// intervals cover the same time (`series`); else left out, and why said.
-fn merge_series(inputs: &[Input], out: &mut Run) {
+/// intervals cover the same time (`series`); else left out, and why said. Plain runs' results
+/// (no interval histograms) have no series to add: that is said only when they ran at the
+/// same time (`together`), where shards of one run would have had one.
+fn merge_series(inputs: &[Input], together: bool, out: &mut Run) {
     use crate::result::NoticeKind::SeriesLeftOut;
     let per_backend = inputs.iter().any(|i| i.result.backend_intervals.is_some());
+    if !inputs.iter().any(|i| series::has_histograms(&i.result)) {
+        // Slices (`--slice`) and bursts have no series at all: nothing is left out.
+        let plain = inputs.iter().any(|i| i.result.intervals.as_ref().is_some_and(|rows| !rows.is_empty()));
+        if together && plain {
+            out.notices.push(SeriesLeftOut, PLAIN_TOGETHER);
+        }
+        return;
+    }
     match series::intervals(inputs) {
         Ok(rows) => {
             out.intervals = rows;
-            out.steady_state = steady_state(out);
+            steady_state(inputs, out);
         }
         Err(why) => {
             let also = if per_backend { " (and the per-backend one)" } else { "" };
@@ -368,13 +381,33 @@ fn merge_series(inputs: &[Input], out: &mut Run) {
     }
 }
 
-/// The steady state of the merged series, judged as a single run's is (analysis/steady.rs):
-/// none without a series.
-fn steady_state(out: &Run) -> Option<result::SteadyState> {
-    use crate::analysis::{steady, to_result};
-    let interval = Duration::try_from_secs_f64(out.interval_s.unwrap_or(0.0)).unwrap_or_default();
-    let rows = out.intervals.as_deref()?;
-    Some(to_result::steady_state(&steady::of_result_rows(rows, interval), out.requests.ok))
+/// Plain runs merged that ran at the same time: what their series lacks, and how to get it.
+const PLAIN_TOGETHER: &str = "no interval series: these runs overlap in time, but a plain run's intervals \
+     carry no histograms to add; run them as shards of one run (--shard I/N --start-at TIME each, or \
+     run --shards N) to have one";
+
+/// The steady state of the merged series, judged as a single run's is (analysis/steady.rs),
+/// and its notice said as a single run's is (analysis/notices.rs `steadiness`); none without
+/// a series. The whole's verdict, over every input's calls, replaces the inputs' own
+/// steady-state notices: each judged a share of the calls, and two shards of one run may
+/// disagree with each other and with the whole (one "no steady state", one "steady after
+/// 4.5 s", the whole "steady after 4.0 s", the truth 4 s).
+fn steady_state(inputs: &[Input], out: &mut Run) {
+    use crate::analysis::{notices, steady, to_result};
+    use crate::result::NoticeKind::{NoSteadyState, WarmUp};
+    let seconds = |s: f64| Duration::try_from_secs_f64(s).unwrap_or_default();
+    let Some(rows) = out.intervals.as_deref() else { return };
+    let interval = seconds(out.interval_s.unwrap_or(0.0));
+    let found = steady::of_result_rows(rows, interval);
+    out.steady_state = Some(to_result::steady_state(&found, out.requests.ok));
+    // The warm-up every input excluded: a later steady state is in the merged result.
+    let warmup = inputs.iter().map(|i| seconds(i.result.warmup.as_ref().map_or(0.0, |w| w.duration_s))).min();
+    let said = notices::steadiness(&found, out.requests.ok, warmup.unwrap_or_default(), interval);
+    let steadiness = |n: &result::Notice| n.kind.as_ref().and_then(result::Word::known);
+    out.notices.0.retain(|n| !matches!(steadiness(n), Some(WarmUp | NoSteadyState)));
+    if let Some(n) = said {
+        out.notices.push(n.kind, n.text);
+    }
 }
 
 /// What the run was, from the first input; what inputs differ in named with every value, none
@@ -736,6 +769,70 @@ mod tests {
         let (a, b, c) = (slice(None), slice(Some(3)), slice(None));
         let sum = result::slice::merge_breakdown([("a", &a), ("b", &b), ("c", &c)].into_iter(), &|_| 0.0).unwrap();
         assert_eq!((sum["f"].latency_us.count, sum["f"].sent_latency_us.as_ref().map(|l| l.count)), (18, Some(15)));
+    }
+
+    /// Shard `i` of 2: 16 half-second intervals, the first `slow` at 100 ms a call, the
+    /// rest at 1 ms, its --warmup `warmup_s`, and the steady-state notice of its own.
+    fn shard(i: u32, slow: usize, warmup_s: f64) -> Input {
+        let mut all = new_histogram();
+        let rows = (0..16)
+            .map(|k| {
+                let mut h = new_histogram();
+                h.record_n(if k < slow { 100_000_000 } else { 1_000_000 }, 50).unwrap();
+                all.add(&h).unwrap();
+                let t_s = 0.5 * (k + 1) as f64;
+                let phase = if t_s <= warmup_s { "warmup" } else { "measured" };
+                let histogram = Some(to_text(&h));
+                result::IntervalRow {
+                    t_s,
+                    length_s: 0.5,
+                    phase: phase.into(),
+                    calls: 50,
+                    histogram,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let mut result =
+            Run { intervals: Some(rows), interval_s: Some(0.5), duration_s: 8.0 - warmup_s, ..Run::default() };
+        (result.requests.total, result.requests.ok) = (800, 800);
+        result.histograms.call_latency = to_text(&all);
+        result.meta.shard = Some(Some(format!("{i}/2")));
+        result.meta.started_at = Some("2026-11-27T12:00:00Z".into());
+        if warmup_s > 0.0 {
+            result.warmup = Some(result::Warmup { duration_s: warmup_s, ..Default::default() });
+        }
+        result.notices.push(result::NoticeKind::NoSteadyState, "no steady state reached: its own verdict");
+        Input { label: format!("{i}.json"), result }
+    }
+
+    fn steadiness_notices(merged: &Run) -> Vec<&str> {
+        use crate::result::NoticeKind::{NoSteadyState, WarmUp};
+        let steadiness =
+            |n: &&result::Notice| matches!(n.kind.as_ref().and_then(result::Word::known), Some(WarmUp | NoSteadyState));
+        merged.notices.0.iter().filter(steadiness).map(|n| n.message.as_str()).collect()
+    }
+
+    /// The merged series' warm-up is said once, as a run's is (analysis/notices.rs
+    /// `steadiness`), in place of each shard's own verdict; not when every shard's --warmup
+    /// excluded it.
+    #[test]
+    fn a_merged_warm_up_is_said_once_unless_every_input_excluded_it() {
+        let merged = merge(&[shard(0, 8, 0.0), shard(1, 8, 0.0)]).unwrap();
+        let after = merged.steady_state.as_ref().and_then(|s| s.steady_after_s);
+        assert_eq!(after, Some(4.0), "{:?}", merged.steady_state);
+        let said = "the per-interval p50 latency was steady only after 4.0 s: the result includes that warm-up \
+                    (--warmup 4s excludes it)";
+        assert_eq!(steadiness_notices(&merged), [said]);
+        let covered = merge(&[shard(0, 8, 4.0), shard(1, 8, 4.0)]).unwrap();
+        assert_eq!(covered.steady_state, merged.steady_state);
+        assert!(steadiness_notices(&covered).is_empty(), "{:?}", covered.notices);
+        let one = merge(&[shard(0, 8, 4.0), shard(1, 8, 0.0)]).unwrap();
+        assert_eq!(steadiness_notices(&one), [said]);
+        // Still changing at the end: the last 2 of 16 intervals fast.
+        let late = merge(&[shard(0, 14, 0.0), shard(1, 14, 0.0)]).unwrap();
+        let [text] = steadiness_notices(&late)[..] else { panic!("{:?}", late.notices) };
+        assert!(text.starts_with("no steady state reached: the per-interval p50"), "{text}");
     }
 
     #[test]

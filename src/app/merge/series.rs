@@ -23,6 +23,12 @@ pub fn tolerance(interval: Duration) -> Duration {
     (interval / 100).max(Duration::from_millis(1))
 }
 
+/// Whether a result was written with its intervals' histograms (a shard's, or a merge of
+/// shards'): a plain run's intervals have none (its start lines up with no other run's).
+pub fn has_histograms(result: &crate::result::Run) -> bool {
+    result.intervals.iter().flatten().any(|row| row.histogram.is_some())
+}
+
 /// The merged series, or why it was left out.
 pub fn intervals(inputs: &[Input]) -> Result<Option<Vec<IntervalRow>>, String> {
     if inputs.iter().all(|i| i.result.intervals.as_ref().is_none_or(Vec::is_empty)) {

@@ -30,8 +30,8 @@ pub fn render(r: &Report) -> String {
     body += "</div>\n<p class=\"small\">Each dot is B against A (the geometric means of each side's runs), its bar \
              the interval at the metric's Holm level; the green band is the change too small to matter \
              (--min-effect): an interval inside it is \"no change\", one that reaches past it without excluding 1 \
-             is \"not judged\", as is a latency faster or unchanged on a side that failed significantly more of its \
-             calls, by 1 pp or more (its OK calls may leave its slowest out). Throughput is better to the right, \
+             is \"not judged\", as is a latency faster or unchanged on a side whose runs failed more of their calls, \
+             by 1 pp or more on average (its OK calls may leave its slowest out). Throughput is better to the right, \
              latency to the left.</p>\n";
     let mut how = vec![r.runs_text(), r.family_text()];
     how.extend(r.notes.iter().cloned());
