@@ -209,20 +209,21 @@ document.body.setAttribute('data-broken', broken.join(' | '));
     let copy = page.with_file_name(format!("measured-{width}.html"));
     std::fs::write(&copy, html.replace("</body>", measure)).unwrap();
     let profile = page.with_file_name(format!("chromium-profile-{width}"));
-    let dom = Command::new(&browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            &format!("--user-data-dir={}", profile.display()),
-            &format!("--window-size={width},900"),
-            "--dump-dom",
-            &format!("file://{}", copy.display()),
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
+    let mut dom = Command::new(&browser);
+    dom.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        &format!("--user-data-dir={}", profile.display()),
+        &format!("--window-size={width},900"),
+        "--dump-dom",
+        &format!("file://{}", copy.display()),
+    ])
+    .stderr(Stdio::null());
+    // As the screenshot's: a browser stuck on a busy machine fails the test, not the CI's clock.
+    let dom = assert_cmd::Command::from_std(dom).timeout(Duration::from_secs(120)).output().unwrap();
+    assert!(dom.status.success(), "{browser} --dump-dom failed ({:?}, or 120 s passed)", dom.status);
     let dom = String::from_utf8_lossy(&dom.stdout);
     let body = &dom[dom.find("<body").expect("no body in Chromium's DOM")..];
     let body = &body[..body.find('>').unwrap()];
