@@ -431,8 +431,17 @@ fn a_client_held_up_at_an_intervals_end_keeps_each_call_in_its_interval() {
     // 50 calls due in each 250 ms; a freeze of 60 ms moves at most 12 of them across an end.
     // A busy machine may hold the client longer than the interval the collector waits for it
     // (then it is right to close without it): checked while the client's own hiccups stay
-    // under 200 ms (with a freeze's 60 ms, short of the 250 ms waited).
+    // under 200 ms (with a freeze's 60 ms, short of the 250 ms waited). Nor while the cores
+    // do not keep up (`machine_busy`): a collector that has not sent a thread's spares back
+    // by the next interval's end has that hand-over land an interval late, by design
+    // (docs/design.md, "Recording"), which no measure of the run shows. Beside two busy loops
+    // (load 11-13) 3 of 24 runs read [47, 7, 96, ..], [48, 87, 0, 33, ..] and [35, 23, 83, ..]
+    // with the client's hiccups at most 85, 177 and 182 ms.
     let held = client_hiccup_max(&r);
+    if let Some(load) = machine_busy() {
+        eprintln!("not checked, the machine's load is {load}: calls per interval {calls:?}, held up to {held:?}");
+        return;
+    }
     let full = &calls[..calls.len() - 1];
     assert!(
         held >= Duration::from_millis(200) || full.iter().all(|&n| n >= 25),

@@ -370,6 +370,10 @@ fn a_hundred_thousand_resets_from_one_connection_leave_the_server_bounded() {
     let cpu_before = cpu_of(lab.pid());
 
     let mut conn = connected(&addr);
+    // The server reads the burst for seconds of CPU without a frame back (3.7-3.8 s in a debug
+    // build beside two busy loops here): the wait for its end is a hang's limit, far beyond
+    // that on a slower, busier CI machine, not 30 s (8 times the CPU it takes).
+    conn.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
     let mut writer = conn.try_clone().unwrap();
     let mut burst = opened_and_reset(&addr, PAIRS);
     // Then one call, answered only when the server has read the whole burst.
