@@ -91,6 +91,9 @@ fn report_draws_two_lab_runs_self_contained_and_escaped() {
     assert_eq!(html.matches("<svg ").count(), html.matches("</svg>").count());
 
     screenshot(&page);
+    for width in [1280, 1024] {
+        numbers_stay_whole(&page, width);
+    }
 }
 
 /// A run whose every call failed (the lab's Cpu refuses n above 45) must say so on the
@@ -164,6 +167,68 @@ fn chromium() -> Option<String> {
             .status()
             .is_ok_and(|s| s.success())
     })
+}
+
+/// Measured in Chromium's layout of the page `width` px wide: in the summary's target cells,
+/// every run of digits (an IPv4 octet, a port) lies on one line. At 1280 px the cell read
+/// `127.0.0.1:424` over `79`. The page has no script: a copy gets one that measures each run's
+/// line boxes and writes what it found into the body, which `--dump-dom` prints.
+fn numbers_stay_whole(page: &Path, width: u32) {
+    let Some(browser) = chromium() else {
+        eprintln!("report_html: skipped the layout check: no chromium on PATH (CI installs it)");
+        return;
+    };
+    let measure = r#"<script>
+const broken = [];
+let checked = 0;
+for (const row of document.querySelectorAll('#summary tr')) {
+  const cell = row.cells[1];
+  if (!cell || cell.tagName !== 'TD') continue;
+  const texts = [];
+  const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walk.nextNode()); ) texts.push(n);
+  const at = (i, end) => {
+    for (const n of texts) {
+      if (i < n.length || (end && i === n.length)) return [n, i];
+      i -= n.length;
+    }
+  };
+  for (const m of cell.textContent.matchAll(/[0-9]+/g)) {
+    const range = document.createRange();
+    range.setStart(...at(m.index, false));
+    range.setEnd(...at(m.index + m[0].length, true));
+    const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+    checked += 1;
+    if (tops.size > 1) broken.push(cell.textContent + ': ' + m[0]);
+  }
+}
+document.body.setAttribute('data-checked', String(checked));
+document.body.setAttribute('data-broken', broken.join(' | '));
+</script></body>"#;
+    let html = std::fs::read_to_string(page).unwrap();
+    let copy = page.with_file_name(format!("measured-{width}.html"));
+    std::fs::write(&copy, html.replace("</body>", measure)).unwrap();
+    let profile = page.with_file_name(format!("chromium-profile-{width}"));
+    let mut dom = Command::new(&browser);
+    dom.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        &format!("--user-data-dir={}", profile.display()),
+        &format!("--window-size={width},900"),
+        "--dump-dom",
+        &format!("file://{}", copy.display()),
+    ])
+    .stderr(Stdio::null());
+    // As the screenshot's: a browser stuck on a busy machine fails the test, not the CI's clock.
+    let dom = assert_cmd::Command::from_std(dom).timeout(Duration::from_secs(120)).output().unwrap();
+    assert!(dom.status.success(), "{browser} --dump-dom failed ({:?}, or 120 s passed)", dom.status);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let body = &dom[dom.find("<body").expect("no body in Chromium's DOM")..];
+    let body = &body[..body.find('>').unwrap()];
+    assert!(!body.contains("data-checked=\"0\"") && body.contains("data-checked="), "nothing measured: {body}");
+    assert!(body.contains("data-broken=\"\""), "at {width} px a number is split across lines: {body}");
 }
 
 /// Headless Chromium renders the page; the screenshot must be a real picture.

@@ -153,6 +153,9 @@ fn a_short_runs_calls_and_ok_calls_per_second_agree() {
         // What a reader computes from the file is what the file says.
         assert_eq!(run.ok_calls_per_s(), run.throughput_rps, "{text}");
         assert_eq!(format!("{:.1}", run.throughput_rps), numbers[0], "the table prints the JSON's rate");
+        // The window in a unit that keeps its digits, as the JSON has it (a 2 ms run read 0.00 s).
+        let window = rpcmeter::units::duration(run.window());
+        assert!(stdout.contains(&format!("  Duration:    {window}\n")) && !window.starts_with("0.0"), "{stdout}");
     }
 }
 

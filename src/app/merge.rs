@@ -680,7 +680,7 @@ pub fn table(merged: &Run) -> String {
     let shards = merged.shards.as_deref().unwrap_or_default();
     let mixed = merged.mode.known() == Some(result::Mode::Mixed);
     let mut o = format!(
-        "{} {}  (merged from {} results, mode {}){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {:.2} s ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n",
+        "{} {}  (merged from {} results, mode {}){}\n  Calls:       {} (ok {}, failed {})\n  Duration:    {} ({DURATION_IS}{})\n  Throughput:  {:.1} calls/s\n  Latency:     p50 {}, p90 {}, p99 {}, p99.9 {}, max {}\n",
         merged.target,
         merged.call,
         shards.len(),
@@ -689,7 +689,7 @@ pub fn table(merged: &Run) -> String {
         merged.requests.total,
         merged.requests.ok,
         merged.requests.failed,
-        merged.duration_s,
+        crate::units::duration(merged.window()),
         span_note(merged),
         merged.throughput_rps,
         ms(l, "p50"),

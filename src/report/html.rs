@@ -1043,7 +1043,10 @@ fn throughput_vs_concurrency(runs: &[Run]) -> Option<String> {
     };
     let top =
         points.iter().chain(&apart).map(|p| p.1.throughput_rps.max(p.1.server_rps.unwrap_or(0.0))).fold(0.0, f64::max);
-    let y = Axis::linear(0.0, top.max(1.0) * 1.15, "throughput (calls/s)", num);
+    // A level crosses both corners at its height: room above the highest for the legend's
+    // three rows (it hid a point at the bottom, a level at the top).
+    let headroom = if apart.is_empty() { 1.15 } else { 1.5 };
+    let y = Axis::linear(0.0, top.max(1.0) * headroom, "throughput (calls/s)", num);
     let mut p = Plot::new("tput-concurrency", "plot-scaling", "Throughput vs concurrency", W, H, x, y);
     p.legend_bottom = true;
     p.line(&points.iter().map(|(c, r, _)| (*c, r.throughput_rps)).collect::<Vec<_>>(), "#1f77b4", 2.0, false);
@@ -1269,6 +1272,15 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains(">runs off this axis</text>"), "{svg}");
+        // The level is the highest mark: the legend fits above it (it hid a point below).
+        let attr = |from: &str, name: &str| -> f64 {
+            let rest = &svg[svg.find(from).unwrap()..];
+            let at = rest.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            rest[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        let (top, height) = (attr("<g class=\"legend\">", "y"), attr("<g class=\"legend\">", "height"));
+        let level = attr("stroke-dasharray=\"6 4\"/><text", "y") + 4.0;
+        assert!(top + height < level, "legend {top}+{height} over the level at {level}: {svg}");
         // Nothing varied that a line could show: no plot.
         assert!(throughput_vs_concurrency(&[paced("a", "open", 32, 500.0), paced("b", "closed", 4, 900.0)]).is_none());
     }

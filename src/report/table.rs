@@ -119,7 +119,8 @@ fn summary(o: &mut String, r: &Run) {
     if let Some(unsent) = q.unsent.filter(|n| *n > 0) {
         let _ = writeln!(o, "  Unsent:      {unsent} calls due before the end were never sent");
     }
-    let _ = writeln!(o, "  Duration:    {:.2} s", r.duration_s);
+    // In the unit that keeps its digits: a 2 ms run read "0.00 s".
+    let _ = writeln!(o, "  Duration:    {}", duration(r.window()));
     let _ = writeln!(o, "  Throughput:  {:.1} calls/s ({:.1} ok/s)", r.throughput_rps, r.ok_calls_per_s());
     let l = r.latency_us.latency();
     let _ = writeln!(
