@@ -160,6 +160,22 @@ fn a_short_runs_calls_and_ok_calls_per_second_agree() {
 }
 
 #[test]
+fn the_warm_up_line_writes_its_duration_as_the_duration_line_does() {
+    let server = TestServer::start(Behaviour::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = run_echo(server.addr, &["-z", "300ms", "--warmup", "200ms", "--export"]);
+    cmd.arg(format!("json={}", json.display()));
+    let (code, stdout, stderr) = outcome(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    let run = rpcmeter::result::Run::parse(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let warmup = run.warmup.as_ref().expect("a warm-up");
+    let took = rpcmeter::units::duration(rpcmeter::units::from_secs(warmup.duration_s).unwrap());
+    // "Warm-up:     200.12 ms, …" beside "Duration:    300.05 ms" (it read "0.20 s").
+    assert!(stdout.contains(&format!("  Warm-up:     {took}, ")) && took.ends_with(" ms"), "{stdout}");
+}
+
+#[test]
 fn exports_beside_the_report_and_a_readable_hdr_log() {
     let server = TestServer::start(Behaviour::Echo);
     let dir = tempfile::tempdir().unwrap();

@@ -163,8 +163,8 @@ fn warmup(o: &mut String, r: &Run) {
     if let Some(w) = &r.warmup {
         let _ = writeln!(
             o,
-            "  Warm-up:     {:.2} s, {} calls, {:.1} calls/s, p50 {}, p99 {} (excluded from the result)",
-            w.duration_s,
+            "  Warm-up:     {}, {} calls, {:.1} calls/s, p50 {}, p99 {} (excluded from the result)",
+            duration(crate::units::from_secs(w.duration_s).unwrap_or_default()),
             w.calls,
             w.throughput_rps,
             at(&w.latency_us, Statistic::Percentile(50.0)),
