@@ -395,13 +395,12 @@ const PLAIN_TOGETHER: &str = "no interval series: these runs overlap in time, bu
 fn steady_state(inputs: &[Input], out: &mut Run) {
     use crate::analysis::{notices, steady, to_result};
     use crate::result::NoticeKind::{NoSteadyState, WarmUp};
-    let seconds = |s: f64| Duration::try_from_secs_f64(s).unwrap_or_default();
     let Some(rows) = out.intervals.as_deref() else { return };
-    let interval = seconds(out.interval_s.unwrap_or(0.0));
+    let interval = Duration::try_from_secs_f64(out.interval_s.unwrap_or(0.0)).unwrap_or_default();
     let found = steady::of_result_rows(rows, interval);
     out.steady_state = Some(to_result::steady_state(&found, out.requests.ok));
     // The warm-up every input excluded: a later steady state is in the merged result.
-    let warmup = inputs.iter().map(|i| seconds(i.result.warmup.as_ref().map_or(0.0, |w| w.duration_s))).min();
+    let warmup = inputs.iter().map(|i| i.result.warmup.as_ref().map_or(Duration::ZERO, result::Warmup::window)).min();
     let said = notices::steadiness(&found, out.requests.ok, warmup.unwrap_or_default(), interval);
     let steadiness = |n: &result::Notice| n.kind.as_ref().and_then(result::Word::known);
     out.notices.0.retain(|n| !matches!(steadiness(n), Some(WarmUp | NoSteadyState)));

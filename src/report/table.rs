@@ -164,7 +164,7 @@ fn warmup(o: &mut String, r: &Run) {
         let _ = writeln!(
             o,
             "  Warm-up:     {}, {} calls, {:.1} calls/s, p50 {}, p99 {} (excluded from the result)",
-            duration(crate::units::from_secs(w.duration_s).unwrap_or_default()),
+            duration(w.window()),
             w.calls,
             w.throughput_rps,
             at(&w.latency_us, Statistic::Percentile(50.0)),

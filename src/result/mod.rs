@@ -430,6 +430,14 @@ pub struct Warmup {
     pub latency_us: LatencySummary,
 }
 
+impl Warmup {
+    /// The warm-up's window (`duration_s`), read back as `Run::window` reads the measured one;
+    /// zero when it is none.
+    pub fn window(&self) -> Duration {
+        crate::units::from_secs(self.duration_s).unwrap_or_default()
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(default)]
 pub struct Round {
