@@ -400,19 +400,12 @@ impl Plot {
             self.top,
             self.top + self.plot_height(),
         );
-        // The line and its label are data a legend must not hide: a mark every 8 units down
-        // the line and along the label (a histogram's p99 and p99.9 lines were under it).
-        let mut y = self.top;
-        while y <= self.top + self.plot_height() {
-            self.marks.push((px, y));
-            y += 8.0;
-        }
-        let label_width = label.chars().count() as f64 * 6.4;
-        let mut x = px + 4.0;
-        while x < px + 4.0 + label_width {
-            self.marks.push((x, self.top + 10.0));
-            x += 8.0;
-        }
+        // The line and its label are data a legend must not hide (a histogram's p99 and p99.9
+        // lines were under it).
+        let (top, bottom) = (self.top, self.top + self.plot_height());
+        self.mark_every_8(top, |y| y <= bottom, |y| (px, y));
+        let label_end = px + 4.0 + label.chars().count() as f64 * 6.4;
+        self.mark_every_8(px + 4.0, |x| x < label_end, |x| (x, top + 10.0));
         if !label.is_empty() {
             let _ = write!(
                 self.body,
@@ -421,6 +414,16 @@ impl Plot {
                 self.top + 14.0,
                 esc(label)
             );
+        }
+    }
+
+    /// Marks for the legend to avoid, every 8 units from `from` while `more`, at `at` of each:
+    /// along a line or a label drawn as data (`vline`, `hline`).
+    fn mark_every_8(&mut self, from: f64, more: impl Fn(f64) -> bool, at: impl Fn(f64) -> (f64, f64)) {
+        let mut v = from;
+        while more(v) {
+            self.marks.push(at(v));
+            v += 8.0;
         }
     }
 
@@ -436,17 +439,9 @@ impl Plot {
             self.body,
             r#"<line x1="{left}" y1="{py:.1}" x2="{right}" y2="{py:.1}" stroke="{color}" stroke-width="1.6" stroke-dasharray="6 4"/>"#,
         );
-        let mut x = left;
-        while x <= right {
-            self.marks.push((x, py));
-            x += 8.0;
-        }
+        self.mark_every_8(left, |x| x <= right, |x| (x, py));
         let label_width = label.chars().count() as f64 * 6.4;
-        let mut x = right - 4.0 - label_width;
-        while x < right {
-            self.marks.push((x, py - 8.0));
-            x += 8.0;
-        }
+        self.mark_every_8(right - 4.0 - label_width, |x| x < right, |x| (x, py - 8.0));
         if !label.is_empty() {
             let _ = write!(
                 self.body,
