@@ -4,7 +4,7 @@
 use rpcmeter::lab::{LabConfig, LabServer};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn rpcmeter(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rpcmeter")).args(args).output().unwrap()
@@ -208,27 +208,34 @@ document.body.setAttribute('data-broken', broken.join(' | '));
     let html = std::fs::read_to_string(page).unwrap();
     let copy = page.with_file_name(format!("measured-{width}.html"));
     std::fs::write(&copy, html.replace("</body>", measure)).unwrap();
-    let profile = page.with_file_name(format!("chromium-profile-{width}"));
-    let mut dom = Command::new(&browser);
-    dom.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        &format!("--user-data-dir={}", profile.display()),
-        &format!("--window-size={width},900"),
-        "--dump-dom",
-        &format!("file://{}", copy.display()),
-    ])
-    .stderr(Stdio::null());
-    // As the screenshot's: a browser stuck on a busy machine fails the test, not the CI's clock.
-    let dom = assert_cmd::Command::from_std(dom).timeout(Duration::from_secs(120)).output().unwrap();
-    assert!(dom.status.success(), "{browser} --dump-dom failed ({:?}, or 120 s passed)", dom.status);
+    let dom = headless(&browser, &copy, (width, 900), "--dump-dom");
     let dom = String::from_utf8_lossy(&dom.stdout);
     let body = &dom[dom.find("<body").expect("no body in Chromium's DOM")..];
     let body = &body[..body.find('>').unwrap()];
     assert!(!body.contains("data-checked=\"0\"") && body.contains("data-checked="), "nothing measured: {body}");
     assert!(body.contains("data-broken=\"\""), "at {width} px a number is split across lines: {body}");
+}
+
+/// Headless Chromium on `page` in a `width` x `height` window, asked `what` (`--dump-dom`,
+/// `--screenshot=FILE`), with a profile of its own beside the page. A browser stuck on a busy
+/// machine fails the test after 120 s rather than holding the CI.
+fn headless(browser: &str, page: &Path, (width, height): (u32, u32), what: &str) -> std::process::Output {
+    let profile = page.with_file_name(format!("chromium-profile-{width}x{height}"));
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        &format!("--user-data-dir={}", profile.display()),
+        &format!("--window-size={width},{height}"),
+        what,
+        &format!("file://{}", page.display()),
+    ])
+    .stderr(Stdio::null());
+    let out = assert_cmd::Command::from_std(cmd).timeout(Duration::from_secs(120)).output().unwrap();
+    assert!(out.status.success(), "{browser} {what} failed ({:?}, or 120 s passed)", out.status);
+    out
 }
 
 /// Headless Chromium renders the page; the screenshot must be a real picture.
@@ -238,30 +245,7 @@ fn screenshot(page: &Path) {
         return;
     };
     let shot = page.with_file_name("shot.png");
-    let profile = page.with_file_name("chromium-profile");
-    let mut child = Command::new(&browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            &format!("--user-data-dir={}", profile.display()),
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,4000",
-            &format!("file://{}", page.display()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("{browser} took more than 120 s to take a screenshot");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    headless(&browser, page, (1280, 4000), &format!("--screenshot={}", shot.display()));
     let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
     assert!(size > 20_000, "screenshot {} is {size} bytes", shot.display());
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
